@@ -1,0 +1,324 @@
+/**
+ * OpenAIGenerator: keyword generation through any OpenAI-compatible chat-completions
+ * endpoint (OpenAI, vLLM, Ollama, llama.cpp's server) with the `openai` client.
+ *
+ * - Prompts come from generators/prompts/<side>.md (see prompts.ts for the syntax).
+ * - Structured output: `response_format: json_schema` built from a zod schema with
+ *   `z.toJSONSchema`; a server that answers 400 to it is remembered and asked again in
+ *   plain text; every answer goes through the tolerant parser (parse.ts).
+ * - `n` samples per request; a server that returns fewer choices than asked is
+ *   remembered and asked with repeated requests instead.
+ * - A concurrency limit, retries with exponential back-off and jitter on 429, 5xx,
+ *   time-outs and connection errors (the client's own retries are disabled so the
+ *   counts are ours), then CogrError('LLM_ERROR') naming the endpoint and last status.
+ * - A persistent cache keyed by sha256(model, side, messages, temperature, top_p,
+ *   max_tokens, seed, sample index), so a re-run never pays twice. The seed is part of the
+ *   key so that a new rollout seed draws new samples.
+ * - Usage counters: requests, tokens, failures, retries, cache hits, format failures.
+ * Output that is not a keyword list becomes an `invalid_format` sample, never a crash.
+ */
+import { createHash } from 'node:crypto';
+import OpenAI from 'openai';
+import { z } from 'zod';
+import { cogrError } from '../index/errors.ts';
+import { silentLogger, type Logger } from '../index/log.ts';
+import { createRng, deriveSeed, type Rng } from '../index/random.ts';
+import type { Side } from '../index/types.ts';
+import { KeywordListSchema, parseKeywordOutput } from './parse.ts';
+import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt, type ChatMessage, type PromptTemplate } from './prompts.ts';
+import { K_MAX, type GenerateInput, type GenerateOptions, type KeyValueStore, type KeywordGenerator, type KeywordSample } from './types.ts';
+
+export const LlmOptionsSchema = z.object({
+  baseURL: z.string().url({ message: 'baseURL must be a URL (flag --base-url or OPENAI_BASE_URL)' }),
+  apiKey: z.string().default('not-needed'),
+  model: z.string().min(1, { message: 'model must be set (flag --model or COGR_MODEL)' }),
+  concurrency: z.number().int().min(1).max(256).default(4),
+  maxRetries: z.number().int().min(0).max(20).default(4),
+  retryBaseMs: z.number().min(0).default(500),
+  retryMaxMs: z.number().min(0).default(10_000),
+  timeoutMs: z.number().int().min(1).default(60_000),
+  maxTokens: z.number().int().min(1).default(512),
+  /** 'auto': try json_schema, fall back to text on a 400; 'off': always text. */
+  structured: z.enum(['auto', 'off']).default('auto'),
+  /** Ask for `n` choices per request ('auto' falls back to repeated requests when a server ignores n). */
+  multiSample: z.enum(['auto', 'off']).default('auto'),
+  /** Ask for token log-probabilities and report Σ of them as the sample's logProb. */
+  logprobs: z.boolean().default(false),
+  kMax: z.number().int().min(1).default(K_MAX),
+  promptDir: z.string().default(DEFAULT_PROMPT_DIR),
+});
+export type LlmOptions = z.input<typeof LlmOptionsSchema>;
+
+export interface LlmDeps {
+  cache?: KeyValueStore;
+  logger?: Logger;
+  /** The paper's search-context ablation: top search-result titles for a query input. */
+  searchContext?: (input: GenerateInput) => readonly string[] | Promise<readonly string[]>;
+}
+
+export interface LlmUsage {
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  totalTokens: number;
+  /** Requests that failed (each retried attempt counts). */
+  failures: number;
+  retries: number;
+  cacheHits: number;
+  formatFailures: number;
+  samples: number;
+}
+
+/** Resolve options from flags first, then the environment (OPENAI_BASE_URL, OPENAI_API_KEY, COGR_MODEL). */
+export function llmOptionsFromEnv(flags: { baseUrl?: string; model?: string; apiKey?: string }, env: NodeJS.ProcessEnv = process.env): LlmOptions {
+  return {
+    baseURL: flags.baseUrl ?? env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1',
+    model: flags.model ?? env.COGR_MODEL ?? '',
+    apiKey: flags.apiKey ?? env.OPENAI_API_KEY ?? 'not-needed',
+  };
+}
+
+class Semaphore {
+  private active = 0;
+  private readonly queue: (() => void)[] = [];
+  constructor(private readonly limit: number) {}
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.active >= this.limit) await new Promise<void>((r) => this.queue.push(r));
+    this.active++;
+    try {
+      return await fn();
+    } finally {
+      this.active--;
+      this.queue.shift()?.();
+    }
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(cogrError('ABORTED', 'generation cancelled'));
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(cogrError('ABORTED', 'generation cancelled'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+interface Choice {
+  content: string;
+  logProb: number | null;
+}
+
+export class OpenAIGenerator implements KeywordGenerator {
+  readonly kind = 'openai';
+  readonly options: z.output<typeof LlmOptionsSchema>;
+  readonly usage: LlmUsage = {
+    requests: 0,
+    promptTokens: 0,
+    completionTokens: 0,
+    totalTokens: 0,
+    failures: 0,
+    retries: 0,
+    cacheHits: 0,
+    formatFailures: 0,
+    samples: 0,
+  };
+  private readonly client: OpenAI;
+  private readonly sem: Semaphore;
+  private readonly cache: KeyValueStore | undefined;
+  private readonly logger: Logger;
+  private readonly searchContext: LlmDeps['searchContext'];
+  private readonly prompts = new Map<Side, PromptTemplate>();
+  private structuredOk: boolean;
+  private multiOk: boolean;
+  private readonly jitter: Rng = createRng(0x5eed);
+  private readonly responseFormat: { type: 'json_schema'; json_schema: { name: string; schema: Record<string, unknown>; strict: boolean } };
+
+  constructor(options: LlmOptions, deps: LlmDeps = {}) {
+    const parsed = LlmOptionsSchema.safeParse(options);
+    if (!parsed.success) {
+      const i = parsed.error.issues[0];
+      throw cogrError('INVALID_ARGUMENT', `LLM option ${i.path.join('.') || '(root)'}: ${i.message}`);
+    }
+    this.options = parsed.data;
+    this.client = new OpenAI({
+      baseURL: this.options.baseURL,
+      apiKey: this.options.apiKey,
+      maxRetries: 0,
+      timeout: this.options.timeoutMs,
+    });
+    this.sem = new Semaphore(this.options.concurrency);
+    this.cache = deps.cache;
+    this.logger = deps.logger ?? silentLogger;
+    this.searchContext = deps.searchContext;
+    this.structuredOk = this.options.structured === 'auto';
+    this.multiOk = this.options.multiSample === 'auto';
+    const schema = z.toJSONSchema(KeywordListSchema) as Record<string, unknown>;
+    delete schema.$schema;
+    this.responseFormat = { type: 'json_schema', json_schema: { name: 'keywords', schema, strict: true } };
+  }
+
+  private prompt(side: Side): PromptTemplate {
+    let p = this.prompts.get(side);
+    if (!p) {
+      p = loadPromptTemplate(side, this.options.promptDir);
+      this.prompts.set(side, p);
+    }
+    return p;
+  }
+
+  /** The chat messages that would be sent for one input. */
+  async messages(side: Side, input: GenerateInput): Promise<ChatMessage[]> {
+    const ctx = side === 'query' && this.searchContext ? await this.searchContext(input) : [];
+    return renderPrompt(this.prompt(side), input, ctx, this.options.kMax);
+  }
+
+  async generate(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<KeywordSample[][]> {
+    if (!Number.isInteger(opts.samples) || opts.samples < 1) throw cogrError('INVALID_ARGUMENT', `samples must be a positive integer, got ${opts.samples}`);
+    if (!(opts.temperature >= 0)) throw cogrError('INVALID_ARGUMENT', `temperature must be ≥ 0, got ${opts.temperature}`);
+    return Promise.all(inputs.map((input) => this.generateOne(side, input, opts)));
+  }
+
+  private cacheKey(side: Side, messages: ChatMessage[], opts: GenerateOptions, index: number): string {
+    const h = createHash('sha256');
+    h.update(
+      JSON.stringify([
+        this.options.model,
+        side,
+        messages,
+        opts.temperature,
+        opts.topP ?? null,
+        this.options.maxTokens,
+        opts.seed ?? null,
+        this.options.logprobs,
+        index,
+      ]),
+    );
+    return 'gen:' + h.digest('hex');
+  }
+
+  private toSample(c: Choice): KeywordSample {
+    const p = parseKeywordOutput(c.content);
+    this.usage.samples++;
+    if (!p.ok) {
+      this.usage.formatFailures++;
+      return { keywords: [], logProb: c.logProb, format: 'invalid_format', raw: c.content };
+    }
+    return { keywords: p.keywords.slice(0, this.options.kMax * 4), logProb: c.logProb, format: 'ok', raw: c.content };
+  }
+
+  private async generateOne(side: Side, input: GenerateInput, opts: GenerateOptions): Promise<KeywordSample[]> {
+    const messages = await this.messages(side, input);
+    const out: (Choice | undefined)[] = Array.from({ length: opts.samples }, () => undefined);
+    const keys = Array.from({ length: opts.samples }, (_, s) => this.cacheKey(side, messages, opts, s));
+    if (this.cache) {
+      for (let s = 0; s < opts.samples; s++) {
+        const hit = (await this.cache.get(keys[s])) as Choice | undefined;
+        if (hit && typeof hit.content === 'string') {
+          out[s] = hit;
+          this.usage.cacheHits++;
+        }
+      }
+    }
+    let missing = out.map((c, s) => (c ? -1 : s)).filter((s) => s >= 0);
+    while (missing.length > 0) {
+      const n = this.multiOk ? missing.length : 1;
+      const choices = await this.sem.run(() => this.request(messages, opts, n, missing[0]));
+      if (this.multiOk && n > 1 && choices.length < n) {
+        this.multiOk = false;
+        this.logger.info('LLM endpoint returned fewer choices than n; using repeated requests', { endpoint: this.options.baseURL });
+      }
+      const take = Math.min(choices.length, missing.length);
+      for (let j = 0; j < take; j++) {
+        const s = missing[j];
+        out[s] = choices[j];
+        if (this.cache) await this.cache.put(keys[s], choices[j]);
+      }
+      if (take === 0) throw cogrError('LLM_ERROR', `LLM endpoint ${this.options.baseURL} returned no choices`, { endpoint: this.options.baseURL });
+      missing = missing.slice(take);
+    }
+    return out.map((c) => this.toSample(c!));
+  }
+
+  private async request(messages: ChatMessage[], opts: GenerateOptions, n: number, firstIndex: number): Promise<Choice[]> {
+    const endpoint = this.options.baseURL;
+    let lastStatus = 'none';
+    for (let attempt = 0; ; attempt++) {
+      if (opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled');
+      const structured = this.structuredOk;
+      const body: Record<string, unknown> = {
+        model: this.options.model,
+        messages,
+        temperature: opts.temperature,
+        max_tokens: this.options.maxTokens,
+      };
+      if (opts.topP !== undefined) body.top_p = opts.topP;
+      if (n > 1) body.n = n;
+      if (opts.seed !== undefined) body.seed = deriveSeed(opts.seed, firstIndex) & 0x7fffffff;
+      if (structured) body.response_format = this.responseFormat;
+      if (this.options.logprobs) body.logprobs = true;
+      this.usage.requests++;
+      try {
+        const res = (await this.client.chat.completions.create(
+          body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming,
+          { signal: opts.signal },
+        )) as OpenAI.Chat.Completions.ChatCompletion;
+        if (res.usage) {
+          this.usage.promptTokens += res.usage.prompt_tokens ?? 0;
+          this.usage.completionTokens += res.usage.completion_tokens ?? 0;
+          this.usage.totalTokens += res.usage.total_tokens ?? 0;
+        }
+        const choices = Array.isArray(res.choices) ? [...res.choices].sort((a, b) => (a.index ?? 0) - (b.index ?? 0)) : [];
+        return choices.map((c) => {
+          const lp = c.logprobs?.content;
+          const logProb = Array.isArray(lp) && lp.length > 0 ? lp.reduce((a, t) => a + (t.logprob ?? 0), 0) : null;
+          return { content: typeof c.message?.content === 'string' ? c.message.content : '', logProb };
+        });
+      } catch (e) {
+        this.usage.failures++;
+        if (e instanceof OpenAI.APIUserAbortError || opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled', undefined, e);
+        let retryable = false;
+        let retryAfterMs = 0;
+        if (e instanceof OpenAI.APIConnectionTimeoutError) {
+          lastStatus = `time-out after ${this.options.timeoutMs} ms`;
+          retryable = true;
+        } else if (e instanceof OpenAI.APIConnectionError) {
+          lastStatus = `connection error (${e.message})`;
+          retryable = true;
+        } else if (e instanceof OpenAI.APIError) {
+          const st = e.status ?? 0;
+          lastStatus = `HTTP ${st}`;
+          if (st === 400 && structured) {
+            this.structuredOk = false;
+            this.logger.info('LLM endpoint rejected response_format json_schema; falling back to plain text', { endpoint });
+            attempt--; // the fallback is not a retry
+            continue;
+          }
+          retryable = st === 429 || st === 408 || st >= 500;
+          const ra = Number(e.headers?.get?.('retry-after'));
+          if (Number.isFinite(ra) && ra > 0) retryAfterMs = ra * 1000;
+        } else {
+          throw e;
+        }
+        if (!retryable || attempt >= this.options.maxRetries) {
+          throw cogrError(
+            'LLM_ERROR',
+            `LLM endpoint ${endpoint} failed after ${attempt + 1} attempt(s): last status ${lastStatus}${retryable ? '' : ' (not retryable)'}`,
+            { endpoint, status: lastStatus, attempts: attempt + 1 },
+            e,
+          );
+        }
+        this.usage.retries++;
+        const backoff = Math.min(this.options.retryMaxMs, this.options.retryBaseMs * 2 ** attempt);
+        const delay = Math.min(this.options.retryMaxMs, Math.max(backoff * (0.5 + 0.5 * this.jitter()), retryAfterMs));
+        this.logger.debug('LLM request failed; retrying', { endpoint, status: lastStatus, attempt: attempt + 1, delayMs: Math.round(delay) });
+        await sleep(delay, opts.signal);
+      }
+    }
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * Prompt files (generators/prompts/<side>.md), read at run time so that users can read
+ * and change them. Syntax:
+ * - lines starting with `%%` are comments and are dropped;
+ * - a line `=== user ===` separates the system message (above) from the user message;
+ * - `{{name}}` placeholders are replaced: `query`, `title`, `text`, `k_max`,
+ *   `search_context`; an unknown placeholder is an error (so typos do not go unnoticed).
+ * Item input is cut to ITEM_TEXT_BUDGET characters (title to TITLE_BUDGET) before it is
+ * placed in the prompt; query input to QUERY_TEXT_BUDGET.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { cogrError } from '../index/errors.ts';
+import type { Side } from '../index/types.ts';
+import { K_MAX, type GenerateInput } from './types.ts';
+
+export const ITEM_TEXT_BUDGET = 2000;
+export const TITLE_BUDGET = 300;
+export const QUERY_TEXT_BUDGET = 1000;
+
+export const DEFAULT_PROMPT_DIR = join(dirname(fileURLToPath(import.meta.url)), 'prompts');
+
+export interface PromptTemplate {
+  side: Side;
+  path: string;
+  system: string;
+  user: string;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+const SEPARATOR = '=== user ===';
+
+export function parsePromptTemplate(side: Side, path: string, source: string): PromptTemplate {
+  const lines = source.split(/\r?\n/).filter((l) => !l.startsWith('%%'));
+  const at = lines.findIndex((l) => l.trim() === SEPARATOR);
+  if (at < 0) throw cogrError('DATA_FORMAT', `prompt file ${path} has no "${SEPARATOR}" line separating system and user messages`);
+  return { side, path, system: lines.slice(0, at).join('\n').trim(), user: lines.slice(at + 1).join('\n').trim() };
+}
+
+export function loadPromptTemplate(side: Side, dir: string = DEFAULT_PROMPT_DIR): PromptTemplate {
+  const path = join(dir, `${side}.md`);
+  let source: string;
+  try {
+    source = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw cogrError('DATA_MISSING', `prompt file ${path} cannot be read: ${(e as Error).message}`);
+  }
+  return parsePromptTemplate(side, path, source);
+}
+
+function cut(s: string, n: number): string {
+  return s.length <= n ? s : s.slice(0, n);
+}
+
+function fill(t: string, vars: Record<string, string>, path: string): string {
+  return t.replace(/\{\{\s*([a-z_]+)\s*\}\}/g, (_, name: string) => {
+    if (!(name in vars)) throw cogrError('DATA_FORMAT', `prompt file ${path} uses unknown placeholder {{${name}}}`);
+    return vars[name];
+  });
+}
+
+/** The chat messages for one input; `searchContext` lists top search-result titles (query side). */
+export function renderPrompt(t: PromptTemplate, input: GenerateInput, searchContext: readonly string[] = [], kMax = K_MAX): ChatMessage[] {
+  const ctx = searchContext.length
+    ? 'Top search results for this query:\n' + searchContext.map((s, i) => `${i + 1}. ${cut(s, TITLE_BUDGET)}`).join('\n')
+    : '';
+  const vars: Record<string, string> = {
+    query: cut(input.text, QUERY_TEXT_BUDGET),
+    title: cut(input.title ?? '', TITLE_BUDGET),
+    text: cut(input.text, ITEM_TEXT_BUDGET),
+    k_max: String(kMax),
+    search_context: ctx,
+  };
+  const user = fill(t.user, vars, t.path).replace(/\n{3,}/g, '\n\n');
+  return [
+    { role: 'system', content: fill(t.system, vars, t.path) },
+    { role: 'user', content: user },
+  ];
+}

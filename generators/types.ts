@@ -1,0 +1,73 @@
+/**
+ * The keyword-generator interface shared by the LLM generator and the embedded policy.
+ *
+ * `generate(side, inputs, opts)` returns, per input (same order), `opts.samples` sampled
+ * keyword sets: normalised (index/normalize.ts), de-duplicated, in generation order, each
+ * with its log-probability where the generator can give it (null otherwise) and a format
+ * verdict. An output that is not a keyword list is `format: 'invalid_format'` with an
+ * empty keyword list, never an exception (the layered reward scores it).
+ */
+import type { Side } from '../index/types.ts';
+
+export interface GenerateInput {
+  id: string;
+  /** Query text (query side) or item description (item side). */
+  text: string;
+  /** Item title (item side); ignored on the query side. */
+  title?: string;
+}
+
+export interface GenerateOptions {
+  /** Samples per input (GRPO group size G = 8 for rollouts; 1 for indexing). */
+  samples: number;
+  /** Sampling temperature: 1.0 for rollouts, 0.7 for indexing and evaluation (paper); 0 = greedy. */
+  temperature: number;
+  /** Nucleus sampling mass (LLM only): 0.8 for indexing and evaluation (paper). */
+  topP?: number;
+  /** Seed for reproducible sampling (the embedded policy is exactly reproducible; LLM servers may ignore it). */
+  seed?: number;
+  signal?: AbortSignal;
+}
+
+export type SampleFormat = 'ok' | 'invalid_format';
+
+export interface KeywordSample {
+  keywords: string[];
+  /** log P(sample) under the generator, null when it cannot be given. */
+  logProb: number | null;
+  format: SampleFormat;
+  /** The raw model output (LLM only), kept for diagnostics. */
+  raw?: string;
+}
+
+export interface KeywordGenerator {
+  readonly kind: string;
+  generate(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<KeywordSample[][]>;
+}
+
+/** A persistent key → JSON value store (an abstract-level sublevel with json valueEncoding fits). */
+export interface KeyValueStore {
+  get(key: string): Promise<unknown | undefined>;
+  put(key: string, value: unknown): Promise<void>;
+}
+
+/** Decoding defaults from the paper. */
+export const ROLLOUT_DECODING = Object.freeze({ temperature: 1.0, topP: 1.0 });
+export const INDEX_DECODING = Object.freeze({ temperature: 0.7, topP: 0.8 });
+
+/** Budget of keywords per set (K_max) on both sides. */
+export const K_MAX = 30;
+
+/** An in-memory KeyValueStore (tests, one-off runs). */
+export function memoryStore(): KeyValueStore & { map: Map<string, unknown> } {
+  const map = new Map<string, unknown>();
+  return {
+    map,
+    async get(key) {
+      return map.has(key) ? structuredClone(map.get(key)) : undefined;
+    },
+    async put(key, value) {
+      map.set(key, structuredClone(value));
+    },
+  };
+}

@@ -1,0 +1,177 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Level } from 'level';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { isCogrError } from '../../index/errors.ts';
+import { OpenAIGenerator, type LlmOptions } from '../../generators/llm.ts';
+import { parseKeywordOutput } from '../../generators/parse.ts';
+import type { KeyValueStore } from '../../generators/types.ts';
+
+type Reply = { status: number; body?: unknown; hang?: boolean; headers?: Record<string, string> };
+type Handler = (body: Record<string, any>, call: number) => Reply;
+
+let server: Server;
+let baseURL = '';
+let handler: Handler = () => ({ status: 500 });
+let calls: Record<string, any>[] = [];
+
+function completion(contents: string[], usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }) {
+  return {
+    id: 'cmpl-1',
+    object: 'chat.completion',
+    created: 0,
+    model: 'test-model',
+    choices: contents.map((c, i) => ({ index: i, finish_reason: 'stop', message: { role: 'assistant', content: c } })),
+    usage,
+  };
+}
+
+beforeAll(async () => {
+  server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let data = '';
+    req.on('data', (c) => (data += c));
+    req.on('end', () => {
+      const body = JSON.parse(data || '{}');
+      calls.push(body);
+      if (req.url !== '/v1/chat/completions') {
+        res.writeHead(404).end();
+        return;
+      }
+      const r = handler(body, calls.length);
+      if (r.hang) return; // never answer: the client times out
+      res.writeHead(r.status, { 'content-type': 'application/json', ...(r.headers ?? {}) });
+      res.end(JSON.stringify(r.body ?? { error: { message: `status ${r.status}` } }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const addr = server.address();
+  if (addr === null || typeof addr === 'string') throw new Error('no address');
+  baseURL = `http://127.0.0.1:${addr.port}/v1`;
+});
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise<void>((r) => server.close(() => r()));
+});
+afterEach(() => {
+  calls = [];
+});
+
+function gen(extra: Partial<LlmOptions> = {}, cache?: KeyValueStore) {
+  return new OpenAIGenerator({ baseURL, model: 'test-model', apiKey: 'k', retryBaseMs: 1, retryMaxMs: 5, timeoutMs: 2000, ...extra }, { cache });
+}
+const input = { id: 'q1', text: 'breast cancer treatment' };
+
+describe('OpenAIGenerator against a local chat-completions server', () => {
+  it('parses good JSON output, n samples in one request, structured output requested', async () => {
+    handler = (b) => ({ status: 200, body: completion(Array.from({ length: b.n ?? 1 }, (_, i) => JSON.stringify({ keywords: ['Breast Cancer', 'tamoxifen', `k${i}`, 'breast cancer'] }))) });
+    const g = gen();
+    const [samples] = await g.generate('query', [input], { samples: 3, temperature: 1 });
+    expect(calls).toHaveLength(1);
+    expect(calls[0].n).toBe(3);
+    expect(calls[0].response_format.type).toBe('json_schema');
+    expect(calls[0].response_format.json_schema.schema.properties.keywords.type).toBe('array');
+    expect(calls[0].messages[1].content).toContain('breast cancer treatment');
+    expect(samples.map((s) => s.keywords)).toEqual([
+      ['breast cancer', 'tamoxifen', 'k0'],
+      ['breast cancer', 'tamoxifen', 'k1'],
+      ['breast cancer', 'tamoxifen', 'k2'],
+    ]);
+    expect(samples.every((s) => s.format === 'ok' && s.logProb === null)).toBe(true);
+    expect(g.usage).toMatchObject({ requests: 1, totalTokens: 15, failures: 0, cacheHits: 0 });
+  });
+
+  it('reads a plain-text list, and repeats requests when the server ignores n', async () => {
+    handler = () => ({ status: 200, body: completion(['Keywords:\n1. Heart attack\n2. myocardial infarction\n- aspirin']) });
+    const g = gen();
+    const [samples] = await g.generate('query', [input], { samples: 2, temperature: 0.7, topP: 0.8 });
+    expect(samples).toHaveLength(2);
+    expect(samples[0].keywords).toEqual(['heart attack', 'myocardial infarction', 'aspirin']);
+    expect(calls.length).toBe(2); // first asked n=2, got 1 choice; then one more request
+    expect(calls[0].top_p).toBe(0.8);
+    expect(calls[1].n).toBeUndefined();
+  });
+
+  it('turns malformed output into invalid_format samples, never a crash', async () => {
+    const outs = ['{"keywords": [1, 2', '', 'I am sorry, but as a language model I cannot help you with the request you have made today because it is long prose.'];
+    handler = (_b, call) => ({ status: 200, body: completion([outs[(call - 1) % 3]]) });
+    const g = gen({ multiSample: 'off' });
+    const [samples] = await g.generate('item', [{ id: 'i', title: 'T', text: 'x' }], { samples: 3, temperature: 1 });
+    expect(samples.map((s) => s.format)).toEqual(['invalid_format', 'invalid_format', 'invalid_format']);
+    expect(samples.every((s) => s.keywords.length === 0)).toBe(true);
+    expect(g.usage.formatFailures).toBe(3);
+  });
+
+  it('retries a 429 then succeeds', async () => {
+    handler = (_b, call) => (call === 1 ? { status: 429 } : { status: 200, body: completion(['["a", "b"]']) });
+    const g = gen();
+    const [samples] = await g.generate('query', [input], { samples: 1, temperature: 1 });
+    expect(samples[0].keywords).toEqual(['a', 'b']);
+    expect(g.usage).toMatchObject({ requests: 2, failures: 1, retries: 1 });
+  });
+
+  it('gives up after 500s with an error naming the endpoint and status', async () => {
+    handler = () => ({ status: 500 });
+    const g = gen({ maxRetries: 2 });
+    const err = await g.generate('query', [input], { samples: 1, temperature: 1 }).catch((e) => e);
+    expect(isCogrError(err, 'LLM_ERROR')).toBe(true);
+    expect(err.message).toContain(baseURL);
+    expect(err.message).toContain('HTTP 500');
+    expect(calls).toHaveLength(3);
+  });
+
+  it('retries a time-out and then reports it', async () => {
+    handler = (_b, call) => (call === 1 ? { status: 0, hang: true } : { status: 200, body: completion(['{"keywords": ["late"]}']) });
+    const g = gen({ timeoutMs: 200 });
+    const [samples] = await g.generate('query', [input], { samples: 1, temperature: 1 });
+    expect(samples[0].keywords).toEqual(['late']);
+    handler = () => ({ status: 0, hang: true });
+    const err = await gen({ timeoutMs: 100, maxRetries: 1 }).generate('query', [input], { samples: 1, temperature: 1 }).catch((e) => e);
+    expect(isCogrError(err, 'LLM_ERROR')).toBe(true);
+    expect(err.message).toMatch(/time-out/);
+  });
+
+  it('falls back to plain text when the server rejects response_format', async () => {
+    handler = (b) => (b.response_format ? { status: 400, body: { error: { message: 'response_format not supported' } } } : { status: 200, body: completion(['alpha, beta; gamma delta']) });
+    const g = gen({ concurrency: 1 });
+    const res = await g.generate('query', [input, { id: 'q2', text: 'other' }], { samples: 1, temperature: 1 });
+    expect(res[0][0].keywords).toEqual(['alpha', 'beta', 'gamma delta']);
+    expect(calls.filter((c) => c.response_format)).toHaveLength(1); // remembered per endpoint
+  });
+
+  it('serves a repeated generation from the LevelDB cache without a second request', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cogr-llm-'));
+    const db = new Level<string, unknown>(join(dir, 'db'), { valueEncoding: 'json' });
+    try {
+      const cache = db.sublevel<string, unknown>('llm-cache', { valueEncoding: 'json' }) as unknown as KeyValueStore;
+      handler = () => ({ status: 200, body: completion(['{"keywords": ["cached one"]}']) });
+      const a = await gen({}, cache).generate('query', [input], { samples: 1, temperature: 0.7, seed: 3 });
+      const g2 = gen({}, cache);
+      const b = await g2.generate('query', [input], { samples: 1, temperature: 0.7, seed: 3 });
+      expect(calls).toHaveLength(1);
+      expect(b).toEqual(a);
+      expect(g2.usage).toMatchObject({ requests: 0, cacheHits: 1 });
+      await gen({}, cache).generate('query', [input], { samples: 1, temperature: 1.0, seed: 3 }); // other decoding → new request
+      expect(calls).toHaveLength(2);
+    } finally {
+      await db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('validates options with messages naming the field', () => {
+    expect(() => new OpenAIGenerator({ baseURL: 'not a url', model: 'm' })).toThrow(/baseURL/);
+    expect(() => new OpenAIGenerator({ baseURL, model: '' })).toThrow(/model/);
+  });
+});
+
+describe('parseKeywordOutput', () => {
+  it('reads JSON in fences, bullets, separated text; refuses prose', () => {
+    expect(parseKeywordOutput('```json\n{"keywords": ["A b", "c"]}\n```').keywords).toEqual(['a b', 'c']);
+    expect(parseKeywordOutput('* one\n* two').keywords).toEqual(['one', 'two']);
+    expect(parseKeywordOutput('one; two, three').keywords).toEqual(['one', 'two', 'three']);
+    expect(parseKeywordOutput('This is a sentence that goes on for a long time without any list.').ok).toBe(false);
+    expect(parseKeywordOutput('{"keywords": [').ok).toBe(false);
+  });
+});
