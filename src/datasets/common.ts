@@ -1,0 +1,246 @@
+/**
+ * Pieces shared by every dataset loader: the format names, the warnings shape, file
+ * reading with line numbers, and CorpusBuilder, which turns raw records into one
+ * validated Corpus (index/types.ts).
+ *
+ * Rules every loader follows through CorpusBuilder:
+ * - An item or query id that occurs twice is a DUPLICATE_ID error naming both places.
+ * - A judgement is `(queryId, itemId, grade)`. Relevance threshold: grade >= 1 is
+ *   relevant (RELEVANCE_THRESHOLD). `corpus.qrels` keeps the grades of relevant
+ *   judgements (grade > 0, so graded metrics can use them); grade-0 judgements are
+ *   counted as judged-not-relevant and otherwise dropped.
+ * - The same (query, item) pair judged twice with the same grade is accepted once;
+ *   with different grades it is a DUPLICATE_ID error.
+ * - Judgements that name an unknown query id or item id are never silently dropped:
+ *   they are counted in `warnings` with up to 5 examples ("file:line: ...") and
+ *   reported through the logger; they do not enter `qrels`.
+ * - Queries without any relevant item stay in `corpus.queries` but are not judged
+ *   (`warnings.unjudgedQueries` counts them); only judged queries enter splits.
+ */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { z } from 'zod';
+import { cogrError } from '../../index/errors.ts';
+import type { Logger } from '../../index/log.ts';
+import type { Corpus, Item, Query } from '../../index/types.ts';
+
+export const DATASET_FORMATS = ['smart', 'trec', 'beir', 'wands', 'jsonl'] as const;
+export type DatasetFormat = (typeof DATASET_FORMATS)[number];
+
+/** Grades at or above this are relevant. */
+export const RELEVANCE_THRESHOLD = 1;
+
+export interface DatasetWarnings {
+  /** Judgements whose query id is not a known query. */
+  unknownQueryIds: number;
+  /** Judgements whose item id is not a known item. */
+  unknownItemIds: number;
+  /** Up to 5 examples, each "file:line: ...". */
+  examples: string[];
+  /** Queries kept in the corpus that have no relevant item (excluded from evaluation). */
+  unjudgedQueries: number;
+}
+
+export interface LoadedDataset {
+  corpus: Corpus;
+  format: DatasetFormat;
+  /** The folder the dataset was read from (absolute). */
+  source: string;
+  warnings: DatasetWarnings;
+}
+
+/** The part of a loader's result that does not depend on where it was resolved from. */
+export interface ParsedDataset {
+  corpus: Corpus;
+  warnings: DatasetWarnings;
+}
+
+const MAX_EXAMPLES = 5;
+
+/** Read a text file, failing with DATA_MISSING naming the file. CRLF becomes LF. */
+export function readText(path: string): string {
+  if (!existsSync(path) || !statSync(path).isFile()) {
+    throw cogrError('DATA_MISSING', `${path}: file not found`, { file: path });
+  }
+  const buf = readFileSync(path);
+  // UTF-8 when valid, else Latin-1 (the SMART collections are Latin-1/ASCII).
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(buf);
+  } catch {
+    text = buf.toString('latin1');
+  }
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  return text.replace(/\r\n?/g, '\n');
+}
+
+/** Lines of a file (1-based numbering is `index + 1`); a trailing empty line is dropped. */
+export function readLines(path: string): string[] {
+  const lines = readText(path).split('\n');
+  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+  return lines;
+}
+
+export function formatError(file: string, line: number, message: string): Error {
+  return cogrError('DATA_FORMAT', `${file}:${line}: ${message}`, { file, line });
+}
+
+/** Parse a grade: a finite number; failing that, DATA_FORMAT at file:line. */
+export function parseGrade(raw: string, file: string, line: number): number {
+  const g = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(g)) {
+    throw formatError(file, line, `expected a numeric grade, found ${JSON.stringify(raw)}`);
+  }
+  return g;
+}
+
+interface Judgement {
+  queryId: string;
+  itemId: string;
+  grade: number;
+  where: string;
+}
+
+export class CorpusBuilder {
+  private readonly items = new Map<string, { item: Item; where: string }>();
+  private readonly queries = new Map<string, { query: Query; where: string }>();
+  private readonly judgements: Judgement[] = [];
+
+  /** `where` is "file:line", used in error messages. */
+  addItem(item: Item, where: string): void {
+    if (item.id === '') throw cogrError('DATA_FORMAT', `${where}: empty item id`);
+    const prev = this.items.get(item.id);
+    if (prev) {
+      throw cogrError('DUPLICATE_ID', `${where}: duplicate item id ${JSON.stringify(item.id)} (first at ${prev.where})`, {
+        id: item.id,
+      });
+    }
+    this.items.set(item.id, { item, where });
+  }
+
+  /**
+   * Add a query. With `mergeIdentical`, a repeated id whose text is the same is
+   * accepted once (several query files of one collection may overlap).
+   */
+  addQuery(query: Query, where: string, mergeIdentical = false): void {
+    if (query.id === '') throw cogrError('DATA_FORMAT', `${where}: empty query id`);
+    const prev = this.queries.get(query.id);
+    if (prev) {
+      if (mergeIdentical && prev.query.text === query.text) return;
+      throw cogrError('DUPLICATE_ID', `${where}: duplicate query id ${JSON.stringify(query.id)} (first at ${prev.where})`, {
+        id: query.id,
+      });
+    }
+    this.queries.set(query.id, { query, where });
+  }
+
+  addJudgement(queryId: string, itemId: string, grade: number, where: string): void {
+    this.judgements.push({ queryId, itemId, grade, where });
+  }
+
+  get itemCount(): number {
+    return this.items.size;
+  }
+
+  build(name: string, logger?: Logger): ParsedDataset {
+    const warnings: DatasetWarnings = { unknownQueryIds: 0, unknownItemIds: 0, examples: [], unjudgedQueries: 0 };
+    const qrels = new Map<string, Map<string, number>>();
+    const seen = new Map<string, Judgement>();
+    for (const j of this.judgements) {
+      const key = `${j.queryId}\u0000${j.itemId}`;
+      const prev = seen.get(key);
+      if (prev) {
+        if (prev.grade !== j.grade) {
+          throw cogrError(
+            'DUPLICATE_ID',
+            `${j.where}: judgement ${j.queryId} -> ${j.itemId} repeated with grade ${j.grade} (grade ${prev.grade} at ${prev.where})`,
+          );
+        }
+        continue;
+      }
+      seen.set(key, j);
+      const unknownQ = !this.queries.has(j.queryId);
+      const unknownI = !this.items.has(j.itemId);
+      if (unknownQ || unknownI) {
+        if (unknownQ) warnings.unknownQueryIds++;
+        if (unknownI) warnings.unknownItemIds++;
+        if (warnings.examples.length < MAX_EXAMPLES) {
+          const what = [unknownQ ? `unknown query id ${JSON.stringify(j.queryId)}` : '', unknownI ? `unknown item id ${JSON.stringify(j.itemId)}` : '']
+            .filter(Boolean)
+            .join(' and ');
+          warnings.examples.push(`${j.where}: ${what}`);
+        }
+        continue;
+      }
+      if (j.grade < RELEVANCE_THRESHOLD) continue;
+      let m = qrels.get(j.queryId);
+      if (!m) {
+        m = new Map();
+        qrels.set(j.queryId, m);
+      }
+      m.set(j.itemId, j.grade);
+    }
+    const queries = [...this.queries.values()].map((q) => q.query);
+    const relevant = new Map<string, Set<string>>();
+    // qrels and relevant follow the order of corpus.queries.
+    const orderedQrels = new Map<string, Map<string, number>>();
+    for (const q of queries) {
+      const m = qrels.get(q.id);
+      if (!m || m.size === 0) {
+        warnings.unjudgedQueries++;
+        continue;
+      }
+      orderedQrels.set(q.id, m);
+      relevant.set(q.id, new Set(m.keys()));
+    }
+    if (logger && (warnings.unknownQueryIds > 0 || warnings.unknownItemIds > 0)) {
+      logger.warn(`${name}: judgements pointing to unknown ids were left out`, {
+        unknownQueryIds: warnings.unknownQueryIds,
+        unknownItemIds: warnings.unknownItemIds,
+        examples: warnings.examples,
+      });
+    }
+    const corpus: Corpus = {
+      name,
+      items: [...this.items.values()].map((i) => i.item),
+      queries,
+      qrels: orderedQrels,
+      relevant,
+    };
+    return { corpus, warnings };
+  }
+}
+
+/** Collapse white space runs to one space and trim. */
+export function squash(s: string): string {
+  return s.replace(/\s+/g, ' ').trim();
+}
+
+/**
+ * Read a JSON-lines file, validating each non-empty line with `schema`. A line that is
+ * not JSON or does not validate is a DATA_FORMAT error naming file, line and field.
+ */
+export function readJsonl<T>(path: string, schema: z.ZodType<T>): { value: T; line: number }[] {
+  const out: { value: T; line: number }[] = [];
+  const lines = readLines(path);
+  for (let i = 0; i < lines.length; i++) {
+    const s = lines[i].trim();
+    if (s === '') continue;
+    let raw: unknown;
+    try {
+      raw = JSON.parse(s);
+    } catch (e) {
+      throw formatError(path, i + 1, `not valid JSON (${(e as Error).message})`);
+    }
+    const r = schema.safeParse(raw);
+    if (!r.success) {
+      const issue = r.error.issues[0];
+      const field = issue && issue.path.length > 0 ? `field "${issue.path.join('.')}"` : 'line';
+      throw formatError(path, i + 1, `${field}: ${issue?.message ?? 'invalid'}`);
+    }
+    out.push({ value: r.data, line: i + 1 });
+  }
+  return out;
+}
+
+/** An id that may be written as a JSON string or number; always a non-empty string. */
+export const idSchema = z.union([z.string().min(1), z.number().transform((n) => String(n))]);

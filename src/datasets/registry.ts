@@ -1,0 +1,110 @@
+/**
+ * Dataset names. Shipped datasets (med, cisi, nfcorpus) live in the package's data/
+ * folder, resolved from this module's URL (never from the working directory).
+ * Registered datasets are kept in $COGR_HOME/datasets.json:
+ *   {"version": 1, "datasets": {"<name>": {"path": "/abs/folder", "format": "beir"}}}
+ * (`format` optional: detected from the files when absent).
+ */
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { basename, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { cogrError } from '../../index/errors.ts';
+import { homePath } from '../home.ts';
+import { DATASET_FORMATS, type DatasetFormat } from './common.ts';
+
+export const SHIPPED_DATASETS: Readonly<Record<string, { folder: string; format: DatasetFormat }>> = Object.freeze({
+  med: { folder: 'med', format: 'smart' },
+  cisi: { folder: 'cisi', format: 'smart' },
+  nfcorpus: { folder: 'nfcorpus', format: 'trec' },
+});
+
+export interface DatasetEntry {
+  name: string;
+  path: string;
+  format?: DatasetFormat;
+  shipped: boolean;
+}
+
+const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/i;
+
+const registrySchema = z.object({
+  version: z.literal(1),
+  datasets: z.record(z.string(), z.object({ path: z.string().min(1), format: z.enum(DATASET_FORMATS).optional() })),
+});
+type RegistryFile = z.infer<typeof registrySchema>;
+
+/** The package's data/ folder. */
+export function dataRoot(): string {
+  return fileURLToPath(new URL('../../data/', import.meta.url));
+}
+
+function registryPath(): string {
+  return homePath('datasets.json');
+}
+
+function readRegistry(): RegistryFile {
+  const file = registryPath();
+  if (!existsSync(file)) return { version: 1, datasets: {} };
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw cogrError('DATA_FORMAT', `${file}:1: not valid JSON (${(e as Error).message})`, { file });
+  }
+  const r = registrySchema.safeParse(raw);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw cogrError('DATA_FORMAT', `${file}: field "${issue?.path.join('.') ?? ''}": ${issue?.message ?? 'invalid'}`, { file });
+  }
+  return r.data;
+}
+
+/** Shipped datasets first, then registered ones in name order. */
+export function listDatasets(): DatasetEntry[] {
+  const out: DatasetEntry[] = Object.entries(SHIPPED_DATASETS).map(([name, s]) => ({
+    name,
+    path: resolve(dataRoot(), s.folder),
+    format: s.format,
+    shipped: true,
+  }));
+  const reg = readRegistry();
+  for (const name of Object.keys(reg.datasets).sort()) {
+    const d = reg.datasets[name];
+    out.push({ name, path: d.path, ...(d.format ? { format: d.format } : {}), shipped: false });
+  }
+  return out;
+}
+
+/** Record a dataset under a name in $COGR_HOME/datasets.json (replacing an earlier entry). */
+export function registerDataset(name: string, path: string, format?: DatasetFormat): DatasetEntry {
+  if (!NAME.test(name)) {
+    throw cogrError('INVALID_ARGUMENT', `name: ${JSON.stringify(name)} must be 1-64 letters, digits, ".", "_" or "-"`);
+  }
+  if (name in SHIPPED_DATASETS) throw cogrError('INVALID_ARGUMENT', `name: ${JSON.stringify(name)} is a shipped dataset`);
+  const abs = resolve(path);
+  if (!existsSync(abs) || !statSync(abs).isDirectory()) throw cogrError('DATA_MISSING', `${abs}: not a folder`, { path: abs });
+  const reg = readRegistry();
+  reg.datasets[name] = format ? { path: abs, format } : { path: abs };
+  const file = registryPath();
+  writeFileSync(`${file}.tmp`, JSON.stringify(reg, null, 2) + '\n');
+  renameSync(`${file}.tmp`, file);
+  return { name, path: abs, ...(format ? { format } : {}), shipped: false };
+}
+
+/**
+ * A shipped name, a registered name, or the path of a folder (in that order). A name
+ * that is none of these is DATA_MISSING with the known names listed.
+ */
+export function resolveDataset(nameOrPath: string): DatasetEntry {
+  const known = listDatasets();
+  const hit = known.find((d) => d.name === nameOrPath);
+  if (hit) return hit;
+  const abs = resolve(nameOrPath);
+  if (existsSync(abs) && statSync(abs).isDirectory()) return { name: basename(abs), path: abs, shipped: false };
+  throw cogrError(
+    'DATA_MISSING',
+    `dataset ${JSON.stringify(nameOrPath)}: not a known name (${known.map((d) => d.name).join(', ')}) and no folder at ${abs}`,
+    { dataset: nameOrPath },
+  );
+}
