@@ -1,0 +1,646 @@
+/**
+ * The keyword inverted index on LevelDB: numbered, immutable generations per side,
+ * a writer that commits one atomic batch per generation, and frozen read views.
+ *
+ * Storage: the `kwi` sublevel of the project database (db.ts), utf8 keys, JSON values.
+ * Every key is a list of components joined by "\0"; strings inside components are
+ * escaped ("\x01" → "\x01\x02", "\0" → "\x01\x01") so that no component contains the
+ * separator. `<g>` is the generation number as 8 lower-case hex digits.
+ *
+ *   m \0 <side> \0 <g>                  manifest of generation g (GenerationManifest)
+ *   n \0 <side>                         next generation number (numbers are never reused)
+ *   r \0 <side> \0 <id> \0 <g>          entity record {s: self, k: keywords, l: doc length}
+ *                                       or a tombstone {x: 1} (removed in g)
+ *   p \0 <side> \0 <keyword> \0 <id> \0 <g>   posting cell: 1 (id posted under keyword
+ *                                       from g on) or 0 (no longer posted from g on);
+ *                                       self keywords are posted like any keyword
+ *   w \0 <side> \0 <word> \0 <g>        BM25 document frequency of a word from g on
+ *
+ * Records, posting cells and df cells are copy-on-write "versioned cells": generation g
+ * only writes the cells that change relative to its base, and the value of a cell in g
+ * is the cell with the highest generation number in g's lineage (g, its chain parent,
+ * that one's chain parent, ...). The manifest holds the integer statistics of the whole
+ * generation (number of entities, total document length in words), the logical parent
+ * (the base it was built from), the chain parent used for reading and the caller's
+ * metadata. Because a commit writes the manifest, the counter and all cells in one
+ * LevelDB batch, a generation is either entirely visible or absent, also after a
+ * crash. Deleting a generation g folds each of its cells into every child generation
+ * (chain parent = g) that has no cell of its own under that key, re-points the
+ * children's chain parent to g's, and deletes g's cells and manifest: again one batch,
+ * so later generations read exactly as before.
+ *
+ * Reads (views, entries, postings, df, diff) run on an explicit LevelDB snapshot; writes
+ * (commit, delete) are serialised per store instance. A database is held by one process
+ * at a time (LevelDB's lock, see db.ts).
+ */
+import type { AbstractSnapshot } from 'abstract-level';
+import { z } from 'zod';
+import type { CogrDb, JsonSublevel } from './db.ts';
+import { cogrError } from './errors.ts';
+import { silentLogger, type Logger } from './log.ts';
+import { keywordWords, normalizeKeywordSet, normalizeSelf } from './normalize.ts';
+import { SIDES, type IndexEntry, type Side } from './types.ts';
+import { KeywordView, buildViewData } from './view.ts';
+
+export const KWI_SUBLEVEL = 'kwi';
+
+export interface GenerationInfo {
+  side: Side;
+  generation: number;
+  /** The generation this one was built from (null for a build from empty). May since have been deleted. */
+  parent: number | null;
+  createdAt: string;
+  /** Number of entities. */
+  size: number;
+  /** Σ document lengths in words (BM25 integer statistic). */
+  totalLength: number;
+  /** Number of entities written (set, replaced or removed) by this generation's commit. */
+  changed: number;
+  /** Caller's metadata (label, round, generator, ...), fixed at commit. */
+  meta: Record<string, unknown>;
+}
+
+interface GenerationManifest extends GenerationInfo {
+  /** Internal: the generation whose cells this one inherits (changes when a generation is deleted). */
+  chainParent: number | null;
+}
+
+interface LiveRecord {
+  s: string;
+  k: string[];
+  l: number;
+}
+type StoredRecord = LiveRecord | { x: 1 };
+
+export interface GenerationDiff {
+  side: Side;
+  from: number;
+  to: number;
+  added: string[];
+  removed: string[];
+  /** Ids present in both whose keyword set or self keyword differ. */
+  changed: string[];
+  /** Σ over ids of |S_to \ S_from| (a missing entity has the empty set). */
+  keywordsAdded: number;
+  /** Σ over ids of |S_from \ S_to|. */
+  keywordsDropped: number;
+}
+
+export interface WriterOptions {
+  /** Generation to build from: a number, null for empty, or omitted for the latest (empty when none). */
+  base?: number | null;
+  /**
+   * 'patch' (default): entities not mentioned keep their base record.
+   * 'replace': the new generation holds exactly the entities set in this writer.
+   */
+  mode?: 'patch' | 'replace';
+}
+
+export interface CommitResult {
+  generation: number;
+  /** Entities whose stored record changed (set to new content or removed). */
+  changed: number;
+  /** Keywords dropped by normalisation (empty or over the limits) across all set() calls. */
+  rejectedKeywords: number;
+}
+
+const writerOptionsSchema = z
+  .object({
+    base: z.number().int().nonnegative().nullable().optional(),
+    mode: z.enum(['patch', 'replace']).optional(),
+  })
+  .strict();
+const viewOptionsSchema = z.object({ shared: z.boolean().optional() }).strict();
+
+const SEP = '\0';
+const PER_KEY_LOOKUP_LIMIT = 256;
+
+function esc(s: string): string {
+  return s.replace(/\x01/g, '\x01\x02').replace(/\0/g, '\x01\x01');
+}
+function unesc(s: string): string {
+  return s.replace(/\x01\x01/g, '\0').replace(/\x01\x02/g, '\x01');
+}
+function genHex(g: number): string {
+  return g.toString(16).padStart(8, '0');
+}
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function checkSide(side: unknown): Side {
+  if (!SIDES.includes(side as Side)) {
+    throw cogrError('INVALID_ARGUMENT', `side must be "item" or "query" (got ${JSON.stringify(side)})`);
+  }
+  return side as Side;
+}
+function checkGeneration(g: unknown, field = 'generation'): number {
+  if (typeof g !== 'number' || !Number.isInteger(g) || g < 0 || g > 0xffffffff) {
+    throw cogrError('INVALID_ARGUMENT', `${field} must be a non-negative integer (got ${JSON.stringify(g)})`);
+  }
+  return g;
+}
+function zodMessage(e: z.ZodError, what: string): string {
+  return e.issues.map((i) => `${what}.${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+}
+
+/** Words of the bag of S ∪ {self}: the distinct keywords' words, with multiplicity. */
+function bagWords(rec: LiveRecord): Map<string, number> {
+  const kws = new Set(rec.k);
+  if (rec.s.length > 0) kws.add(rec.s);
+  const tf = new Map<string, number>();
+  for (const k of kws) for (const w of keywordWords(k)) tf.set(w, (tf.get(w) ?? 0) + 1);
+  return tf;
+}
+function docLength(self: string, keywords: readonly string[]): number {
+  const kws = new Set(keywords);
+  if (self.length > 0) kws.add(self);
+  let n = 0;
+  for (const k of kws) n += keywordWords(k).length;
+  return n;
+}
+function postedKeywords(rec: LiveRecord | undefined): Set<string> {
+  const s = new Set<string>(rec ? rec.k : []);
+  if (rec && rec.s.length > 0) s.add(rec.s);
+  return s;
+}
+function sameRecord(a: LiveRecord, b: LiveRecord): boolean {
+  if (a.s !== b.s || a.k.length !== b.k.length) return false;
+  const sa = new Set(a.k);
+  return b.k.every((k) => sa.has(k));
+}
+function isLive(r: StoredRecord | undefined): r is LiveRecord {
+  return r !== undefined && !('x' in r);
+}
+
+/** Set, replace or remove entities; `commit()` writes one new generation atomically. */
+export class IndexWriter {
+  private readonly changes = new Map<string, LiveRecord | null>();
+  private rejected = 0;
+  private committed = false;
+
+  constructor(
+    private readonly store: KeywordIndexStore,
+    readonly side: Side,
+    readonly options: Readonly<WriterOptions>,
+  ) {}
+
+  /** Number of entities set or removed so far. */
+  get pending(): number {
+    return this.changes.size;
+  }
+
+  /**
+   * Set or replace an entity's keyword set. `self` is its own string (item title or raw
+   * query text); keywords are normalised and de-duplicated, over-limit ones dropped.
+   */
+  set(id: string, self: string, keywords: readonly string[]): this {
+    this.checkOpen();
+    checkId(id);
+    if (typeof self !== 'string') throw cogrError('INVALID_ARGUMENT', `self of ${JSON.stringify(id)} must be a string`);
+    if (!Array.isArray(keywords) || keywords.some((k) => typeof k !== 'string')) {
+      throw cogrError('INVALID_ARGUMENT', `keywords of ${JSON.stringify(id)} must be an array of strings`);
+    }
+    const { keywords: k, rejected } = normalizeKeywordSet(keywords);
+    this.rejected += rejected;
+    const s = normalizeSelf(self);
+    this.changes.set(id, { s, k, l: docLength(s, k) });
+    return this;
+  }
+
+  /** Remove an entity (a no-op at commit when the base does not hold it). */
+  remove(id: string): this {
+    this.checkOpen();
+    checkId(id);
+    this.changes.set(id, null);
+    return this;
+  }
+
+  /** Commit a new generation (last + 1) in one atomic batch; returns its number. */
+  async commit(meta: Record<string, unknown> = {}): Promise<number> {
+    return (await this.commitWithStats(meta)).generation;
+  }
+
+  async commitWithStats(meta: Record<string, unknown> = {}): Promise<CommitResult> {
+    this.checkOpen();
+    if (meta === null || typeof meta !== 'object' || Array.isArray(meta)) {
+      throw cogrError('INVALID_ARGUMENT', 'commit meta must be a plain object');
+    }
+    this.committed = true;
+    const res = await this.store._commit(this.side, this.options, this.changes, meta);
+    return { ...res, rejectedKeywords: this.rejected };
+  }
+
+  private checkOpen(): void {
+    if (this.committed) throw cogrError('INVALID_ARGUMENT', 'this writer has already committed; take a new writer');
+  }
+}
+
+function checkId(id: unknown): asserts id is string {
+  if (typeof id !== 'string' || id.length === 0) throw cogrError('INVALID_ARGUMENT', `entity id must be a non-empty string (got ${JSON.stringify(id)})`);
+  if (LONE_SURROGATE.test(id)) throw cogrError('INVALID_ARGUMENT', `entity id ${JSON.stringify(id)} is not well-formed Unicode`);
+}
+
+type Snap = AbstractSnapshot;
+
+/** Generation-aware keyword index over a CogrDb (both sides). */
+export class KeywordIndexStore {
+  readonly db: CogrDb;
+  private readonly sub: JsonSublevel<unknown>;
+  private readonly logger: Logger;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(db: CogrDb, opts: { logger?: Logger } = {}) {
+    this.db = db;
+    this.sub = db.sublevel<unknown>(KWI_SUBLEVEL);
+    this.logger = opts.logger ?? db.logger ?? silentLogger;
+  }
+
+  /** Every committed generation of a side, oldest first. */
+  async listGenerations(side: Side): Promise<GenerationInfo[]> {
+    checkSide(side);
+    return this.withSnapshot(async (snap) => (await this.manifests(side, snap)).map(publicInfo));
+  }
+
+  /** One generation's info; NOT_FOUND when it does not exist. */
+  async generationInfo(side: Side, generation: number | 'latest'): Promise<GenerationInfo> {
+    checkSide(side);
+    return this.withSnapshot(async (snap) => publicInfo(await this.resolve(side, generation, snap)));
+  }
+
+  /** The highest committed generation number, or null when the side has none. */
+  async latest(side: Side): Promise<number | null> {
+    const list = await this.listGenerations(side);
+    return list.length === 0 ? null : list[list.length - 1].generation;
+  }
+
+  writer(side: Side, opts: WriterOptions = {}): IndexWriter {
+    checkSide(side);
+    const parsed = writerOptionsSchema.safeParse(opts);
+    if (!parsed.success) throw cogrError('INVALID_ARGUMENT', zodMessage(parsed.error, 'writer options'));
+    return new IndexWriter(this, side, { ...parsed.data });
+  }
+
+  /** The entries of a generation, sorted by id (keywords in their stored order). */
+  async entries(side: Side, generation: number | 'latest'): Promise<IndexEntry[]> {
+    checkSide(side);
+    return this.withSnapshot(async (snap) => {
+      const man = await this.resolve(side, generation, snap);
+      return this.entriesAt(side, man, snap);
+    });
+  }
+
+  /** A frozen view of one generation (arrays on SharedArrayBuffer with `shared: true`). */
+  async openView(side: Side, generation: number | 'latest', opts: { shared?: boolean } = {}): Promise<KeywordView> {
+    checkSide(side);
+    const parsed = viewOptionsSchema.safeParse(opts);
+    if (!parsed.success) throw cogrError('INVALID_ARGUMENT', zodMessage(parsed.error, 'view options'));
+    return this.withSnapshot(async (snap) => {
+      const man = await this.resolve(side, generation, snap);
+      const entries = await this.entriesAt(side, man, snap);
+      if (entries.length !== man.size) {
+        throw cogrError('DB_CORRUPT', `${side} generation ${man.generation} has ${entries.length} entities, its manifest says ${man.size}`);
+      }
+      const view = new KeywordView(buildViewData(side, man.generation, entries, { shared: parsed.data.shared ?? false }));
+      this.logger.debug('opened keyword view', { side, generation: man.generation, size: view.size });
+      return view;
+    });
+  }
+
+  /** Stored postings of a normalised keyword in a generation: sorted entity ids. */
+  async postings(side: Side, generation: number | 'latest', keyword: string): Promise<string[]> {
+    checkSide(side);
+    return this.withSnapshot(async (snap) => {
+      const man = await this.resolve(side, generation, snap);
+      const lineage = await this.lineage(side, man, snap);
+      const prefix = ['p', side, esc(keyword)].join(SEP) + SEP;
+      const out: string[] = [];
+      await this.scanLatest(prefix, lineage, snap, (rest, v) => {
+        if (v === 1) out.push(unesc(rest));
+      });
+      return out.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    });
+  }
+
+  /** Stored BM25 statistics of a generation: integer sums and the df of the given words. */
+  async statistics(side: Side, generation: number | 'latest', words: readonly string[] = []): Promise<{ numEntities: number; totalLength: number; df: Map<string, number> }> {
+    checkSide(side);
+    return this.withSnapshot(async (snap) => {
+      const man = await this.resolve(side, generation, snap);
+      const lineage = await this.lineage(side, man, snap);
+      const df = new Map<string, number>();
+      for (const w of words) df.set(w, ((await this.latestCell(['w', side, esc(w)].join(SEP), lineage, snap)) as number | undefined) ?? 0);
+      return { numEntities: man.size, totalLength: man.totalLength, df };
+    });
+  }
+
+  /** What changed from generation a to generation b of a side. */
+  async diff(side: Side, a: number, b: number): Promise<GenerationDiff> {
+    checkSide(side);
+    checkGeneration(a, 'from');
+    checkGeneration(b, 'to');
+    return this.withSnapshot(async (snap) => {
+      const ea = await this.entriesAt(side, await this.resolve(side, a, snap), snap);
+      const eb = await this.entriesAt(side, await this.resolve(side, b, snap), snap);
+      const ma = new Map(ea.map((e) => [e.id, e]));
+      const mb = new Map(eb.map((e) => [e.id, e]));
+      const out: GenerationDiff = { side, from: a, to: b, added: [], removed: [], changed: [], keywordsAdded: 0, keywordsDropped: 0 };
+      for (const [id, x] of ma) {
+        const y = mb.get(id);
+        const sx = new Set(x.keywords);
+        const sy = new Set(y ? y.keywords : []);
+        let add = 0;
+        let drop = 0;
+        for (const k of sy) if (!sx.has(k)) add++;
+        for (const k of sx) if (!sy.has(k)) drop++;
+        out.keywordsAdded += add;
+        out.keywordsDropped += drop;
+        if (!y) out.removed.push(id);
+        else if (add > 0 || drop > 0 || x.self !== y.self) out.changed.push(id);
+      }
+      for (const [id, y] of mb) {
+        if (ma.has(id)) continue;
+        out.added.push(id);
+        out.keywordsAdded += new Set(y.keywords).size;
+      }
+      out.added.sort();
+      return out;
+    });
+  }
+
+  /** Delete one generation; every other generation reads exactly as before. */
+  async deleteGeneration(side: Side, generation: number): Promise<void> {
+    checkSide(side);
+    checkGeneration(generation);
+    await this.exclusive(() => this.withSnapshot((snap) => this.deleteLocked(side, generation, snap)));
+  }
+
+  // ---- internals -------------------------------------------------------------------
+
+  /** @internal Called by IndexWriter.commit. */
+  async _commit(
+    side: Side,
+    opts: Readonly<WriterOptions>,
+    changes: ReadonlyMap<string, LiveRecord | null>,
+    meta: Record<string, unknown>,
+  ): Promise<Omit<CommitResult, 'rejectedKeywords'>> {
+    return this.exclusive(() => this.withSnapshot((snap) => this.commitLocked(side, opts, changes, meta, snap)));
+  }
+
+  private async commitLocked(
+    side: Side,
+    opts: Readonly<WriterOptions>,
+    changes: ReadonlyMap<string, LiveRecord | null>,
+    meta: Record<string, unknown>,
+    snap: Snap,
+  ): Promise<Omit<CommitResult, 'rejectedKeywords'>> {
+    const mans = await this.manifests(side, snap);
+    let base: GenerationManifest | null = null;
+    if (opts.base === undefined) base = mans.length ? mans[mans.length - 1] : null;
+    else if (opts.base !== null) {
+      base = mans.find((m) => m.generation === opts.base) ?? null;
+      if (!base) throw cogrError('NOT_FOUND', `base ${side} generation ${opts.base} does not exist`, { side, generation: opts.base });
+    }
+    const next = ((await this.sub.get(['n', side].join(SEP), { snapshot: snap })) as number | undefined) ?? 0;
+    const lineage = base ? await this.lineage(side, base, snap) : new Set<string>();
+
+    // Old records of the affected entities (all of them in replace mode).
+    const old = new Map<string, LiveRecord>();
+    const replace = opts.mode === 'replace';
+    if (base && (replace || changes.size > PER_KEY_LOOKUP_LIMIT)) {
+      for (const e of await this.recordsAt(side, lineage, snap)) old.set(e[0], e[1]);
+    } else if (base) {
+      for (const id of changes.keys()) {
+        const r = (await this.latestCell(['r', side, esc(id)].join(SEP), lineage, snap)) as StoredRecord | undefined;
+        if (isLive(r)) old.set(id, r);
+      }
+    }
+    const effective = new Map<string, LiveRecord | null>(changes);
+    if (replace) for (const id of old.keys()) if (!changes.has(id)) effective.set(id, null);
+
+    const g = genHex(next);
+    const batch = this.db.level.batch();
+    const put = (key: string, value: unknown) => batch.put(key, value as string, { sublevel: this.sub as never, valueEncoding: 'json' } as never);
+    let size = base ? base.size : 0;
+    let totalLength = base ? base.totalLength : 0;
+    let changed = 0;
+    const dfDelta = new Map<string, number>();
+    for (const [id, rec] of effective) {
+      const before = old.get(id);
+      if (rec === null && !before) continue;
+      if (rec !== null && before && sameRecord(before, rec)) continue;
+      changed++;
+      const eid = esc(id);
+      put(['r', side, eid, g].join(SEP), rec === null ? { x: 1 } : rec);
+      const pb = postedKeywords(before);
+      const pa = postedKeywords(rec ?? undefined);
+      for (const k of pa) if (!pb.has(k)) put(['p', side, esc(k), eid, g].join(SEP), 1);
+      for (const k of pb) if (!pa.has(k)) put(['p', side, esc(k), eid, g].join(SEP), 0);
+      const wb = before ? bagWords(before) : new Map<string, number>();
+      const wa = rec ? bagWords(rec) : new Map<string, number>();
+      for (const w of wa.keys()) if (!wb.has(w)) dfDelta.set(w, (dfDelta.get(w) ?? 0) + 1);
+      for (const w of wb.keys()) if (!wa.has(w)) dfDelta.set(w, (dfDelta.get(w) ?? 0) - 1);
+      if (before) {
+        size--;
+        totalLength -= before.l;
+      }
+      if (rec) {
+        size++;
+        totalLength += rec.l;
+      }
+    }
+    const touched = [...dfDelta].filter(([, d]) => d !== 0);
+    let baseDf: Map<string, number>;
+    if (!base || touched.length === 0) baseDf = new Map();
+    else if (touched.length > PER_KEY_LOOKUP_LIMIT) baseDf = await this.dfAt(side, lineage, snap);
+    else {
+      baseDf = new Map();
+      for (const [w] of touched) {
+        const v = (await this.latestCell(['w', side, esc(w)].join(SEP), lineage, snap)) as number | undefined;
+        if (v !== undefined) baseDf.set(w, v);
+      }
+    }
+    for (const [w, d] of touched) {
+      const v = (baseDf.get(w) ?? 0) + d;
+      if (v < 0) throw cogrError('DB_CORRUPT', `${side} index: document frequency of ${JSON.stringify(w)} would become ${v}`);
+      put(['w', side, esc(w), g].join(SEP), v);
+    }
+    const manifest: GenerationManifest = {
+      side,
+      generation: next,
+      parent: base ? base.generation : null,
+      chainParent: base ? base.generation : null,
+      createdAt: new Date().toISOString(),
+      size,
+      totalLength,
+      changed,
+      meta: JSON.parse(JSON.stringify(meta)) as Record<string, unknown>,
+    };
+    put(['m', side, g].join(SEP), manifest);
+    put(['n', side].join(SEP), next + 1);
+    await batch.write();
+    this.logger.info('committed keyword index generation', { side, generation: next, size, changed });
+    return { generation: next, changed };
+  }
+
+  private async deleteLocked(side: Side, generation: number, snap: Snap): Promise<void> {
+    const mans = await this.manifests(side, snap);
+    const target = mans.find((m) => m.generation === generation);
+    if (!target) throw cogrError('NOT_FOUND', `${side} generation ${generation} does not exist`, { side, generation });
+    const children = mans.filter((m) => m.chainParent === generation);
+    const g = genHex(generation);
+    const childHex = children.map((c) => genHex(c.generation));
+    const batch = this.db.level.batch();
+    const put = (key: string, value: unknown) => batch.put(key, value as string, { sublevel: this.sub as never, valueEncoding: 'json' } as never);
+    const del = (key: string) => batch.del(key, { sublevel: this.sub as never } as never);
+    let folded = 0;
+    for (const kind of ['r', 'p', 'w']) {
+      const lo = [kind, side].join(SEP) + SEP;
+      let groupPrefix = '';
+      let gens = new Set<string>();
+      let pending: { key: string; value: unknown } | null = null;
+      const flush = () => {
+        if (pending) {
+          for (const ch of childHex) {
+            if (!gens.has(ch)) {
+              put(groupPrefix + ch, pending.value);
+              folded++;
+            }
+          }
+          del(pending.key);
+        }
+        pending = null;
+        gens = new Set();
+      };
+      for await (const [key, value] of this.sub.iterator({ gte: lo, lt: [kind, side].join(SEP) + '\x01', snapshot: snap })) {
+        const prefix = key.slice(0, key.length - 8);
+        const gh = key.slice(key.length - 8);
+        if (prefix !== groupPrefix) {
+          flush();
+          groupPrefix = prefix;
+        }
+        gens.add(gh);
+        if (gh === g) pending = { key, value };
+      }
+      flush();
+    }
+    for (const c of children) put(['m', side, genHex(c.generation)].join(SEP), { ...c, chainParent: target.chainParent });
+    del(['m', side, g].join(SEP));
+    await batch.write();
+    this.logger.info('deleted keyword index generation', { side, generation, folded, children: children.map((c) => c.generation) });
+  }
+
+  private async manifests(side: Side, snap: Snap): Promise<GenerationManifest[]> {
+    const lo = ['m', side].join(SEP) + SEP;
+    const out: GenerationManifest[] = [];
+    for await (const v of this.sub.values({ gte: lo, lt: ['m', side].join(SEP) + '\x01', snapshot: snap })) out.push(v as GenerationManifest);
+    return out;
+  }
+
+  private async resolve(side: Side, generation: number | 'latest', snap: Snap): Promise<GenerationManifest> {
+    const mans = await this.manifests(side, snap);
+    if (generation === 'latest') {
+      if (mans.length === 0) throw cogrError('NOT_FOUND', `the ${side} index in ${this.db.path} has no generation yet`, { side });
+      return mans[mans.length - 1];
+    }
+    checkGeneration(generation);
+    const m = mans.find((x) => x.generation === generation);
+    if (!m) throw cogrError('NOT_FOUND', `${side} generation ${generation} does not exist in ${this.db.path}`, { side, generation });
+    return m;
+  }
+
+  private async lineage(side: Side, man: GenerationManifest, snap: Snap): Promise<Set<string>> {
+    const byGen = new Map((await this.manifests(side, snap)).map((m) => [m.generation, m]));
+    const out = new Set<string>();
+    let cur: GenerationManifest | undefined = man;
+    while (cur) {
+      if (out.has(genHex(cur.generation))) throw cogrError('DB_CORRUPT', `${side} index: a cycle in the generation chain at ${cur.generation}`);
+      out.add(genHex(cur.generation));
+      if (cur.chainParent === null) break;
+      const p = byGen.get(cur.chainParent);
+      if (!p) throw cogrError('DB_CORRUPT', `${side} generation ${cur.generation} inherits from missing generation ${cur.chainParent}`);
+      cur = p;
+    }
+    return out;
+  }
+
+  /** The value of one versioned cell (key without the generation) in a lineage. */
+  private async latestCell(prefix: string, lineage: Set<string>, snap: Snap): Promise<unknown> {
+    for await (const [key, value] of this.sub.iterator({ gt: prefix + SEP, lt: prefix + '\x01', reverse: true, snapshot: snap })) {
+      if (lineage.has(key.slice(key.length - 8))) return value;
+    }
+    return undefined;
+  }
+
+  /**
+   * Scan every versioned cell under `prefix` and call `fn(rest, value)` once per distinct
+   * cell key with its value in the lineage (rest = the key between prefix and generation).
+   */
+  private async scanLatest(prefix: string, lineage: Set<string>, snap: Snap, fn: (rest: string, value: unknown) => void): Promise<void> {
+    let cur = '';
+    let best: unknown = undefined;
+    let has = false;
+    const upper = prefix.slice(0, -1) + '\x01';
+    for await (const [key, value] of this.sub.iterator({ gte: prefix, lt: upper, snapshot: snap })) {
+      const rest = key.slice(prefix.length, key.length - 9);
+      if (rest !== cur) {
+        if (has) fn(cur, best);
+        cur = rest;
+        has = false;
+      }
+      // Ascending generation order within a cell key: the last one in the lineage wins.
+      if (lineage.has(key.slice(key.length - 8))) {
+        best = value;
+        has = true;
+      }
+    }
+    if (has) fn(cur, best);
+  }
+
+  private async recordsAt(side: Side, lineage: Set<string>, snap: Snap): Promise<[string, LiveRecord][]> {
+    const out: [string, LiveRecord][] = [];
+    await this.scanLatest(['r', side].join(SEP) + SEP, lineage, snap, (rest, v) => {
+      if (isLive(v as StoredRecord)) out.push([unesc(rest), v as LiveRecord]);
+    });
+    return out;
+  }
+
+  private async dfAt(side: Side, lineage: Set<string>, snap: Snap): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    await this.scanLatest(['w', side].join(SEP) + SEP, lineage, snap, (rest, v) => out.set(unesc(rest), v as number));
+    return out;
+  }
+
+  private async entriesAt(side: Side, man: GenerationManifest, snap: Snap): Promise<IndexEntry[]> {
+    const lineage = await this.lineage(side, man, snap);
+    const recs = await this.recordsAt(side, lineage, snap);
+    const out = recs.map(([id, r]) => ({ id, self: r.s, keywords: r.k }));
+    return out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  private async withSnapshot<T>(fn: (snap: Snap) => Promise<T>): Promise<T> {
+    const snap = this.db.level.snapshot();
+    try {
+      return await fn(snap);
+    } finally {
+      await snap.close();
+    }
+  }
+
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+}
+
+function publicInfo(m: GenerationManifest): GenerationInfo {
+  return {
+    side: m.side,
+    generation: m.generation,
+    parent: m.parent,
+    createdAt: m.createdAt,
+    size: m.size,
+    totalLength: m.totalLength,
+    changed: m.changed,
+    meta: m.meta,
+  };
+}
