@@ -1,0 +1,27 @@
+// Minimal typings for the two wink packages the BM25 baseline uses (they ship none).
+declare module 'wink-bm25-text-search' {
+  interface WinkBm25Config {
+    fldWeights: Record<string, number>;
+    bm25Params?: { k1?: number; b?: number; k?: number };
+    ovFldNames?: string[];
+  }
+  interface WinkBm25 {
+    defineConfig(cfg: WinkBm25Config): boolean;
+    definePrepTasks(tasks: Array<(input: any) => any>, field?: string): number;
+    addDoc(doc: Record<string, string>, id: string | number): number;
+    consolidate(fp?: number): boolean;
+    search(text: string, limit?: number, filter?: (fieldValues: Record<string, unknown>, params: unknown) => boolean, params?: unknown): Array<[string, number]>;
+    getTotalDocs(): number;
+    reset(): boolean;
+  }
+  function bm25(): WinkBm25;
+  export default bm25;
+}
+
+declare module 'wink-nlp-utils' {
+  const nlp: {
+    tokens: { removeWords(tokens: string[]): string[] };
+    string: { tokenize0(s: string): string[]; lowerCase(s: string): string };
+  };
+  export default nlp;
+}
