@@ -1,0 +1,119 @@
+/**
+ * Relevance judgements as plain, ordinal-indexed data (CSR arrays), so that reward
+ * functions never touch strings on their hot path and the whole structure can be
+ * posted to worker threads (optionally on SharedArrayBuffer, without copies).
+ *
+ * Ordinals are those of the frozen views: query ordinals of the query view, item
+ * ordinals of the item view. Only *counted* queries (by default: the query-view
+ * queries that have at least one judged relevant item) contribute to Σ_q F(q).
+ *
+ * `nRel[q]` is |rel(q)| including relevant items that are absent from the item view:
+ * such items can never be retrieved, so they lower recall rather than vanish. How
+ * many there were is returned in `missingItems` (and `missingQueries` counts judged
+ * or counted query ids absent from the query view), never dropped silently.
+ */
+import type { KeywordView } from '../index/view.ts';
+
+export interface RelevanceData {
+  numQueries: number;
+  numItems: number;
+  /** query ordinal → sorted relevant item ordinals (items present in the item view). */
+  qRelOff: Int32Array;
+  qRel: Int32Array;
+  /** item ordinal → sorted query ordinals for which the item is relevant. */
+  iRelOff: Int32Array;
+  iRel: Int32Array;
+  /** 1 when the query's F contributes to Σ_q F(q). */
+  counted: Uint8Array;
+  /** |rel(q)|, relevant items missing from the item view included. */
+  nRel: Int32Array;
+  /** (query, item) judgements whose item is not in the item view. */
+  missingItems: number;
+  /** judged or counted query ids that are not in the query view. */
+  missingQueries: number;
+}
+
+function alloc(bytes: number, shared: boolean): ArrayBufferLike {
+  return shared ? new SharedArrayBuffer(Math.max(bytes, 8)) : new ArrayBuffer(bytes);
+}
+function i32(n: number, shared: boolean): Int32Array {
+  return new Int32Array(alloc(n * 4, shared), 0, n);
+}
+
+export function buildRelevance(
+  queryView: KeywordView,
+  itemView: KeywordView,
+  relevant: ReadonlyMap<string, ReadonlySet<string>>,
+  counted?: ReadonlySet<string>,
+  opts: { shared?: boolean } = {},
+): RelevanceData {
+  const shared = opts.shared ?? false;
+  const nq = queryView.size;
+  const ni = itemView.size;
+  const lists: number[][] = Array.from({ length: nq }, () => []);
+  const nRel = i32(nq, shared);
+  const countedArr = new Uint8Array(alloc(nq, shared), 0, nq);
+  let missingItems = 0;
+  let missingQueries = 0;
+  for (const [qid, items] of relevant) {
+    const q = queryView.ordinalOf(qid);
+    if (q < 0) {
+      if (items.size > 0) missingQueries++;
+      continue;
+    }
+    nRel[q] = items.size;
+    const list = lists[q];
+    for (const iid of items) {
+      const i = itemView.ordinalOf(iid);
+      if (i < 0) missingItems++;
+      else list.push(i);
+    }
+    list.sort((a, b) => a - b);
+    if (counted === undefined && items.size > 0) countedArr[q] = 1;
+  }
+  if (counted !== undefined) {
+    for (const qid of counted) {
+      const q = queryView.ordinalOf(qid);
+      if (q < 0) missingQueries++;
+      else countedArr[q] = 1;
+    }
+  }
+  const qRelOff = i32(nq + 1, shared);
+  let total = 0;
+  const perItem = new Int32Array(ni);
+  for (let q = 0; q < nq; q++) {
+    qRelOff[q] = total;
+    total += lists[q].length;
+    for (const i of lists[q]) perItem[i]++;
+  }
+  qRelOff[nq] = total;
+  const qRel = i32(total, shared);
+  for (let q = 0; q < nq; q++) qRel.set(lists[q], qRelOff[q]);
+  const iRelOff = i32(ni + 1, shared);
+  let acc = 0;
+  for (let i = 0; i < ni; i++) {
+    iRelOff[i] = acc;
+    acc += perItem[i];
+  }
+  iRelOff[ni] = acc;
+  const iRel = i32(acc, shared);
+  const cursor = new Int32Array(ni);
+  // q ascending, so each item's query list comes out sorted.
+  for (let q = 0; q < nq; q++) {
+    for (let j = qRelOff[q]; j < qRelOff[q + 1]; j++) {
+      const i = qRel[j];
+      iRel[iRelOff[i] + cursor[i]++] = q;
+    }
+  }
+  return { numQueries: nq, numItems: ni, qRelOff, qRel, iRelOff, iRel, counted: countedArr, nRel, missingItems, missingQueries };
+}
+
+/** Relevant item ordinals of a query ordinal (a view on the CSR array). */
+export function relevantItems(rel: RelevanceData, q: number): Int32Array {
+  return rel.qRel.subarray(rel.qRelOff[q], rel.qRelOff[q + 1]);
+}
+
+/** Query ordinals for which an item ordinal is relevant. */
+export function relevantQueries(rel: RelevanceData, i: number): Int32Array {
+  return rel.iRel.subarray(rel.iRelOff[i], rel.iRelOff[i + 1]);
+}
