@@ -6,11 +6,11 @@
  * (`format` optional: detected from the files when absent).
  */
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { basename, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { cogrError } from '../../index/errors.ts';
-import { homePath } from '../home.ts';
+import { cogrHome, homePath } from '../home.ts';
 import { DATASET_FORMATS, type DatasetFormat } from './common.ts';
 
 export const SHIPPED_DATASETS: Readonly<Record<string, { folder: string; format: DatasetFormat }>> = Object.freeze({
@@ -39,8 +39,9 @@ export function dataRoot(): string {
   return fileURLToPath(new URL('../../data/', import.meta.url));
 }
 
-function registryPath(): string {
-  return homePath('datasets.json');
+/** Where the registry lives; `create` makes $COGR_HOME (only writers need it). */
+function registryPath(create = false): string {
+  return create ? homePath('datasets.json') : join(cogrHome(), 'datasets.json');
 }
 
 function readRegistry(): RegistryFile {
@@ -86,7 +87,7 @@ export function registerDataset(name: string, path: string, format?: DatasetForm
   if (!existsSync(abs) || !statSync(abs).isDirectory()) throw cogrError('DATA_MISSING', `${abs}: not a folder`, { path: abs });
   const reg = readRegistry();
   reg.datasets[name] = format ? { path: abs, format } : { path: abs };
-  const file = registryPath();
+  const file = registryPath(true);
   writeFileSync(`${file}.tmp`, JSON.stringify(reg, null, 2) + '\n');
   renameSync(`${file}.tmp`, file);
   return { name, path: abs, ...(format ? { format } : {}), shipped: false };

@@ -1,0 +1,108 @@
+/**
+ * `cogr datasets [--json]`: the shipped and registered datasets with their sizes.
+ * `cogr datasets add <name> <path> [--format f]`: register a folder under a name (it
+ * is loaded once to check it) in $COGR_HOME/datasets.json.
+ */
+import type { Command } from 'commander';
+import { isCogrError } from '../../index/errors.ts';
+import { stderrLogger } from '../../index/log.ts';
+import { listDatasets, loadDataset, parseFormat, registerDataset } from '../datasets/index.ts';
+import { judgedQueryIds } from '../splits.ts';
+
+export interface DatasetSummary {
+  name: string;
+  shipped: boolean;
+  path: string;
+  format?: string;
+  items?: number;
+  queries?: number;
+  judgedQueries?: number;
+  meanRelevant?: number;
+  unknownIdJudgements?: number;
+  error?: { code: string; message: string };
+}
+
+export async function summarizeDatasets(): Promise<DatasetSummary[]> {
+  const out: DatasetSummary[] = [];
+  for (const d of listDatasets()) {
+    try {
+      const { corpus, format, warnings } = await loadDataset(d.name);
+      const judged = judgedQueryIds(corpus);
+      let rel = 0;
+      for (const id of judged) rel += corpus.relevant.get(id)?.size ?? 0;
+      out.push({
+        name: d.name,
+        shipped: d.shipped,
+        path: d.path,
+        format,
+        items: corpus.items.length,
+        queries: corpus.queries.length,
+        judgedQueries: judged.length,
+        meanRelevant: judged.length > 0 ? rel / judged.length : 0,
+        unknownIdJudgements: warnings.unknownItemIds + warnings.unknownQueryIds,
+      });
+    } catch (e) {
+      if (!isCogrError(e)) throw e;
+      out.push({ name: d.name, shipped: d.shipped, path: d.path, error: { code: e.code, message: e.message } });
+    }
+  }
+  return out;
+}
+
+export function renderTable(header: string[], rows: string[][], rightAligned: Set<number> = new Set()): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const fmt = (r: string[]): string =>
+    r
+      .map((c, i) => (rightAligned.has(i) ? c.padStart(widths[i]) : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd();
+  return [fmt(header), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt)].join('\n') + '\n';
+}
+
+export function register(program: Command): void {
+  const cmd = program
+    .command('datasets')
+    .description('list the shipped and registered datasets (items, queries, judged queries, mean relevant per judged query)')
+    .option('--json', 'print one JSON object on stdout')
+    .action(async (opts: { json?: boolean }) => {
+      const list = await summarizeDatasets();
+      if (opts.json) {
+        process.stdout.write(JSON.stringify({ datasets: list }) + '\n');
+        return;
+      }
+      const rows = list.map((d) =>
+        d.error
+          ? [d.name, d.shipped ? 'shipped' : 'registered', '-', '-', '-', '-', '-', `error[${d.error.code}]: ${d.error.message}`]
+          : [
+              d.name,
+              d.shipped ? 'shipped' : 'registered',
+              d.format ?? '',
+              String(d.items),
+              String(d.queries),
+              String(d.judgedQueries),
+              (d.meanRelevant ?? 0).toFixed(1),
+              d.path,
+            ],
+      );
+      process.stdout.write(
+        renderTable(['name', 'kind', 'format', 'items', 'queries', 'judged', 'rel/query', 'path'], rows, new Set([3, 4, 5, 6])),
+      );
+    });
+  cmd
+    .command('add <name> <path>')
+    .description('register a dataset folder under a name (format detected from its files unless --format)')
+    .option('--format <format>', 'smart | trec | beir | wands | jsonl')
+    .action(async (name: string, path: string, opts: { format?: string }) => {
+      const format = parseFormat(opts.format);
+      const entry = registerDataset(name, path, format);
+      // Load it once so a broken folder is reported now rather than at first use.
+      const { corpus, format: used, warnings } = await loadDataset(name, { ...(format ? { format } : {}), logger: stderrLogger });
+      process.stdout.write(
+        `registered ${entry.name} (${used}) -> ${entry.path}: ${corpus.items.length} items, ${corpus.queries.length} queries, ${judgedQueryIds(corpus).length} judged` +
+          (warnings.unknownItemIds + warnings.unknownQueryIds > 0
+            ? `; ${warnings.unknownItemIds + warnings.unknownQueryIds} judgement(s) point to unknown ids`
+            : '') +
+          '\n',
+      );
+    });
+}
