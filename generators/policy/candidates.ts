@@ -1,0 +1,215 @@
+/**
+ * Candidate keywords and their features for the embedded policy.
+ *
+ * Item side: the 1–3-word n-grams of title + text (text cut to ITEM_TEXT_BUDGET) with no
+ * stop word at either edge, plus the normalised title; at most `maxItemCandidates`, chosen
+ * by a fixed tf·idf prior. Query side: the query's own n-grams, the query string itself,
+ * expansion keywords of the opposite (item) index's top-m BM25 entities for the query's
+ * words, and association keywords learned from SFT data (word → keyword).
+ *
+ * Dense features (DENSE, fixed order) are documented next to their names; sparse features
+ * are one per keyword ("k␁<kw>") and, on the query side, one per (query word, keyword)
+ * pair ("p␁<word>␁<kw>"), each with value 1.
+ */
+import { keywordWords, normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
+import type { Side } from '../../index/types.ts';
+import { ITEM_TEXT_BUDGET } from '../prompts.ts';
+import type { GenerateInput } from '../types.ts';
+import type { OppositeIndex } from './opposite.ts';
+import { STOP_WORDS } from './stopwords.ts';
+
+export const DENSE = [
+  'len1', // 1-word keyword
+  'len2', // 2-word keyword
+  'len3', // 3+-word keyword
+  'self', // the input's own string (title / query)
+  'ngram', // an n-gram of the input
+  'inTitle', // occurs in the item title
+  'logTf', // log(1 + occurrences in the input)
+  'firstPos', // first occurrence / input length, 1 when absent
+  'idf', // mean word idf among inputs of this side / 10
+  'inOpp', // present in the opposite index's vocabulary
+  'oppDf', // log(1 + df on the opposite index) / log(1 + N)
+  'share', // share of the top-m opposite entities carrying it (query side)
+  'support', // rank-weighted support among the top-m (query side)
+  'overlap', // share of its words that occur in the input
+  'assoc', // max over input words of P(keyword in target | word) from SFT data (query side)
+  'expansion', // drawn from the opposite side (not an n-gram of the input)
+] as const;
+export const D = DENSE.length;
+export const DI: Record<(typeof DENSE)[number], number> = Object.fromEntries(DENSE.map((n, i) => [n, i])) as never;
+
+export interface CandidateConfig {
+  maxNgram: number;
+  maxItemCandidates: number;
+  maxQueryNgrams: number;
+  /** Top-m opposite entities for expansion. */
+  topM: number;
+  maxExpansion: number;
+  maxAssoc: number;
+}
+export const DEFAULT_CANDIDATES: CandidateConfig = {
+  maxNgram: 3,
+  maxItemCandidates: 64,
+  maxQueryNgrams: 24,
+  topM: 20,
+  maxExpansion: 48,
+  maxAssoc: 24,
+};
+
+/** Word statistics of one side's inputs (for the idf feature). */
+export interface WordStats {
+  n: number;
+  df: Map<string, number>;
+}
+
+/** word → [(keyword, P(keyword | word))], best first. */
+export type Associations = Map<string, [string, number][]>;
+
+export interface RawCandidate {
+  keyword: string;
+  dense: Float64Array;
+}
+
+export function inputWords(side: Side, input: GenerateInput): { title: string[]; text: string[] } {
+  const text = side === 'item' ? input.text.slice(0, ITEM_TEXT_BUDGET) : input.text;
+  const t = normalizeSelf(text);
+  const title = side === 'item' ? normalizeSelf(input.title ?? '') : '';
+  return { title: title ? title.split(' ') : [], text: t ? t.split(' ') : [] };
+}
+
+export function selfKeyword(side: Side, input: GenerateInput): string {
+  return normalizeSelf(side === 'item' ? (input.title ?? '') : input.text);
+}
+
+function wordIdf(stats: WordStats | null, w: string): number {
+  if (!stats || stats.n === 0) return 1;
+  const df = stats.df.get(w) ?? 0;
+  return Math.log(1 + (stats.n - df + 0.5) / (df + 0.5));
+}
+
+interface Gram {
+  tf: number;
+  first: number;
+  inTitle: boolean;
+}
+
+function ngrams(words: string[], maxN: number, into: Map<string, Gram>, offset: number, inTitle: boolean): void {
+  for (let i = 0; i < words.length; i++) {
+    if (STOP_WORDS.has(words[i])) continue;
+    for (let n = 1; n <= maxN && i + n <= words.length; n++) {
+      const last = words[i + n - 1];
+      if (STOP_WORDS.has(last)) continue;
+      const k = normalizeKeyword(words.slice(i, i + n).join(' '));
+      if (k === null) continue;
+      const g = into.get(k);
+      if (g) {
+        g.tf++;
+        g.inTitle ||= inTitle;
+      } else into.set(k, { tf: 1, first: offset + i, inTitle });
+    }
+  }
+}
+
+/** Candidates with dense features for one input. */
+export function extractCandidates(
+  side: Side,
+  input: GenerateInput,
+  cfg: CandidateConfig,
+  stats: WordStats | null,
+  opposite: OppositeIndex | null,
+  assoc: Associations | null,
+): RawCandidate[] {
+  const { title, text } = inputWords(side, input);
+  const all = [...title, ...text];
+  const len = Math.max(1, all.length);
+  const wordSet = new Set(all);
+  const grams = new Map<string, Gram>();
+  ngrams(title, cfg.maxNgram, grams, 0, true);
+  ngrams(text, cfg.maxNgram, grams, title.length, false);
+  const self = selfKeyword(side, input);
+  const out = new Map<string, Float64Array>();
+  const meanIdf = (k: string) => {
+    const ws = keywordWords(k);
+    let s = 0;
+    for (const w of ws) s += wordIdf(stats, w);
+    return s / Math.max(1, ws.length);
+  };
+  const base = (k: string): Float64Array => {
+    let f = out.get(k);
+    if (f) return f;
+    f = new Float64Array(D);
+    const ws = keywordWords(k);
+    f[ws.length === 1 ? DI.len1 : ws.length === 2 ? DI.len2 : DI.len3] = 1;
+    f[DI.idf] = meanIdf(k) / 10;
+    f[DI.firstPos] = 1;
+    let ov = 0;
+    for (const w of ws) if (wordSet.has(w)) ov++;
+    f[DI.overlap] = ov / Math.max(1, ws.length);
+    if (opposite) {
+      const df = opposite.keywordDf(k);
+      f[DI.inOpp] = df > 0 ? 1 : 0;
+      f[DI.oppDf] = opposite.scaledDf(k);
+    }
+    f[DI.expansion] = 1;
+    out.set(k, f);
+    return f;
+  };
+  // Input n-grams (item: capped by a tf·idf prior; query: capped by idf).
+  let gramList = [...grams.entries()];
+  const prior = (k: string, g: Gram) => Math.log1p(g.tf) * meanIdf(k) * (g.inTitle ? 1.5 : 1) * (1 + 0.2 * (keywordWords(k).length - 1));
+  const cap = side === 'item' ? cfg.maxItemCandidates : cfg.maxQueryNgrams;
+  if (gramList.length > cap) {
+    gramList = gramList
+      .map((e) => [e, prior(e[0], e[1])] as const)
+      .sort((a, b) => b[1] - a[1] || (a[0][0] < b[0][0] ? -1 : 1))
+      .slice(0, cap)
+      .map((x) => x[0]);
+  }
+  for (const [k, g] of gramList) {
+    const f = base(k);
+    f[DI.ngram] = 1;
+    f[DI.expansion] = 0;
+    f[DI.inTitle] = g.inTitle ? 1 : 0;
+    f[DI.logTf] = Math.log1p(g.tf);
+    f[DI.firstPos] = g.first / len;
+  }
+  if (self.length > 0) {
+    const f = base(self);
+    f[DI.self] = 1;
+    f[DI.expansion] = 0;
+    f[DI.inTitle] = side === 'item' ? 1 : 0;
+    f[DI.firstPos] = 0;
+    if (normalizeKeyword(self) === null) out.delete(self); // over the keyword limits: cannot be emitted
+  }
+  if (side === 'query') {
+    if (opposite) {
+      const exp = opposite
+        .expansion([...wordSet].filter((w) => !STOP_WORDS.has(w)), cfg.topM)
+        .filter((e) => normalizeKeyword(e.keyword) === e.keyword)
+        .sort((a, b) => b.support - a.support || b.share - a.share || (a.keyword < b.keyword ? -1 : 1))
+        .slice(0, cfg.maxExpansion);
+      for (const e of exp) {
+        const f = base(e.keyword);
+        f[DI.share] = e.share;
+        f[DI.support] = e.support;
+      }
+    }
+    if (assoc && assoc.size > 0) {
+      const best = new Map<string, number>();
+      for (const w of wordSet) {
+        for (const [k, p] of assoc.get(w) ?? []) if (p > (best.get(k) ?? 0)) best.set(k, p);
+      }
+      const ranked = [...best.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+      let added = 0;
+      for (const [k, p] of ranked) {
+        if (!out.has(k)) {
+          if (added >= cfg.maxAssoc) continue;
+          added++;
+        }
+        base(k)[DI.assoc] = p;
+      }
+    }
+  }
+  return [...out.entries()].map(([keyword, dense]) => ({ keyword, dense }));
+}
