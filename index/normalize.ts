@@ -1,8 +1,10 @@
 /**
  * The one keyword normalisation used everywhere (indexes, generators, rewards, HTTP).
  *
- * 1. Unicode NFKC, then lower case (locale-independent).
- * 2. Any run of white space (including tabs and newlines) becomes one space.
+ * 1. Unicode NFKC, then lower case (locale-independent). Lone UTF-16 surrogates (which
+ *    cannot be stored as UTF-8) become U+FFFD.
+ * 2. Any run of white space or control characters (including tabs, newlines and NUL)
+ *    becomes one space.
  * 3. Punctuation and symbols at either edge of the keyword, and at the edges of each
  *    word, are trimmed ("(cancer)," -> "cancer"; "co-evolution" keeps its hyphen).
  * 4. Limits for ordinary keywords: at most KEYWORD_MAX_WORDS words and
@@ -14,10 +16,12 @@ export const KEYWORD_MAX_WORDS = 8;
 export const KEYWORD_MAX_CHARS = 100;
 
 const EDGE = /^[\p{P}\p{S}]+|[\p{P}\p{S}]+$/gu;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const SPACE_OR_CONTROL = /[\s\p{Cc}]+/u;
 
 function cleanWords(s: string): string[] {
   const words: string[] = [];
-  for (const raw of s.normalize('NFKC').toLowerCase().split(/\s+/u)) {
+  for (const raw of s.replace(LONE_SURROGATE, '\uFFFD').normalize('NFKC').toLowerCase().split(SPACE_OR_CONTROL)) {
     const w = raw.replace(EDGE, '');
     if (w.length > 0) words.push(w);
   }

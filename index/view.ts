@@ -282,7 +282,9 @@ class StringTable {
   ) {}
   get(i: number): string {
     if (this.decoded) return this.decoded[i];
-    return dec.decode(this.blob.subarray(this.off[i], this.off[i + 1]));
+    // TextDecoder cannot decode views on SharedArrayBuffer: copy the slice then.
+    const sub = this.blob.subarray(this.off[i], this.off[i + 1]);
+    return dec.decode(this.blob.buffer instanceof ArrayBuffer ? sub : sub.slice());
   }
   all(): string[] {
     if (!this.decoded) {
