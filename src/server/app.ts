@@ -1,0 +1,409 @@
+/**
+ * The search service: `buildSearchServer(opts)` returns a fastify instance (not
+ * listening) that serves one round's item index from memory.
+ *
+ *   GET  /v1/search?q=&k=&explain=   keyword retrieval (generated query keywords + raw query)
+ *   POST /v1/search                  a Boolean retrieval program (program.ts)
+ *   GET  /v1/items/:id               an item's keywords in every generation held
+ *   GET  /v1/keywords?prefix=&limit= vocabulary look-up (flexsearch)
+ *   GET  /v1/generations             committed generations and the served one
+ *   POST /v1/admin/reload            load the newest generation now (bearer token)
+ *   GET  /health, /metrics, /openapi.json, /docs
+ *
+ * Every request reads the live snapshot once at its start and uses only that object,
+ * so a generation switch never disturbs a request in flight.
+ */
+import { z } from 'zod';
+import type { FastifyInstance } from 'fastify';
+import { cogrError } from '../../index/errors.ts';
+import type { Logger } from '../../index/log.ts';
+import { silentLogger } from '../../index/log.ts';
+import { normalizeSelf } from '../../index/normalize.ts';
+import type { Explanation, KeywordView } from '../../index/view.ts';
+import { bearerGuard, createApp, parseOrThrow, sendError } from './http.ts';
+import { createServerMetrics, PROMETHEUS_CONTENT_TYPE, type ServerMetrics } from './metrics.ts';
+import { buildOpenApi, renderDocsHtml, SchemaConverter, type RouteDoc } from './openapi.ts';
+import {
+  buildFieldIndex,
+  explainProgramHit,
+  parseProgram,
+  ProgramNodeSchema,
+  programTexts,
+  runProgram,
+  type FieldIndex,
+} from './program.ts';
+import { QueryKeywordResolver, type ResolvedKeywords } from './queryKeywords.ts';
+import type { LiveSnapshot, Snapshot } from './state.ts';
+import { VocabularyIndex } from './vocab.ts';
+
+export const SearchLimitsSchema = z.strictObject({
+  maxQueryLength: z.number().int().min(1).max(100_000).default(512),
+  maxK: z.number().int().min(1).max(1_000_000).default(1000),
+  defaultK: z.number().int().min(1).default(10),
+  bodyLimit: z.number().int().min(256).max(64 * 1024 * 1024).default(64 * 1024),
+  keywordBudgetMs: z.number().int().min(1).max(600_000).default(250),
+  cacheSize: z.number().int().min(0).default(10_000),
+  maxProgramDepth: z.number().int().min(1).max(64).default(8),
+  maxProgramNodes: z.number().int().min(1).max(10_000).default(128),
+  maxProgramList: z.number().int().min(1).max(10_000).default(64),
+  maxPrefixResults: z.number().int().min(1).max(10_000).default(100),
+});
+export type SearchLimits = z.output<typeof SearchLimitsSchema>;
+
+export interface SearchServerOptions {
+  live: LiveSnapshot;
+  /** Bearer token for the admin endpoints; unset → open (the server binds to loopback by default). */
+  token?: string;
+  limits?: z.input<typeof SearchLimitsSchema>;
+  log?: Logger;
+  metrics?: ServerMetrics;
+}
+
+const OptionsSchema = z.object({
+  live: z.custom<LiveSnapshot>((v) => typeof v === 'object' && v !== null && typeof (v as LiveSnapshot).get === 'function', {
+    message: 'expected a LiveSnapshot',
+  }),
+  token: z.string().min(1, 'must not be empty when given').optional(),
+  limits: SearchLimitsSchema.optional(),
+});
+
+const boolParam = z
+  .enum(['true', 'false', '1', '0'], { error: 'expected true, false, 1 or 0' })
+  .optional()
+  .transform((v) => v === 'true' || v === '1');
+
+export function searchSchemas(l: SearchLimits) {
+  const searchQuery = z.strictObject({
+    q: z
+      .string({ error: 'required, a string' })
+      .min(1, 'must not be empty')
+      .max(l.maxQueryLength, `longer than ${l.maxQueryLength} characters`)
+      .describe('the query text'),
+    k: z.coerce
+      .number({ error: 'expected an integer' })
+      .int('expected an integer')
+      .min(1, 'must be at least 1')
+      .max(l.maxK, `must be at most ${l.maxK}`)
+      .default(l.defaultK)
+      .describe('how many items to return (the matched set may be larger)'),
+    explain: boolParam.describe('add matched keywords and BM25 term contributions per item'),
+  });
+  const programBody = z.strictObject({
+    program: z.unknown(),
+    k: z
+      .number({ error: 'expected an integer' })
+      .int('expected an integer')
+      .min(1, 'must be at least 1')
+      .max(l.maxK, `must be at most ${l.maxK}`)
+      .default(l.defaultK),
+    explain: z.boolean({ error: 'expected a boolean' }).default(false),
+  });
+  const programBodyDoc = programBody.extend({ program: ProgramNodeSchema });
+  const itemParams = z.strictObject({ id: z.string().min(1).max(1024).describe('item id') });
+  const keywordsQuery = z.strictObject({
+    prefix: z.string({ error: 'required, a string' }).min(1, 'must not be empty').max(100, 'longer than 100 characters'),
+    limit: z.coerce
+      .number({ error: 'expected an integer' })
+      .int('expected an integer')
+      .min(1, 'must be at least 1')
+      .max(l.maxPrefixResults, `must be at most ${l.maxPrefixResults}`)
+      .default(20),
+  });
+  return { searchQuery, programBody, programBodyDoc, itemParams, keywordsQuery };
+}
+
+// ---- response schemas (documentation) ----
+
+const ExplainSchema = z.object({
+  matchedKeywords: z.array(z.string()),
+  score: z.number(),
+  docLength: z.number(),
+  avgDocLength: z.number(),
+  terms: z.array(z.object({ word: z.string(), tf: z.number(), df: z.number(), idf: z.number(), contribution: z.number() })),
+  formula: z.string(),
+});
+const HitSchema = z.object({ id: z.string(), score: z.number(), title: z.string().optional(), explain: ExplainSchema.optional() });
+const KeywordsUsedSchema = z.object({
+  generated: z.array(z.string()).describe('keywords from the query-side generator (empty on fallback)'),
+  raw: z.string().describe('the normalised raw query, always one extra keyword'),
+  source: z.string().describe('generator name, or "raw" on fallback'),
+  cached: z.boolean(),
+});
+const FallbackSchema = z.object({ reason: z.enum(['timeout', 'error', 'no_generator', 'empty']), message: z.string() }).nullable();
+export const SearchResponseSchema = z.object({
+  round: z.number().nullable(),
+  generation: z.number(),
+  query: z.string(),
+  keywords: KeywordsUsedSchema,
+  fallback: FallbackSchema,
+  matched: z.number().describe('size of the whole matched set'),
+  items: z.array(HitSchema),
+});
+const ProgramResponseSchema = z.object({
+  round: z.number().nullable(),
+  generation: z.number(),
+  matched: z.number(),
+  rankingKeywords: z.array(z.string()),
+  texts: z.array(z.object({ text: z.string(), keywords: z.array(z.string()), source: z.string(), fallback: FallbackSchema })),
+  items: z.array(HitSchema),
+});
+const ItemResponseSchema = z.object({
+  id: z.string(),
+  title: z.string().optional(),
+  fields: z.record(z.string(), z.string()).optional(),
+  served: z.object({ generation: z.number(), self: z.string(), keywords: z.array(z.string()) }).nullable(),
+  generations: z.array(z.object({ generation: z.number(), self: z.string(), keywords: z.array(z.string()) })),
+});
+const GenerationsResponseSchema = z.object({
+  served: z.object({ round: z.number().nullable(), item: z.number(), query: z.number().nullable() }),
+  generations: z.array(
+    z.object({ side: z.enum(['item', 'query']), generation: z.number(), round: z.number().nullable(), entities: z.number(), keywords: z.number().nullable() }),
+  ),
+});
+const KeywordsResponseSchema = z.object({
+  prefix: z.string(),
+  generation: z.number(),
+  keywords: z.array(z.object({ keyword: z.string(), entities: z.number() })),
+});
+const HealthSchema = z.object({
+  status: z.enum(['ok', 'degraded']),
+  round: z.number().nullable(),
+  generation: z.number(),
+  version: z.number(),
+  loadedAt: z.string().nullable(),
+  lastAttemptAt: z.string().nullable(),
+  lastError: z.object({ code: z.string(), message: z.string() }).nullable(),
+});
+const ReloadSchema = z.object({
+  swapped: z.boolean(),
+  version: z.number(),
+  item: z.object({ generation: z.number(), previous: z.number().nullable() }),
+});
+
+function explainJson(ex: Explanation): z.infer<typeof ExplainSchema> {
+  return {
+    matchedKeywords: ex.matchedKeywords,
+    score: ex.score,
+    docLength: ex.docLength,
+    avgDocLength: ex.avgDocLength,
+    terms: ex.terms,
+    formula: ex.formula,
+  };
+}
+
+/** Per-snapshot lazily built structures (vocabulary and field indexes). */
+class SnapshotCaches {
+  private readonly vocab = new WeakMap<KeywordView, VocabularyIndex>();
+  private readonly fields = new WeakMap<Snapshot, FieldIndex>();
+  vocabulary(view: KeywordView): VocabularyIndex {
+    let v = this.vocab.get(view);
+    if (!v) this.vocab.set(view, (v = new VocabularyIndex(view)));
+    return v;
+  }
+  fieldIndex(s: Snapshot): FieldIndex {
+    let f = this.fields.get(s);
+    if (!f) this.fields.set(s, (f = buildFieldIndex(s.item, s.fields)));
+    return f;
+  }
+}
+
+export function searchRouteDocs(l: SearchLimits, conv: SchemaConverter): RouteDoc[] {
+  const s = searchSchemas(l);
+  conv.name(ProgramNodeSchema, 'ProgramNode');
+  return [
+    {
+      method: 'get',
+      path: '/v1/search',
+      tag: 'search',
+      summary: 'Keyword retrieval for a query text',
+      description:
+        "The query's keywords come from the served round's query-side generator (cached, under a time budget); on failure or time-out the raw query is the only keyword and `fallback` says why. Items match when they share a keyword with the query (the raw query and item titles count as keywords) and are ranked by BM25 over keyword words.",
+      query: s.searchQuery,
+      response: SearchResponseSchema,
+      errors: [400],
+    },
+    {
+      method: 'post',
+      path: '/v1/search',
+      tag: 'search',
+      summary: 'Run a Boolean retrieval program (and / or / not over keyword, any_of, text and field predicates)',
+      body: s.programBodyDoc,
+      response: ProgramResponseSchema,
+      errors: [400, 413, 415],
+    },
+    { method: 'get', path: '/v1/items/{id}', tag: 'index', summary: "An item's keywords in every generation held", params: s.itemParams, response: ItemResponseSchema, errors: [404] },
+    { method: 'get', path: '/v1/keywords', tag: 'index', summary: 'Vocabulary look-up by word prefix', query: s.keywordsQuery, response: KeywordsResponseSchema, errors: [400] },
+    { method: 'get', path: '/v1/generations', tag: 'index', summary: 'Committed generations and the served one', response: GenerationsResponseSchema },
+    { method: 'post', path: '/v1/admin/reload', tag: 'admin', summary: 'Load the newest generation now', auth: true, response: ReloadSchema, errors: [409] },
+    { method: 'get', path: '/health', tag: 'ops', summary: 'Served generation and reload status', response: HealthSchema },
+    { method: 'get', path: '/metrics', tag: 'ops', summary: 'Prometheus metrics', responseType: PROMETHEUS_CONTENT_TYPE },
+    { method: 'get', path: '/openapi.json', tag: 'ops', summary: 'This OpenAPI document' },
+    { method: 'get', path: '/docs', tag: 'ops', summary: 'HTML docs rendered from the OpenAPI document', responseType: 'text/html' },
+  ];
+}
+
+export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
+  const parsed = parseOrThrow(OptionsSchema, opts, 'INVALID_ARGUMENT', 'options');
+  const limits = parsed.limits ?? SearchLimitsSchema.parse({});
+  const live = opts.live;
+  const log = opts.log ?? silentLogger;
+  const metrics = opts.metrics ?? createServerMetrics();
+  const schemas = searchSchemas(limits);
+  const caches = new SnapshotCaches();
+  const resolver = new QueryKeywordResolver({
+    budgetMs: limits.keywordBudgetMs,
+    cacheSize: limits.cacheSize,
+    onCacheHit: () => metrics.cacheHits.inc(),
+    onCacheMiss: () => metrics.cacheMisses.inc(),
+    onFallback: (reason) => metrics.fallbacks.inc({ reason }),
+  });
+  const setGauge = (s: Snapshot) => {
+    metrics.servedGeneration.set(s.item.generation, { side: 'item' });
+    if (s.query) metrics.servedGeneration.set(s.query.generation, { side: 'query' });
+  };
+  setGauge(live.get());
+  live.onSwap((s) => setGauge(s));
+  live.onReload((o) => metrics.reloads.inc({ outcome: o.error ? `failed_${o.error.code}` : 'swapped' }));
+
+  const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics });
+  const conv = new SchemaConverter();
+  const openapi = buildOpenApi(
+    {
+      title: 'cogr search API',
+      version: '1',
+      description: 'Keyword co-evolution retrieval: search a trained round over HTTP. Errors have the shape {error: {code, message, details}}.',
+    },
+    searchRouteDocs(limits, conv),
+    conv,
+  );
+  const docsHtml = renderDocsHtml(openapi);
+
+  const resolveText = (snap: Snapshot, version: number, text: string): Promise<ResolvedKeywords> =>
+    resolver.resolve(snap.keywordSource, version, text);
+
+  app.get('/v1/search', async (req) => {
+    const snap = live.get();
+    const version = live.currentVersion;
+    const p = parseOrThrow(schemas.searchQuery, req.query, 'INVALID_ARGUMENT');
+    const kw = await resolveText(snap, version, p.q);
+    const probe = { self: p.q, keywords: kw.keywords };
+    const res = snap.item.search(probe, { k: p.k });
+    return {
+      round: snap.round,
+      generation: snap.item.generation,
+      query: p.q,
+      keywords: { generated: kw.keywords, raw: normalizeSelf(p.q), source: kw.source, cached: kw.cached },
+      fallback: kw.fallback,
+      matched: res.matched,
+      items: res.items.map((h) => {
+        const title = snap.titles.get(h.id);
+        const ex = p.explain ? snap.item.explain(probe, h.id) : null;
+        return {
+          id: h.id,
+          score: h.score,
+          ...(title !== undefined ? { title } : {}),
+          ...(ex ? { explain: explainJson(ex) } : {}),
+        };
+      }),
+    };
+  });
+
+  app.post('/v1/search', async (req) => {
+    const snap = live.get();
+    const version = live.currentVersion;
+    if (req.body === undefined || req.body === null) throw cogrError('INVALID_BODY', 'body: expected a JSON object {program, k?, explain?}');
+    const b = parseOrThrow(schemas.programBody, req.body, 'INVALID_BODY');
+    const program = parseProgram(b.program, {
+      maxDepth: limits.maxProgramDepth,
+      maxNodes: limits.maxProgramNodes,
+      maxList: limits.maxProgramList,
+      maxText: limits.maxQueryLength,
+    });
+    const texts = [...new Set(programTexts(program))];
+    const resolved = await Promise.all(texts.map((t) => resolveText(snap, version, t)));
+    const textKeywords = new Map<string, readonly string[]>();
+    texts.forEach((t, i) => textKeywords.set(t, resolved[i].keywords));
+    const result = runProgram(program, { view: snap.item, fieldIndex: caches.fieldIndex(snap), textKeywords }, b.k);
+    return {
+      round: snap.round,
+      generation: snap.item.generation,
+      matched: result.matched,
+      rankingKeywords: result.rankingKeywords,
+      texts: texts.map((t, i) => ({ text: t, keywords: resolved[i].keywords, source: resolved[i].source, fallback: resolved[i].fallback })),
+      items: result.items.map((h) => {
+        const title = snap.titles.get(h.id);
+        const ex = b.explain ? explainProgramHit(snap.item, result, h.id) : null;
+        return { id: h.id, score: h.score, ...(title !== undefined ? { title } : {}), ...(ex ? { explain: explainJson(ex) } : {}) };
+      }),
+    };
+  });
+
+  app.get('/v1/items/:id', async (req) => {
+    const snap = live.get();
+    const { id } = parseOrThrow(schemas.itemParams, req.params, 'INVALID_ARGUMENT');
+    const generations: { generation: number; self: string; keywords: string[] }[] = [];
+    for (const v of snap.itemGenerations) {
+      const e = v.ordinalOf(id);
+      if (e >= 0) generations.push({ generation: v.generation, self: v.selfOf(e), keywords: v.keywordsOf(e) });
+    }
+    const e = snap.item.ordinalOf(id);
+    if (e < 0 && generations.length === 0) throw cogrError('NOT_FOUND', `id: no item ${JSON.stringify(id)} in the served index`, { id });
+    const title = snap.titles.get(id);
+    const fields = snap.fields.get(id);
+    return {
+      id,
+      ...(title !== undefined ? { title } : {}),
+      ...(fields ? { fields: { ...fields } } : {}),
+      served: e >= 0 ? { generation: snap.item.generation, self: snap.item.selfOf(e), keywords: snap.item.keywordsOf(e) } : null,
+      generations,
+    };
+  });
+
+  app.get('/v1/keywords', async (req) => {
+    const snap = live.get();
+    const p = parseOrThrow(schemas.keywordsQuery, req.query, 'INVALID_ARGUMENT');
+    return { prefix: p.prefix, generation: snap.item.generation, keywords: caches.vocabulary(snap.item).lookup(p.prefix, p.limit) };
+  });
+
+  app.get('/v1/generations', async () => {
+    const snap = live.get();
+    return {
+      served: { round: snap.round, item: snap.item.generation, query: snap.query ? snap.query.generation : null },
+      generations: snap.generations,
+    };
+  });
+
+  app.post('/v1/admin/reload', { preHandler: bearerGuard(parsed.token) }, async (_req, reply) => {
+    const out = await live.reload();
+    if (out.error) {
+      const code = out.error.code === 'DB_LOCKED' || out.error.code === 'DB_VERSION' ? out.error.code : 'INTERNAL';
+      return sendError(
+        reply,
+        cogrError(code, `reload failed, still serving generation ${out.item.generation}: ${out.error.message}`, {
+          servedGeneration: out.item.generation,
+          retry: true,
+        }),
+      );
+    }
+    return { swapped: out.swapped, version: out.version, item: out.item };
+  });
+
+  app.get('/health', async () => {
+    const snap = live.get();
+    const st = live.status();
+    return {
+      status: st.stale ? 'degraded' : 'ok',
+      round: snap.round,
+      generation: snap.item.generation,
+      version: st.version,
+      loadedAt: st.loadedAt,
+      lastAttemptAt: st.lastAttemptAt,
+      lastError: st.lastError,
+    };
+  });
+
+  app.get('/metrics', async (_req, reply) => reply.type(PROMETHEUS_CONTENT_TYPE).send(metrics.registry.render()));
+  app.get('/openapi.json', async () => openapi);
+  app.get('/docs', async (_req, reply) => reply.type('text/html; charset=utf-8').send(docsHtml));
+  return app;
+}

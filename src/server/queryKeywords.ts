@@ -1,0 +1,103 @@
+/**
+ * Query keywords for the search API: the served round's query-side generator, behind
+ * an LRU cache and a time budget. When the generator fails or runs out of time the
+ * search falls back to the raw query string as its only keyword, and says so.
+ *
+ * The cache is keyed by (snapshot version, normalised query text), so a generation
+ * switch never serves keywords of the previous round's generator.
+ */
+import { normalizeKeywordSet, normalizeSelf } from '../../index/normalize.ts';
+import type { QueryKeywordSource } from './state.ts';
+
+export type FallbackReason = 'timeout' | 'error' | 'no_generator' | 'empty';
+
+export interface ResolvedKeywords {
+  /** Normalised generated keywords (empty on fallback). */
+  keywords: string[];
+  /** Where they came from: the source's name, or "raw" on fallback. */
+  source: string;
+  cached: boolean;
+  fallback: { reason: FallbackReason; message: string } | null;
+}
+
+/** A small LRU map (Map keeps insertion order; a hit moves the key to the end). */
+export class LruCache<V> {
+  private readonly map = new Map<string, V>();
+  constructor(readonly capacity: number) {}
+  get(key: string): V | undefined {
+    const v = this.map.get(key);
+    if (v !== undefined) {
+      this.map.delete(key);
+      this.map.set(key, v);
+    }
+    return v;
+  }
+  set(key: string, value: V): void {
+    if (this.capacity <= 0) return;
+    this.map.delete(key);
+    this.map.set(key, value);
+    while (this.map.size > this.capacity) {
+      const oldest = this.map.keys().next().value as string;
+      this.map.delete(oldest);
+    }
+  }
+  get size(): number {
+    return this.map.size;
+  }
+  clear(): void {
+    this.map.clear();
+  }
+}
+
+export interface KeywordResolverOptions {
+  /** Time budget for one generation, milliseconds. */
+  budgetMs: number;
+  cacheSize: number;
+  onCacheHit?: () => void;
+  onCacheMiss?: () => void;
+  onFallback?: (reason: FallbackReason) => void;
+}
+
+export class QueryKeywordResolver {
+  private readonly cache: LruCache<string[]>;
+  constructor(private readonly opts: KeywordResolverOptions) {
+    this.cache = new LruCache(opts.cacheSize);
+  }
+
+  private fallback(reason: FallbackReason, message: string): ResolvedKeywords {
+    this.opts.onFallback?.(reason);
+    return { keywords: [], source: 'raw', cached: false, fallback: { reason, message } };
+  }
+
+  async resolve(source: QueryKeywordSource | null, version: number, text: string): Promise<ResolvedKeywords> {
+    if (!source) return this.fallback('no_generator', 'no query-side generator is configured for this round');
+    const key = `${version}\u0000${source.name}\u0000${normalizeSelf(text)}`;
+    const hit = this.cache.get(key);
+    if (hit) {
+      this.opts.onCacheHit?.();
+      return { keywords: hit, source: source.name, cached: true, fallback: null };
+    }
+    this.opts.onCacheMiss?.();
+    const ac = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => {
+        ac.abort();
+        resolve('timeout');
+      }, this.opts.budgetMs);
+    });
+    try {
+      const out = await Promise.race([source.keywords(text, ac.signal), timeout]);
+      if (out === 'timeout') return this.fallback('timeout', `keyword generation exceeded ${this.opts.budgetMs} ms`);
+      const { keywords } = normalizeKeywordSet(out);
+      if (keywords.length === 0) return this.fallback('empty', 'the generator returned no valid keyword');
+      this.cache.set(key, keywords);
+      return { keywords, source: source.name, cached: false, fallback: null };
+    } catch (e) {
+      if (ac.signal.aborted) return this.fallback('timeout', `keyword generation exceeded ${this.opts.budgetMs} ms`);
+      return this.fallback('error', e instanceof Error ? e.message : String(e));
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * What a server serves, and how it switches generations without a restart.
+ *
+ * A `Snapshot` is everything one request needs, fully in memory: the served item-side
+ * view, the query-side view (for item rewards), every item generation (for
+ * `/v1/items/:id`), the items' structured fields, and the query-side keyword source of
+ * the served round. A `SnapshotLoader` builds one (it may open the LevelDB briefly and
+ * must close it before returning, so that other processes can commit).
+ *
+ * `LiveSnapshot` holds the current snapshot in a single reference. A request reads the
+ * reference once at its start and keeps that object until it answers, so a reload that
+ * swaps the reference never changes what an in-flight request sees. A failed reload
+ * (e.g. the database is locked by a writer) keeps the old snapshot, is reported in
+ * `status()` and retried by the watch timer.
+ */
+import type { Side } from '../../index/types.ts';
+import type { KeywordView } from '../../index/view.ts';
+import type { Logger } from '../../index/log.ts';
+import { silentLogger } from '../../index/log.ts';
+import { isCogrError } from '../../index/errors.ts';
+
+/** Produces query-side keywords for a raw query text (the served round's generator). */
+export interface QueryKeywordSource {
+  /** A short name reported in responses ("embedded", "openai", ...). */
+  readonly name: string;
+  keywords(text: string, signal: AbortSignal): Promise<string[]>;
+}
+
+export interface GenerationInfo {
+  side: Side;
+  generation: number;
+  /** The co-evolution round recorded with the generation, when there is one. */
+  round: number | null;
+  entities: number;
+  /** Vocabulary size, known for generations held in memory (null otherwise). */
+  keywords: number | null;
+}
+
+export interface Snapshot {
+  /** The served round (as resolved from `--round`), null when the store has no rounds. */
+  round: number | null;
+  /** The item-side generation searched by `/v1/search`. */
+  item: KeywordView;
+  /** The query-side generation of the same round, when there is one. */
+  query: KeywordView | null;
+  /** Every item-side generation held in memory, ascending (includes `item`). */
+  itemGenerations: readonly KeywordView[];
+  /** Every committed generation of both sides (including ones not held in memory). */
+  generations: readonly GenerationInfo[];
+  /** Structured item fields from the dataset (item id → field → value). */
+  fields: ReadonlyMap<string, Readonly<Record<string, string>>>;
+  /** Item titles/texts for display, when the dataset is known (item id → title). */
+  titles: ReadonlyMap<string, string>;
+  /** The query-side keyword generator of the served round; null → raw query only. */
+  keywordSource: QueryKeywordSource | null;
+}
+
+export interface SnapshotLoader {
+  /** Build a fresh snapshot of the newest (or the pinned) generation. */
+  load(): Promise<Snapshot>;
+  /** A description for logs (the database path). */
+  readonly description: string;
+}
+
+export interface LiveStatus {
+  /** Increments on every successful swap (1 after the first load). */
+  version: number;
+  loadedAt: string | null;
+  lastAttemptAt: string | null;
+  /** The last reload error, null after a success. */
+  lastError: { code: string; message: string } | null;
+  /** True while the last reload failed and a retry is pending. */
+  stale: boolean;
+}
+
+export interface ReloadOutcome {
+  swapped: boolean;
+  version: number;
+  item: { generation: number; previous: number | null };
+  error?: { code: string; message: string };
+}
+
+export class LiveSnapshot {
+  private current: Snapshot | null = null;
+  private version = 0;
+  private loadedAt: string | null = null;
+  private lastAttemptAt: string | null = null;
+  private lastError: { code: string; message: string } | null = null;
+  private inFlight: Promise<ReloadOutcome> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly listeners: ((s: Snapshot, version: number) => void)[] = [];
+  private readonly outcomeListeners: ((o: ReloadOutcome) => void)[] = [];
+
+  constructor(
+    private readonly loader: SnapshotLoader,
+    private readonly log: Logger = silentLogger,
+  ) {}
+
+  /** Start from a snapshot already built (e.g. in tests or by the command). */
+  static fromSnapshot(snapshot: Snapshot, loader: SnapshotLoader, log?: Logger): LiveSnapshot {
+    const live = new LiveSnapshot(loader, log);
+    live.swap(snapshot);
+    return live;
+  }
+
+  /** The snapshot to use for one request: read once, keep until the answer is sent. */
+  get(): Snapshot {
+    if (!this.current) throw new Error('LiveSnapshot.get() before the first load');
+    return this.current;
+  }
+
+  get currentVersion(): number {
+    return this.version;
+  }
+
+  onSwap(fn: (s: Snapshot, version: number) => void): void {
+    this.listeners.push(fn);
+  }
+
+  /** Called after every reload attempt that had a snapshot to fall back on. */
+  onReload(fn: (o: ReloadOutcome) => void): void {
+    this.outcomeListeners.push(fn);
+  }
+
+  private swap(s: Snapshot): void {
+    this.current = s;
+    this.version++;
+    this.loadedAt = new Date().toISOString();
+    this.lastError = null;
+    for (const fn of this.listeners) fn(s, this.version);
+  }
+
+  /**
+   * Load the newest generation and swap it in. Concurrent calls share one load. The
+   * first load throws on failure; later failures keep the old snapshot and are
+   * returned (and reported by `status()`).
+   */
+  reload(): Promise<ReloadOutcome> {
+    if (this.inFlight) return this.inFlight;
+    const run = async (): Promise<ReloadOutcome> => {
+      this.lastAttemptAt = new Date().toISOString();
+      const previous = this.current ? this.current.item.generation : null;
+      try {
+        const s = await this.loader.load();
+        this.swap(s);
+        this.log.info('serving generation', { item: s.item.generation, round: s.round, version: this.version });
+        return { swapped: true, version: this.version, item: { generation: s.item.generation, previous } };
+      } catch (e) {
+        const err = isCogrError(e)
+          ? { code: e.code, message: e.message }
+          : { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e) };
+        if (!this.current) throw e;
+        this.lastError = err;
+        this.log.warn('reload failed; keeping the current generation', { ...err, db: this.loader.description });
+        return { swapped: false, version: this.version, item: { generation: this.current.item.generation, previous }, error: err };
+      }
+    };
+    this.inFlight = run()
+      .then((o) => {
+        for (const fn of this.outcomeListeners) fn(o);
+        return o;
+      })
+      .finally(() => {
+        this.inFlight = null;
+      });
+    return this.inFlight;
+  }
+
+  /** Poll for a newer generation every `seconds` (also retries a failed reload). */
+  watch(seconds: number): void {
+    this.stopWatch();
+    this.timer = setInterval(() => {
+      void this.reload().catch(() => {});
+    }, Math.max(1, seconds) * 1000);
+    this.timer.unref();
+  }
+
+  stopWatch(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  status(): LiveStatus {
+    return {
+      version: this.version,
+      loadedAt: this.loadedAt,
+      lastAttemptAt: this.lastAttemptAt,
+      lastError: this.lastError,
+      stale: this.lastError !== null,
+    };
+  }
+}

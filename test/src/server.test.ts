@@ -1,0 +1,313 @@
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openDb } from '../../index/db.ts';
+import { KeywordView } from '../../index/view.ts';
+import { buildSearchServer } from '../../src/server/app.ts';
+import { LiveSnapshot, type QueryKeywordSource } from '../../src/server/state.ts';
+import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
+import { catalogue, commitGeneration, fakeSource, listen, tempDir } from './_serverFixture.ts';
+
+const cat = catalogue(40, 3);
+let tmp: ReturnType<typeof tempDir>;
+let dbPath: string;
+
+beforeAll(async () => {
+  tmp = tempDir('cogr-server-');
+  dbPath = join(tmp.dir, 'db');
+  await commitGeneration(dbPath, 'item', cat.generations[0], 0);
+  await commitGeneration(dbPath, 'item', cat.generations[1], 1);
+  await commitGeneration(dbPath, 'query', [{ id: 'q1', self: 'red shoes', keywords: ['running shoes'] }], 1);
+});
+afterAll(() => tmp.cleanup());
+
+const apps: { close: () => Promise<unknown> }[] = [];
+afterEach(async () => {
+  while (apps.length) await apps.pop()!.close();
+});
+
+async function start(opts: { source?: QueryKeywordSource | null; token?: string; limits?: Record<string, number>; round?: number | 'latest' } = {}) {
+  const loader = storeSnapshotLoader({
+    dbPath,
+    round: opts.round ?? 'latest',
+    corpus: { items: cat.items },
+    keywordSource: () => (opts.source === undefined ? fakeSource() : opts.source),
+  });
+  const live = new LiveSnapshot(loader);
+  await live.reload();
+  const app = buildSearchServer({ live, ...(opts.token ? { token: opts.token } : {}), ...(opts.limits ? { limits: opts.limits } : {}) });
+  apps.push(app);
+  const base = await listen(app);
+  return { base, live, app };
+}
+
+async function getJson(url: string, init?: RequestInit): Promise<{ status: number; body: any }> {
+  const r = await fetch(url, init);
+  const text = await r.text();
+  return { status: r.status, body: text.length ? JSON.parse(text) : null };
+}
+
+const gen1 = KeywordView.build('item', 1, cat.generations[1]);
+
+describe('GET /v1/search', () => {
+  it('returns the same items and scores as the library for the served generation', async () => {
+    const { base } = await start();
+    const src = fakeSource();
+    for (const [q, k] of [
+      ['red running shoes', 10],
+      ['wool hat on sale', 5],
+      ['blue 7', 3],
+      ['boots', 100],
+      ['nothing matches this', 10],
+    ] as const) {
+      const { status, body } = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}&k=${k}`);
+      expect(status).toBe(200);
+      const kws = await src.keywords(q, new AbortController().signal);
+      const expected = gen1.search({ self: q, keywords: kws }, { k });
+      expect(body.generation).toBe(1);
+      expect(body.round).toBe(1);
+      // A generator that yields no keyword is a fallback to the raw query ("empty").
+      expect(body.fallback).toEqual(kws.length ? null : { reason: 'empty', message: expect.any(String) });
+      expect(body.keywords.generated).toEqual(kws);
+      expect(body.keywords.raw).toBe(q);
+      expect(body.matched).toBe(expected.matched);
+      expect(body.items.map((x: any) => [x.id, x.score])).toEqual(expected.items.map((x) => [x.id, x.score]));
+    }
+  });
+
+  it('explains matched keywords and term contributions like KeywordView.explain', async () => {
+    const { base } = await start();
+    const q = 'green rain jacket';
+    const { body } = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}&k=3&explain=true`);
+    expect(body.items.length).toBeGreaterThan(0);
+    const kws = await fakeSource().keywords(q, new AbortController().signal);
+    for (const hit of body.items) {
+      const ex = gen1.explain({ self: q, keywords: kws }, hit.id)!;
+      expect(hit.explain.matchedKeywords).toEqual(ex.matchedKeywords);
+      expect(hit.explain.terms).toEqual(ex.terms);
+      expect(hit.explain.score).toBeCloseTo(hit.score, 12);
+      expect(hit.title).toBe(cat.items.find((i) => i.id === hit.id)!.title);
+    }
+  });
+
+  it('caches generated keywords and counts hits in /metrics', async () => {
+    const source = fakeSource();
+    const { base } = await start({ source });
+    const a = await getJson(`${base}/v1/search?q=blue+socks`);
+    const b = await getJson(`${base}/v1/search?q=Blue%20%20Socks`);
+    expect(a.body.keywords.cached).toBe(false);
+    expect(b.body.keywords.cached).toBe(true);
+    expect(source.calls).toBe(1);
+    const m = await (await fetch(`${base}/metrics`)).text();
+    expect(m).toMatch(/^cogr_query_keyword_cache_hits_total 1$/m);
+    expect(m).toMatch(/^cogr_http_requests_total\{method="GET",route="\/v1\/search",status="200"\} 2$/m);
+    expect(m).toMatch(/^cogr_http_request_duration_seconds_bucket\{route="\/v1\/search",le="\+Inf"\} 2$/m);
+  });
+
+  it('falls back to the raw query when the generator is too slow or fails, and says so', async () => {
+    for (const [source, reason] of [
+      [fakeSource({ delayMs: 2000 }), 'timeout'],
+      [fakeSource({ fail: true }), 'error'],
+      [null, 'no_generator'],
+    ] as const) {
+      const { base } = await start({ source, limits: { keywordBudgetMs: 50 } });
+      const q = 'red 0';
+      const { status, body } = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}`);
+      expect(status).toBe(200);
+      expect(body.fallback.reason).toBe(reason);
+      expect(body.keywords.source).toBe('raw');
+      expect(body.keywords.generated).toEqual([]);
+      const expected = gen1.search({ self: q, keywords: [] }, { k: 10 });
+      expect(body.items.map((x: any) => x.id)).toEqual(expected.items.map((x) => x.id));
+      const m = await (await fetch(`${base}/metrics`)).text();
+      expect(m).toContain(`cogr_query_keyword_fallbacks_total{reason="${reason}"} 1`);
+    }
+  });
+
+  it('answers 400 naming the field for bad parameters', async () => {
+    const { base } = await start({ limits: { maxQueryLength: 20, maxK: 50 } });
+    const cases: [string, string][] = [
+      ['', 'q:'],
+      ['?k=3', 'q:'],
+      ['?q=', 'q:'],
+      ['?q=' + 'x'.repeat(21), 'q:'],
+      ['?q=red&k=0', 'k:'],
+      ['?q=red&k=51', 'k:'],
+      ['?q=red&k=abc', 'k:'],
+      ['?q=red&k=2.5', 'k:'],
+      ['?q=red&explain=maybe', 'explain:'],
+      ['?q=red&q=blue', 'q:'],
+      ['?q=red&colour=1', 'colour'],
+    ];
+    for (const [qs, field] of cases) {
+      const { status, body } = await getJson(`${base}/v1/search${qs}`);
+      expect(status, qs).toBe(400);
+      expect(body.error.code).toBe('INVALID_ARGUMENT');
+      expect(body.error.message, qs).toContain(field);
+    }
+  });
+});
+
+describe('other endpoints', () => {
+  it('GET /v1/items/:id lists keywords per generation; 404 for an unknown id', async () => {
+    const { base } = await start();
+    const { status, body } = await getJson(`${base}/v1/items/p003`);
+    expect(status).toBe(200);
+    expect(body.served.generation).toBe(1);
+    expect(body.fields).toEqual(cat.items[3].fields);
+    expect(body.generations.map((g: any) => g.generation)).toEqual([0, 1]);
+    const v0 = KeywordView.build('item', 0, cat.generations[0]);
+    expect(body.generations[0].keywords).toEqual(v0.keywordsOf(v0.ordinalOf('p003')));
+    expect(body.generations[1].keywords).toEqual(gen1.keywordsOf(gen1.ordinalOf('p003')));
+    const nf = await getJson(`${base}/v1/items/nope`);
+    expect(nf.status).toBe(404);
+    expect(nf.body.error.code).toBe('NOT_FOUND');
+    const nr = await getJson(`${base}/v1/nothing`);
+    expect(nr.status).toBe(404);
+  });
+
+  it('GET /v1/keywords finds vocabulary by word prefix; /v1/generations lists both sides', async () => {
+    const { base } = await start();
+    const { body } = await getJson(`${base}/v1/keywords?prefix=runn&limit=50`);
+    const expected = gen1.vocabulary().filter((k) => k.split(' ').some((w) => w.startsWith('runn')));
+    expect(body.keywords.map((x: any) => x.keyword).sort()).toEqual(expected.sort());
+    expect(body.keywords[0].keyword.startsWith('runn')).toBe(true);
+    for (const h of body.keywords) expect(h.entities).toBe(gen1.keywordDf(gen1.keywordOrdinal(h.keyword)));
+    const bad = await getJson(`${base}/v1/keywords?limit=3`);
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toMatch(/^prefix:/);
+    const g = await getJson(`${base}/v1/generations`);
+    expect(g.body.served).toEqual({ round: 1, item: 1, query: 0 });
+    expect(g.body.generations.map((x: any) => [x.side, x.generation, x.round, x.entities])).toEqual([
+      ['item', 0, 0, 40],
+      ['item', 1, 1, 40],
+      ['query', 0, 1, 1],
+    ]);
+  });
+
+  it('serves a pinned round', async () => {
+    const { base } = await start({ round: 0 });
+    const { body } = await getJson(`${base}/v1/search?q=red`);
+    expect(body.generation).toBe(0);
+    expect(body.round).toBe(0);
+  });
+
+  it('health, OpenAPI document and docs page', async () => {
+    const { base } = await start();
+    const h = await getJson(`${base}/health`);
+    expect(h.body).toMatchObject({ status: 'ok', generation: 1, round: 1, version: 1, lastError: null });
+    const doc = (await getJson(`${base}/openapi.json`)).body;
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/v1/search', '/v1/items/{id}', '/v1/keywords', '/v1/generations', '/health', '/metrics', '/v1/admin/reload']),
+    );
+    const params = doc.paths['/v1/search'].get.parameters;
+    expect(params.map((p: any) => p.name)).toEqual(['q', 'k', 'explain']);
+    expect(params[0].required).toBe(true);
+    expect(params[1].schema.maximum).toBe(1000);
+    expect(doc.paths['/v1/search'].post.requestBody.content['application/json'].schema.properties.program.$ref).toBe('#/components/schemas/ProgramNode');
+    expect(doc.components.schemas.ProgramNode.anyOf.length).toBe(7);
+    expect(JSON.stringify(doc)).not.toContain('$defs');
+    const docs = await fetch(`${base}/docs`);
+    expect(docs.headers.get('content-type')).toContain('text/html');
+    const html = await docs.text();
+    expect(html).toContain('/v1/search');
+    expect(html).not.toMatch(/<script|https?:\/\/(?!json-schema)/);
+  });
+
+  it('POST body limits: 413 when too large, 400 for malformed JSON', async () => {
+    const { base } = await start({ limits: { bodyLimit: 1024 } });
+    const big = JSON.stringify({ program: { text: 'x'.repeat(5000) } });
+    const r = await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big });
+    expect(r.status).toBe(413);
+    expect(r.body.error.code).toBe('PAYLOAD_TOO_LARGE');
+    const bad = await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"program":' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('INVALID_BODY');
+  });
+});
+
+describe('generation switching', () => {
+  it('admin reload needs the bearer token when one is set', async () => {
+    const { base } = await start({ token: 's3cret' });
+    expect((await getJson(`${base}/v1/admin/reload`, { method: 'POST' })).status).toBe(401);
+    const wrong = await getJson(`${base}/v1/admin/reload`, { method: 'POST', headers: { authorization: 'Bearer nope' } });
+    expect(wrong.status).toBe(401);
+    expect(wrong.body.error.code).toBe('UNAUTHORIZED');
+    const ok = await getJson(`${base}/v1/admin/reload`, { method: 'POST', headers: { authorization: 'Bearer s3cret' } });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ swapped: true, version: 2, item: { generation: 1, previous: 1 } });
+  });
+
+  it('switches to a newly committed generation during a burst without failing a request', async () => {
+    const { dir, cleanup } = tempDir('cogr-switch-');
+    try {
+      const path = join(dir, 'db');
+      await commitGeneration(path, 'item', cat.generations[0], 0);
+      const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
+      await live.reload();
+      const app = buildSearchServer({ live });
+      apps.push(app);
+      const base = await listen(app);
+      const views = new Map<number, KeywordView>([
+        [0, KeywordView.build('item', 0, cat.generations[0])],
+        [1, KeywordView.build('item', 1, cat.generations[1])],
+        [2, KeywordView.build('item', 2, cat.generations[2])],
+      ]);
+      const queries = ['red running shoes', 'wool hat sale', 'black leather boots', 'summer dress 12', 'cotton socks'];
+      const results: { status: number; body: any; q: string }[] = [];
+      let stop = false;
+      const worker = async (w: number) => {
+        for (let i = 0; !stop || i < 10; i++) {
+          const q = queries[(w + i) % queries.length];
+          const r = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}&k=20`);
+          results.push({ ...r, q });
+          if (i > 400) break;
+        }
+      };
+      const burst = Promise.all(Array.from({ length: 12 }, (_, w) => worker(w)));
+      // Commit two new generations from "another process" while serving, and reload.
+      await new Promise((r) => setTimeout(r, 30));
+      await commitGeneration(path, 'item', cat.generations[1], 1);
+      expect((await live.reload()).swapped).toBe(true);
+      await commitGeneration(path, 'item', cat.generations[2], 2);
+      const reloadViaHttp = await getJson(`${base}/v1/admin/reload`, { method: 'POST' });
+      expect(reloadViaHttp.body.item).toEqual({ generation: 2, previous: 1 });
+      stop = true;
+      await burst;
+      expect(results.length).toBeGreaterThan(100);
+      const seen = new Set<number>();
+      const src = fakeSource();
+      for (const r of results) {
+        expect(r.status).toBe(200);
+        seen.add(r.body.generation);
+        const kws = await src.keywords(r.q, new AbortController().signal);
+        const expected = views.get(r.body.generation)!.search({ self: r.q, keywords: kws }, { k: 20 });
+        expect(r.body.items.map((x: any) => [x.id, x.score])).toEqual(expected.items.map((x) => [x.id, x.score]));
+      }
+      expect(seen.has(2)).toBe(true);
+      expect((await getJson(`${base}/v1/search?q=red`)).body.generation).toBe(2);
+    } finally {
+      cleanup();
+    }
+  });
+
+  it('keeps serving when the database is locked at reload time, reports it, and recovers', async () => {
+    const { base } = await start();
+    const holder = await openDb(dbPath);
+    try {
+      const r = await getJson(`${base}/v1/admin/reload`, { method: 'POST' });
+      expect(r.status).toBe(409);
+      expect(r.body.error.code).toBe('DB_LOCKED');
+      expect(r.body.error.details).toEqual({ servedGeneration: 1, retry: true });
+      const h = await getJson(`${base}/health`);
+      expect(h.body.status).toBe('degraded');
+      expect(h.body.lastError.code).toBe('DB_LOCKED');
+      expect((await getJson(`${base}/v1/search?q=red`)).status).toBe(200);
+    } finally {
+      await holder.close();
+    }
+    const ok = await getJson(`${base}/v1/admin/reload`, { method: 'POST' });
+    expect(ok.status).toBe(200);
+    expect((await getJson(`${base}/health`)).body.status).toBe('ok');
+  });
+});
