@@ -1,0 +1,159 @@
+/**
+ * The SFT phase (the paper's Algorithm 1) for the embedded policies:
+ * 1. the base generator writes M = 10 keywords per item; for the embedded policy the base
+ *    generator is its untrained candidate ranking (deterministic);
+ * 2. each training query's target is the N = 15 most frequent keywords pooled (as a
+ *    multiset) over its relevant items' keywords (ties: keyword order);
+ * 3. both policies are trained by maximum likelihood on (item, S_i) and (query, S_q); the
+ *    query policy sees the item index built from the base item keywords as its opposite
+ *    side, and learns word → keyword associations from its targets.
+ * `exportTrl` writes the same data as JSONL in TRL's conversational prompt–completion
+ * format, with the prompts of the LLM generator (generators/prompts/).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { silentLogger, type Logger } from '../index/log.ts';
+import type { Corpus, IndexEntry, Item, Query } from '../index/types.ts';
+import { KeywordView } from '../index/view.ts';
+import { EmbeddedPolicy, type SftReport } from './policy/model.ts';
+import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt } from './prompts.ts';
+import type { GenerateInput } from './types.ts';
+
+export const SFT_ITEM_KEYWORDS = 10;
+export const SFT_QUERY_KEYWORDS = 15;
+
+export function itemInput(item: Item): GenerateInput {
+  return { id: item.id, title: item.title, text: item.text };
+}
+export function queryInput(q: Query): GenerateInput {
+  return { id: q.id, text: q.text };
+}
+
+/** The base generator's M keywords per item: the policy's deterministic candidate ranking. */
+export function baseItemKeywords(policy: EmbeddedPolicy, items: readonly Item[], M = SFT_ITEM_KEYWORDS): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const it of items) out.set(it.id, policy.rank(itemInput(it), M));
+  return out;
+}
+
+/** The N most frequent keywords pooled over each training query's relevant items. */
+export function buildQueryTargets(
+  trainQueries: readonly Query[],
+  relevant: ReadonlyMap<string, ReadonlySet<string>>,
+  itemKeywords: ReadonlyMap<string, readonly string[]>,
+  N = SFT_QUERY_KEYWORDS,
+): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const q of trainQueries) {
+    const counts = new Map<string, number>();
+    for (const id of relevant.get(q.id) ?? []) for (const k of itemKeywords.get(id) ?? []) counts.set(k, (counts.get(k) ?? 0) + 1);
+    if (counts.size === 0) continue;
+    out.set(
+      q.id,
+      [...counts.entries()]
+        .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+        .slice(0, N)
+        .map(([k]) => k),
+    );
+  }
+  return out;
+}
+
+/** The item index entries (self = title) for a keyword assignment. */
+export function itemEntries(items: readonly Item[], keywords: ReadonlyMap<string, readonly string[]>): IndexEntry[] {
+  return items.map((it) => ({ id: it.id, self: it.title, keywords: [...(keywords.get(it.id) ?? [])] }));
+}
+
+export interface SftRunOptions {
+  corpus: Pick<Corpus, 'items' | 'queries' | 'relevant'>;
+  /** Ids of the training queries (held-out queries must not be here). */
+  trainQueryIds: readonly string[];
+  M?: number;
+  N?: number;
+  epochs?: number;
+  lr?: number;
+  seed?: number;
+  kMax?: number;
+  logger?: Logger;
+}
+
+export interface SftResult {
+  itemPolicy: EmbeddedPolicy;
+  queryPolicy: EmbeddedPolicy;
+  itemKeywords: Map<string, string[]>;
+  queryTargets: Map<string, string[]>;
+  /** The item index built from the base item keywords (the query policy's opposite side). */
+  itemView: KeywordView;
+  itemReport: SftReport;
+  queryReport: SftReport;
+}
+
+export function runSft(opts: SftRunOptions): SftResult {
+  const log = opts.logger ?? silentLogger;
+  const { items, queries, relevant } = opts.corpus;
+  const seed = opts.seed ?? 1;
+  const epochs = opts.epochs ?? 5;
+  const cfg = opts.kMax ? { kMax: opts.kMax } : {};
+  const itemPolicy = new EmbeddedPolicy('item', cfg);
+  itemPolicy.fitStats(items.map(itemInput));
+  const itemKeywords = baseItemKeywords(itemPolicy, items, opts.M ?? SFT_ITEM_KEYWORDS);
+  log.info('sft: base item keywords', { items: items.length, M: opts.M ?? SFT_ITEM_KEYWORDS });
+  const train = new Set(opts.trainQueryIds);
+  const trainQueries = queries.filter((q) => train.has(q.id));
+  const queryTargets = buildQueryTargets(trainQueries, relevant, itemKeywords, opts.N ?? SFT_QUERY_KEYWORDS);
+  const itemReport = itemPolicy.trainSft(
+    items.map((it) => ({ input: itemInput(it), target: itemKeywords.get(it.id) ?? [] })),
+    { epochs, lr: opts.lr, seed },
+  );
+  log.info('sft: item policy trained', { loss: itemReport.epochLoss.at(-1), coverage: itemReport.coverage });
+
+  const itemView = KeywordView.build('item', 0, itemEntries(items, itemKeywords));
+  const queryPolicy = new EmbeddedPolicy('query', cfg);
+  queryPolicy.fitStats(queries.map(queryInput));
+  queryPolicy.attachOpposite(itemView);
+  const qExamples = trainQueries.filter((q) => queryTargets.has(q.id)).map((q) => ({ input: queryInput(q), target: queryTargets.get(q.id)! }));
+  queryPolicy.fitAssociations(qExamples);
+  const queryReport = queryPolicy.trainSft(qExamples, { epochs, lr: opts.lr, seed: seed + 1 });
+  log.info('sft: query policy trained', { queries: qExamples.length, loss: queryReport.epochLoss.at(-1), coverage: queryReport.coverage });
+  return { itemPolicy, queryPolicy, itemKeywords, queryTargets, itemView, itemReport, queryReport };
+}
+
+/**
+ * Write `item.jsonl` and `query.jsonl` under dir: one line per example,
+ * {"prompt": [{"role": "system", ...}, {"role": "user", ...}], "completion": [{"role":
+ * "assistant", "content": "{\"keywords\": [...]}"}]} (TRL's conversational
+ * prompt–completion format). Returns the number of lines written per file.
+ */
+export function exportTrl(
+  dir: string,
+  data: {
+    items: readonly Item[];
+    itemKeywords: ReadonlyMap<string, readonly string[]>;
+    queries: readonly Query[];
+    queryTargets: ReadonlyMap<string, readonly string[]>;
+    promptDir?: string;
+  },
+): { item: number; query: number } {
+  mkdirSync(dir, { recursive: true });
+  const promptDir = data.promptDir ?? DEFAULT_PROMPT_DIR;
+  const write = (side: 'item' | 'query', rows: { input: GenerateInput; keywords: readonly string[] }[]) => {
+    const t = loadPromptTemplate(side, promptDir);
+    const lines = rows.map((r) =>
+      JSON.stringify({
+        prompt: renderPrompt(t, r.input),
+        completion: [{ role: 'assistant', content: JSON.stringify({ keywords: r.keywords }) }],
+      }),
+    );
+    writeFileSync(join(dir, `${side}.jsonl`), lines.length ? lines.join('\n') + '\n' : '');
+    return lines.length;
+  };
+  const item = write(
+    'item',
+    data.items.filter((it) => data.itemKeywords.has(it.id)).map((it) => ({ input: itemInput(it), keywords: data.itemKeywords.get(it.id)! })),
+  );
+  const query = write(
+    'query',
+    data.queries.filter((q) => data.queryTargets.has(q.id)).map((q) => ({ input: queryInput(q), keywords: data.queryTargets.get(q.id)! })),
+  );
+  return { item, query };
+}

@@ -1,0 +1,114 @@
+/**
+ * `cogr sft --dataset <name|path> [--format f] [--seed n] [--eval-fraction f] [--epochs n]
+ *   [--m 10] [--n 15] [--export <dir>] [--commit-index] [--db <path>] [--json]`
+ *
+ * The SFT phase (Algorithm 1) for the embedded policies on the training queries of a
+ * seeded train/eval split (the same split as `cogr evolve` with the same seed and
+ * fraction): base item keywords (M per item), query targets (N per training query), both
+ * policies trained and saved as round 0 in the project database (`policies` sublevel).
+ * `--commit-index` also commits the base item keywords as a new item index generation
+ * (what the query policy was trained against). `--export <dir>` also writes item.jsonl and query.jsonl in TRL's conversational
+ * prompt–completion format.
+ */
+import type { Command } from 'commander';
+import { openDb } from '../../index/db.ts';
+import { cogrError } from '../../index/errors.ts';
+import { stderrLogger } from '../../index/log.ts';
+import { savePolicy, POLICY_SUBLEVEL } from '../../generators/policyStore.ts';
+import { exportTrl, itemEntries, runSft } from '../../generators/sft.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import type { KeyValueStore } from '../../generators/types.ts';
+import { loadDataset, parseFormat } from '../datasets/index.ts';
+import { homePath } from '../home.ts';
+import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
+
+function int(flag: string, v: string, min: number): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v.trim()) || n < min) throw cogrError('INVALID_ARGUMENT', `${flag}: expected an integer ≥ ${min}, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+interface SftFlags {
+  dataset: string;
+  format?: string;
+  seed: string;
+  evalFraction: string;
+  epochs: string;
+  m: string;
+  n: string;
+  export?: string;
+  commitIndex?: boolean;
+  db?: string;
+  json?: boolean;
+}
+
+export function register(program: Command): void {
+  program
+    .command('sft')
+    .description('SFT phase (Algorithm 1): base item keywords, pooled query targets, train and save both embedded policies as round 0')
+    .requiredOption('--dataset <name>', 'dataset name or folder')
+    .option('--format <format>', 'dataset format (default: detected)')
+    .option('--seed <n>', 'split and training seed', '1')
+    .option('--eval-fraction <f>', 'share of judged queries held out', '0.2')
+    .option('--epochs <n>', 'SFT epochs per policy', '5')
+    .option('--m <n>', 'keywords per item from the base generator (M)', '10')
+    .option('--n <n>', 'keywords per query target (N)', '15')
+    .option('--export <dir>', 'also write item.jsonl / query.jsonl in TRL conversational prompt–completion format')
+    .option('--commit-index', 'also commit the item index built from the base item keywords as a new item generation')
+    .option('--db <path>', 'project database (default $COGR_HOME/db)')
+    .option('--json', 'print a JSON summary')
+    .action(async (flags: SftFlags) => {
+      const seed = int('--seed', flags.seed, 0);
+      const epochs = int('--epochs', flags.epochs, 0);
+      const M = int('--m', flags.m, 1);
+      const N = int('--n', flags.n, 1);
+      const evalFraction = Number(flags.evalFraction);
+      if (!(evalFraction > 0 && evalFraction < 1)) throw cogrError('INVALID_ARGUMENT', `--eval-fraction: expected a number in (0, 1), got ${JSON.stringify(flags.evalFraction)}`);
+      const { corpus } = await loadDataset(flags.dataset, { format: parseFormat(flags.format), logger: stderrLogger });
+      const split = trainEvalSplit(judgedQueryIds(corpus), { seed, evalFraction });
+      const r = runSft({ corpus, trainQueryIds: split.train, M, N, epochs, seed, logger: stderrLogger });
+      const db = await openDb(flags.db ?? homePath('db'), { logger: stderrLogger });
+      let itemGeneration: number | null = null;
+      try {
+        const store = db.sublevel(POLICY_SUBLEVEL) as unknown as KeyValueStore;
+        await savePolicy(store, 0, r.itemPolicy);
+        await savePolicy(store, 0, r.queryPolicy);
+        if (flags.commitIndex) {
+          const w = new KeywordIndexStore(db).writer('item', { mode: 'replace', base: null });
+          for (const e of itemEntries(corpus.items, r.itemKeywords)) w.set(e.id, e.self, e.keywords);
+          itemGeneration = await w.commit({ source: 'sft-base', dataset: corpus.name, M });
+        }
+      } finally {
+        await db.close();
+      }
+      const exported = flags.export
+        ? exportTrl(flags.export, { items: corpus.items, itemKeywords: r.itemKeywords, queries: corpus.queries, queryTargets: r.queryTargets })
+        : null;
+      const summary = {
+        dataset: corpus.name,
+        items: corpus.items.length,
+        trainQueries: split.train.length,
+        evalQueries: split.eval.length,
+        queryTargets: r.queryTargets.size,
+        itemLoss: r.itemReport.epochLoss,
+        queryLoss: r.queryReport.epochLoss,
+        itemTargetCoverage: r.itemReport.coverage,
+        queryTargetCoverage: r.queryReport.coverage,
+        savedRound: 0,
+        itemGeneration,
+        exported: exported && flags.export ? { dir: flags.export, ...exported } : null,
+      };
+      if (flags.json) process.stdout.write(JSON.stringify(summary) + '\n');
+      else {
+        process.stdout.write(
+          `SFT on ${summary.dataset}: ${summary.items} items, ${summary.trainQueries} training queries (${summary.evalQueries} held out)\n` +
+            `item policy: loss ${summary.itemLoss.map((x) => x.toFixed(3)).join(' → ')}, target coverage ${summary.itemTargetCoverage.toFixed(3)}\n` +
+            `query policy: loss ${summary.queryLoss.map((x) => x.toFixed(3)).join(' → ')}, target coverage ${summary.queryTargetCoverage.toFixed(3)}\n` +
+            `saved both policies as round 0` +
+            (itemGeneration !== null ? `; committed the base item index as item generation ${itemGeneration}` : '') +
+            (exported ? `; wrote ${exported.item} item and ${exported.query} query examples to ${flags.export}` : '') +
+            '\n',
+        );
+      }
+    });
+}

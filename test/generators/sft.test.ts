@@ -1,0 +1,125 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createRng } from '../../index/random.ts';
+import type { Item, Query } from '../../index/types.ts';
+import { EmbeddedPolicy } from '../../generators/policy/model.ts';
+import { listPolicyRounds, loadPolicy, savePolicy } from '../../generators/policyStore.ts';
+import { baseItemKeywords, buildQueryTargets, exportTrl, queryInput, runSft } from '../../generators/sft.ts';
+import { memoryStore } from '../../generators/types.ts';
+
+// A synthetic corpus: each topic has its own vocabulary; items mix their topic's words with
+// noise; queries use a few topic words and are relevant to their topic's items.
+function corpus(seed: number) {
+  const rng = createRng(seed);
+  const topics = Array.from({ length: 8 }, (_, t) => Array.from({ length: 6 }, (_, j) => `t${t}w${j}`));
+  const noise = Array.from({ length: 40 }, (_, j) => `noise${j}`);
+  const pick = (a: string[]) => a[Math.floor(rng() * a.length)];
+  const items: Item[] = [];
+  const byTopic: string[][] = topics.map(() => []);
+  for (let i = 0; i < 160; i++) {
+    const t = i % topics.length;
+    const words = Array.from({ length: 30 }, () => (rng() < 0.5 ? pick(topics[t]) : pick(noise)));
+    items.push({ id: `i${i}`, title: `${pick(topics[t])} ${pick(topics[t])}`, text: words.join(' ') });
+    byTopic[t].push(`i${i}`);
+  }
+  const queries: Query[] = [];
+  const relevant = new Map<string, Set<string>>();
+  for (let q = 0; q < 64; q++) {
+    const t = q % topics.length;
+    queries.push({ id: `q${q}`, text: `${pick(topics[t])} ${pick(noise)} ${pick(topics[t])}` });
+    relevant.set(`q${q}`, new Set(byTopic[t]));
+  }
+  return { items, queries, relevant };
+}
+
+describe('SFT (Algorithm 1)', () => {
+  it('pools the N most frequent keywords of the relevant items as the query target', () => {
+    const kw = new Map([
+      ['a', ['x', 'y', 'z']],
+      ['b', ['y', 'z']],
+      ['c', ['z', 'w']],
+      ['d', ['v']],
+    ]);
+    const rel = new Map([['q', new Set(['a', 'b', 'c'])]]);
+    const t = buildQueryTargets([{ id: 'q', text: 'q' }, { id: 'empty', text: '' }], rel, kw, 3);
+    expect(t.get('q')).toEqual(['z', 'y', 'w']); // z:3, y:2, then w and x (1 each) by keyword order
+    expect(t.has('empty')).toBe(false);
+  });
+
+  it('base item keywords are the untrained policy’s deterministic ranking', () => {
+    const { items } = corpus(1);
+    const p = new EmbeddedPolicy('item');
+    p.fitStats(items);
+    const a = baseItemKeywords(p, items.slice(0, 10), 10);
+    const b = baseItemKeywords(p, items.slice(0, 10), 10);
+    expect(a).toEqual(b);
+    for (const k of a.values()) {
+      expect(k).toHaveLength(10);
+      expect(new Set(k).size).toBe(10);
+    }
+  });
+
+  it('trains both policies; the query policy generalises to held-out queries', () => {
+    const c = corpus(2);
+    const train = c.queries.filter((_, i) => i % 4 !== 0).map((q) => q.id);
+    const held = c.queries.filter((_, i) => i % 4 === 0);
+    const r = runSft({ corpus: c, trainQueryIds: train, epochs: 4, seed: 3 });
+    expect(r.queryTargets.size).toBe(train.length);
+    for (const id of train) expect(r.queryTargets.get(id)!.length).toBeLessThanOrEqual(15);
+    expect(r.itemReport.coverage).toBe(1);
+    expect(r.queryReport.epochLoss.at(-1)!).toBeLessThan(r.queryReport.epochLoss[0]);
+    // Held-out targets, built the same way, are more likely under the trained policy.
+    const heldTargets = buildQueryTargets(held, c.relevant, r.itemKeywords, 15);
+    const untrained = new EmbeddedPolicy('query');
+    untrained.fitStats(c.queries.map(queryInput));
+    untrained.attachOpposite(r.itemView);
+    let trained = 0;
+    let base = 0;
+    let counted = 0;
+    for (const q of held) {
+      const cands = new Set(r.queryPolicy.candidateKeywords(queryInput(q)));
+      const target = heldTargets.get(q.id)!.filter((k) => cands.has(k) && untrained.candidateKeywords(queryInput(q)).includes(k));
+      if (target.length === 0) continue;
+      counted++;
+      trained += r.queryPolicy.logProb(queryInput(q), target);
+      base += untrained.logProb(queryInput(q), target);
+    }
+    expect(counted).toBeGreaterThan(8);
+    expect(trained / counted).toBeGreaterThan(base / counted);
+  });
+
+  it('exports TRL conversational prompt–completion JSONL with the LLM prompts', () => {
+    const c = corpus(3);
+    const dir = mkdtempSync(join(tmpdir(), 'cogr-trl-'));
+    try {
+      const itemKeywords = new Map([['i0', ['alpha', 'beta']]]);
+      const queryTargets = new Map([['q1', ['gamma']]]);
+      const n = exportTrl(dir, { items: c.items, itemKeywords, queries: c.queries, queryTargets });
+      expect(n).toEqual({ item: 1, query: 1 });
+      const item = readFileSync(join(dir, 'item.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      expect(item[0].prompt.map((m: { role: string }) => m.role)).toEqual(['system', 'user']);
+      expect(item[0].prompt[1].content).toContain(c.items[0].title);
+      expect(item[0].completion).toEqual([{ role: 'assistant', content: '{"keywords":["alpha","beta"]}' }]);
+      const query = JSON.parse(readFileSync(join(dir, 'query.jsonl'), 'utf8'));
+      expect(query.prompt[1].content).toContain(c.queries[1].text);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('saves and loads policies per side and round', async () => {
+    const store = memoryStore();
+    const p = new EmbeddedPolicy('query');
+    p.setParam('share', 7);
+    await savePolicy(store, 0, p);
+    p.setParam('share', 8);
+    await savePolicy(store, 2, p);
+    expect(await listPolicyRounds(store, 'query')).toEqual([0, 2]);
+    expect((await loadPolicy(store, 'query', 0)).getParam('share')).toBe(7);
+    expect((await loadPolicy(store, 'query', 'latest')).getParam('share')).toBe(8);
+    await expect(loadPolicy(store, 'query', 1)).rejects.toThrow(/round 1.*0, 2/);
+    await expect(loadPolicy(store, 'item', 'latest')).rejects.toThrow(/no item policy/);
+  });
+});
