@@ -23,7 +23,7 @@
  * differences in ascending query order, so they agree to the last bit in practice.
  */
 import { cogrError } from '../index/errors.ts';
-import { normalizeKeywordSet } from '../index/normalize.ts';
+import { normalizeKeyword } from '../index/normalize.ts';
 import type { KeywordView } from '../index/view.ts';
 import { fBetaFromCounts } from './setMetrics.ts';
 import type { RelevanceData } from './relevance.ts';
@@ -138,10 +138,50 @@ export function candidateQueries(ctx: ItemRewardContext, item: number, keywords:
   return qv.matchOrdinals(ords);
 }
 
+// Policies sample from a limited vocabulary, so the same raw keywords recur across
+// rewards: normalisation (NFKC, regexes) is memoised per thread, bounded in size.
+const NORM_MEMO_MAX = 1 << 18;
+let normMemo = new Map<string, string | null>();
+
+/**
+ * A candidate's keywords normalised and de-duplicated (first occurrences kept, keywords
+ * over the normalisation limits dropped): exactly `normalizeKeywordSet(list).keywords`,
+ * with a memo of raw → normalised strings.
+ */
+export function normalizeCandidate(list: readonly string[]): string[] {
+  const out: string[] = [];
+  // Linear scans beat a Set for the usual ≤ 30 keywords; long lists use a Set.
+  const seen = list.length > 32 ? new Set<string>() : null;
+  for (const raw of list) {
+    let k = normMemo.get(raw);
+    if (k === undefined) {
+      k = normalizeKeyword(raw);
+      if (normMemo.size >= NORM_MEMO_MAX) normMemo = new Map();
+      normMemo.set(raw, k);
+    }
+    if (k === null) continue;
+    if (seen) {
+      if (seen.has(k)) continue;
+      seen.add(k);
+    } else if (out.includes(k)) continue;
+    out.push(k);
+  }
+  return out;
+}
+
 /** Normalised, de-duplicated candidate keywords, or null when over the budget. */
 function candidateWithinBudget(ctx: ItemRewardContext, candidate: readonly string[]): string[] | null {
-  const { keywords } = normalizeKeywordSet(candidate);
+  const keywords = normalizeCandidate(candidate);
   return keywords.length > (ctx.kMax ?? DEFAULT_K_MAX) ? null : keywords;
+}
+
+/**
+ * The look-up part of the incremental reward alone: normalise the candidate and find
+ * the queries that would retrieve the item with it (what the benchmark calls the
+ * unavoidable cost).
+ */
+export function candidateLookup(ctx: ItemRewardContext, item: number, candidate: readonly string[]): Int32Array {
+  return candidateQueries(ctx, item, normalizeCandidate(candidate));
 }
 
 class GrowableI32 {

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/errors.ts';
+import { normalizeKeywordSet } from '../../index/normalize.ts';
 import { KeywordView } from '../../index/view.ts';
 import {
   buildItemRewardCache,
@@ -9,6 +10,7 @@ import {
   itemRewardFull,
   itemRewardIncremental,
   mergeItemRewardCaches,
+  normalizeCandidate,
   sumF,
   type ItemRewardContext,
 } from '../../rewards/itemReward.ts';
@@ -75,6 +77,18 @@ describe('item reward: incremental vs full recompute vs naive model', () => {
         expect([...merged.qref]).toEqual([...cache.qref]);
       }),
       { numRuns: 100 },
+    );
+  });
+});
+
+describe('normalizeCandidate', () => {
+  it('equals normalizeKeywordSet(list).keywords, memo or not, short and long lists', () => {
+    const word = fc.oneof(fc.constantFrom('Red Shoe', 'red  shoe', '(red shoe)', 'ÉCOLE', 'école', '', '  ', 'a b c d e f g h i'), fc.string({ maxLength: 6 }));
+    fc.assert(
+      fc.property(fc.array(word, { maxLength: 80 }), (list) => {
+        expect(normalizeCandidate(list)).toEqual(normalizeKeywordSet(list).keywords);
+        expect(normalizeCandidate(list)).toEqual(normalizeKeywordSet(list).keywords);
+      }),
     );
   });
 });
