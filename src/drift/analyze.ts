@@ -221,8 +221,10 @@ export function entropyBits(counts: readonly number[]): number {
   let total = 0;
   for (const c of counts) total += c;
   if (total <= 0) return 0;
+  // Summed in ascending order so that the result does not depend on the input order.
+  const sorted = [...counts].sort((a, b) => a - b);
   let h = 0;
-  for (const c of counts) {
+  for (const c of sorted) {
     if (c <= 0) continue;
     const p = c / total;
     h -= p * Math.log2(p);
@@ -329,6 +331,7 @@ export function churnMetrics(prev: PreparedSnapshot, cur: PreparedSnapshot): Chu
     else sims.push(jaccard(before, set));
   }
   const removed = prev.sets.size - sims.length;
+  sims.sort((a, b) => a - b); // order-independent sum
   let sum = 0;
   for (const s of sims) sum += s;
   const meanJ = sims.length ? sum / sims.length : 0;

@@ -1,0 +1,82 @@
+/**
+ * `cogr drift [--db <dir>] [--from 0] [--to latest] [--html <file>] [--json <file|->]
+ * [--metrics <file.json>] [--limit 50]`: vocabulary drift of the keyword index across
+ * generations (src/drift/). Prints a compact summary table; `--json -` prints the JSON
+ * report on stdout instead. `--metrics` is a JSON array `[{round, side, f1}]` of held-out
+ * F1 per round (what the co-evolution loop records).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { openDb } from '../../index/db.ts';
+import { cogrError } from '../../index/errors.ts';
+import { stderrLogger } from '../../index/log.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import { parseF1Points, type DriftReport, type F1Point } from '../drift/analyze.ts';
+import { parseDriftQuery, writeDriftReport } from '../drift/fromStore.ts';
+import { formatDriftSummary } from '../drift/summary.ts';
+import { cogrHome } from '../home.ts';
+
+export interface DriftCliOptions {
+  db?: string;
+  from: string;
+  to: string;
+  html?: string;
+  json?: string;
+  metrics?: string;
+  limit: string;
+}
+
+/** Read `[{round, side, f1}]` from a JSON file; errors name the file. */
+export function readF1Metrics(file: string): F1Point[] {
+  if (!existsSync(file)) throw cogrError('DATA_MISSING', `metrics file ${file} does not exist`, { file });
+  let data: unknown;
+  try {
+    data = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw cogrError('DATA_FORMAT', `${file}: not valid JSON (${(e as Error).message})`, { file });
+  }
+  return parseF1Points(data, file);
+}
+
+/** Run the command: returns the report and the text it printed. */
+export async function runDriftCommand(o: DriftCliOptions): Promise<{ report: DriftReport; output: string }> {
+  const opts = parseDriftQuery({ from: o.from, to: o.to, limit: o.limit });
+  const f1ByRound = o.metrics ? readF1Metrics(o.metrics) : [];
+  const db = await openDb(o.db ?? join(cogrHome(), 'db'), { createIfMissing: false, logger: stderrLogger });
+  try {
+    const store = new KeywordIndexStore(db);
+    const toStdout = o.json === '-';
+    const report = await writeDriftReport(store, {
+      ...opts,
+      f1ByRound,
+      ...(o.json && !toStdout ? { jsonPath: o.json } : {}),
+      ...(o.html ? { htmlPath: o.html } : {}),
+    });
+    let output = toStdout ? JSON.stringify(report, null, 2) + '\n' : formatDriftSummary(report);
+    if (!toStdout) {
+      if (o.html) output += `\nHTML report written to ${o.html}\n`;
+      if (o.json) output += `JSON report written to ${o.json}\n`;
+    }
+    return { report, output };
+  } finally {
+    await db.close();
+  }
+}
+
+export function register(program: Command): void {
+  program
+    .command('drift')
+    .description('vocabulary drift across keyword-index generations: metrics per side and generation, alignment, churn, added/dropped keywords')
+    .option('--db <dir>', 'LevelDB folder (default $COGR_HOME/db)')
+    .option('--from <n>', 'first generation analysed', '0')
+    .option('--to <n|latest>', 'last generation analysed', 'latest')
+    .option('--html <file>', 'write the self-contained HTML report here')
+    .option('--json <file|->', 'write the JSON report here (- prints it on stdout instead of the table)')
+    .option('--metrics <file.json>', 'held-out F1 per round: JSON array of {round, side, f1}')
+    .option('--limit <n>', 'cap of the added/dropped keyword lists', '50')
+    .action(async (o: DriftCliOptions) => {
+      const { output } = await runDriftCommand(o);
+      process.stdout.write(output);
+    });
+}

@@ -1,0 +1,68 @@
+/** The compact plain-text summary of a drift report that `cogr drift` prints. */
+import type { DriftReport, KeywordUse } from './analyze.ts';
+
+function table(header: string[], rows: string[][], leftCols = 1): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i < leftCols ? c.padEnd(widths[i]) : c.padStart(widths[i])))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n') + '\n';
+}
+
+const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
+
+function top(list: KeywordUse[], n = 5): string {
+  return list
+    .slice(0, n)
+    .map((u) => `${u.keyword} (${u.entities})`)
+    .join(', ');
+}
+
+export function formatDriftSummary(r: DriftReport): string {
+  const rows: string[][] = [];
+  for (const side of ['item', 'query'] as const) {
+    for (const g of r.sides[side].generations) {
+      rows.push([
+        side,
+        String(g.generation),
+        String(g.entities),
+        String(g.distinctKeywords),
+        g.keywordsPerEntity.mean.toFixed(2),
+        String(g.keywordsPerEntity.median),
+        pct(g.lengthShares.one),
+        pct(g.lengthShares.two),
+        pct(g.lengthShares.threePlus),
+        g.entropyBits.toFixed(2),
+        g.gini.toFixed(3),
+        g.churn ? pct(g.churn.churn) : '-',
+      ]);
+    }
+  }
+  let out = table(['side', 'gen', 'entities', 'distinct', 'kw/ent', 'median', '1w', '2w', '3+w', 'H bits', 'Gini', 'churn'], rows);
+  const rounds = [...new Set([...r.alignment.map((a) => a.round), ...r.f1.map((p) => p.round)])].sort((a, b) => a - b);
+  if (rounds.length > 0) {
+    const arows = rounds.map((round) => {
+      const a = r.alignment.find((p) => p.round === round);
+      const fq = r.f1.find((p) => p.round === round && p.side === 'query');
+      const fi = r.f1.find((p) => p.round === round && p.side === 'item');
+      return [
+        String(round),
+        a ? pct(a.queryCoverage) : '-',
+        a ? pct(a.itemCoverage) : '-',
+        a ? a.jaccard.toFixed(3) : '-',
+        fq ? fq.f1.toFixed(3) : '-',
+        fi ? fi.f1.toFixed(3) : '-',
+      ];
+    });
+    out += '\n' + table(['round', 'q-in-item', 'i-in-query', 'Jaccard', 'F1 q-step', 'F1 i-step'], arows);
+  }
+  for (const side of ['item', 'query'] as const) {
+    const d = r.sides[side].diff;
+    if (!d) continue;
+    out += `\n${side} ${d.from} -> ${d.to}: kept ${d.kept}, +${d.addedTotal} added${d.added.length ? `: ${top(d.added)}` : ''}`;
+    out += `\n${' '.repeat(side.length)} ${' '.repeat(`${d.from} -> ${d.to}`.length)}  -${d.droppedTotal} dropped${d.dropped.length ? `: ${top(d.dropped)}` : ''}`;
+  }
+  return out + '\n';
+}
