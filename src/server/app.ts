@@ -20,8 +20,9 @@ import type { Logger } from '../../index/log.ts';
 import { silentLogger } from '../../index/log.ts';
 import { normalizeSelf } from '../../index/normalize.ts';
 import type { Explanation, KeywordView } from '../../index/view.ts';
-import { bearerGuard, createApp, parseOrThrow, sendError } from './http.ts';
-import { createServerMetrics, PROMETHEUS_CONTENT_TYPE, type ServerMetrics } from './metrics.ts';
+import { createApp, parseOrThrow } from './http.ts';
+import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
+import { createServerMetrics, type ServerMetrics } from './metrics.ts';
 import { buildOpenApi, renderDocsHtml, SchemaConverter, type RouteDoc } from './openapi.ts';
 import {
   buildFieldIndex,
@@ -165,21 +166,6 @@ const KeywordsResponseSchema = z.object({
   generation: z.number(),
   keywords: z.array(z.object({ keyword: z.string(), entities: z.number() })),
 });
-const HealthSchema = z.object({
-  status: z.enum(['ok', 'degraded']),
-  round: z.number().nullable(),
-  generation: z.number(),
-  version: z.number(),
-  loadedAt: z.string().nullable(),
-  lastAttemptAt: z.string().nullable(),
-  lastError: z.object({ code: z.string(), message: z.string() }).nullable(),
-});
-const ReloadSchema = z.object({
-  swapped: z.boolean(),
-  version: z.number(),
-  item: z.object({ generation: z.number(), previous: z.number().nullable() }),
-});
-
 function explainJson(ex: Explanation): z.infer<typeof ExplainSchema> {
   return {
     matchedKeywords: ex.matchedKeywords,
@@ -234,11 +220,7 @@ export function searchRouteDocs(l: SearchLimits, conv: SchemaConverter): RouteDo
     { method: 'get', path: '/v1/items/{id}', tag: 'index', summary: "An item's keywords in every generation held", params: s.itemParams, response: ItemResponseSchema, errors: [404] },
     { method: 'get', path: '/v1/keywords', tag: 'index', summary: 'Vocabulary look-up by word prefix', query: s.keywordsQuery, response: KeywordsResponseSchema, errors: [400] },
     { method: 'get', path: '/v1/generations', tag: 'index', summary: 'Committed generations and the served one', response: GenerationsResponseSchema },
-    { method: 'post', path: '/v1/admin/reload', tag: 'admin', summary: 'Load the newest generation now', auth: true, response: ReloadSchema, errors: [409] },
-    { method: 'get', path: '/health', tag: 'ops', summary: 'Served generation and reload status', response: HealthSchema },
-    { method: 'get', path: '/metrics', tag: 'ops', summary: 'Prometheus metrics', responseType: PROMETHEUS_CONTENT_TYPE },
-    { method: 'get', path: '/openapi.json', tag: 'ops', summary: 'This OpenAPI document' },
-    { method: 'get', path: '/docs', tag: 'ops', summary: 'HTML docs rendered from the OpenAPI document', responseType: 'text/html' },
+    ...opsRouteDocs(),
   ];
 }
 
@@ -373,37 +355,6 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     };
   });
 
-  app.post('/v1/admin/reload', { preHandler: bearerGuard(parsed.token) }, async (_req, reply) => {
-    const out = await live.reload();
-    if (out.error) {
-      const code = out.error.code === 'DB_LOCKED' || out.error.code === 'DB_VERSION' ? out.error.code : 'INTERNAL';
-      return sendError(
-        reply,
-        cogrError(code, `reload failed, still serving generation ${out.item.generation}: ${out.error.message}`, {
-          servedGeneration: out.item.generation,
-          retry: true,
-        }),
-      );
-    }
-    return { swapped: out.swapped, version: out.version, item: out.item };
-  });
-
-  app.get('/health', async () => {
-    const snap = live.get();
-    const st = live.status();
-    return {
-      status: st.stale ? 'degraded' : 'ok',
-      round: snap.round,
-      generation: snap.item.generation,
-      version: st.version,
-      loadedAt: st.loadedAt,
-      lastAttemptAt: st.lastAttemptAt,
-      lastError: st.lastError,
-    };
-  });
-
-  app.get('/metrics', async (_req, reply) => reply.type(PROMETHEUS_CONTENT_TYPE).send(metrics.registry.render()));
-  app.get('/openapi.json', async () => openapi);
-  app.get('/docs', async (_req, reply) => reply.type('text/html; charset=utf-8').send(docsHtml));
+  registerOpsRoutes(app, { live, metrics, token: parsed.token, openapi, docsHtml });
   return app;
 }

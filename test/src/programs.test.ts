@@ -119,12 +119,12 @@ function naive(node: ProgramNode, textKw: Map<string, string[]>): Set<string> {
 
 const KW = ['running shoes', 'wool hat', 'red', 'blue', 'sale', 'new season', 'hat', 'boots', 'red 0', 'nope'];
 const arbLeaf: fc.Arbitrary<ProgramNode> = fc.oneof(
-  fc.constantFrom(...KW).map((k) => ({ keyword: k })),
-  fc.uniqueArray(fc.constantFrom(...KW), { minLength: 1, maxLength: 3 }).map((a) => ({ any_of: a })),
-  fc.constantFrom('red running shoes', 'blue 3', 'wool hat sale').map((t) => ({ text: t })),
-  fc.constantFrom('Acme', 'acme pro', 'Cobalt').map((v) => ({ field: { name: 'brand', equals: v } })),
-  fc.constantFrom('ac', 'b').map((v) => ({ field: { name: 'brand', prefix: v } })),
-  fc.constantFrom(['hat', 'shoes'], ['boots']).map((v) => ({ field: { name: 'category', in: v } })),
+  fc.constantFrom(...KW).map((k): ProgramNode => ({ keyword: k })),
+  fc.uniqueArray(fc.constantFrom(...KW), { minLength: 1, maxLength: 3 }).map((a): ProgramNode => ({ any_of: a })),
+  fc.constantFrom('red running shoes', 'blue 3', 'wool hat sale').map((t): ProgramNode => ({ text: t })),
+  fc.constantFrom('Acme', 'acme pro', 'Cobalt').map((v): ProgramNode => ({ field: { name: 'brand', equals: v } })),
+  fc.constantFrom('ac', 'b').map((v): ProgramNode => ({ field: { name: 'brand', prefix: v } })),
+  fc.constantFrom(['hat', 'shoes'], ['boots']).map((v): ProgramNode => ({ field: { name: 'category', in: [...v] } })),
 );
 const arbProgram: fc.Arbitrary<ProgramNode> = fc.letrec<{ node: ProgramNode }>((tie) => ({
   node: fc.oneof(

@@ -1,0 +1,76 @@
+/**
+ * Operational routes both servers expose: `/health`, `/metrics`, `/openapi.json`,
+ * `/docs` and `POST /v1/admin/reload` (bearer token when configured).
+ */
+import { z } from 'zod';
+import type { FastifyInstance } from 'fastify';
+import { cogrError } from '../../index/errors.ts';
+import { bearerGuard, sendError } from './http.ts';
+import { PROMETHEUS_CONTENT_TYPE, type ServerMetrics } from './metrics.ts';
+import type { RouteDoc } from './openapi.ts';
+import type { LiveSnapshot } from './state.ts';
+
+export const HealthSchema = z.object({
+  status: z.enum(['ok', 'degraded']).describe('degraded: the last reload failed, the previous generation is still served'),
+  round: z.number().nullable(),
+  generation: z.number(),
+  version: z.number().describe('number of successful loads'),
+  loadedAt: z.string().nullable(),
+  lastAttemptAt: z.string().nullable(),
+  lastError: z.object({ code: z.string(), message: z.string() }).nullable(),
+});
+
+export const ReloadSchema = z.object({
+  swapped: z.boolean(),
+  version: z.number(),
+  item: z.object({ generation: z.number(), previous: z.number().nullable() }),
+});
+
+export function opsRouteDocs(): RouteDoc[] {
+  return [
+    { method: 'post', path: '/v1/admin/reload', tag: 'admin', summary: 'Load the newest generation now', auth: true, response: ReloadSchema, errors: [409] },
+    { method: 'get', path: '/health', tag: 'ops', summary: 'Served generation and reload status', response: HealthSchema },
+    { method: 'get', path: '/metrics', tag: 'ops', summary: 'Prometheus metrics', responseType: PROMETHEUS_CONTENT_TYPE },
+    { method: 'get', path: '/openapi.json', tag: 'ops', summary: 'This OpenAPI document' },
+    { method: 'get', path: '/docs', tag: 'ops', summary: 'HTML docs rendered from the OpenAPI document', responseType: 'text/html' },
+  ];
+}
+
+export function registerOpsRoutes(
+  app: FastifyInstance,
+  o: { live: LiveSnapshot; metrics: ServerMetrics; token: string | undefined; openapi: unknown; docsHtml: string },
+): void {
+  const { live, metrics } = o;
+  app.post('/v1/admin/reload', { preHandler: bearerGuard(o.token) }, async (_req, reply) => {
+    const out = await live.reload();
+    if (out.error) {
+      const code = out.error.code === 'DB_LOCKED' || out.error.code === 'DB_VERSION' ? out.error.code : 'INTERNAL';
+      return sendError(
+        reply,
+        cogrError(code, `reload failed, still serving generation ${out.item.generation}: ${out.error.message}`, {
+          servedGeneration: out.item.generation,
+          retry: true,
+        }),
+      );
+    }
+    return { swapped: out.swapped, version: out.version, item: out.item };
+  });
+
+  app.get('/health', async () => {
+    const snap = live.get();
+    const st = live.status();
+    return {
+      status: st.stale ? 'degraded' : 'ok',
+      round: snap.round,
+      generation: snap.item.generation,
+      version: st.version,
+      loadedAt: st.loadedAt,
+      lastAttemptAt: st.lastAttemptAt,
+      lastError: st.lastError,
+    };
+  });
+
+  app.get('/metrics', async (_req, reply) => reply.type(PROMETHEUS_CONTENT_TYPE).send(metrics.registry.render()));
+  app.get('/openapi.json', async () => o.openapi);
+  app.get('/docs', async (_req, reply) => reply.type('text/html; charset=utf-8').send(o.docsHtml));
+}

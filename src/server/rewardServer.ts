@@ -1,0 +1,402 @@
+/**
+ * The reward server (`cogr reward-server`): CoGR rewards against frozen generations over
+ * HTTP, for an external RL trainer.
+ *
+ *   POST /get_reward        OpenRLHF's remote reward-model shape:
+ *                           {query: [full text], prompts: [prompt], labels: [label]}
+ *                           → {rewards: [r], scores: [r], extra_logs: {name: [per sample]}}
+ *   POST /v1/reward/query   {id, keywords | completion} → query reward with its counts
+ *   POST /v1/reward/item    {id, keywords | completion} → item marginal reward with the
+ *                           number of queries it affects
+ *   plus /health, /metrics, /openapi.json, /docs, POST /v1/admin/reload.
+ *
+ * A label names the entity whose reward is wanted: `query:<id>` or `item:<id>`, or a
+ * bare id for the server's default side. The completion is the text after the prompt
+ * (`query[i]` minus `prompts[i]`, or, when the prompt is not a prefix, the text after
+ * the last assistant turn marker of a known chat template), with end-of-turn tokens
+ * removed. Keywords are read with the tolerant parser of generators/parse.ts and scored
+ * by the layered reward (invalid_format / over_budget / ok, rewards/layered.ts):
+ *   query side: F_β of the set the served item index matches for S_q ∪ {q} (q = the
+ *               query text from the dataset) against rel(q);
+ *   item side:  the incremental counterfactual marginal ΔΣ_q F(q) against the served
+ *               query index, with the reward cache of the served generations.
+ */
+import { z } from 'zod';
+import type { FastifyInstance } from 'fastify';
+import { cogrError } from '../../index/errors.ts';
+import type { Logger } from '../../index/log.ts';
+import { silentLogger } from '../../index/log.ts';
+import type { Corpus, Side } from '../../index/types.ts';
+import { parseKeywordOutput } from '../../generators/parse.ts';
+import {
+  buildItemRewardCache,
+  cachedReferenceQueries,
+  candidateQueries,
+  DEFAULT_K_MAX,
+  itemRewardIncremental,
+  type ItemRewardCache,
+  type ItemRewardContext,
+} from '../../rewards/itemReward.ts';
+import { layeredReward, type RewardReason } from '../../rewards/layered.ts';
+import { queryReward } from '../../rewards/queryReward.ts';
+import { buildRelevance } from '../../rewards/relevance.ts';
+import { normalizeKeywordSet } from '../../index/normalize.ts';
+import { bearerGuard, createApp, parseOrThrow } from './http.ts';
+import { createServerMetrics, type ServerMetrics } from './metrics.ts';
+import { buildOpenApi, renderDocsHtml, SchemaConverter, type RouteDoc } from './openapi.ts';
+import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
+import type { LiveSnapshot, Snapshot } from './state.ts';
+
+export const RewardLimitsSchema = z.strictObject({
+  bodyLimit: z.number().int().min(256).max(256 * 1024 * 1024).default(8 * 1024 * 1024),
+  maxBatch: z.number().int().min(1).max(100_000).default(4096),
+  maxTextLength: z.number().int().min(1).max(10_000_000).default(65_536),
+});
+
+export interface RewardServerOptions {
+  live: LiveSnapshot;
+  /** Query texts and relevance judgements of the dataset the generations were built from. */
+  corpus: Pick<Corpus, 'queries' | 'relevant'>;
+  /** Side of a bare label (default: query). */
+  defaultSide?: Side;
+  kMax?: number;
+  beta?: number;
+  token?: string;
+  limits?: z.input<typeof RewardLimitsSchema>;
+  log?: Logger;
+  metrics?: ServerMetrics;
+}
+
+const OptionsSchema = z.object({
+  live: z.custom<LiveSnapshot>((v) => typeof v === 'object' && v !== null && typeof (v as LiveSnapshot).get === 'function', {
+    message: 'expected a LiveSnapshot',
+  }),
+  corpus: z.custom<RewardServerOptions['corpus']>((v) => typeof v === 'object' && v !== null && Array.isArray((v as Corpus).queries) && (v as Corpus).relevant instanceof Map, {
+    message: 'expected a corpus with queries and relevant',
+  }),
+  defaultSide: z.enum(['query', 'item']).default('query'),
+  kMax: z.number().int().min(1).default(DEFAULT_K_MAX),
+  beta: z.number().positive().default(1),
+  token: z.string().min(1, 'must not be empty when given').optional(),
+  limits: RewardLimitsSchema.optional(),
+});
+
+// ---- completion extraction ----
+
+/** Where an assistant turn starts in common chat templates (the text after the last one is the completion). */
+const ASSISTANT_MARKERS: readonly RegExp[] = [
+  /<\|im_start\|>assistant\s*\n?/g, // ChatML (Qwen, ...)
+  /<\|start_header_id\|>assistant<\|end_header_id\|>\s*/g, // Llama 3
+  /<start_of_turn>model\s*\n?/g, // Gemma
+  /<\|assistant\|>\s*/g, // Phi / Zephyr
+  /\[\/INST\]\s*/g, // Llama 2 / Mistral
+  /^###\s*(?:Response|Assistant)\s*:?[ \t]*\n?/gm, // Alpaca-style
+];
+const END_TOKENS = /(?:<\|im_end\|>|<\|eot_id\|>|<end_of_turn>|<\|endoftext\|>|<\|end\|>|<\/s>|<eos>)+/g;
+
+/** The completion inside a full text (prompt + response) with the chat template removed. */
+export function stripChatTemplate(full: string, prompt: string): string {
+  let rest: string;
+  if (prompt.length > 0 && full.startsWith(prompt)) rest = full.slice(prompt.length);
+  else {
+    let cut = -1;
+    for (const re of ASSISTANT_MARKERS) {
+      re.lastIndex = 0;
+      let m: RegExpExecArray | null;
+      while ((m = re.exec(full)) !== null) {
+        if (m.index + m[0].length > cut) cut = m.index + m[0].length;
+        if (m[0].length === 0) re.lastIndex++;
+      }
+    }
+    rest = cut >= 0 ? full.slice(cut) : full;
+  }
+  // A prompt that already ended with the assistant marker leaves none; strip a leading one anyway.
+  for (const re of ASSISTANT_MARKERS) {
+    re.lastIndex = 0;
+    const m = re.exec(rest);
+    if (m && m.index === 0) rest = rest.slice(m[0].length);
+  }
+  return rest.replace(END_TOKENS, '').trim();
+}
+
+/** `query:<id>` / `item:<id>`, or a bare id for the default side. */
+export function parseLabel(label: string, defaultSide: Side): { side: Side; id: string } {
+  const m = /^(query|item):(.+)$/s.exec(label);
+  return m ? { side: m[1] as Side, id: m[2] } : { side: defaultSide, id: label };
+}
+
+// ---- reward state per snapshot ----
+
+interface RewardState {
+  snap: Snapshot;
+  queryText: Map<string, string>;
+  relevant: ReadonlyMap<string, ReadonlySet<string>>;
+  /** Built on first item reward (needs the query-side generation). */
+  item: { ctx: ItemRewardContext; cache: ItemRewardCache } | null;
+}
+
+export interface QueryRewardAnswer {
+  side: 'query';
+  id: string;
+  reward: number;
+  reason: RewardReason;
+  keywords: string[];
+  /** Items matched by S_q ∪ {q} in the served item index (0 unless reason = ok). */
+  matched: number;
+  truePositives: number;
+  relevant: number;
+  precision: number;
+  recall: number;
+}
+
+export interface ItemRewardAnswer {
+  side: 'item';
+  id: string;
+  reward: number;
+  reason: RewardReason;
+  keywords: string[];
+  /** Queries that would retrieve the item with the candidate keywords. */
+  matched: number;
+  /** Queries that retrieve it with its reference keywords. */
+  referenceMatched: number;
+  /** |Q_cand △ Q_ref|: the queries whose F changes. */
+  affected: number;
+}
+
+export class RewardEngine {
+  private readonly states = new WeakMap<Snapshot, RewardState>();
+  constructor(
+    private readonly corpus: RewardServerOptions['corpus'],
+    private readonly kMax: number,
+    private readonly beta: number,
+  ) {}
+
+  private state(snap: Snapshot): RewardState {
+    let st = this.states.get(snap);
+    if (!st) {
+      st = { snap, queryText: new Map(this.corpus.queries.map((q) => [q.id, q.text])), relevant: this.corpus.relevant, item: null };
+      this.states.set(snap, st);
+    }
+    return st;
+  }
+
+  private itemState(st: RewardState): { ctx: ItemRewardContext; cache: ItemRewardCache } {
+    if (!st.item) {
+      const queryView = st.snap.query;
+      if (!queryView) throw cogrError('NOT_FOUND', 'label: item rewards need a query-side generation, and the database has none');
+      const relevance = buildRelevance(queryView, st.snap.item, st.relevant);
+      const ctx: ItemRewardContext = { itemView: st.snap.item, queryView, relevance, kMax: this.kMax, beta: this.beta };
+      st.item = { ctx, cache: buildItemRewardCache(ctx) };
+    }
+    return st.item;
+  }
+
+  /** `parsed` null = the output did not parse (invalid_format). */
+  queryReward(snap: Snapshot, id: string, parsed: readonly string[] | null): QueryRewardAnswer {
+    const st = this.state(snap);
+    let text = st.queryText.get(id);
+    if (text === undefined && snap.query) {
+      const o = snap.query.ordinalOf(id);
+      if (o >= 0) text = snap.query.selfOf(o);
+    }
+    if (text === undefined) throw cogrError('NOT_FOUND', `id: no query ${JSON.stringify(id)} in the dataset or the query index`, { id });
+    const relIds = st.relevant.get(id) ?? new Set<string>();
+    const relOrd: number[] = [];
+    for (const iid of relIds) {
+      const o = snap.item.ordinalOf(iid);
+      if (o >= 0) relOrd.push(o);
+    }
+    let counts = { nRet: 0, tp: 0, precision: 0, recall: 0 };
+    const out = layeredReward(
+      parsed,
+      (keywords) => {
+        const r = queryReward(snap.item, { self: text, keywords }, relOrd, { nRel: relIds.size, kMax: this.kMax, beta: this.beta });
+        counts = { nRet: r.nRet, tp: r.tp, precision: r.precision, recall: r.recall };
+        return r.reward;
+      },
+      { side: 'query', kMax: this.kMax },
+    );
+    return {
+      side: 'query',
+      id,
+      reward: out.reward,
+      reason: out.reason,
+      keywords: out.keywords,
+      matched: counts.nRet,
+      truePositives: counts.tp,
+      relevant: relIds.size,
+      precision: counts.precision,
+      recall: counts.recall,
+    };
+  }
+
+  itemReward(snap: Snapshot, id: string, parsed: readonly string[] | null): ItemRewardAnswer {
+    const item = snap.item.ordinalOf(id);
+    if (item < 0) throw cogrError('NOT_FOUND', `id: no item ${JSON.stringify(id)} in the served item generation ${snap.item.generation}`, { id });
+    const { ctx, cache } = this.itemState(this.state(snap));
+    const ref = cachedReferenceQueries(cache, item);
+    let matched = 0;
+    let affected = 0;
+    const out = layeredReward(
+      parsed,
+      (keywords) => {
+        const cand = candidateQueries(ctx, item, keywords);
+        matched = cand.length;
+        let a = 0;
+        let b = 0;
+        while (a < cand.length || b < ref.length) {
+          if (b >= ref.length || (a < cand.length && cand[a] < ref[b])) {
+            affected++;
+            a++;
+          } else if (a >= cand.length || ref[b] < cand[a]) {
+            affected++;
+            b++;
+          } else {
+            a++;
+            b++;
+          }
+        }
+        return itemRewardIncremental(ctx, cache, item, keywords);
+      },
+      { side: 'item', kMax: this.kMax },
+    );
+    return { side: 'item', id, reward: out.reward, reason: out.reason, keywords: out.keywords, matched, referenceMatched: ref.length, affected };
+  }
+}
+
+// ---- HTTP ----
+
+export function rewardSchemas(l: z.output<typeof RewardLimitsSchema>) {
+  const text = z.string({ error: 'expected a string' }).max(l.maxTextLength, `longer than ${l.maxTextLength} characters`);
+  const getReward = z
+    .strictObject({
+      query: z.array(text, { error: 'expected an array of strings' }).min(1, 'must not be empty').max(l.maxBatch, `more than ${l.maxBatch} entries`).describe('full texts: prompt + response'),
+      prompts: z.array(text, { error: 'expected an array of strings' }).max(l.maxBatch).optional().describe('the prompts, same order'),
+      labels: z.array(z.string({ error: 'expected a string' }).min(1, 'must not be empty').max(1024), { error: 'expected an array of strings' }).describe('entity per sample: "query:<id>", "item:<id>" or a bare id'),
+    })
+    .superRefine((b, ctx) => {
+      if (b.labels.length !== b.query.length) ctx.addIssue({ code: 'custom', path: ['labels'], message: `has ${b.labels.length} entries, query has ${b.query.length}` });
+      if (b.prompts && b.prompts.length !== b.query.length) ctx.addIssue({ code: 'custom', path: ['prompts'], message: `has ${b.prompts.length} entries, query has ${b.query.length}` });
+    });
+  const single = z
+    .strictObject({
+      id: z.string({ error: 'required, a string' }).min(1, 'must not be empty').max(1024),
+      keywords: z.array(z.string({ error: 'expected a string' }).max(1000), { error: 'expected an array of strings' }).max(10_000).optional().describe('the candidate keyword set'),
+      completion: text.optional().describe('raw generator output, parsed tolerantly'),
+    })
+    .superRefine((b, ctx) => {
+      if ((b.keywords === undefined) === (b.completion === undefined)) ctx.addIssue({ code: 'custom', path: ['keywords'], message: 'give exactly one of keywords, completion' });
+    });
+  return { getReward, single };
+}
+
+const GetRewardResponse = z.object({
+  rewards: z.array(z.number()),
+  scores: z.array(z.number()),
+  extra_logs: z.record(z.string(), z.array(z.number())).describe('per-sample logs: format_ok, over_budget, matched, affected, side_item'),
+});
+const QueryAnswerSchema = z.object({
+  side: z.literal('query'),
+  id: z.string(),
+  reward: z.number(),
+  reason: z.enum(['invalid_format', 'over_budget', 'ok']),
+  keywords: z.array(z.string()),
+  matched: z.number(),
+  truePositives: z.number(),
+  relevant: z.number(),
+  precision: z.number(),
+  recall: z.number(),
+});
+const ItemAnswerSchema = z.object({
+  side: z.literal('item'),
+  id: z.string(),
+  reward: z.number(),
+  reason: z.enum(['invalid_format', 'over_budget', 'ok']),
+  keywords: z.array(z.string()),
+  matched: z.number(),
+  referenceMatched: z.number(),
+  affected: z.number(),
+});
+
+function parsedKeywords(b: { keywords?: string[]; completion?: string }): string[] | null {
+  if (b.keywords !== undefined) return normalizeKeywordSet(b.keywords).keywords;
+  const p = parseKeywordOutput(b.completion ?? '');
+  return p.ok ? p.keywords : null;
+}
+
+export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
+  const o = parseOrThrow(OptionsSchema, opts, 'INVALID_ARGUMENT', 'options');
+  const limits = o.limits ?? RewardLimitsSchema.parse({});
+  const live = opts.live;
+  const log = opts.log ?? silentLogger;
+  const metrics = opts.metrics ?? createServerMetrics();
+  const engine = new RewardEngine(opts.corpus, o.kMax, o.beta);
+  const schemas = rewardSchemas(limits);
+  const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics });
+  const guard = bearerGuard(o.token);
+
+  const routes: RouteDoc[] = [
+    {
+      method: 'post',
+      path: '/get_reward',
+      tag: 'reward',
+      summary: "Rewards in OpenRLHF's remote reward-model shape",
+      description: 'labels carry the entity: "query:<id>", "item:<id>" or a bare id (default side). The completion is the text after the prompt, chat template removed.',
+      body: schemas.getReward,
+      response: GetRewardResponse,
+      auth: true,
+      errors: [400, 404, 413],
+    },
+    { method: 'post', path: '/v1/reward/query', tag: 'reward', summary: "One query's reward with its counts", body: schemas.single, response: QueryAnswerSchema, auth: true, errors: [400, 404, 413] },
+    { method: 'post', path: '/v1/reward/item', tag: 'reward', summary: "One item's marginal reward with the affected query count", body: schemas.single, response: ItemAnswerSchema, auth: true, errors: [400, 404, 413] },
+    ...opsRouteDocs(),
+  ];
+  const conv = new SchemaConverter();
+  const openapi = buildOpenApi(
+    { title: 'cogr reward server', version: '1', description: 'CoGR rewards against frozen generations, for external RL trainers.' },
+    routes,
+    conv,
+  );
+
+  app.post('/get_reward', { preHandler: guard }, async (req) => {
+    const snap = live.get();
+    const b = parseOrThrow(schemas.getReward, req.body ?? {}, 'INVALID_BODY');
+    const rewards: number[] = [];
+    const logs = { format_ok: [] as number[], over_budget: [] as number[], matched: [] as number[], affected: [] as number[], side_item: [] as number[] };
+    for (let i = 0; i < b.query.length; i++) {
+      const { side, id } = parseLabel(b.labels[i], o.defaultSide);
+      const completion = stripChatTemplate(b.query[i], b.prompts?.[i] ?? '');
+      const p = parseKeywordOutput(completion);
+      const parsed = p.ok ? p.keywords : null;
+      let ans: QueryRewardAnswer | ItemRewardAnswer;
+      try {
+        ans = side === 'query' ? engine.queryReward(snap, id, parsed) : engine.itemReward(snap, id, parsed);
+      } catch (e) {
+        if (e instanceof Error && 'code' in e && (e as { code: string }).code === 'NOT_FOUND') {
+          throw cogrError('NOT_FOUND', `labels[${i}]: ${e.message.replace(/^id: /, '')}`, { index: i, label: b.labels[i] });
+        }
+        throw e;
+      }
+      rewards.push(ans.reward);
+      logs.format_ok.push(ans.reason === 'invalid_format' ? 0 : 1);
+      logs.over_budget.push(ans.reason === 'over_budget' ? 1 : 0);
+      logs.matched.push(ans.matched);
+      logs.affected.push(ans.side === 'item' ? ans.affected : 0);
+      logs.side_item.push(ans.side === 'item' ? 1 : 0);
+    }
+    return { rewards, scores: rewards, extra_logs: logs };
+  });
+
+  app.post('/v1/reward/query', { preHandler: guard }, async (req) => {
+    const b = parseOrThrow(schemas.single, req.body ?? {}, 'INVALID_BODY');
+    return engine.queryReward(live.get(), b.id, parsedKeywords(b));
+  });
+
+  app.post('/v1/reward/item', { preHandler: guard }, async (req) => {
+    const b = parseOrThrow(schemas.single, req.body ?? {}, 'INVALID_BODY');
+    return engine.itemReward(live.get(), b.id, parsedKeywords(b));
+  });
+
+  registerOpsRoutes(app, { live, metrics, token: o.token, openapi, docsHtml: renderDocsHtml(openapi) });
+  return app;
+}
