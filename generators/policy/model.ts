@@ -254,6 +254,11 @@ export class EmbeddedPolicy implements KeywordGenerator {
     this.cache.clear();
   }
 
+  /** Drop the cached candidate sets and features (they are rebuilt on demand). */
+  clearCache(): void {
+    this.cache.clear();
+  }
+
   private cacheKey(input: GenerateInput): string {
     return `${input.id}\u0001${input.title ?? ''}\u0001${input.text}`;
   }
