@@ -9,7 +9,7 @@ import { Piscina } from 'piscina';
 import { KeywordView, type ViewData } from '../index/view.ts';
 import { buildItemRewardCache, itemRewardsBatch, type ItemRewardCache, type ItemRewardContext } from '../rewards/itemReward.ts';
 import { queryReward } from '../rewards/queryReward.ts';
-import { cogrError } from '../index/errors.ts';
+import { cogrError, isCogrError } from '../index/errors.ts';
 import type { ContextHandles, QueryRewardOutcome, WorkerTask, WorkerTestHooks } from './shared.ts';
 
 const KEEP_VIEWS = 6;
@@ -59,7 +59,20 @@ function transferCache(c: ItemRewardCache): unknown {
   } as never);
 }
 
+/**
+ * The task handler. Errors cross the thread boundary by structured clone, which keeps
+ * only name, message and stack, so a CogrError's code is put into the message.
+ */
 export default function rewardWorker(task: WorkerTask): unknown {
+  try {
+    return handle(task);
+  } catch (e) {
+    if (isCogrError(e)) throw new Error(`${e.code}: ${e.message}`);
+    throw e;
+  }
+}
+
+function handle(task: WorkerTask): unknown {
   switch (task.kind) {
     case 'buildCache':
       return transferCache(buildItemRewardCache(itemContext(task.ctx), { start: task.start, end: task.end }));

@@ -103,7 +103,7 @@ describe('RewardPool', () => {
     );
     expect(isCogrError(err, 'WORKER_ERROR')).toBe(true);
     expect((err as Error).message).toMatch(/items 999\.\.999 \(size 1\)/);
-    expect((err as Error).message).toMatch(/item ordinal 999 is out of range/);
+    expect((err as Error).message).toMatch(/INVALID_ARGUMENT: item ordinal 999 is out of range/);
     // The pool keeps working.
     expect(await pool.itemRewards([{ item: 1, candidates: [[]] }])).toHaveLength(1);
   });
