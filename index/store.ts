@@ -476,6 +476,7 @@ export class KeywordIndexStore {
     };
     put(['m', side, g].join(SEP), manifest);
     put(['n', side].join(SEP), next + 1);
+    this.logger.debug('writing keyword index batch', { side, generation: next, operations: batch.length });
     await batch.write();
     this.logger.info('committed keyword index generation', { side, generation: next, size, changed });
     return { generation: next, changed };

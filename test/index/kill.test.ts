@@ -1,0 +1,94 @@
+/**
+ * Crash safety: a child process committing a big generation is killed with SIGKILL at
+ * random moments (mostly while the LevelDB batch is being written); on reopening, each
+ * generation is either absent or complete and equal to what that child was committing.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openDb } from '../../index/db.ts';
+import { createRng } from '../../index/random.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import { buildViewData } from '../../index/view.ts';
+import { bigEntries } from '../fixtures/bigEntries.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'cogr-kill-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const N = 2_500;
+
+/** Run the child; kill it `delayMs` after it prints "writing" (or never when null). */
+function runChild(path: string, seed: number, delayMs: number | null): Promise<{ killed: boolean; out: string; writeMs: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/commit-big.ts', path, String(N), String(seed)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    let killed = false;
+    let writingAt = 0;
+    child.stdout.on('data', (d) => {
+      out += String(d);
+      if (writingAt === 0 && out.includes('writing')) writingAt = Date.now();
+      if (delayMs !== null && !killed && out.includes('writing')) {
+        setTimeout(() => {
+          killed = child.kill('SIGKILL');
+        }, delayMs);
+      }
+    });
+    child.stderr.on('data', (d) => (err += String(d)));
+    child.on('error', reject);
+    child.on('exit', (code, signal) => {
+      if (signal === 'SIGKILL' || code === 0) resolve({ killed: signal === 'SIGKILL', out, writeMs: writingAt === 0 ? 0 : Date.now() - writingAt });
+      else reject(new Error(`child failed (${code}): ${err}`));
+    });
+  });
+}
+
+describe('a commit killed midway', () => {
+  it('leaves every generation absent or complete', async () => {
+    const path = join(dir, 'db');
+    const rng = createRng(7);
+    // A first complete generation, so later commits build on a base.
+    const first = await runChild(path, 1000, null);
+    expect(first.out).toContain('done 0');
+    // The first run's batch write (and close) time spreads the kill moments over it.
+    const full = first.writeMs;
+    let killedMid = 0;
+    const seeds: number[] = [];
+    for (let run = 0; run < 4; run++) {
+      const seed = 2000 + run;
+      seeds.push(seed);
+      const delay = Math.floor(rng() * Math.max(20, full * 0.6));
+      const r = await runChild(path, seed, delay);
+      if (r.killed && !r.out.includes('done')) killedMid++;
+    }
+    const db = await openDb(path);
+    try {
+      const store = new KeywordIndexStore(db);
+      const gens = await store.listGenerations('item');
+      expect(gens[0].generation).toBe(0);
+      const bySeed = new Set(gens.map((g) => g.meta.seed));
+      expect(bySeed.has(1000)).toBe(true);
+      for (const g of gens) {
+        const want = bigEntries(g.meta.n as number, g.meta.seed as number);
+        const view = await store.openView('item', g.generation);
+        expect(view.data).toEqual(buildViewData('item', g.generation, want));
+        expect(g.size).toBe(want.length);
+      }
+      // Every surviving generation is one of ours; killed ones left nothing behind.
+      for (const g of gens) expect([1000, ...seeds]).toContain(g.meta.seed);
+      // A commit after the crashes still works and numbers keep increasing.
+      const w = store.writer('item', { mode: 'replace' });
+      for (const e of bigEntries(50, 1)) w.set(e.id, e.self, e.keywords);
+      const g = await w.commit({ seed: 1, n: 50 });
+      expect(g).toBeGreaterThan(gens[gens.length - 1].generation);
+      expect((await store.openView('item', g)).size).toBe(bigEntries(50, 1).length);
+    } finally {
+      await db.close();
+    }
+    // At least some runs must really have died in the middle for the test to mean anything.
+    expect(killedMid).toBeGreaterThan(0);
+  }, 180_000);
+});
