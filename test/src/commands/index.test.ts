@@ -1,0 +1,133 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Level } from 'level';
+import { main } from '../../../src/cli.ts';
+import { DB_META_KEY } from '../../../index/db.ts';
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'cogr-cli-index-'));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+afterEach(() => {
+  process.exitCode = 0;
+});
+
+async function cogr(...args: string[]): Promise<{ out: string; err: string; code: number }> {
+  let out = '';
+  let err = '';
+  const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
+  const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => ((err += String(s)), true));
+  process.exitCode = 0;
+  try {
+    await main(['node', 'cogr', ...args]);
+  } finally {
+    o.mockRestore();
+    e.mockRestore();
+  }
+  const code = Number(process.exitCode ?? 0);
+  process.exitCode = 0;
+  return { out, err, code };
+}
+
+function jsonl(name: string, rows: unknown[]): string {
+  const p = join(dir, name);
+  writeFileSync(p, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  return p;
+}
+
+describe('cogr index', () => {
+  it('imports generations, searches, explains, lists, diffs and deletes', async () => {
+    const db = join(dir, 'db1');
+    const a = jsonl('a.jsonl', [
+      { id: 'i1', title: 'Red Shoes', keywords: ['running shoes', 'red'] },
+      { id: 'i2', title: 'Blue Hat', keywords: ['hat', 'wool hat'] },
+      { id: 'i3', title: 'Green Shoes', keywords: ['running shoes', 'green'] },
+    ]);
+    expect(await cogr('index', 'import', '--db', db, '--side', 'item', '--from', a, '--label', 'sft')).toMatchObject({ out: '0\n', code: 0 });
+    const b = jsonl('b.jsonl', [
+      { id: 'i1', title: 'Red Shoes', keywords: ['running shoes', 'red'] },
+      { id: 'i2', title: 'Blue Hat', keywords: ['hat', 'winter hat'] },
+      { id: 'i4', title: 'Socks', keywords: ['wool socks'] },
+    ]);
+    expect((await cogr('index', 'import', '--db', db, '--from', b)).out).toBe('1\n');
+
+    const s = await cogr('index', 'search', '--db', db, '--query', 'red shoes', '--keywords', 'running shoes|hat', '--json');
+    const res = JSON.parse(s.out);
+    expect(res.generation).toBe(1);
+    expect(res.matched).toBe(2);
+    expect(res.items.map((x: { id: string }) => x.id)).toEqual(['i1', 'i2']);
+    const old = JSON.parse((await cogr('index', 'search', '--db', db, '--generation', '0', '--query', 'red shoes', '--keywords', 'running shoes', '--all', '--json')).out);
+    expect(old).toMatchObject({ generation: 0, matched: 2 });
+    expect(old.items.map((x: { id: string }) => x.id).sort()).toEqual(['i1', 'i3']);
+    const top1 = JSON.parse((await cogr('index', 'search', '--db', db, '--generation', '0', '--keywords', 'running shoes', '--k', '1', '--json')).out);
+    expect(top1.matched).toBe(2);
+    expect(top1.items).toHaveLength(1);
+    expect((await cogr('index', 'search', '--db', db, '--keywords', 'hat')).out).toContain('1 matched');
+
+    const ex = JSON.parse((await cogr('index', 'explain', '--db', db, '--query', 'red shoes', '--keywords', 'running shoes', '--id', 'i1', '--json')).out);
+    expect(ex.matchedKeywords).toEqual(['red shoes', 'running shoes']);
+    expect(ex.terms.map((t: { word: string }) => t.word).sort()).toEqual(['red', 'running', 'shoes']);
+    expect(ex.score).toBeCloseTo(res.items[0].score, 12);
+    expect((await cogr('index', 'explain', '--db', db, '--keywords', 'x', '--id', 'nope')).code).toBe(1);
+
+    const list = JSON.parse((await cogr('index', 'list', '--db', db, '--json')).out);
+    expect(list.generations.map((g: { generation: number; size: number }) => [g.generation, g.size])).toEqual([
+      [0, 3],
+      [1, 3],
+    ]);
+    expect(list.generations[0].meta.label).toBe('sft');
+    const d = JSON.parse((await cogr('index', 'diff', '--db', db, '--from', '0', '--to', '1', '--json')).out);
+    expect(d).toMatchObject({ added: ['i4'], removed: ['i3'], changed: ['i2'] });
+
+    expect((await cogr('index', 'delete', '--db', db, '--generation', '0')).code).toBe(0);
+    const after = JSON.parse((await cogr('index', 'search', '--db', db, '--query', 'red shoes', '--keywords', 'running shoes|hat', '--json')).out);
+    expect(after).toEqual(res);
+    const gone = await cogr('index', 'search', '--db', db, '--generation', '0', '--keywords', 'hat');
+    expect(gone.code).toBe(1);
+    expect(gone.err).toMatch(/^error\[NOT_FOUND\]/);
+  });
+
+  it('rejects bad input with clear errors', async () => {
+    const db = join(dir, 'db2');
+    const bad = jsonl('bad.jsonl', [{ id: 'x', keywords: ['a'] }, { id: 'y', keywords: 'oops' }]);
+    const r = await cogr('index', 'import', '--db', db, '--from', bad);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain('error[DATA_FORMAT]');
+    expect(r.err).toContain('bad.jsonl:2');
+    const dup = jsonl('dup.jsonl', [{ id: 'x', keywords: ['a'] }, { id: 'x', keywords: ['b'] }]);
+    expect((await cogr('index', 'import', '--db', db, '--from', dup)).err).toContain('error[DUPLICATE_ID]');
+    expect((await cogr('index', 'import', '--db', db, '--from', join(dir, 'missing.jsonl'))).err).toContain('error[DATA_MISSING]');
+    expect((await cogr('index', 'import', '--db', db, '--side', 'both', '--from', dup)).err).toContain('--side must be');
+    expect((await cogr('index', 'search', '--db', db, '--k', 'ten')).err).toContain('--k must be');
+    expect((await cogr('index', 'search', '--db', db, '--b', '2')).err).toContain('--b must be in [0, 1]');
+    expect((await cogr('index', 'search', '--db', join(dir, 'none'))).err).toContain('error[NOT_FOUND]');
+  });
+
+  it('refuses a database of another format version', async () => {
+    const db = join(dir, 'db3');
+    const raw = new Level<string, string>(db);
+    await raw.put(DB_META_KEY, JSON.stringify({ version: 0 }));
+    await raw.close();
+    const r = await cogr('index', 'list', '--db', db);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/^error\[DB_VERSION\]: database .*db3 has format version 0, expected 1/);
+  });
+
+  it('names the path of a database held by another process', async () => {
+    const db = join(dir, 'db4');
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/hold-db.ts', db], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve) => child.stdout!.on('data', (d) => String(d).includes('ready') && resolve()));
+    try {
+      const r = await cogr('index', 'list', '--db', db);
+      expect(r.code).toBe(1);
+      expect(r.err).toContain(`error[DB_LOCKED]: database ${db} is in use by another process`);
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('exit', r));
+    }
+  });
+});
