@@ -1,0 +1,263 @@
+/**
+ * `cogr demo` (the main job) and `cogr evolve` (the k-fold evaluation): SFT and the
+ * alternating GRPO rounds with the embedded policies, persisted and resumable.
+ *
+ *   cogr demo [--dataset nfcorpus] [--rounds 3] [--fresh] [--json] [run options]
+ *   cogr evolve --dataset <name|path> [--folds 5] [--fold k] [--json] [run options]
+ *
+ * Each run lives in its own database under $COGR_HOME (demo/<dataset>/db,
+ * evolve/<dataset>/fold-<k>/db, or --db); running the same command again resumes
+ * from the last committed step, and a second concurrent run on the same database is
+ * refused (DB_LOCKED).
+ */
+import { rmSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { openDb } from '../../index/db.ts';
+import { cogrError } from '../../index/errors.ts';
+import { stderrLogger } from '../../index/log.ts';
+import type { Corpus } from '../../index/types.ts';
+import { Bm25Index } from '../baseline/bm25.ts';
+import { loadDataset, parseFormat } from '../datasets/index.ts';
+import { bm25OnSplit, type SplitBaseline } from '../evolve/baseline.ts';
+import { parseRunConfig, type RunConfig, type RunConfigInput } from '../evolve/config.ts';
+import { runCoevolution, type RunResult } from '../evolve/run.ts';
+import type { StepRecord } from '../evolve/state.ts';
+import { cogrHome } from '../home.ts';
+import { createProgress } from '../progress.ts';
+import { renderTable } from './datasets.ts';
+
+/** The demo's defaults: the paper's settings scaled to finish in minutes on 2 cores. */
+export const DEMO_DEFAULTS: RunConfigInput = {
+  dataset: 'nfcorpus',
+  rounds: 3,
+  queryEpochs: 4,
+  itemEpochs: 1,
+  sftEpochs: 5,
+};
+
+interface RunFlags {
+  dataset?: string;
+  format?: string;
+  db?: string;
+  seed?: string;
+  rounds?: string;
+  groupSize?: string;
+  kMax?: string;
+  queryEpochs?: string;
+  itemEpochs?: string;
+  sftEpochs?: string;
+  itemsPerEpoch?: string;
+  lr?: string;
+  kl?: string;
+  beta?: string;
+  decode?: string;
+  workers?: string;
+  evalFraction?: string;
+  json?: boolean;
+  fresh?: boolean;
+  quiet?: boolean;
+}
+
+function num(flag: string, v: string | undefined, integer: boolean): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isInteger(n))) {
+    throw cogrError('INVALID_ARGUMENT', `${flag}: expected ${integer ? 'an integer' : 'a number'}, got ${JSON.stringify(v)}`);
+  }
+  return n;
+}
+
+function addRunOptions(cmd: Command): Command {
+  return cmd
+    .option('--format <format>', 'dataset format: smart | trec | beir | wands | jsonl (default: detected)')
+    .option('--db <dir>', 'the run database (default: under $COGR_HOME)')
+    .option('--seed <n>', 'seed of the split, sampling and training')
+    .option('--rounds <n>', 'co-evolution rounds R (paper: 5)')
+    .option('--group-size <n>', 'GRPO samples per input G (paper: 8)')
+    .option('--k-max <n>', 'keyword budget K_max on both sides (paper: 30)')
+    .option('--query-epochs <n>', 'query-side GRPO epochs per round (paper: 10)')
+    .option('--item-epochs <n>', 'item-side GRPO epochs per round (paper: 5)')
+    .option('--sft-epochs <n>', 'SFT epochs')
+    .option('--items-per-epoch <n>', 'items sampled per item-side epoch (0 = all)')
+    .option('--lr <x>', 'learning rate of the GRPO updates')
+    .option('--kl <x>', 'KL coefficient to the SFT policy')
+    .option('--beta <x>', 'F-beta instead of F1 in the rewards and metrics')
+    .option('--decode <mode>', 'indexing/evaluation decoding: greedy | sample')
+    .option('--workers <n>', 'reward worker threads (default: number of cores)')
+    .option('--json', 'print one JSON object on stdout')
+    .option('--quiet', 'no progress display');
+}
+
+function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<RunConfigInput> = {}): RunConfig {
+  const input: Record<string, unknown> = { ...defaults, ...extra };
+  const set = (k: keyof RunConfigInput, v: unknown) => {
+    if (v !== undefined) input[k] = v;
+  };
+  set('dataset', flags.dataset);
+  set('format', flags.format);
+  set('seed', num('--seed', flags.seed, true));
+  set('rounds', num('--rounds', flags.rounds, true));
+  set('groupSize', num('--group-size', flags.groupSize, true));
+  set('kMax', num('--k-max', flags.kMax, true));
+  set('queryEpochs', num('--query-epochs', flags.queryEpochs, true));
+  set('itemEpochs', num('--item-epochs', flags.itemEpochs, true));
+  set('sftEpochs', num('--sft-epochs', flags.sftEpochs, true));
+  set('itemsPerEpoch', num('--items-per-epoch', flags.itemsPerEpoch, true));
+  set('lr', num('--lr', flags.lr, false));
+  set('klCoef', num('--kl', flags.kl, false));
+  set('beta', num('--beta', flags.beta, false));
+  set('decode', flags.decode);
+  set('workers', num('--workers', flags.workers, true));
+  set('evalFraction', num('--eval-fraction', flags.evalFraction, false));
+  return parseRunConfig(input);
+}
+
+function slug(dataset: string): string {
+  return basename(resolve(dataset)).replace(/[^A-Za-z0-9._-]+/g, '_') || 'dataset';
+}
+
+async function runOne(dbPath: string, corpus: Corpus, config: RunConfig, flags: RunFlags): Promise<RunResult> {
+  const db = await openDb(dbPath, { logger: stderrLogger });
+  try {
+    return await runCoevolution(db, corpus, config, {
+      logger: stderrLogger,
+      progress: createProgress({ enabled: !flags.quiet }),
+    });
+  } finally {
+    await db.close();
+  }
+}
+
+const f4 = (x: number): string => x.toFixed(4);
+
+export function renderSteps(steps: readonly StepRecord[], baseline: SplitBaseline | null): string {
+  const rows = steps.map((s) => [
+    s.step,
+    String(s.round),
+    s.phase,
+    `${s.itemGeneration}/${s.queryGeneration}`,
+    f4(s.metrics.precision),
+    f4(s.metrics.recall),
+    f4(s.metrics.f1),
+    f4(s.metrics.ndcg10),
+    s.metrics.meanKeywords.toFixed(1),
+    s.metrics.meanMatched.toFixed(1),
+    String(s.vocabulary.item),
+    String(s.vocabulary.query),
+    s.train ? s.train.seconds.toFixed(1) : '',
+  ]);
+  if (baseline) rows.push([`BM25 (cut-off ${baseline.cutoff})`, '', 'baseline', '', f4(baseline.precision), f4(baseline.recall), f4(baseline.f1), f4(baseline.ndcg10), '', '', '', '', '']);
+  return renderTable(
+    ['step', 'round', 'trained', 'gen i/q', 'P', 'R', 'F1', 'nDCG@10', 'kw/q', 'matched/q', 'item vocab', 'query vocab', 'seconds'],
+    rows,
+    new Set([1, 4, 5, 6, 7, 8, 9, 10, 11, 12]),
+  );
+}
+
+interface FoldOutcome {
+  fold: number;
+  evalQueries: number;
+  baseline: SplitBaseline;
+  steps: StepRecord[];
+}
+
+/** Means over all held-out queries (folds weighted by their number of held-out queries). */
+function weightedMean(parts: { w: number; v: number }[]): number {
+  const W = parts.reduce((s, p) => s + p.w, 0);
+  return W === 0 ? 0 : parts.reduce((s, p) => s + p.w * p.v, 0) / W;
+}
+
+export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOutcome[]) {
+  const metricsOf = (pick: (f: FoldOutcome) => { f1: number; precision: number; recall: number; ndcg10: number }) => ({
+    f1: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).f1 }))),
+    precision: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).precision }))),
+    recall: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).recall }))),
+    ndcg10: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).ndcg10 }))),
+  });
+  const stepCount = Math.min(...folds.map((f) => f.steps.length));
+  const rounds = Array.from({ length: stepCount }, (_, i) => {
+    const s0 = folds[0].steps[i];
+    return { round: s0.round, side: s0.phase, step: s0.step, ...metricsOf((f) => f.steps[i].metrics) };
+  });
+  return {
+    dataset,
+    folds: folds.length,
+    config,
+    baseline: metricsOf((f) => f.baseline),
+    rounds,
+    final: rounds.length ? { ...rounds[rounds.length - 1] } : null,
+    perFold: folds.map((f) => ({
+      fold: f.fold,
+      evalQueries: f.evalQueries,
+      baseline: f.baseline,
+      steps: f.steps.map((s) => ({ step: s.step, round: s.round, side: s.phase, ...s.metrics, vocabulary: s.vocabulary })),
+    })),
+  };
+}
+
+export function register(program: Command): void {
+  addRunOptions(
+    program
+      .command('demo')
+      .description('the main job: SFT and co-evolution rounds with the embedded policy on shipped data, then a table per half-round beside BM25')
+      .option('--dataset <name|path>', 'dataset (default nfcorpus)')
+      .option('--eval-fraction <x>', 'share of judged queries held out (default 0.2)')
+      .option('--fresh', 'delete the stored demo run first'),
+  ).action(async (flags: RunFlags) => {
+    const config = configFrom(flags, DEMO_DEFAULTS);
+    const dbPath = flags.db ?? join(cogrHome(), 'demo', slug(config.dataset), 'db');
+    if (flags.fresh) rmSync(dbPath, { recursive: true, force: true });
+    const format = parseFormat(config.format);
+    const { corpus } = await loadDataset(config.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
+    const t0 = Date.now();
+    const res = await runOne(dbPath, corpus, config, flags);
+    const baseline = bm25OnSplit(corpus, res.split);
+    const seconds = (Date.now() - t0) / 1000;
+    if (flags.json) {
+      process.stdout.write(JSON.stringify({ dataset: config.dataset, db: dbPath, config, split: { train: res.split.train.length, eval: res.split.eval.length }, baseline, steps: res.steps, seconds }) + '\n');
+      return;
+    }
+    process.stdout.write(
+      `\nCoGR demo on ${corpus.name}: ${corpus.items.length} items, ${res.split.train.length} training / ${res.split.eval.length} held-out queries, ` +
+        `${config.rounds} rounds (G=${config.groupSize}, K_max=${config.kMax}, ${config.queryEpochs} query / ${config.itemEpochs} item epochs), seed ${config.seed}\n` +
+        `held-out P / R / F1 of the whole matched set after each half-round; database ${dbPath}\n\n`,
+    );
+    process.stdout.write(renderSteps(res.steps, baseline));
+    process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; run 'cogr drift --db ${dbPath} --html drift.html' for the vocabulary report\n`);
+  });
+
+  addRunOptions(
+    program
+      .command('evolve')
+      .description('k-fold evaluation of the co-evolution: one resumable run per fold, BM25 on the same folds')
+      .requiredOption('--dataset <name|path>', 'a shipped or registered dataset name, or a dataset folder')
+      .option('--folds <n>', 'cross-validation folds over judged queries', '5')
+      .option('--fold <k>', 'run only this fold (0-based)'),
+  ).action(async (flags: RunFlags & { folds: string; fold?: string }) => {
+    const folds = num('--folds', flags.folds, true)!;
+    const only = num('--fold', flags.fold, true);
+    const base = configFrom(flags, { dataset: flags.dataset ?? '' }, { folds });
+    const format = parseFormat(base.format);
+    const { corpus } = await loadDataset(base.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
+    const bm25 = new Bm25Index(corpus.items);
+    const outcomes: FoldOutcome[] = [];
+    const which = only === undefined ? Array.from({ length: folds }, (_, k) => k) : [only];
+    for (const k of which) {
+      const config = parseRunConfig({ ...base, fold: k });
+      const dbPath = flags.db ? join(flags.db, `fold-${k}`) : join(cogrHome(), 'evolve', slug(config.dataset), `fold-${k}`, 'db');
+      stderrLogger.info(`fold ${k + 1}/${folds}: ${dbPath}`);
+      const res = await runOne(dbPath, corpus, config, flags);
+      outcomes.push({ fold: k, evalQueries: res.split.eval.length, baseline: bm25OnSplit(corpus, res.split, 1000, bm25), steps: res.steps });
+    }
+    const summary = summarizeFolds(base.dataset, base, outcomes);
+    if (flags.json) {
+      process.stdout.write(JSON.stringify(summary) + '\n');
+      return;
+    }
+    const rows = summary.rounds.map((r) => [r.step, String(r.round), r.side, f4(r.precision), f4(r.recall), f4(r.f1), f4(r.ndcg10)]);
+    rows.push(['BM25 (tuned cut-off)', '', 'baseline', f4(summary.baseline.precision), f4(summary.baseline.recall), f4(summary.baseline.f1), f4(summary.baseline.ndcg10)]);
+    process.stdout.write(`\nCoGR on ${corpus.name}, ${outcomes.length} fold(s) of ${folds}: means over all held-out queries\n\n`);
+    process.stdout.write(renderTable(['step', 'round', 'trained', 'P', 'R', 'F1', 'nDCG@10'], rows, new Set([1, 3, 4, 5, 6])));
+  });
+}

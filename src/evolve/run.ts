@@ -1,0 +1,482 @@
+/**
+ * The co-evolution loop (the paper's Algorithm 2) with the embedded policies.
+ *
+ *   sft        SFT of both policies (Algorithm 1); item generation 0 = the SFT item
+ *              policy's keywords; query generation 0 = the SFT query policy's keywords of
+ *              the training queries.
+ *   rR-query   GRPO on the query policy against the frozen item generation R−1
+ *              (reward: F1 of the matched set); query generation R.
+ *   rR-item    GRPO on the item policy against the frozen query generation R, with the
+ *              incremental counterfactual reward relative to item generation R−1;
+ *              item generation R.
+ * After every step the held-out queries are evaluated (query policy of the step against
+ * the item generation of the step) and the metrics stored with the step record.
+ *
+ * Leakage: held-out queries and their judgements reach nothing but the evaluation. SFT
+ * sees only training queries (their text, for word statistics, and their judgements,
+ * for targets); query generations hold training queries only, so the item reward, the
+ * query-side opposite vocabulary and the query reward all see training data only.
+ *
+ * Determinism and resume: every step starts from the policies saved by the previous
+ * step (reloaded from the database even in an uninterrupted run) and draws its random
+ * numbers from a stream derived from (seed, step, ...). Re-running a step after a crash
+ * therefore reproduces exactly what it would have produced.
+ */
+import { availableParallelism } from 'node:os';
+import type { CogrDb } from '../../index/db.ts';
+import { cogrError } from '../../index/errors.ts';
+import { silentLogger, type Logger } from '../../index/log.ts';
+import { createRng, deriveSeed, shuffle } from '../../index/random.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import type { Corpus, Item, Query, Side } from '../../index/types.ts';
+import type { KeywordView } from '../../index/view.ts';
+import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
+import { loadPolicy, POLICY_SUBLEVEL, savePolicy } from '../../generators/policyStore.ts';
+import { itemInput, queryInput, runSft } from '../../generators/sft.ts';
+import type { KeyValueStore } from '../../generators/types.ts';
+import { advantagesForGroups } from '../../rewards/grpo.ts';
+import { layeredReward, type RewardReason } from '../../rewards/layered.ts';
+import { buildRelevance } from '../../rewards/relevance.ts';
+import { RewardPool } from '../../workers/pool.ts';
+import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
+import { silentProgress, type ProgressSink } from '../progress.ts';
+import { configDifferences, parseRunConfig, type RunConfig, type RunConfigInput } from './config.ts';
+import { evaluateHeldOut, policyKeywords } from './evaluate.ts';
+import { RunState, stepNames, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from './state.ts';
+
+export interface RunOptions {
+  logger?: Logger;
+  progress?: ProgressSink;
+  signal?: AbortSignal;
+  /** Stop after this many steps in this call (tests simulate interruptions). */
+  maxSteps?: number;
+  /** Called after each committed step. */
+  onStep?: (rec: StepRecord) => void;
+}
+
+export interface RunResult {
+  config: RunConfig;
+  split: RunSplit;
+  steps: StepRecord[];
+  /** True when every step of the configured rounds is committed. */
+  complete: boolean;
+}
+
+/** Minibatch sizes of the GRPO phases (inputs per policy update). */
+const QUERY_BATCH = 16;
+const ITEM_BATCH = 64;
+
+interface Ctx {
+  db: CogrDb;
+  store: KeywordIndexStore;
+  policies: KeyValueStore;
+  state: RunState;
+  corpus: Corpus;
+  config: RunConfig;
+  split: RunSplit;
+  trainQueries: Query[];
+  evalQueries: Query[];
+  /** Judgements of the training queries only. */
+  trainRelevant: Map<string, Set<string>>;
+  pool: () => RewardPool;
+  logger: Logger;
+  progress: ProgressSink;
+  signal?: AbortSignal;
+}
+
+export function computeSplit(corpus: Corpus, config: RunConfig): RunSplit {
+  const ids = judgedQueryIds(corpus);
+  if (ids.length < 2) throw cogrError('INVALID_ARGUMENT', `dataset ${corpus.name} has ${ids.length} judged queries; a run needs at least 2`);
+  if (config.fold >= 0) {
+    if (config.fold >= config.folds) throw cogrError('INVALID_ARGUMENT', `fold ${config.fold} is out of range for ${config.folds} folds (0-based)`);
+    const s = kFolds(ids, config.folds, config.seed)[config.fold];
+    return { train: [...s.train], eval: [...s.eval] };
+  }
+  const s = trainEvalSplit(ids, { evalFraction: config.evalFraction, seed: config.seed });
+  return { train: [...s.train], eval: [...s.eval] };
+}
+
+function checkAbort(signal?: AbortSignal): void {
+  if (signal?.aborted) throw cogrError('ABORTED', 'the run was cancelled');
+}
+
+/** Run (or resume) a co-evolution run stored in `db`. */
+export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: RunConfigInput, opts: RunOptions = {}): Promise<RunResult> {
+  const config = parseRunConfig(configInput);
+  const logger = opts.logger ?? silentLogger;
+  const state = new RunState(db);
+  const stored = await state.config();
+  if (stored) {
+    const diffs = configDifferences(stored, config);
+    if (diffs.length > 0) {
+      throw cogrError('INVALID_ARGUMENT', `the database ${db.path} holds a run with another configuration (${diffs.join('; ')}); use another $COGR_HOME or --db, or the same options`);
+    }
+  }
+  await state.setConfig(config);
+  let split = await state.split();
+  if (!split) {
+    split = computeSplit(corpus, config);
+    await state.setSplit(split);
+  }
+  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
+  const trainQueries = split.train.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
+  const evalQueries = split.eval.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
+  if (trainQueries.length !== split.train.length || evalQueries.length !== split.eval.length) {
+    throw cogrError('DB_CORRUPT', `the stored split of ${db.path} names queries that dataset ${corpus.name} does not have`);
+  }
+  const trainRelevant = new Map<string, Set<string>>();
+  for (const id of split.train) trainRelevant.set(id, new Set(corpus.relevant.get(id) ?? []));
+
+  let pool: RewardPool | null = null;
+  const ctx: Ctx = {
+    db,
+    store: new KeywordIndexStore(db, { logger }),
+    policies: db.sublevel(POLICY_SUBLEVEL),
+    state,
+    corpus,
+    config,
+    split,
+    trainQueries,
+    evalQueries,
+    trainRelevant,
+    pool: () => (pool ??= RewardPool.create({ size: config.workers ?? availableParallelism(), logger })),
+    logger,
+    progress: opts.progress ?? silentProgress,
+    signal: opts.signal,
+  };
+  try {
+    const names = stepNames(config.rounds);
+    let done = await state.steps();
+    await rollBackUncommitted(ctx, done);
+    let ran = 0;
+    for (const name of names.slice(done.length)) {
+      if (opts.maxSteps !== undefined && ran >= opts.maxSteps) break;
+      checkAbort(opts.signal);
+      const rec = await runStep(ctx, name, done);
+      await state.appendStep(rec);
+      done = [...done, rec];
+      ran++;
+      opts.onStep?.(rec);
+    }
+    return { config, split, steps: done, complete: done.length >= names.length };
+  } finally {
+    if (pool) await (pool as RewardPool).destroy();
+  }
+}
+
+/** Delete generations that a killed step committed after the last step record. */
+async function rollBackUncommitted(ctx: Ctx, done: StepRecord[]): Promise<void> {
+  const last = done.at(-1);
+  const keep: Record<Side, number> = { item: last ? last.itemGeneration : -1, query: last ? last.queryGeneration : -1 };
+  for (const side of ['item', 'query'] as const) {
+    const gens = await ctx.store.listGenerations(side);
+    for (const g of [...gens].reverse()) {
+      if (g.generation > keep[side]) {
+        ctx.logger.info(`resume: deleting ${side} generation ${g.generation} left by an interrupted step`);
+        await ctx.store.deleteGeneration(side, g.generation);
+      }
+    }
+  }
+}
+
+function parseStep(name: string): { round: number; phase: 'sft' | Side } {
+  if (name === 'sft') return { round: 0, phase: 'sft' };
+  const m = /^r(\d+)-(query|item)$/.exec(name);
+  if (!m) throw cogrError('INTERNAL', `unknown step ${name}`);
+  return { round: Number(m[1]), phase: m[2] as Side };
+}
+
+async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<StepRecord> {
+  const { round, phase } = parseStep(name);
+  const t0 = Date.now();
+  ctx.logger.info(`step ${name}: start`);
+  let rec: Omit<StepRecord, 'finishedAt'>;
+  if (phase === 'sft') rec = await sftStep(ctx);
+  else if (phase === 'query') rec = await queryStep(ctx, round, done.at(-1)!);
+  else rec = await itemStep(ctx, round, done.at(-1)!);
+  const m = rec.metrics;
+  ctx.logger.info(
+    `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
+  );
+  return { ...rec, finishedAt: new Date().toISOString() };
+}
+
+// ---------------------------------------------------------------------------------------
+
+async function commitGeneration(
+  ctx: Ctx,
+  side: Side,
+  entries: { id: string; self: string; keywords: string[] }[],
+  meta: Record<string, unknown>,
+  base: number | null,
+): Promise<number> {
+  const w = ctx.store.writer(side, { base, mode: 'replace' });
+  for (const e of entries) w.set(e.id, e.self, e.keywords);
+  return w.commit(meta);
+}
+
+/** Decoding options for indexing: greedy, or sampled at the decode temperature with a per-entity seed. */
+export function decodeOptions(config: RunConfig, seed: number): { temperature?: number; rng?: () => number; greedy?: boolean } {
+  return config.decode === 'greedy' ? { greedy: true } : { temperature: config.decodeTemperature, rng: createRng(seed) };
+}
+
+function decodeItems(ctx: Ctx, policy: EmbeddedPolicy, step: string): { id: string; self: string; keywords: string[] }[] {
+  const { seed } = ctx.config;
+  ctx.progress.start(`${step}: indexing items`, ctx.corpus.items.length);
+  const out = ctx.corpus.items.map((it) => {
+    const r = policy.decode(itemInput(it), decodeOptions(ctx.config, deriveSeed(seed, step, 'index', it.id)));
+    ctx.progress.tick();
+    return { id: it.id, self: it.title, keywords: r.keywords };
+  });
+  ctx.progress.end();
+  return out;
+}
+
+function decodeQueries(ctx: Ctx, policy: EmbeddedPolicy, step: string): { id: string; self: string; keywords: string[] }[] {
+  const { seed } = ctx.config;
+  return ctx.trainQueries.map((q) => ({
+    id: q.id,
+    self: q.text,
+    keywords: policy.decode(queryInput(q), decodeOptions(ctx.config, deriveSeed(seed, step, 'index', q.id))).keywords,
+  }));
+}
+
+function evaluate(ctx: Ctx, queryPolicy: EmbeddedPolicy, itemView: KeywordView, step: string): HeldOutMetrics {
+  queryPolicy.attachOpposite(itemView);
+  const kw = policyKeywords(queryPolicy, deriveSeed(ctx.config.seed, step), ctx.config.decode === 'greedy' ? 0 : ctx.config.decodeTemperature);
+  return evaluateHeldOut(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta);
+}
+
+async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt'>> {
+  const { config } = ctx;
+  const t0 = Date.now();
+  // Only training queries (text and judgements) enter SFT.
+  const sft = runSft({
+    corpus: { items: ctx.corpus.items, queries: ctx.trainQueries, relevant: ctx.trainRelevant },
+    trainQueryIds: ctx.split.train,
+    M: config.sftItemKeywords,
+    N: config.sftQueryKeywords,
+    epochs: config.sftEpochs,
+    lr: config.lr * 2,
+    seed: deriveSeed(config.seed, 'sft'),
+    kMax: config.kMax,
+    logger: ctx.logger,
+  });
+  const itemEntries = decodeItems(ctx, sft.itemPolicy, 'sft');
+  const itemGen = await commitGeneration(ctx, 'item', itemEntries, { step: 'sft', round: 0 }, null);
+  const itemView = await ctx.store.openView('item', itemGen);
+  sft.queryPolicy.attachOpposite(itemView);
+  const queryGen = await commitGeneration(ctx, 'query', decodeQueries(ctx, sft.queryPolicy, 'sft'), { step: 'sft', round: 0 }, null);
+  const queryView = await ctx.store.openView('query', queryGen);
+  await savePolicy(ctx.policies, 0, sft.itemPolicy);
+  await savePolicy(ctx.policies, 0, sft.queryPolicy);
+  // Evaluate with the policy as saved (reloaded), as every later step does.
+  const queryPolicy = await loadPolicy(ctx.policies, 'query', 0);
+  const metrics = evaluate(ctx, queryPolicy, itemView, 'sft');
+  return {
+    step: 'sft',
+    round: 0,
+    phase: 'sft',
+    itemGeneration: itemGen,
+    queryGeneration: queryGen,
+    metrics,
+    vocabulary: { item: vocabularySize(itemView), query: vocabularySize(queryView) },
+    train: {
+      epochs: config.sftEpochs,
+      samples: ctx.corpus.items.length + sft.queryTargets.size,
+      meanReward: 0,
+      lastEpochReward: 0,
+      degenerateGroups: 0,
+      reasons: { ok: 0, over_budget: 0, invalid_format: 0 },
+      seconds: (Date.now() - t0) / 1000,
+    },
+  };
+}
+
+/** Distinct generated keywords of a generation (self keywords excluded). */
+function vocabularySize(view: KeywordView): number {
+  const seen = new Set<number>();
+  const { fwd } = view.data;
+  for (let j = 0; j < fwd.length; j++) seen.add(fwd[j]);
+  return seen.size;
+}
+
+function emptyStats(epochs: number): TrainStats {
+  return { epochs, samples: 0, meanReward: 0, lastEpochReward: 0, degenerateGroups: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 }, seconds: 0 };
+}
+
+async function queryStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit<StepRecord, 'finishedAt'>> {
+  const { config } = ctx;
+  const step = `r${round}-query`;
+  const t0 = Date.now();
+  const policy = await loadPolicy(ctx.policies, 'query', round - 1);
+  const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'query', 0) : undefined;
+  const itemView = await ctx.store.openView('item', prev.itemGeneration, { shared: true });
+  policy.attachOpposite(itemView);
+  reference?.attachOpposite(itemView);
+  const pool = ctx.pool();
+  const contextId = pool.setContext({ itemView, kMax: config.kMax, beta: config.beta });
+  const relevantOrdinals = new Map<string, { ordinals: number[]; nRel: number }>();
+  for (const q of ctx.trainQueries) {
+    const rel = ctx.trainRelevant.get(q.id) ?? new Set<string>();
+    const ordinals = [...rel].map((id) => itemView.ordinalOf(id)).filter((o) => o >= 0);
+    relevantOrdinals.set(q.id, { ordinals, nRel: rel.size });
+  }
+  const stats = emptyStats(config.queryEpochs);
+  let rewardSum = 0;
+  for (let epoch = 0; epoch < config.queryEpochs; epoch++) {
+    const rng = createRng(deriveSeed(config.seed, step, 'epoch', epoch));
+    const order = shuffle(ctx.trainQueries, rng);
+    ctx.progress.start(`${step} epoch ${epoch + 1}/${config.queryEpochs}`, order.length);
+    let epochSum = 0;
+    let epochN = 0;
+    for (let b = 0; b < order.length; b += QUERY_BATCH) {
+      checkAbort(ctx.signal);
+      const batch = order.slice(b, b + QUERY_BATCH);
+      const samples = batch.map((q) =>
+        Array.from({ length: config.groupSize }, (_, s) =>
+          policy.sample(queryInput(q), { temperature: config.rolloutTemperature, rng: createRng(deriveSeed(config.seed, step, epoch, q.id, s)) }),
+        ),
+      );
+      const outcomes = await pool.queryRewards(
+        batch.map((q, i) => {
+          const r = relevantOrdinals.get(q.id)!;
+          return { self: q.text, relevant: r.ordinals, nRel: r.nRel, candidates: samples[i].map((x) => x.keywords) };
+        }),
+        { contextId, signal: ctx.signal },
+      );
+      const groups = batch.map((_, i) =>
+        samples[i].map((x, s) => {
+          const lr = layeredReward(x.keywords, () => outcomes[i][s].reward, { side: 'query', kMax: config.kMax });
+          stats.reasons[lr.reason as RewardReason]++;
+          return lr.reward;
+        }),
+      );
+      const adv = advantagesForGroups(groups, { dropDegenerate: config.dropDegenerateGroups });
+      stats.degenerateGroups += adv.degenerate;
+      const grpo: GrpoSample[] = [];
+      batch.forEach((q, i) => {
+        const a = adv.advantages[i];
+        groups[i].forEach((r) => {
+          epochSum += r;
+          epochN++;
+        });
+        if (!a) return;
+        samples[i].forEach((x, s) => grpo.push({ input: queryInput(q), keywords: x.keywords, oldLogProb: x.logProb, advantage: a[s] }));
+      });
+      if (grpo.length > 0) policy.grpoUpdate(grpo, { clip: config.clip, klCoef: config.klCoef, reference, lr: config.lr, temperature: config.rolloutTemperature });
+      ctx.progress.tick(batch.length);
+    }
+    stats.samples += epochN;
+    rewardSum += epochSum;
+    stats.lastEpochReward = epochN ? epochSum / epochN : 0;
+    ctx.progress.end(`mean F1 reward ${stats.lastEpochReward.toFixed(4)}`);
+  }
+  pool.dropContext(contextId);
+  stats.meanReward = stats.samples ? rewardSum / stats.samples : 0;
+  await savePolicy(ctx.policies, round, policy);
+  const saved = await loadPolicy(ctx.policies, 'query', round);
+  saved.attachOpposite(itemView);
+  const queryGen = await commitGeneration(ctx, 'query', decodeQueries(ctx, saved, step), { step, round }, prev.queryGeneration);
+  const queryView = await ctx.store.openView('query', queryGen);
+  const metrics = evaluate(ctx, saved, itemView, step);
+  stats.seconds = (Date.now() - t0) / 1000;
+  return {
+    step,
+    round,
+    phase: 'query',
+    itemGeneration: prev.itemGeneration,
+    queryGeneration: queryGen,
+    metrics,
+    vocabulary: { item: prev.vocabulary.item, query: vocabularySize(queryView) },
+    train: stats,
+  };
+}
+
+function itemsForEpoch(items: readonly Item[], perEpoch: number, rng: () => number): Item[] {
+  const order = shuffle(items, rng);
+  return perEpoch > 0 && perEpoch < order.length ? order.slice(0, perEpoch) : order;
+}
+
+async function itemStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit<StepRecord, 'finishedAt'>> {
+  const { config } = ctx;
+  const step = `r${round}-item`;
+  const t0 = Date.now();
+  const policy = await loadPolicy(ctx.policies, 'item', round - 1);
+  const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'item', 0) : undefined;
+  const itemView = await ctx.store.openView('item', prev.itemGeneration, { shared: true });
+  const queryView = await ctx.store.openView('query', prev.queryGeneration, { shared: true });
+  policy.attachOpposite(queryView);
+  reference?.attachOpposite(queryView);
+  const relevance = buildRelevance(queryView, itemView, ctx.trainRelevant, new Set(ctx.split.train), { shared: true });
+  const pool = ctx.pool();
+  const cache = await pool.buildItemCache({ itemView, queryView, relevance, kMax: config.kMax, beta: config.beta }, { signal: ctx.signal });
+  const contextId = pool.setContext({ itemView, queryView, relevance, cache, kMax: config.kMax, beta: config.beta });
+  const stats = emptyStats(config.itemEpochs);
+  let rewardSum = 0;
+  for (let epoch = 0; epoch < config.itemEpochs; epoch++) {
+    const rng = createRng(deriveSeed(config.seed, step, 'epoch', epoch));
+    const items = itemsForEpoch(ctx.corpus.items, config.itemsPerEpoch, rng);
+    ctx.progress.start(`${step} epoch ${epoch + 1}/${config.itemEpochs}`, items.length);
+    let epochSum = 0;
+    let epochN = 0;
+    for (let b = 0; b < items.length; b += ITEM_BATCH) {
+      checkAbort(ctx.signal);
+      const batch = items.slice(b, b + ITEM_BATCH);
+      const samples = batch.map((it) =>
+        Array.from({ length: config.groupSize }, (_, s) =>
+          policy.sample(itemInput(it), { temperature: config.rolloutTemperature, rng: createRng(deriveSeed(config.seed, step, epoch, it.id, s)) }),
+        ),
+      );
+      const rewards = await pool.itemRewards(
+        batch.map((it, i) => ({ item: itemView.ordinalOf(it.id), candidates: samples[i].map((x) => x.keywords) })),
+        { contextId, signal: ctx.signal },
+      );
+      const groups = batch.map((_, i) =>
+        samples[i].map((x, s) => {
+          const lr = layeredReward(x.keywords, () => rewards[i][s], { side: 'item', kMax: config.kMax });
+          stats.reasons[lr.reason as RewardReason]++;
+          return lr.reward;
+        }),
+      );
+      const adv = advantagesForGroups(groups, { dropDegenerate: config.dropDegenerateGroups });
+      stats.degenerateGroups += adv.degenerate;
+      const grpo: GrpoSample[] = [];
+      batch.forEach((it, i) => {
+        for (const r of groups[i]) {
+          epochSum += r;
+          epochN++;
+        }
+        const a = adv.advantages[i];
+        if (!a) return;
+        samples[i].forEach((x, s) => grpo.push({ input: itemInput(it), keywords: x.keywords, oldLogProb: x.logProb, advantage: a[s] }));
+      });
+      if (grpo.length > 0) policy.grpoUpdate(grpo, { clip: config.clip, klCoef: config.klCoef, reference, lr: config.lr, temperature: config.rolloutTemperature });
+      ctx.progress.tick(batch.length);
+    }
+    stats.samples += epochN;
+    rewardSum += epochSum;
+    stats.lastEpochReward = epochN ? epochSum / epochN : 0;
+    ctx.progress.end(`mean ΔΣF1 reward ${stats.lastEpochReward.toExponential(3)}`);
+  }
+  pool.dropContext(contextId);
+  stats.meanReward = stats.samples ? rewardSum / stats.samples : 0;
+  await savePolicy(ctx.policies, round, policy);
+  const saved = await loadPolicy(ctx.policies, 'item', round);
+  saved.attachOpposite(queryView);
+  const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, saved, step), { step, round }, prev.itemGeneration);
+  const newItemView = await ctx.store.openView('item', itemGen);
+  const queryPolicy = await loadPolicy(ctx.policies, 'query', round);
+  const metrics = evaluate(ctx, queryPolicy, newItemView, step);
+  stats.seconds = (Date.now() - t0) / 1000;
+  return {
+    step,
+    round,
+    phase: 'item',
+    itemGeneration: itemGen,
+    queryGeneration: prev.queryGeneration,
+    metrics,
+    vocabulary: { item: vocabularySize(newItemView), query: prev.vocabulary.query },
+    train: stats,
+  };
+}
