@@ -77,9 +77,9 @@ describe('cogr sft and cogr generate', () => {
     const bad = await runGenerate({ ...base, side: 'item', from: join(dir, 'bad.jsonl') }).catch((e) => e);
     expect(isCogrError(bad, 'DATA_FORMAT')).toBe(true);
     expect(bad.message).toMatch(/bad.jsonl:1: field text/);
-    const side = await cogr(['generate', '--side', 'both', '--from', 'i.jsonl']);
-    expect(side.code).toBe(2);
-    expect(side.stderr).toMatch(/--side: expected item or query/);
+    const side = await runGenerate({ ...base, side: 'both' }).catch((e) => e);
+    expect(isCogrError(side, 'INVALID_ARGUMENT')).toBe(true);
+    expect(side.message).toMatch(/--side: expected item or query/);
   });
 
   it('generate --generator openai talks to an OpenAI-compatible endpoint from the environment', async () => {
