@@ -245,7 +245,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   };
   setGauge(live.get());
   live.onSwap((s) => setGauge(s));
-  live.onReload((o) => metrics.reloads.inc({ outcome: o.error ? `failed_${o.error.code}` : 'swapped' }));
+  live.onReload((o) => metrics.reloads.inc({ outcome: o.error ? `failed_${o.error.code}` : o.swapped ? 'swapped' : 'unchanged' }));
 
   const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics });
   const conv = new SchemaConverter();

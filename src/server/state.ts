@@ -56,7 +56,10 @@ export interface Snapshot {
 }
 
 export interface SnapshotLoader {
-  /** Build a fresh snapshot of the newest (or the pinned) generation. */
+  /**
+   * Build a snapshot of the newest (or the pinned) generation; return the previous
+   * snapshot object itself when nothing changed (no swap happens then).
+   */
   load(): Promise<Snapshot>;
   /** A description for logs (the database path). */
   readonly description: string;
@@ -142,6 +145,11 @@ export class LiveSnapshot {
       const previous = this.current ? this.current.item.generation : null;
       try {
         const s = await this.loader.load();
+        if (s === this.current) {
+          // The loader found nothing new: keep the snapshot (and every cache keyed on it).
+          this.lastError = null;
+          return { swapped: false, version: this.version, item: { generation: s.item.generation, previous } };
+        }
         this.swap(s);
         this.log.info('serving generation', { item: s.item.generation, round: s.round, version: this.version });
         return { swapped: true, version: this.version, item: { generation: s.item.generation, previous } };

@@ -10,7 +10,7 @@
  * newest query generation with meta.round ≤ n (NOT_FOUND when no item generation has
  * round n).
  */
-import { openDb } from '../../index/db.ts';
+import { openDb, type CogrDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
 import { silentLogger } from '../../index/log.ts';
@@ -22,6 +22,12 @@ import type { QueryKeywordSource, Snapshot, SnapshotLoader } from './state.ts';
 
 export type RoundSelector = number | 'latest';
 
+export interface KeywordSourceContext {
+  round: number | null;
+  db: CogrDb;
+  item: KeywordView;
+}
+
 export interface StoreLoaderOptions {
   dbPath: string;
   round: RoundSelector;
@@ -29,8 +35,11 @@ export interface StoreLoaderOptions {
   corpus?: Pick<Corpus, 'items'>;
   /** How many item generations (newest first) to hold for `/v1/items/:id`. */
   historyLimit?: number;
-  /** Chooses the query-side keyword source for the served round. */
-  keywordSource?: (round: number | null) => QueryKeywordSource | null | Promise<QueryKeywordSource | null>;
+  /**
+   * Chooses the query-side keyword source for the served round; called while the
+   * database is open (to load the round's policy), with the served item view.
+   */
+  keywordSource?: (ctx: KeywordSourceContext) => QueryKeywordSource | null | Promise<QueryKeywordSource | null>;
   log?: Logger;
 }
 
@@ -73,6 +82,8 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
   }
   // Views of unchanged generations are reused across reloads (generations are immutable).
   let cache = new Map<string, KeywordView>();
+  let last: Snapshot | null = null;
+  let lastSignature = '';
   return {
     description: opts.dbPath,
     async load(): Promise<Snapshot> {
@@ -82,6 +93,8 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
         const items = await store.listGenerations('item');
         const queries = await store.listGenerations('query');
         const sel = selectGenerations(items, queries, opts.round);
+        const signature = JSON.stringify([sel.item.generation, sel.query?.generation ?? null, items.map((g) => g.generation), queries.map((g) => g.generation)]);
+        if (last && signature === lastSignature) return last;
         const next = new Map<string, KeywordView>();
         const view = async (side: 'item' | 'query', g: number): Promise<KeywordView> => {
           const key = `${side}:${g}`;
@@ -95,8 +108,8 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
         const itemGenerations: KeywordView[] = [];
         for (const g of older) itemGenerations.push(g.generation === item.generation ? item : await view('item', g.generation));
         cache = next;
-        const keywordSource = opts.keywordSource ? await opts.keywordSource(sel.round) : null;
-        return {
+        const keywordSource = opts.keywordSource ? await opts.keywordSource({ round: sel.round, db, item }) : null;
+        last = {
           round: sel.round,
           item,
           query,
@@ -112,6 +125,8 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           titles,
           keywordSource,
         };
+        lastSignature = signature;
+        return last;
       } finally {
         await db.close();
       }
