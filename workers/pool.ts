@@ -71,6 +71,9 @@ export interface CallOptions {
 const WORKER_FILE = fileURLToPath(new URL('./rewardWorker.ts', import.meta.url));
 const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
+/** Registered contexts kept per pool; older ones are dropped (calls naming them get NOT_FOUND). */
+export const MAX_CONTEXTS = 8;
+
 let nextId = 1;
 const sharedViews = new WeakMap<KeywordView, { id: number; data: ViewData }>();
 /** The view's data on SharedArrayBuffer (copied once per view when it is not) and a stable id. */
@@ -143,6 +146,12 @@ export class RewardPool {
     };
     this.contexts.set(id, handles);
     this.current = id;
+    // Contexts are per round; keep the last few so that a long run does not pin old rounds.
+    while (this.contexts.size > MAX_CONTEXTS) {
+      const oldest = this.contexts.keys().next().value as number;
+      this.contexts.delete(oldest);
+      this.logger.debug('reward context dropped (oldest)', { id: oldest });
+    }
     this.logger.debug('reward context registered', { id, items: ctx.itemView.size, queries: ctx.queryView?.size ?? 0 });
     return id;
   }

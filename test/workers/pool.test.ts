@@ -5,7 +5,7 @@ import { KeywordView } from '../../index/view.ts';
 import { buildItemRewardCache, itemRewardIncremental, type ItemRewardContext } from '../../rewards/itemReward.ts';
 import { queryReward } from '../../rewards/queryReward.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
-import { RewardPool } from '../../workers/pool.ts';
+import { MAX_CONTEXTS, RewardPool } from '../../workers/pool.ts';
 import { candidateArb, smallCorpusArb } from '../rewards/_model.ts';
 
 // A small deterministic corpus: 60 items, 25 queries over a 30-keyword vocabulary.
@@ -126,7 +126,12 @@ describe('RewardPool', () => {
     expect(() => RewardPool.create({ size: 0 })).toThrow(/size/);
     const fresh = RewardPool.create({ size: 1 });
     await expect(fresh.itemRewards([{ item: 0, candidates: [] }])).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    // Only the last MAX_CONTEXTS contexts are kept.
+    const ids = Array.from({ length: MAX_CONTEXTS + 1 }, () => fresh.setContext(ctx));
+    await expect(fresh.queryRewards([], { contextId: ids[0] })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    expect(await fresh.queryRewards([], { contextId: ids[1] })).toEqual([]);
     await fresh.destroy();
+    await expect(fresh.queryRewards([])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });
 
