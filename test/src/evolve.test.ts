@@ -1,0 +1,167 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openDb, type CogrDb } from '../../index/db.ts';
+import { isCogrError } from '../../index/errors.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import type { Corpus } from '../../index/types.ts';
+import { listPolicyRounds, loadPolicy, POLICY_SUBLEVEL } from '../../generators/policyStore.ts';
+import { runCoevolution, computeSplit } from '../../src/evolve/run.ts';
+import { parseRunConfig } from '../../src/evolve/config.ts';
+import { RunState } from '../../src/evolve/state.ts';
+import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { synthCorpus } from '../fixtures/synthCorpus.ts';
+
+const dirs: string[] = [];
+function tempDb(): string {
+  const d = mkdtempSync(join(tmpdir(), 'cogr-loop-'));
+  dirs.push(d);
+  return join(d, 'db');
+}
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** Everything a run produced: step records without timings, generations, policies. */
+async function snapshot(db: CogrDb) {
+  const steps = (await new RunState(db).steps()).map(({ finishedAt: _f, train, ...rest }) => ({
+    ...rest,
+    train: train ? { ...train, seconds: 0 } : null,
+  }));
+  const store = new KeywordIndexStore(db);
+  const gens: Record<string, unknown> = {};
+  for (const side of ['item', 'query'] as const) {
+    for (const g of await store.listGenerations(side)) gens[`${side}:${g.generation}`] = await store.entries(side, g.generation);
+  }
+  const policies: Record<string, unknown> = {};
+  const sub = db.sublevel(POLICY_SUBLEVEL);
+  for (const side of ['item', 'query'] as const) {
+    for (const r of await listPolicyRounds(sub, side)) policies[`${side}:${r}`] = (await loadPolicy(sub, side, r)).toJSON();
+  }
+  return { steps, gens, policies };
+}
+
+async function runToEnd(path: string, corpus: Corpus = synthCorpus(), maxSteps?: number) {
+  const db = await openDb(path);
+  try {
+    const res = await runCoevolution(db, corpus, LOOP_TEST_CONFIG, maxSteps === undefined ? {} : { maxSteps });
+    return { res, snap: await snapshot(db) };
+  } finally {
+    await db.close();
+  }
+}
+
+let reference: Awaited<ReturnType<typeof runToEnd>>;
+
+describe('co-evolution loop', () => {
+  it('runs SFT and the alternating rounds, storing generations, policies and held-out metrics', async () => {
+    reference = await runToEnd(tempDb());
+    const { res, snap } = reference;
+    expect(res.complete).toBe(true);
+    expect(res.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item', 'r2-query', 'r2-item']);
+    expect(res.steps.map((s) => [s.itemGeneration, s.queryGeneration])).toEqual([
+      [0, 0],
+      [0, 1],
+      [1, 1],
+      [1, 2],
+      [2, 2],
+    ]);
+    expect(Object.keys(snap.gens).sort()).toEqual(['item:0', 'item:1', 'item:2', 'query:0', 'query:1', 'query:2']);
+    expect(Object.keys(snap.policies).sort()).toEqual(['item:0', 'item:1', 'item:2', 'query:0', 'query:1', 'query:2']);
+    const corpus = synthCorpus();
+    // query generations hold the training queries only
+    const train = new Set(res.split.train);
+    for (const g of [0, 1, 2]) {
+      const ids = (snap.gens[`query:${g}`] as { id: string }[]).map((e) => e.id);
+      expect(ids.length).toBe(train.size);
+      for (const id of ids) expect(train.has(id)).toBe(true);
+    }
+    expect((snap.gens['item:0'] as unknown[]).length).toBe(corpus.items.length);
+    for (const s of res.steps) {
+      expect(s.metrics.queries).toBe(res.split.eval.length);
+      for (const v of [s.metrics.f1, s.metrics.precision, s.metrics.recall]) {
+        expect(v).toBeGreaterThanOrEqual(0);
+        expect(v).toBeLessThanOrEqual(1);
+      }
+    }
+    // the RL steps sampled G candidates per input and scored them
+    const q1 = res.steps[1].train!;
+    expect(q1.samples).toBe(LOOP_TEST_CONFIG.queryEpochs! * train.size * LOOP_TEST_CONFIG.groupSize!);
+    expect(q1.reasons.ok + q1.reasons.invalid_format + q1.reasons.over_budget).toBe(q1.samples);
+    const i1 = res.steps[2].train!;
+    expect(i1.samples).toBe(corpus.items.length * LOOP_TEST_CONFIG.groupSize!);
+  });
+
+  it('resumes an interrupted run from its last committed step with identical results', async () => {
+    const path = tempDb();
+    const first = await runToEnd(path, synthCorpus(), 2);
+    expect(first.res.steps.length).toBe(2);
+    expect(first.res.complete).toBe(false);
+    const second = await runToEnd(path);
+    expect(second.res.complete).toBe(true);
+    expect(second.snap).toEqual(reference.snap);
+  });
+
+  it('survives SIGKILL in the middle of a step: the rerun ends with the same results', async () => {
+    const path = tempDb();
+    // Kill the child right after it has committed its second step, i.e. during the third.
+    await new Promise<void>((resolveP, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '../fixtures/evolve-child.ts'), path], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('STEP r1-query')) child.kill('SIGKILL');
+      });
+      child.on('exit', (_code, signal) => (signal === 'SIGKILL' ? resolveP() : reject(new Error(`child was not killed: ${out}`))));
+    });
+    const db = await openDb(path);
+    const committed = (await new RunState(db).steps()).map((s) => s.step);
+    await db.close();
+    expect(committed.slice(0, 2)).toEqual(['sft', 'r1-query']);
+    expect(committed.length).toBeLessThan(5);
+    const resumed = await runToEnd(path);
+    expect(resumed.snap).toEqual(reference.snap);
+  });
+
+  it('refuses a second run on the same database while the first holds it', async () => {
+    const path = tempDb();
+    const db = await openDb(path);
+    try {
+      await expect(openDb(path)).rejects.toSatisfy((e: unknown) => isCogrError(e, 'DB_LOCKED') && (e as Error).message.includes(path));
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('refuses to resume a run with another configuration, naming the field', async () => {
+    const path = tempDb();
+    await runToEnd(path, synthCorpus(), 1);
+    const db = await openDb(path);
+    try {
+      await expect(runCoevolution(db, synthCorpus(), { ...LOOP_TEST_CONFIG, groupSize: 6 }, { maxSteps: 0 })).rejects.toThrow(/groupSize: stored 4, asked 6/);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('lets no held-out judgement reach training: changing them changes no policy or generation', async () => {
+    const corpus = synthCorpus();
+    const split = computeSplit(corpus, parseRunConfig(LOOP_TEST_CONFIG));
+    // Scramble the held-out queries' judgements (and texts of nothing else).
+    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
+    const allItems = corpus.items.map((i) => i.id);
+    split.eval.forEach((qid, k) => {
+      const rel = new Set(allItems.filter((_, j) => j % 7 === k % 7));
+      altered.relevant.set(qid, rel);
+      altered.qrels.set(qid, new Map([...rel].map((r) => [r, 1])));
+    });
+    expect(computeSplit(altered, parseRunConfig(LOOP_TEST_CONFIG))).toEqual(split);
+    const other = await runToEnd(tempDb(), altered);
+    expect(other.snap.gens).toEqual(reference.snap.gens);
+    expect(other.snap.policies).toEqual(reference.snap.policies);
+    // ... while the held-out evaluation does see them.
+    expect(other.res.steps.map((s) => s.metrics.f1)).not.toEqual(reference.res.steps.map((s) => s.metrics.f1));
+  });
+});
