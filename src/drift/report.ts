@@ -419,11 +419,12 @@ function bubbleChart(r: DriftReport): string {
     { label: 'dropped (size = entities in the earlier one)', colour: DROPPED, shape: 'circle' },
   ]);
   // Size legend at the bottom, drawn at the real scale.
-  const ref = [maxUse, Math.round(maxUse / 4), 1].filter((v, i, a) => v >= 1 && a.indexOf(v) === i);
+  const anyBubble = clusters.some((c) => c.length > 0);
+  const ref = anyBubble ? [maxUse, Math.round(maxUse / 4), 1].filter((v, i, a) => v >= 1 && a.indexOf(v) === i) : [];
   const refR = ref.map(radius);
   const ly = h - legendH / 2 - 2;
   let lx = 20;
-  out += '<g class="legend size-legend">' + text(lx, ly + 4, 'bubble size:', 'class="legend-label"');
+  out += '<g class="legend size-legend">' + (anyBubble ? text(lx, ly + 4, 'bubble size:', 'class="legend-label"') : '');
   lx += 84;
   ref.forEach((v, i) => {
     out += `<circle cx="${fx(lx + refR[i])}" cy="${fx(ly)}" r="${fx(refR[i])}" fill="none" stroke="#64748b" stroke-width="1.2"/>`;

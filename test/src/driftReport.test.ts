@@ -14,11 +14,12 @@ import { pathToFileURL } from 'node:url';
 import { inflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { analyzeDrift, type DriftReport } from '../../src/drift/analyze.ts';
-import { renderDriftHtml } from '../../src/drift/report.ts';
+import { logTicks, niceTicks, packCircles, renderDriftHtml } from '../../src/drift/report.ts';
 import { syntheticDriftInput } from '../../src/drift/synthetic.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
+const SHOT_HEIGHT = 3400;
 const CHARTS = ['bubbles', 'ngram', 'vocab', 'alignment', 'f1', 'churn'] as const;
 if (!haveChromium && !process.env.CI) {
   console.warn(`driftReport.test: SKIPPED, ${CHROMIUM} is absent (install with: apt-get install -y chromium); CI would fail here`);
@@ -210,13 +211,16 @@ describe.skipIf(!haveChromium && !process.env.CI)('drift report in headless Chro
     html = renderDriftHtml(report);
     writeFileSync(join(dir, 'report.html'), html);
     writeFileSync(join(dir, 'probe.html'), html.replace('</body>', `${PROBE}</body>`));
-    const dom = await chromium(['--dump-dom', pathToFileURL(join(dir, 'probe.html')).href], join(dir, 'profile-dom'));
+    // The two browser runs are independent: measure (dump-dom) and screenshot in parallel.
+    // The window is fixed; the test checks that every chart lies inside the shot.
+    const png = join(dir, 'report.png');
+    const [dom] = await Promise.all([
+      chromium(['--dump-dom', pathToFileURL(join(dir, 'probe.html')).href], join(dir, 'profile-dom')),
+      chromium([`--screenshot=${png}`, `--window-size=1280,${SHOT_HEIGHT}`, pathToFileURL(join(dir, 'report.html')).href], join(dir, 'profile-shot')),
+    ]);
     const m = /<pre id="probe">([^<]*)<\/pre>/.exec(dom);
     if (!m) throw new Error(`the probe did not run; DOM starts with ${dom.slice(0, 300)}`);
     probe = JSON.parse(decodeURIComponent(m[1]));
-    const height = Math.max(2400, Math.ceil(probe.height));
-    const png = join(dir, 'report.png');
-    await chromium([`--screenshot=${png}`, `--window-size=1280,${height}`, pathToFileURL(join(dir, 'report.html')).href], join(dir, 'profile-shot'));
     img = decodePng(readFileSync(png));
   });
 
@@ -261,6 +265,7 @@ describe.skipIf(!haveChromium && !process.env.CI)('drift report in headless Chro
 
   it('the screenshot is not blank and each chart shows its colours', () => {
     expect(img.width).toBe(1280);
+    expect(img.height).toBe(SHOT_HEIGHT);
     const whole = regionStats(img, { x: 0, y: 0, w: img.width, h: img.height });
     expect(whole.colours).toBeGreaterThan(50);
     // Each colour must cover far more pixels than its legend swatch (≤ ~150 px): the
@@ -282,5 +287,53 @@ describe.skipIf(!haveChromium && !process.env.CI)('drift report in headless Chro
       expect(s.colours, `colours in ${name}`).toBeGreaterThan(8);
       for (const [hex, min] of expectColours[name]) expect(s.count(hex), `pixels of ${hex} in ${name}`).toBeGreaterThan(min);
     }
+  });
+});
+
+describe('report markup without a browser', () => {
+  it('escapes keywords and titles, and draws every chart even with little data', () => {
+    const r = analyzeDrift({
+      sides: {
+        item: [
+          { generation: 0, entries: [{ id: 'a', self: 't', keywords: ['old <b>'] }] },
+          { generation: 1, entries: [{ id: 'a', self: 't', keywords: ['r&d <x>', '<script>alert(1)</script>'] }] },
+        ],
+        query: [],
+      },
+    });
+    const html = renderDriftHtml(r, { title: 'T <i>' });
+    expect(html).not.toMatch(/<script|<b>|<i>/);
+    expect(html).toContain('r&amp;d x');
+    expect(html).toContain('script&gt;alert(1)&lt;/script');
+    expect(html).toContain('T &lt;i&gt;');
+    for (const c of CHARTS) expect(html).toContain(`data-chart="${c}"`);
+    expect(html).toContain('no data in this range'); // f1, alignment and churn are empty here
+  });
+
+  it('ticks cover the data', () => {
+    expect(niceTicks(0, 1)).toEqual([0, 0.2, 0.4, 0.6, 0.8, 1]);
+    const t = niceTicks(0, 0.43);
+    expect(t[0]).toBe(0);
+    expect(t[t.length - 1]).toBeGreaterThanOrEqual(0.43);
+    expect(logTicks(400, 1300)).toEqual([100, 200, 500, 1000, 2000, 5000, 10000]);
+    expect(logTicks(3, 45000)).toEqual([1, 10, 100, 1000, 10000, 100000]);
+  });
+
+  it('packs circles inside the box without overlap', () => {
+    const radii = Array.from({ length: 60 }, (_, i) => 4 + ((i * 37) % 23));
+    const pos = packCircles(radii, 560, 270);
+    const placed = pos.flatMap((p, i) => (p ? [{ ...p, r: radii[i] }] : []));
+    expect(placed.length).toBeGreaterThan(30);
+    for (const p of placed) {
+      expect(p.x - p.r).toBeGreaterThanOrEqual(0);
+      expect(p.x + p.r).toBeLessThanOrEqual(560);
+      expect(p.y - p.r).toBeGreaterThanOrEqual(0);
+      expect(p.y + p.r).toBeLessThanOrEqual(270);
+    }
+    for (let i = 0; i < placed.length; i++)
+      for (let j = i + 1; j < placed.length; j++) {
+        const d = Math.hypot(placed[i].x - placed[j].x, placed[i].y - placed[j].y);
+        expect(d).toBeGreaterThanOrEqual(placed[i].r + placed[j].r);
+      }
   });
 });
