@@ -45,7 +45,7 @@
  *     query: { generations: GenerationMetrics[], diff: KeywordDiff | null }
  *   },
  *   alignment: AlignmentPoint[],                         // ascending round
- *   f1: F1Point[],                                       // ascending round, then side
+ *   f1: F1Point[],                                       // from ≤ round ≤ to; by round, then side
  *   limit: number
  * }
  * GenerationMetrics = { generation, entities, distinctKeywords, occurrences,
