@@ -75,6 +75,8 @@ export class QueryKeywordResolver {
     const hit = this.cache.get(key);
     if (hit) {
       this.opts.onCacheHit?.();
+      // An empty set is cached too: the generator is deterministic per round, so asking again would not help.
+      if (hit.length === 0) return { ...this.fallback('empty', 'the generator returned no valid keyword'), cached: true };
       return { keywords: hit, source: source.name, cached: true, fallback: null };
     }
     this.opts.onCacheMiss?.();
@@ -90,8 +92,8 @@ export class QueryKeywordResolver {
       const out = await Promise.race([source.keywords(text, ac.signal), timeout]);
       if (out === 'timeout') return this.fallback('timeout', `keyword generation exceeded ${this.opts.budgetMs} ms`);
       const { keywords } = normalizeKeywordSet(out);
-      if (keywords.length === 0) return this.fallback('empty', 'the generator returned no valid keyword');
       this.cache.set(key, keywords);
+      if (keywords.length === 0) return this.fallback('empty', 'the generator returned no valid keyword');
       return { keywords, source: source.name, cached: false, fallback: null };
     } catch (e) {
       if (ac.signal.aborted) return this.fallback('timeout', `keyword generation exceeded ${this.opts.budgetMs} ms`);

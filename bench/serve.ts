@@ -1,0 +1,226 @@
+/**
+ * HTTP load test of `cogr serve` on loopback (autocannon), against a minimal raw-text
+ * BM25 endpoint built on wink-bm25-text-search over the same items, in the same process.
+ *
+ *   npm run bench -- serve [--json] [--duration 30] [--connections 64] [--k 10]
+ *                          [--generator embedded|none]
+ *
+ * Setup: NFCorpus (3,162 items). The item generation is each item's 10 best TF-IDF
+ * unigrams/bigrams, committed to a temp LevelDB through KeywordIndexStore and served by
+ * `buildSearchServer` exactly as `cogr serve` does. Query keywords come from an
+ * untrained EmbeddedPolicy (fitted word statistics, item index attached, greedy), behind
+ * the server's cache, or from the raw query only with `--generator none`. Requests cycle
+ * through data/nfcorpus/q-titles.queries. Each target gets a 2 s warm-up first (JIT and
+ * the keyword cache). `errors` counts connection errors, time-outs and non-2xx answers.
+ * autocannon runs in this same process, so both targets share the 2 cores with it.
+ */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { withDb } from '../index/db.ts';
+import { KeywordIndexStore } from '../index/store.ts';
+import type { Item } from '../index/types.ts';
+import { EmbeddedPolicy } from '../generators/policy/model.ts';
+import { Bm25Index, itemText, tokenize } from '../src/baseline/bm25.ts';
+import { loadDataset } from '../src/datasets/index.ts';
+import { dataRoot } from '../src/datasets/registry.ts';
+import { buildSearchServer } from '../src/server/app.ts';
+import { LiveSnapshot } from '../src/server/state.ts';
+import { generatorKeywordSource, storeSnapshotLoader } from '../src/server/storeLoader.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+
+interface Histo {
+  average: number;
+  p50: number;
+  p99: number;
+  [k: string]: number;
+}
+interface AutocannonResult {
+  requests: Histo & { total: number; sent: number };
+  latency: Histo;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  duration: number;
+}
+interface AutocannonRequest {
+  method?: string;
+  path?: string;
+  setupRequest?: (req: AutocannonRequest, context: Record<string, unknown>) => AutocannonRequest;
+}
+type Autocannon = (opts: { url: string; connections: number; duration: number; requests: AutocannonRequest[] }) => Promise<AutocannonResult>;
+
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+function flag(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+}
+
+/** Each item's `m` best TF-IDF unigrams and bigrams (stop words removed). */
+export function tfidfKeywords(items: readonly Item[], m = 10): string[][] {
+  const grams = items.map((it) => {
+    const toks = tokenize(itemText(it)).filter((t) => t.length > 1 && !/^\d+$/.test(t));
+    const tf = new Map<string, number>();
+    for (let i = 0; i < toks.length; i++) {
+      tf.set(toks[i], (tf.get(toks[i]) ?? 0) + 1);
+      if (i + 1 < toks.length) {
+        const bg = `${toks[i]} ${toks[i + 1]}`;
+        tf.set(bg, (tf.get(bg) ?? 0) + 1);
+      }
+    }
+    return tf;
+  });
+  const df = new Map<string, number>();
+  for (const tf of grams) for (const g of tf.keys()) df.set(g, (df.get(g) ?? 0) + 1);
+  const n = items.length;
+  return grams.map((tf) =>
+    [...tf]
+      .filter(([g]) => !g.includes(' ') || (df.get(g) ?? 0) >= 2)
+      .map(([g, c]) => [g, c * Math.log(n / (df.get(g) ?? 1))] as const)
+      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+      .slice(0, m)
+      .map(([g]) => g),
+  );
+}
+
+function readQueries(): string[] {
+  const file = join(dataRoot(), 'nfcorpus', 'q-titles.queries');
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .map((l) => l.split('\t')[1]?.trim())
+    .filter((t): t is string => !!t);
+}
+
+function winkServer(items: readonly Item[], maxK: number): FastifyInstance {
+  const index = new Bm25Index(items);
+  const app = Fastify({ logger: false });
+  app.get('/search', async (req, reply) => {
+    const q = (req.query as Record<string, unknown>).q;
+    const k = Number((req.query as Record<string, unknown>).k ?? 10);
+    if (typeof q !== 'string' || q.length === 0 || !Number.isInteger(k) || k < 1 || k > maxK) return reply.code(400).send({ error: 'bad parameters' });
+    return { query: q, items: index.search(q, k) };
+  });
+  return app;
+}
+
+async function listen(app: FastifyInstance): Promise<string> {
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const addr = app.server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no address');
+  return `http://127.0.0.1:${addr.port}`;
+}
+
+async function load(base: string, pathOf: (q: string) => string, queries: readonly string[], connections: number, duration: number): Promise<AutocannonResult> {
+  let next = 0;
+  return autocannon({
+    url: base,
+    connections,
+    duration,
+    requests: [
+      {
+        method: 'GET',
+        setupRequest: (req) => ({ ...req, path: pathOf(queries[next++ % queries.length]) }),
+      },
+    ],
+  });
+}
+
+function summary(r: AutocannonResult) {
+  return {
+    errors: r.errors + r.timeouts + r.non2xx,
+    requests_per_second: r.requests.average,
+    p50_ms: r.latency.p50,
+    p99_ms: r.latency.p99,
+    total_requests: r.requests.total,
+    connection_errors: r.errors,
+    timeouts: r.timeouts,
+    non2xx: r.non2xx,
+  };
+}
+
+export async function run(args: string[]): Promise<void> {
+  const json = args.includes('--json');
+  const duration = Number(flag(args, '--duration') ?? 30);
+  const connections = Number(flag(args, '--connections') ?? 64);
+  const k = Number(flag(args, '--k') ?? 10);
+  const generator = flag(args, '--generator') ?? 'embedded';
+  if (!(duration > 0) || !(connections > 0) || !(k > 0)) throw new Error('--duration, --connections and --k must be positive');
+  if (generator !== 'embedded' && generator !== 'none') throw new Error('--generator: expected embedded or none');
+
+  const { corpus } = await loadDataset('nfcorpus');
+  const queries = readQueries();
+  const kws = tfidfKeywords(corpus.items);
+  const dir = mkdtempSync(join(tmpdir(), 'cogr-bench-serve-'));
+  const servers: FastifyInstance[] = [];
+  try {
+    const dbPath = join(dir, 'db');
+    await withDb(dbPath, async (db) => {
+      const w = new KeywordIndexStore(db).writer('item', { mode: 'replace' });
+      corpus.items.forEach((it, i) => w.set(it.id, it.title, kws[i]));
+      await w.commit({ round: 0, label: 'tf-idf top 10 (bench)' });
+    });
+    const live = new LiveSnapshot(
+      storeSnapshotLoader({
+        dbPath,
+        round: 'latest',
+        corpus,
+        keywordSource: ({ item }) => {
+          if (generator === 'none') return null;
+          const policy = new EmbeddedPolicy('query');
+          policy.fitStats(corpus.queries.map((q) => ({ id: q.id, text: q.text })));
+          policy.attachOpposite(item);
+          return generatorKeywordSource(policy, { temperature: 0 });
+        },
+      }),
+    );
+    await live.reload();
+    const ours = buildSearchServer({ live, limits: { keywordBudgetMs: 2000 } });
+    const wink = winkServer(corpus.items, 1000);
+    servers.push(ours, wink);
+    const oursUrl = await listen(ours);
+    const winkUrl = await listen(wink);
+    const oursPath = (q: string) => `/v1/search?q=${encodeURIComponent(q)}&k=${k}`;
+    const winkPath = (q: string) => `/search?q=${encodeURIComponent(q)}&k=${k}`;
+
+    await load(oursUrl, oursPath, queries, connections, 2);
+    const a = summary(await load(oursUrl, oursPath, queries, connections, duration));
+    await load(winkUrl, winkPath, queries, connections, 2);
+    const b = summary(await load(winkUrl, winkPath, queries, connections, duration));
+    const metrics = await (await fetch(`${oursUrl}/metrics`)).text();
+    const fallbacks = [...metrics.matchAll(/^cogr_query_keyword_fallbacks_total\{reason="([^"]+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]);
+    const out = {
+      bench: 'serve',
+      dataset: 'nfcorpus',
+      items: corpus.items.length,
+      queries: queries.length,
+      connections,
+      duration_s: duration,
+      k,
+      generator,
+      ...a,
+      keyword_fallbacks: Object.fromEntries(fallbacks),
+      wink: b,
+      rps_ratio_vs_wink: b.requests_per_second > 0 ? a.requests_per_second / b.requests_per_second : null,
+      node: process.version,
+    };
+    if (json) {
+      process.stdout.write(JSON.stringify(out) + '\n');
+    } else {
+      const rows = [
+        ['target', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'requests'],
+        ['cogr serve GET /v1/search', a.requests_per_second.toFixed(0), String(a.p50_ms), String(a.p99_ms), String(a.errors), String(a.total_requests)],
+        ['wink-bm25 raw text', b.requests_per_second.toFixed(0), String(b.p50_ms), String(b.p99_ms), String(b.errors), String(b.total_requests)],
+      ];
+      const w = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+      process.stdout.write(`NFCorpus, ${connections} connections × ${duration} s, k=${k}, query keywords: ${generator}\n`);
+      for (const r of rows) process.stdout.write(r.map((x, c) => x.padEnd(w[c])).join('  ') + '\n');
+      process.stdout.write(`throughput ratio cogr / wink: ${out.rps_ratio_vs_wink?.toFixed(2)}; keyword fallbacks: ${JSON.stringify(out.keyword_fallbacks)}\n`);
+    }
+  } finally {
+    for (const s of servers) await s.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
