@@ -57,6 +57,12 @@ function tryJson(s: string): string[] | null {
 const BULLET = /^\s*(?:[-*•·]|\d{1,3}[.)]|\(\d{1,3}\))\s+(.+)$/;
 /** A keyword line longer than this many words is prose, not a keyword. */
 const MAX_LINE_WORDS = 8;
+/** Sentence punctuation followed by a space or the end: with a longer segment, the text is prose. */
+const SENTENCE_END = /[.!?](\s|$)/;
+const PROSE_SEGMENT_WORDS = 4;
+function looksLikeProse(text: string, items: readonly string[]): boolean {
+  return SENTENCE_END.test(text) && items.some((x) => x.split(/\s+/).length >= PROSE_SEGMENT_WORDS);
+}
 
 function finish(list: string[], via: ParsedKeywords['via']): ParsedKeywords {
   const { keywords } = normalizeKeywordSet(list);
@@ -78,6 +84,7 @@ export function parseKeywordOutput(raw: string): ParsedKeywords {
   }
   const body = lines.filter((l) => !/^(keywords?|here (are|is)\b.*):?$/i.test(l) && !/:$/.test(l));
   const joined = body.join('\n');
+  if (looksLikeProse(joined, joined.split(/[,;\n]/))) return { ok: false, keywords: [], via: 'none' };
   if (/[,;]/.test(joined)) {
     const items = joined.split(/[,;\n]/).map((x) => x.replace(/^keywords?:\s*/i, '').trim()).filter((x) => x.length > 0);
     if (items.length >= 2 && items.every((x) => x.split(/\s+/).length <= MAX_LINE_WORDS)) return finish(items, 'separated');

@@ -5,8 +5,9 @@
  *   cogr demo [--dataset nfcorpus] [--rounds 3] [--fresh] [--json] [run options]
  *   cogr evolve --dataset <name|path> [--folds 5] [--fold k] [--json] [run options]
  *
- * Each run lives in its own database under $COGR_HOME (demo/<dataset>/db,
- * evolve/<dataset>/fold-<k>/db, or --db); running the same command again resumes
+ * Each run lives in its own database ($COGR_HOME/db for the demo, so that `cogr serve`,
+ * `cogr drift` and `cogr rollouts` find it without flags; $COGR_HOME/evolve/<dataset>/
+ * fold-<k>/db for evolve; or --db); running the same command again resumes
  * from the last committed step, and a second concurrent run on the same database is
  * refused (DB_LOCKED).
  */
@@ -206,7 +207,7 @@ export function register(program: Command): void {
       .option('--fresh', 'delete the stored demo run first'),
   ).action(async (flags: RunFlags) => {
     const config = configFrom(flags, DEMO_DEFAULTS);
-    const dbPath = flags.db ?? join(cogrHome(), 'demo', slug(config.dataset), 'db');
+    const dbPath = flags.db ?? join(cogrHome(), 'db');
     if (flags.fresh) rmSync(dbPath, { recursive: true, force: true });
     const format = parseFormat(config.format);
     const { corpus } = await loadDataset(config.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
@@ -224,7 +225,7 @@ export function register(program: Command): void {
         `held-out P / R / F1 of the whole matched set after each half-round; database ${dbPath}\n\n`,
     );
     process.stdout.write(renderSteps(res.steps, baseline));
-    process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; run 'cogr drift --db ${dbPath} --html drift.html' for the vocabulary report\n`);
+    process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; next: 'cogr serve' to serve it, 'cogr drift --html drift.html' for the vocabulary report\n`);
   });
 
   addRunOptions(

@@ -109,7 +109,14 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
   if (stored) {
     const diffs = configDifferences(stored, config);
     if (diffs.length > 0) {
-      throw cogrError('INVALID_ARGUMENT', `the database ${db.path} holds a run with another configuration (${diffs.join('; ')}); use another $COGR_HOME or --db, or the same options`);
+      throw cogrError('INVALID_ARGUMENT', `the database ${db.path} holds a run with another configuration (${diffs.join('; ')}); start over with --fresh, use another --db, or give the same options`);
+    }
+  } else {
+    const store = new KeywordIndexStore(db);
+    for (const side of ['item', 'query'] as const) {
+      if ((await store.latest(side)) !== null) {
+        throw cogrError('INVALID_ARGUMENT', `the database ${db.path} already holds ${side} generations that no co-evolution run made; start over with --fresh or use another --db`);
+      }
     }
   }
   await state.setConfig(config);
@@ -171,7 +178,8 @@ async function rollBackUncommitted(ctx: Ctx, done: StepRecord[]): Promise<void> 
   for (const side of ['item', 'query'] as const) {
     const gens = await ctx.store.listGenerations(side);
     for (const g of [...gens].reverse()) {
-      if (g.generation > keep[side]) {
+      // Only generations made by run steps; imported ones (step 'import') stay.
+      if (g.generation > keep[side] && typeof g.meta.step === 'string' && g.meta.step !== 'import') {
         ctx.logger.info(`resume: deleting ${side} generation ${g.generation} left by an interrupted step`);
         await ctx.store.deleteGeneration(side, g.generation);
       }

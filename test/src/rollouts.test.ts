@@ -1,0 +1,159 @@
+import { createServer, type Server } from 'node:http';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDb, type CogrDb } from '../../index/db.ts';
+import { isCogrError } from '../../index/errors.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import { OpenAIGenerator } from '../../generators/llm.ts';
+import { buildRelevance } from '../../rewards/relevance.ts';
+import { itemRewardFull } from '../../rewards/itemReward.ts';
+import { fBetaFromCounts } from '../../rewards/setMetrics.ts';
+import { runCoevolution } from '../../src/evolve/run.ts';
+import { importGeneration, writeRollouts } from '../../src/evolve/rollouts.ts';
+import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { synthCorpus } from '../fixtures/synthCorpus.ts';
+
+const corpus = synthCorpus();
+let dir = '';
+let db: CogrDb;
+let train: string[] = [];
+let evalIds: string[] = [];
+let server: Server;
+let baseURL = '';
+let llmCalls = 0;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'cogr-rollouts-'));
+  db = await openDb(join(dir, 'db'));
+  const res = await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 1 });
+  train = res.split.train;
+  evalIds = res.split.eval;
+  // A chat-completions server whose answers are good JSON, a plain list, or prose.
+  server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      llmCalls++;
+      const b = JSON.parse(body) as { n?: number; messages: { content: string }[] };
+      const n = b.n ?? 1;
+      const contents = Array.from({ length: n }, (_, i) =>
+        i % 3 === 0 ? JSON.stringify({ keywords: ['t0w0', 'study'] }) : i % 3 === 1 ? '- t1w1\n- results' : 'I cannot help with that request, sorry.',
+      );
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: contents.map((c, i) => ({ index: i, finish_reason: 'stop', message: { role: 'assistant', content: c } })) }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const addr = server.address() as { port: number };
+  baseURL = `http://127.0.0.1:${addr.port}/v1`;
+}, 120_000);
+
+afterAll(async () => {
+  await db.close();
+  server.closeAllConnections();
+  await new Promise<void>((r) => server.close(() => r()));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function readLines(path: string): Record<string, any>[] {
+  return readFileSync(path, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+}
+
+describe('rollouts', () => {
+  it('query side: G completions per training query, scored by F1 against the frozen item generation, advantages per group', async () => {
+    const out = join(dir, 'q.jsonl');
+    const s = await writeRollouts(db, corpus, { side: 'query', round: 1, out, samples: 4 });
+    const lines = readLines(out);
+    expect(lines.length).toBe(train.length * 4);
+    expect(s.lines).toBe(lines.length);
+    const ids = new Set(lines.map((l) => l.entity_id));
+    expect([...ids].sort()).toEqual([...train].sort());
+    const items = await new KeywordIndexStore(db).entries('item', 0);
+    for (const l of lines.slice(0, 12)) {
+      expect(l.prompt[0].role).toBe('system');
+      expect(l.prompt[1].content).toContain(corpus.queries.find((q) => q.id === l.entity_id)!.text);
+      expect(l.completion[0].role).toBe('assistant');
+      if (l.reason !== 'ok') continue;
+      // recompute F1 of the matched set naively from the stored item generation
+      const q = corpus.queries.find((x) => x.id === l.entity_id)!;
+      const probe = new Set([...l.keywords, q.text.toLowerCase()]);
+      const matched = items.filter((e) => e.keywords.some((k) => probe.has(k)) || probe.has(e.self.toLowerCase())).map((e) => e.id);
+      const rel = corpus.relevant.get(q.id)!;
+      const tp = matched.filter((m) => rel.has(m)).length;
+      expect(l.reward).toBeCloseTo(fBetaFromCounts(matched.length, rel.size, tp), 12);
+      expect(l.matched).toBe(matched.length);
+    }
+    for (const g of new Set(lines.map((l) => l.group_id))) {
+      const adv = lines.filter((l) => l.group_id === g).map((l) => l.advantage as number);
+      expect(Math.abs(adv.reduce((a, b) => a + b, 0))).toBeLessThan(1e-9);
+    }
+  });
+
+  it('item side: rewards equal the full counterfactual recompute against query generation r', async () => {
+    const out = join(dir, 'i.jsonl');
+    await writeRollouts(db, corpus, { side: 'item', round: 1, out, samples: 3, limit: 10 });
+    const lines = readLines(out);
+    expect(lines.length).toBe(30);
+    const store = new KeywordIndexStore(db);
+    const itemView = await store.openView('item', 0);
+    const queryView = await store.openView('query', 1);
+    const trainRel = new Map(train.map((id) => [id, corpus.relevant.get(id)!]));
+    const ctx = { itemView, queryView, relevance: buildRelevance(queryView, itemView, trainRel, new Set(train)), kMax: 30, beta: 1 };
+    for (const l of lines) {
+      if (l.reason !== 'ok') continue;
+      expect(l.reward).toBeCloseTo(itemRewardFull(ctx, itemView.ordinalOf(l.entity_id), l.keywords), 12);
+    }
+  });
+
+  it('through the openai client: malformed completions are invalid_format lines, never a crash', async () => {
+    const out = join(dir, 'llm.jsonl');
+    const gen = new OpenAIGenerator({ baseURL, model: 'm', apiKey: 'k', retryBaseMs: 1, retryMaxMs: 2, timeoutMs: 5000 });
+    const s = await writeRollouts(db, corpus, { side: 'query', round: 1, out, samples: 3, limit: 4, generator: gen });
+    const lines = readLines(out);
+    expect(llmCalls).toBeGreaterThan(0);
+    expect(lines.length).toBe(12);
+    expect(s.reasons.invalid_format).toBe(4);
+    expect(s.reasons.ok).toBe(8);
+    for (const l of lines.filter((x) => x.reason === 'invalid_format')) {
+      expect(l.reward).toBe(-1);
+      expect(l.completion[0].content).toContain('cannot help');
+    }
+  });
+
+  it('refuses a round the run has not reached, naming the missing step', async () => {
+    await expect(writeRollouts(db, corpus, { side: 'query', round: 3, out: join(dir, 'x.jsonl') })).rejects.toThrow(/r2-item/);
+  });
+});
+
+describe('import-generation', () => {
+  it('commits external item keywords as a new generation and evaluates it', async () => {
+    const store = new KeywordIndexStore(db);
+    const before = await store.latest('item');
+    const file = join(dir, 'items.jsonl');
+    writeFileSync(file, corpus.items.map((it) => JSON.stringify({ id: it.id, keywords: it.text.split(' ').slice(0, 3) })).join('\n') + '\n');
+    const rec = await importGeneration(db, corpus, 'item', file);
+    expect(rec.generation).toBe((before ?? -1) + 1);
+    expect(rec.metrics.queries).toBe(evalIds.length);
+    const e = (await store.entries('item', rec.generation)).find((x) => x.id === corpus.items[0].id)!;
+    expect(new Set(e.keywords)).toEqual(new Set(corpus.items[0].text.split(' ').slice(0, 3)));
+  });
+
+  it('keeps held-out queries out of a query generation but evaluates with their keywords', async () => {
+    const file = join(dir, 'queries.jsonl');
+    writeFileSync(file, corpus.queries.map((q) => JSON.stringify({ id: q.id, keywords: q.text.split(' ') })).join('\n') + '\n');
+    const rec = await importGeneration(db, corpus, 'query', file);
+    const ids = (await new KeywordIndexStore(db).entries('query', rec.generation)).map((x) => x.id).sort();
+    expect(ids).toEqual([...train].sort());
+    expect(rec.heldOutFromFile).toBe(evalIds.length);
+  });
+
+  it('rejects unknown ids and malformed lines with file and line', async () => {
+    const bad = join(dir, 'bad.jsonl');
+    writeFileSync(bad, `${JSON.stringify({ id: corpus.items[0].id, keywords: ['a'] })}\n${JSON.stringify({ id: 'nope', keywords: ['b'] })}\n`);
+    await expect(importGeneration(db, corpus, 'item', bad)).rejects.toSatisfy((e: unknown) => isCogrError(e, 'NOT_FOUND') && /bad\.jsonl:2: unknown item id "nope"/.test((e as Error).message));
+    writeFileSync(bad, `{"id": "${corpus.items[0].id}", "keywords": "not a list"}\n`);
+    await expect(importGeneration(db, corpus, 'item', bad)).rejects.toThrow(/bad\.jsonl:1: field keywords/);
+  });
+});
