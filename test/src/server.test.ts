@@ -1,10 +1,12 @@
+import { createServer } from 'node:http';
 import { join } from 'node:path';
+import { OpenAIGenerator } from '../../generators/llm.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../index/db.ts';
 import { KeywordView } from '../../index/view.ts';
 import { buildSearchServer } from '../../src/server/app.ts';
 import { LiveSnapshot, type QueryKeywordSource } from '../../src/server/state.ts';
-import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
+import { generatorKeywordSource, storeSnapshotLoader } from '../../src/server/storeLoader.ts';
 import { catalogue, commitGeneration, fakeSource, listen, tempDir } from './_serverFixture.ts';
 
 const cat = catalogue(40, 3);
@@ -120,6 +122,57 @@ describe('GET /v1/search', () => {
       expect(body.items.map((x: any) => x.id)).toEqual(expected.items.map((x) => x.id));
       const m = await (await fetch(`${base}/metrics`)).text();
       expect(m).toContain(`cogr_query_keyword_fallbacks_total{reason="${reason}"} 1`);
+    }
+  });
+
+  it('takes query keywords from an OpenAI-compatible endpoint, falling back when it is too slow', async () => {
+    // A local chat-completions server: JSON keywords, or a reply after 3 s for "slow" queries.
+    let calls = 0;
+    const llm = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        calls++;
+        const slow = body.includes('slow');
+        const reply = () => {
+          if (res.destroyed) return;
+          res.setHeader('content-type', 'application/json');
+          res.end(
+            JSON.stringify({
+              id: 'c1',
+              object: 'chat.completion',
+              created: 0,
+              model: 'm',
+              choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["Leather Boots", "black"]}' } }],
+              usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+            }),
+          );
+        };
+        if (slow) setTimeout(reply, 3000);
+        else reply();
+      });
+    });
+    await new Promise<void>((r) => llm.listen(0, '127.0.0.1', () => r()));
+    const port = (llm.address() as { port: number }).port;
+    try {
+      const gen = new OpenAIGenerator({ baseURL: `http://127.0.0.1:${port}/v1`, model: 'm', apiKey: 'k', maxRetries: 0 });
+      const { base } = await start({ source: generatorKeywordSource(gen), limits: { keywordBudgetMs: 300 } });
+      const q = 'boots for winter';
+      const ok = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}`);
+      expect(ok.body.fallback).toBeNull();
+      expect(ok.body.keywords).toMatchObject({ generated: ['leather boots', 'black'], source: 'openai', cached: false });
+      const expected = gen1.search({ self: q, keywords: ['leather boots', 'black'] }, { k: 10 });
+      expect(ok.body.items.map((x: any) => x.id)).toEqual(expected.items.map((x) => x.id));
+      const again = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}`);
+      expect(again.body.keywords.cached).toBe(true);
+      expect(calls).toBe(1);
+      const slow = await getJson(`${base}/v1/search?q=slow+boots`);
+      expect(slow.status).toBe(200);
+      expect(slow.body.fallback.reason).toBe('timeout');
+      expect(slow.body.items.map((x: any) => x.id)).toEqual(gen1.search({ self: 'slow boots', keywords: [] }, { k: 10 }).items.map((x) => x.id));
+    } finally {
+      llm.closeAllConnections();
+      await new Promise((r) => llm.close(r));
     }
   });
 
