@@ -169,10 +169,63 @@ export function normalizeCandidate(list: readonly string[]): string[] {
   return out;
 }
 
-/** Normalised, de-duplicated candidate keywords, or null when over the budget. */
-function candidateWithinBudget(ctx: ItemRewardContext, candidate: readonly string[]): string[] | null {
-  const keywords = normalizeCandidate(candidate);
-  return keywords.length > (ctx.kMax ?? DEFAULT_K_MAX) ? null : keywords;
+/** A raw keyword resolved against one query view: normalised form, query-view ordinal (−1: unknown). */
+interface Resolved {
+  k: string;
+  o: number;
+}
+// Per query view and thread: raw keyword → resolved (null: rejected by normalisation),
+// so that a recurring keyword costs one Map look-up. Bounded in size.
+const resolveMemos = new WeakMap<KeywordView, { map: Map<string, Resolved | null> }>();
+
+/** Distinct normalised candidate keywords (first occurrences), resolved in the query view. */
+function resolveCandidate(qv: KeywordView, list: readonly string[]): Resolved[] {
+  let memo = resolveMemos.get(qv);
+  if (!memo) {
+    memo = { map: new Map() };
+    resolveMemos.set(qv, memo);
+  }
+  const out: Resolved[] = [];
+  const seen = list.length > 32 ? new Set<string>() : null;
+  for (const raw of list) {
+    let r = memo.map.get(raw);
+    if (r === undefined) {
+      const k = normalizeKeyword(raw);
+      r = k === null ? null : { k, o: qv.keywordOrdinal(k) };
+      if (memo.map.size >= NORM_MEMO_MAX) memo.map = new Map();
+      memo.map.set(raw, r);
+    }
+    if (r === null) continue;
+    if (seen) {
+      if (seen.has(r.k)) continue;
+      seen.add(r.k);
+    } else {
+      let dup = false;
+      for (let j = 0; j < out.length && !dup; j++) dup = out[j].k === r.k;
+      if (dup) continue;
+    }
+    out.push(r);
+  }
+  return out;
+}
+
+/** Query ordinals retrieving item i with a resolved candidate (title included). */
+function resolvedQueries(ctx: ItemRewardContext, item: number, resolved: readonly Resolved[]): Int32Array {
+  const qv = ctx.queryView;
+  const ords: number[] = [];
+  for (const r of resolved) if (r.o >= 0) ords.push(r.o);
+  const s = ctx.itemView.data.self[item];
+  if (s >= 0) {
+    const o = keywordBridge(ctx.itemView, qv)[s];
+    if (o >= 0) ords.push(o);
+  }
+  return qv.matchOrdinals(ords);
+}
+
+/** The resolved candidate, or null when over the budget (|S_i| after normalisation and de-dup). */
+function candidateWithinBudget(ctx: ItemRewardContext, candidate: readonly string[]): Resolved[] | null {
+  const resolved = resolveCandidate(ctx.queryView, candidate);
+  return resolved.length > (ctx.kMax ?? DEFAULT_K_MAX) ? null : resolved;
 }
 
 /**
@@ -181,7 +234,7 @@ function candidateWithinBudget(ctx: ItemRewardContext, candidate: readonly strin
  * unavoidable cost).
  */
 export function candidateLookup(ctx: ItemRewardContext, item: number, candidate: readonly string[]): Int32Array {
-  return candidateQueries(ctx, item, normalizeCandidate(candidate));
+  return resolvedQueries(ctx, item, resolveCandidate(ctx.queryView, candidate));
 }
 
 class GrowableI32 {
@@ -300,10 +353,10 @@ export function itemRewardIncremental(
   if (item < cache.start || item >= cache.end) {
     throw cogrError('INVALID_ARGUMENT', `item ordinal ${item} is outside the cache range [${cache.start}, ${cache.end})`, { item });
   }
-  const keywords = candidateWithinBudget(ctx, candidate);
-  if (keywords === null) return -1;
+  const resolved = candidateWithinBudget(ctx, candidate);
+  if (resolved === null) return -1;
   const beta = ctx.beta ?? 1;
-  const qc = candidateQueries(ctx, item, keywords);
+  const qc = resolvedQueries(ctx, item, resolved);
   const k = item - cache.start;
   const qref = cache.qref;
   let a = 0;
@@ -384,11 +437,10 @@ export function itemRewardFull(
   reference?: QueryCounts,
 ): number {
   checkItem(ctx, item);
-  const keywords = candidateWithinBudget(ctx, candidate);
-  if (keywords === null) return -1;
+  if (normalizeCandidate(candidate).length > (ctx.kMax ?? DEFAULT_K_MAX)) return -1;
   const beta = ctx.beta ?? 1;
   const ref = reference ?? fullQueryCounts(ctx);
-  const next = fullQueryCounts(ctx, { item, queries: candidateQueries(ctx, item, keywords) });
+  const next = fullQueryCounts(ctx, { item, queries: candidateQueries(ctx, item, normalizeCandidate(candidate)) });
   const { counted, nRel } = ctx.relevance;
   let sum = 0;
   for (let q = 0; q < next.nRet.length; q++) {
