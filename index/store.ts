@@ -38,7 +38,7 @@ import { z } from 'zod';
 import type { CogrDb, JsonSublevel } from './db.ts';
 import { cogrError } from './errors.ts';
 import { silentLogger, type Logger } from './log.ts';
-import { keywordWords, normalizeKeywordSet, normalizeSelf } from './normalize.ts';
+import { keywordWords, normalizeKeyword, normalizeSelf } from './normalize.ts';
 import { SIDES, type IndexEntry, type Side } from './types.ts';
 import { KeywordView, buildViewData } from './view.ts';
 
@@ -174,6 +174,7 @@ function isLive(r: StoredRecord | undefined): r is LiveRecord {
 /** Set, replace or remove entities; `commit()` writes one new generation atomically. */
 export class IndexWriter {
   private readonly changes = new Map<string, LiveRecord | null>();
+  private readonly norm = new Map<string, string | null>();
   private rejected = 0;
   private committed = false;
 
@@ -199,8 +200,21 @@ export class IndexWriter {
     if (!Array.isArray(keywords) || keywords.some((k) => typeof k !== 'string')) {
       throw cogrError('INVALID_ARGUMENT', `keywords of ${JSON.stringify(id)} must be an array of strings`);
     }
-    const { keywords: k, rejected } = normalizeKeywordSet(keywords);
-    this.rejected += rejected;
+    // Keyword strings repeat across entities: normalise each distinct raw string once.
+    const seen = new Set<string>();
+    const k: string[] = [];
+    for (const raw of keywords) {
+      let n = this.norm.get(raw);
+      if (n === undefined) {
+        n = normalizeKeyword(raw);
+        if (this.norm.size < 1_000_000) this.norm.set(raw, n);
+      }
+      if (n === null) this.rejected++;
+      else if (!seen.has(n)) {
+        seen.add(n);
+        k.push(n);
+      }
+    }
     const s = normalizeSelf(self);
     this.changes.set(id, { s, k, l: docLength(s, k) });
     return this;
@@ -417,8 +431,11 @@ export class KeywordIndexStore {
     if (replace) for (const id of old.keys()) if (!changes.has(id)) effective.set(id, null);
 
     const g = genHex(next);
+    // Keys are prefixed and values JSON-encoded here rather than through the batch's
+    // `sublevel` option, which costs several µs per operation on big commits.
     const batch = this.db.level.batch();
-    const put = (key: string, value: unknown) => batch.put(key, value as string, { sublevel: this.sub as never, valueEncoding: 'json' } as never);
+    const pfx = this.sub.prefix;
+    const put = (key: string, value: unknown) => batch.put(pfx + key, JSON.stringify(value));
     let size = base ? base.size : 0;
     let totalLength = base ? base.totalLength : 0;
     let changed = 0;
@@ -490,8 +507,9 @@ export class KeywordIndexStore {
     const g = genHex(generation);
     const childHex = children.map((c) => genHex(c.generation));
     const batch = this.db.level.batch();
-    const put = (key: string, value: unknown) => batch.put(key, value as string, { sublevel: this.sub as never, valueEncoding: 'json' } as never);
-    const del = (key: string) => batch.del(key, { sublevel: this.sub as never } as never);
+    const pfx = this.sub.prefix;
+    const put = (key: string, value: unknown) => batch.put(pfx + key, JSON.stringify(value));
+    const del = (key: string) => batch.del(pfx + key);
     let folded = 0;
     for (const kind of ['r', 'p', 'w']) {
       const lo = [kind, side].join(SEP) + SEP;

@@ -145,13 +145,19 @@ export function buildViewData(
   const selfs: string[] = new Array(n);
   const kwSets: string[][] = new Array(n);
   const kwVocab = new Set<string>();
+  // Keyword strings repeat across entities: normalise each distinct raw string once.
+  const normCache = new Map<string, string | null>();
   for (let e = 0; e < n; e++) {
     const s = normalizeSelf(sorted[e].self);
     selfs[e] = s;
     if (s.length > 0) kwVocab.add(s);
     const seen = new Set<string>();
     for (const raw of sorted[e].keywords) {
-      const k = normalizeKeyword(raw);
+      let k = normCache.get(raw);
+      if (k === undefined) {
+        k = normalizeKeyword(raw);
+        normCache.set(raw, k);
+      }
       if (k !== null) seen.add(k);
     }
     kwSets[e] = [...seen];
@@ -168,59 +174,75 @@ export function buildViewData(
   words.forEach((w, i) => wordIndex.set(w, i));
 
   // Forward index and bags.
+  // Word ordinals of every keyword, once (CSR), so entity bags need no string work.
+  const kwWordOff = new Int32Array(keywords.length + 1);
+  const kwWordList: number[] = [];
+  for (let k = 0; k < keywords.length; k++) {
+    kwWordOff[k] = kwWordList.length;
+    for (const w of keywordWords(keywords[k])) kwWordList.push(wordIndex.get(w)!);
+  }
+  kwWordOff[keywords.length] = kwWordList.length;
+  const kwWords = Int32Array.from(kwWordList);
+
+  // Forward index and bags; a scratch tf array indexed by word ordinal avoids per-entity maps.
   const fwdOff = i32(n + 1, shared);
   const self = i32(n, shared);
   const bagOff = i32(n + 1, shared);
   const docLen = i32(n, shared);
   const fwdLists: Int32Array[] = new Array(n);
-  const bagLists: [number, number][][] = new Array(n);
+  const bagWordList: number[] = [];
+  const bagTfList: number[] = [];
   let fwdTotal = 0;
-  let bagTotal = 0;
   let totalLength = 0;
   const postCount = new Int32Array(keywords.length);
   const wordDfArr = new Int32Array(words.length);
+  const tfScratch = new Int32Array(words.length);
+  const touched: number[] = [];
+  const addKeyword = (k: number): number => {
+    postCount[k]++;
+    for (let j = kwWordOff[k]; j < kwWordOff[k + 1]; j++) {
+      const w = kwWords[j];
+      if (tfScratch[w]++ === 0) touched.push(w);
+    }
+    return kwWordOff[k + 1] - kwWordOff[k];
+  };
   for (let e = 0; e < n; e++) {
-    const kws = Int32Array.from(kwSets[e].map((k) => kwIndex.get(k)!)).sort();
+    const list = kwSets[e];
+    const kws = new Int32Array(list.length);
+    for (let j = 0; j < list.length; j++) kws[j] = kwIndex.get(list[j])!;
+    kws.sort();
     fwdLists[e] = kws;
     fwdTotal += kws.length;
-    self[e] = selfs[e].length > 0 ? kwIndex.get(selfs[e])! : -1;
-    const union = new Set<number>(kws);
-    if (self[e] >= 0) union.add(self[e]);
-    for (const k of union) postCount[k]++;
-    const tf = new Map<number, number>();
+    const s = selfs[e].length > 0 ? kwIndex.get(selfs[e])! : -1;
+    self[e] = s;
     let len = 0;
-    for (const k of union) {
-      for (const w of keywordWords(keywords[k])) {
-        const wi = wordIndex.get(w)!;
-        tf.set(wi, (tf.get(wi) ?? 0) + 1);
-        len++;
-      }
+    for (let j = 0; j < kws.length; j++) len += addKeyword(kws[j]);
+    if (s >= 0 && !kws.includes(s)) len += addKeyword(s);
+    touched.sort((a, b) => a - b);
+    bagOff[e] = bagWordList.length;
+    for (const w of touched) {
+      bagWordList.push(w);
+      bagTfList.push(tfScratch[w]);
+      wordDfArr[w]++;
+      tfScratch[w] = 0;
     }
-    const bag = [...tf.entries()].sort((a, b) => a[0] - b[0]);
-    for (const [wi] of bag) wordDfArr[wi]++;
-    bagLists[e] = bag;
-    bagTotal += bag.length;
+    touched.length = 0;
     docLen[e] = len;
     totalLength += len;
   }
+  bagOff[n] = bagWordList.length;
   const fwd = i32(fwdTotal, shared);
-  const bagWord = i32(bagTotal, shared);
-  const bagTf = i32(bagTotal, shared);
+  const bagWord = i32(bagWordList.length, shared);
+  const bagTf = i32(bagTfList.length, shared);
+  bagWord.set(bagWordList);
+  bagTf.set(bagTfList);
   let fp = 0;
-  let bp = 0;
   for (let e = 0; e < n; e++) {
     fwdOff[e] = fp;
     fwd.set(fwdLists[e], fp);
     fp += fwdLists[e].length;
-    bagOff[e] = bp;
-    for (const [wi, t] of bagLists[e]) {
-      bagWord[bp] = wi;
-      bagTf[bp] = t;
-      bp++;
-    }
   }
   fwdOff[n] = fp;
-  bagOff[n] = bp;
 
   // Postings (CSR), entity ordinals ascending because e is visited in order.
   const postOff = i32(keywords.length + 1, shared);
@@ -517,15 +539,33 @@ export class KeywordView {
   search(probe: Probe, opts: { k?: number; all?: boolean; params?: Bm25Params } = {}): SearchResult {
     const matched = this.match(probe);
     const scores = this.score(this.probeWordOrdinals(probe), matched, opts.params);
-    const order = Array.from({ length: matched.length }, (_, i) => i);
-    order.sort((x, y) => scores[y] - scores[x] || matched[x] - matched[y]);
-    const limit = opts.all ? order.length : Math.min(order.length, opts.k ?? 10);
+    const m = matched.length;
+    const k = opts.all ? m : Math.max(0, Math.min(m, Math.floor(opts.k ?? 10)));
+    let order: number[];
+    if (k === m) {
+      order = Array.from({ length: m }, (_, i) => i);
+      order.sort((x, y) => scores[y] - scores[x] || matched[x] - matched[y]);
+    } else {
+      // Bounded selection of the best k (score desc, then ordinal asc); matched is
+      // ascending, so a later entity never beats an equal score.
+      order = [];
+      for (let i = 0; i < m && k > 0; i++) {
+        const sc = scores[i];
+        if (order.length === k) {
+          if (!(sc > scores[order[k - 1]])) continue;
+          order.pop();
+        }
+        let pos = order.length;
+        while (pos > 0 && sc > scores[order[pos - 1]]) pos--;
+        order.splice(pos, 0, i);
+      }
+    }
     const items: ScoredEntity[] = [];
-    for (let i = 0; i < limit; i++) {
+    for (let i = 0; i < k; i++) {
       const j = order[i];
       items.push({ id: this.id(matched[j]), ordinal: matched[j], score: scores[j] });
     }
-    return { matched: matched.length, items };
+    return { matched: m, items };
   }
 
   /** Why (and how much) an entity matches a probe: shared keywords and each BM25 term. */
