@@ -24,8 +24,9 @@
  *
  * Synthetic corpus (seeded, `synthetic()`): a vocabulary of W = 20,000 + N/20 words
  * ("w<base36>") drawn Zipf(s = 1.07); K = max(2,000, N/4) keyword phrases of 1–3 words
- * (30/45/25 %) drawn from it; every item has 5–15 keywords drawn Zipf(s = 1.0) over the
- * phrases and a 4-word title; a query takes 3 keywords of a random item plus 2
+ * (30/45/25 %) drawn from it; every item has 5–15 keywords drawn Zipf–Mandelbrot
+ * (s = 1.0, q = 100, so no single phrase sits in most items) over the phrases and a
+ * 4-word title; a query takes 3 keywords of a random item plus 2
  * Zipf-drawn phrases, and a 3-word self string.
  *
  * NFCorpus (data/nfcorpus/d-collection.docs, `id<TAB>text`): each document keyed by its
@@ -63,11 +64,12 @@ const winkFactory = createRequire(import.meta.url)('wink-bm25-text-search') as (
 
 // ---- corpora -----------------------------------------------------------------------
 
-function zipfSampler(n: number, s: number, rng: Rng): () => number {
+/** Zipf–Mandelbrot ranks: P(r) ∝ 1 / (r + 1 + q)^s, r = 0..n−1 (q = 0 is plain Zipf). */
+function zipfSampler(n: number, s: number, rng: Rng, q = 0): () => number {
   const cdf = new Float64Array(n);
   let acc = 0;
   for (let r = 0; r < n; r++) {
-    acc += 1 / Math.pow(r + 1, s);
+    acc += 1 / Math.pow(r + 1 + q, s);
     cdf[r] = acc;
   }
   return () => {
@@ -94,7 +96,7 @@ export function synthetic(n: number, queries: number, seed: number): { entries: 
     const len = u < 0.3 ? 1 : u < 0.75 ? 2 : 3;
     return Array.from({ length: len }, () => words[word()]).join(' ');
   });
-  const phrase = zipfSampler(K, 1.0, rng);
+  const phrase = zipfSampler(K, 1.0, rng, 100);
   const entries: IndexEntry[] = new Array(n);
   for (let i = 0; i < n; i++) {
     const m = 5 + randInt(rng, 11);
