@@ -3,7 +3,7 @@
  * [--metrics <file.json>] [--limit 50]`: vocabulary drift of the keyword index across
  * generations (src/drift/). Prints a compact summary table; `--json -` prints the JSON
  * report on stdout instead. `--metrics` is a JSON array `[{round, side, f1}]` of held-out
- * F1 per round (what the co-evolution loop records).
+ * F1 per round; without it, the F1 the co-evolution run in the database recorded is used.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,6 +15,7 @@ import { KeywordIndexStore } from '../../index/store.ts';
 import { parseF1Points, type DriftReport, type F1Point } from '../drift/analyze.ts';
 import { parseDriftQuery, writeDriftReport } from '../drift/fromStore.ts';
 import { formatDriftSummary } from '../drift/summary.ts';
+import { storedF1Points } from '../evolve/state.ts';
 import { cogrHome } from '../home.ts';
 
 export interface DriftCliOptions {
@@ -42,9 +43,11 @@ export function readF1Metrics(file: string): F1Point[] {
 /** Run the command: returns the report and the text it printed. */
 export async function runDriftCommand(o: DriftCliOptions): Promise<{ report: DriftReport; output: string }> {
   const opts = parseDriftQuery({ from: o.from, to: o.to, limit: o.limit });
-  const f1ByRound = o.metrics ? readF1Metrics(o.metrics) : [];
+  const fromFile = o.metrics ? readF1Metrics(o.metrics) : null;
   const db = await openDb(o.db ?? join(cogrHome(), 'db'), { createIfMissing: false, logger: stderrLogger });
   try {
+    // Held-out F1 per round: from --metrics, else from the co-evolution run stored in the database.
+    const f1ByRound = fromFile ?? (await storedF1Points(db));
     const store = new KeywordIndexStore(db);
     const toStdout = o.json === '-';
     const report = await writeDriftReport(store, {
@@ -73,7 +76,7 @@ export function register(program: Command): void {
     .option('--to <n|latest>', 'last generation analysed', 'latest')
     .option('--html <file>', 'write the self-contained HTML report here')
     .option('--json <file|->', 'write the JSON report here (- prints it on stdout instead of the table)')
-    .option('--metrics <file.json>', 'held-out F1 per round: JSON array of {round, side, f1}')
+    .option('--metrics <file.json>', 'held-out F1 per round: JSON array of {round, side, f1} (default: the stored run\'s)')
     .option('--limit <n>', 'cap of the added/dropped keyword lists', '50')
     .action(async (o: DriftCliOptions) => {
       const { output } = await runDriftCommand(o);

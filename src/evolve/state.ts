@@ -96,3 +96,22 @@ export class RunState {
     await this.sub.put('steps', steps);
   }
 }
+
+/**
+ * Held-out F1 per half-round in the drift report's shape: the SFT step counts as round 0
+ * of both sides; `rR-query` as (R, query); `rR-item` as (R, item).
+ */
+export function f1Points(steps: readonly StepRecord[]): { round: number; side: Side; f1: number }[] {
+  const out: { round: number; side: Side; f1: number }[] = [];
+  for (const s of steps) {
+    if (s.phase === 'sft') {
+      out.push({ round: 0, side: 'query', f1: s.metrics.f1 }, { round: 0, side: 'item', f1: s.metrics.f1 });
+    } else out.push({ round: s.round, side: s.phase, f1: s.metrics.f1 });
+  }
+  return out;
+}
+
+/** The F1 points of the run stored in a database (empty when it holds no run). */
+export async function storedF1Points(db: CogrDb): Promise<{ round: number; side: Side; f1: number }[]> {
+  return f1Points(await new RunState(db).steps());
+}
