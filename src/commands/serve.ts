@@ -22,6 +22,7 @@ import { INDEX_DECODING } from '../../generators/types.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { homePath } from '../home.ts';
 import { buildSearchServer } from '../server/app.ts';
+import { storeDriftProvider } from '../server/drift.ts';
 import { LiveSnapshot, type QueryKeywordSource } from '../server/state.ts';
 import { generatorKeywordSource, storeSnapshotLoader, type KeywordSourceContext, type RoundSelector } from '../server/storeLoader.ts';
 
@@ -132,7 +133,7 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   set('maxK', parseIntFlag('--max-k', flags.maxK, 1, 1_000_000));
   set('maxQueryLength', parseIntFlag('--max-query-length', flags.maxQueryLength, 1, 100_000));
   set('bodyLimit', parseIntFlag('--body-limit', flags.bodyLimit, 256, 64 * 1024 * 1024));
-  const app = buildSearchServer({ live, log, limits, ...(token ? { token } : {}) });
+  const app = buildSearchServer({ live, log, limits, drift: storeDriftProvider(flags.db ?? homePath('db')), ...(token ? { token } : {}) });
   if (watch) live.watch(watch);
   await listenUntilSignal(app, flags.host, port, 'cogr serve', log, () => live.stopWatch());
 }

@@ -13,6 +13,7 @@
  * Every request reads the live snapshot once at its start and uses only that object,
  * so a generation switch never disturbs a request in flight.
  */
+import type { DriftProvider } from './drift.ts';
 import { z } from 'zod';
 import type { FastifyInstance } from 'fastify';
 import { cogrError } from '../../index/errors.ts';
@@ -58,6 +59,8 @@ export interface SearchServerOptions {
   limits?: z.input<typeof SearchLimitsSchema>;
   log?: Logger;
   metrics?: ServerMetrics;
+  /** Serves GET /v1/drift (vocabulary drift report); absent → 404. */
+  drift?: DriftProvider;
 }
 
 const OptionsSchema = z.object({
@@ -166,6 +169,19 @@ const KeywordsResponseSchema = z.object({
   generation: z.number(),
   keywords: z.array(z.object({ keyword: z.string(), entities: z.number() })),
 });
+const DriftQuerySchema = z.strictObject({
+  from: z.string().regex(/^\d+$/, 'expected a generation number').optional(),
+  to: z.string().regex(/^(\d+|latest)$/, 'expected a generation number or latest').optional(),
+  limit: z.string().regex(/^\d+$/, 'expected a positive integer').optional(),
+});
+const DriftResponseSchema = z.object({
+  version: z.number(),
+  range: z.object({ from: z.number(), to: z.number().nullable() }),
+  sides: z.record(z.string(), z.unknown()),
+  alignment: z.array(z.unknown()),
+  f1: z.array(z.object({ round: z.number(), side: z.enum(['item', 'query']), f1: z.number() })),
+  limit: z.number(),
+});
 function explainJson(ex: Explanation): z.infer<typeof ExplainSchema> {
   return {
     matchedKeywords: ex.matchedKeywords,
@@ -220,6 +236,15 @@ export function searchRouteDocs(l: SearchLimits, conv: SchemaConverter): RouteDo
     { method: 'get', path: '/v1/items/{id}', tag: 'index', summary: "An item's keywords in every generation held", params: s.itemParams, response: ItemResponseSchema, errors: [404] },
     { method: 'get', path: '/v1/keywords', tag: 'index', summary: 'Vocabulary look-up by word prefix', query: s.keywordsQuery, response: KeywordsResponseSchema, errors: [400] },
     { method: 'get', path: '/v1/generations', tag: 'index', summary: 'Committed generations and the served one', response: GenerationsResponseSchema },
+    {
+      method: 'get',
+      path: '/v1/drift',
+      tag: 'analysis',
+      summary: 'Vocabulary drift across generations (the JSON of `cogr drift`)',
+      query: DriftQuerySchema,
+      response: DriftResponseSchema,
+      errors: [400, 404, 409],
+    },
     ...opsRouteDocs(),
   ];
 }
@@ -353,6 +378,11 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
       served: { round: snap.round, item: snap.item.generation, query: snap.query ? snap.query.generation : null },
       generations: snap.generations,
     };
+  });
+
+  app.get('/v1/drift', async (req) => {
+    if (!opts.drift) throw cogrError('NOT_FOUND', 'this server has no database to analyse (drift is served by cogr serve)');
+    return opts.drift(req.query as Record<string, unknown>);
   });
 
   registerOpsRoutes(app, { live, metrics, token: parsed.token, openapi, docsHtml });
