@@ -13,7 +13,11 @@
  *   keywords and the item's title); `view_match_us` is the same through the public
  *   `queryView.match` (which normalises every keyword afresh), for reference;
  * - workers: throughput of a batch of item rewards on a RewardPool of 1 and of 2
- *   workers (the same batch, contexts on SharedArrayBuffer).
+ *   workers (the same batch, contexts on SharedArrayBuffer), in alternating rounds.
+ *   Beside the wall-clock ratio, `cpu_cores_used_*` (process CPU time of all threads
+ *   per wall-clock second during the batches) shows how much of the machine the run
+ *   actually got: on a shared machine with scheduler autogroups the wall-clock ratio
+ *   is capped by the other sessions' load, not by the pool.
  *
  * Synthetic internal-scale corpus (seeded, `synthetic(...)` below):
  * - T = 32 topics, each with S = 8 sub-topics. Every (topic, sub-topic) owns 24
@@ -350,6 +354,17 @@ async function measureWorkers(p: Prepared, batchSize: number): Promise<Record<st
   const out: Record<string, number> = { batch_rewards: nRewards };
   const pools: RewardPool[] = [];
   const perRound: { w1: number; w2: number }[] = [];
+  // Process CPU time (all threads) per batch: how many cores the run really got.
+  const cpu = { workers1: 0, workers2: 0 };
+  const wall = { workers1: 0, workers2: 0 };
+  const timed = async (name: 'workers1' | 'workers2', pool: RewardPool) => {
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    await pool.itemRewards(batch);
+    wall[name] += performance.now() - t0;
+    const d = process.cpuUsage(c0);
+    cpu[name] += d.user + d.system;
+  };
   try {
     for (const size of [1, 2]) {
       const pool = RewardPool.create({ size });
@@ -365,12 +380,8 @@ async function measureWorkers(p: Prepared, batchSize: number): Promise<Record<st
     // Alternating rounds (1 worker, then 2) so that load from other processes hits both.
     for (let r = 0; r < ROUNDS; r++) {
       const bench = new Bench({ time: 0, iterations: 2, warmup: false });
-      bench.add('workers1', async () => {
-        await pools[0].itemRewards(batch);
-      });
-      bench.add('workers2', async () => {
-        await pools[1].itemRewards(batch);
-      });
+      bench.add('workers1', () => timed('workers1', pools[0]));
+      bench.add('workers2', () => timed('workers2', pools[1]));
       await bench.run();
       perRound.push({ w1: meanMs(bench, 'workers1'), w2: meanMs(bench, 'workers2') });
     }
@@ -382,6 +393,8 @@ async function measureWorkers(p: Prepared, batchSize: number): Promise<Record<st
   out.item_rewards_per_second_workers1 = round((nRewards * 1000) / w1, 0);
   out.item_rewards_per_second_workers2 = round((nRewards * 1000) / w2, 0);
   out.workers2_vs_1 = round(median(perRound.map((x) => x.w1 / x.w2)), 2);
+  out.cpu_cores_used_workers1 = round(cpu.workers1 / 1000 / wall.workers1, 2);
+  out.cpu_cores_used_workers2 = round(cpu.workers2 / 1000 / wall.workers2, 2);
   return out;
 }
 
@@ -440,7 +453,8 @@ export async function run(args: string[]): Promise<void> {
     ['item rewards/s, 1 thread in-process', result.item_rewards_per_second, (result.nfcorpus as Record<string, unknown>)?.item_rewards_per_second],
     ['item rewards/s, pool of 1 worker', result.item_rewards_per_second_workers1, (result.nfcorpus as Record<string, unknown>)?.item_rewards_per_second_workers1],
     ['item rewards/s, pool of 2 workers', result.item_rewards_per_second_workers2, (result.nfcorpus as Record<string, unknown>)?.item_rewards_per_second_workers2],
-    ['2 workers vs 1 (×)', result.workers2_vs_1, (result.nfcorpus as Record<string, unknown>)?.workers2_vs_1],
+    ['2 workers vs 1, wall clock (×)', result.workers2_vs_1, (result.nfcorpus as Record<string, unknown>)?.workers2_vs_1],
+    ['CPU cores used, 1 / 2 workers', `${result.cpu_cores_used_workers1} / ${result.cpu_cores_used_workers2}`, `${(result.nfcorpus as Record<string, unknown>)?.cpu_cores_used_workers1} / ${(result.nfcorpus as Record<string, unknown>)?.cpu_cores_used_workers2}`],
   ];
   log('');
   log(`| measure | synthetic (${result.items} items, ${result.queries} queries) | NFCorpus |`);
