@@ -439,10 +439,7 @@ export async function run(args: string[]): Promise<void> {
     const nfW = args.includes('--skip-workers') ? {} : await measureWorkers(nf, batchSize);
     result.nfcorpus = { ...nf.stats, ...nfR, ...nfW };
   }
-  if (json) {
-    process.stdout.write(JSON.stringify(result) + '\n');
-    return;
-  }
+  if (json) process.stdout.write(JSON.stringify(result) + '\n');
   const rows: [string, unknown, unknown][] = [
     ['full recompute per reward (ms)', result.full_ms, (result.nfcorpus as Record<string, unknown>)?.full_ms],
     ['incremental per reward (µs)', result.incremental_us, (result.nfcorpus as Record<string, unknown>)?.incremental_us],
@@ -456,6 +453,7 @@ export async function run(args: string[]): Promise<void> {
     ['2 workers vs 1, wall clock (×)', result.workers2_vs_1, (result.nfcorpus as Record<string, unknown>)?.workers2_vs_1],
     ['CPU cores used, 1 / 2 workers', `${result.cpu_cores_used_workers1} / ${result.cpu_cores_used_workers2}`, `${(result.nfcorpus as Record<string, unknown>)?.cpu_cores_used_workers1} / ${(result.nfcorpus as Record<string, unknown>)?.cpu_cores_used_workers2}`],
   ];
+  // With --json the table goes to stderr (log), stdout keeps the one JSON object.
   log('');
   log(`| measure | synthetic (${result.items} items, ${result.queries} queries) | NFCorpus |`);
   log('|---|---:|---:|');

@@ -108,7 +108,9 @@ export class RewardPool {
       minThreads: this.size,
       maxThreads: this.size,
       idleTimeout: 60_000,
-      concurrentTasksPerWorker: 1,
+      // Two tasks in flight per worker: the next chunk is cloned and queued while the
+      // worker computes the current one (the handler is synchronous, so they run in turn).
+      concurrentTasksPerWorker: 2,
       execArgv: ['--import', TSX_LOADER],
       workerData: { testHooks: opts.testHooks ?? {} },
     });
