@@ -59,6 +59,93 @@ export function buildQueryTargets(
   return out;
 }
 
+/**
+ * Precision-favouring query targets: for each training query, the candidate keywords of
+ * the query policy (its opposite side attached) chosen greedily to maximise the F1 of
+ * the matched set (S_q ∪ {q}) against rel(q) on `itemView`, in the order chosen; a
+ * keyword is added only while it raises F1 by more than `minGain`. Queries for which no
+ * candidate helps get no target. Reachable by construction (every target is a candidate).
+ */
+export function greedyQueryTargets(
+  queryPolicy: EmbeddedPolicy,
+  itemView: KeywordView,
+  trainQueries: readonly Query[],
+  relevant: ReadonlyMap<string, ReadonlySet<string>>,
+  N = SFT_QUERY_KEYWORDS,
+  minGain = 1e-9,
+): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const inSet = new Uint8Array(itemView.size);
+  const isRel = new Uint8Array(itemView.size);
+  for (const q of trainQueries) {
+    const relIds = relevant.get(q.id);
+    if (!relIds || relIds.size === 0) continue;
+    const nRel = relIds.size;
+    const relOrd: number[] = [];
+    for (const id of relIds) {
+      const o = itemView.ordinalOf(id);
+      if (o >= 0) {
+        isRel[o] = 1;
+        relOrd.push(o);
+      }
+    }
+    const base = itemView.match({ self: q.text, keywords: [] });
+    let nRet = 0;
+    let tp = 0;
+    const touched: number[] = [];
+    for (const e of base) {
+      inSet[e] = 1;
+      touched.push(e);
+      nRet++;
+      tp += isRel[e];
+    }
+    const cands = queryPolicy.candidateKeywords(queryInput(q));
+    const posts = cands.map((k) => itemView.match({ keywords: [k] }));
+    const used = new Uint8Array(cands.length);
+    const chosen: string[] = [];
+    let f1 = (2 * tp) / (nRet + nRel);
+    while (chosen.length < N) {
+      let best = -1;
+      let bestF = f1 + minGain;
+      let bestTie = '';
+      for (let c = 0; c < cands.length; c++) {
+        if (used[c]) continue;
+        let dn = 0;
+        let dt = 0;
+        for (const e of posts[c]) {
+          if (!inSet[e]) {
+            dn++;
+            dt += isRel[e];
+          }
+        }
+        if (dt === 0) continue;
+        const f = (2 * (tp + dt)) / (nRet + dn + nRel);
+        if (f > bestF || (f === bestF && best >= 0 && cands[c] < bestTie)) {
+          best = c;
+          bestF = f;
+          bestTie = cands[c];
+        }
+      }
+      if (best < 0) break;
+      used[best] = 1;
+      chosen.push(cands[best]);
+      for (const e of posts[best]) {
+        if (!inSet[e]) {
+          inSet[e] = 1;
+          touched.push(e);
+          nRet++;
+          tp += isRel[e];
+        }
+      }
+      f1 = bestF;
+    }
+    for (const e of touched) inSet[e] = 0;
+    for (const o of relOrd) isRel[o] = 0;
+    if (chosen.length > 0) out.set(q.id, chosen);
+  }
+  return out;
+}
+
 /** The item index entries (self = title) for a keyword assignment. */
 export function itemEntries(items: readonly Item[], keywords: ReadonlyMap<string, readonly string[]>): IndexEntry[] {
   return items.map((it) => ({ id: it.id, self: it.title, keywords: [...(keywords.get(it.id) ?? [])] }));
@@ -74,6 +161,12 @@ export interface SftRunOptions {
   lr?: number;
   seed?: number;
   kMax?: number;
+  /**
+   * Query targets: 'pooled' (the paper's top-N pooled keywords of the relevant items),
+   * 'greedy' (greedyQueryTargets: F1-maximising candidates, precision-favouring), or
+   * 'both' (greedy first, then the pooled ones that are candidates, up to N). Default 'both'.
+   */
+  queryTargets?: 'pooled' | 'greedy' | 'both';
   logger?: Logger;
 }
 
@@ -113,9 +206,26 @@ export function runSft(opts: SftRunOptions): SftResult {
   queryPolicy.attachOpposite(itemView);
   const qExamples = trainQueries.filter((q) => queryTargets.has(q.id)).map((q) => ({ input: queryInput(q), target: queryTargets.get(q.id)! }));
   queryPolicy.fitAssociations(qExamples);
-  const queryReport = queryPolicy.trainSft(qExamples, { epochs, lr: opts.lr, seed: seed + 1 });
+  const mode = opts.queryTargets ?? 'both';
+  let examples = qExamples;
+  let targetsUsed = queryTargets;
+  if (mode !== 'pooled') {
+    const N = opts.N ?? SFT_QUERY_KEYWORDS;
+    const greedy = greedyQueryTargets(queryPolicy, itemView, trainQueries, relevant, N);
+    examples = trainQueries
+      .filter((q) => greedy.has(q.id) || (mode === 'both' && queryTargets.has(q.id)))
+      .map((q) => {
+        const g = greedy.get(q.id) ?? [];
+        if (mode === 'greedy') return { input: queryInput(q), target: g };
+        const cand = new Set(queryPolicy.candidateKeywords(queryInput(q)));
+        const extra = (queryTargets.get(q.id) ?? []).filter((k) => cand.has(k) && !g.includes(k));
+        return { input: queryInput(q), target: [...g, ...extra].slice(0, N) };
+      });
+    targetsUsed = new Map(examples.map((ex) => [ex.input.id, ex.target]));
+  }
+  const queryReport = queryPolicy.trainSft(examples, { epochs, lr: opts.lr, seed: seed + 1 });
   log.info('sft: query policy trained', { queries: qExamples.length, loss: queryReport.epochLoss.at(-1), coverage: queryReport.coverage });
-  return { itemPolicy, queryPolicy, itemKeywords, queryTargets, itemView, itemReport, queryReport };
+  return { itemPolicy, queryPolicy, itemKeywords, queryTargets: targetsUsed, itemView, itemReport, queryReport };
 }
 
 /**

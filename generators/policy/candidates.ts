@@ -11,7 +11,7 @@
  * are one per keyword ("k␁<kw>") and, on the query side, one per (query word, keyword)
  * pair ("p␁<word>␁<kw>"), each with value 1.
  */
-import { keywordWords, normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
+import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, keywordWords, normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
 import type { Side } from '../../index/types.ts';
 import { ITEM_TEXT_BUDGET } from '../prompts.ts';
 import type { GenerateInput } from '../types.ts';
@@ -35,6 +35,9 @@ export const DENSE = [
   'overlap', // share of its words that occur in the input
   'assoc', // max over input words of P(keyword in target | word) from SFT data (query side)
   'expansion', // drawn from the opposite side (not an n-gram of the input)
+  'prec', // carriers among the top-m opposite entities / df (share of its postings there; query side)
+  'precSq', // prec² (lets the log-linear score favour near-pure keywords)
+  'dfRel', // log(1 + df) − log(1 + topM), clipped to [−3, 3], / 3 (df relative to the first-stage depth; query side)
 ] as const;
 export const D = DENSE.length;
 export const DI: Record<(typeof DENSE)[number], number> = Object.fromEntries(DENSE.map((n, i) => [n, i])) as never;
@@ -94,19 +97,42 @@ interface Gram {
   inTitle: boolean;
 }
 
+/**
+ * Words (from normalizeSelf) that normalizeKeyword leaves unchanged. An n-gram of such
+ * words joined by single spaces is already a normalised keyword when it has at most
+ * KEYWORD_MAX_WORDS words and KEYWORD_MAX_CHARS characters, so the per-n-gram
+ * normalisation (the extraction's hot spot) is done once per distinct word.
+ */
+const STABLE = new Map<string, boolean>();
+function stableWord(w: string): boolean {
+  let v = STABLE.get(w);
+  if (v === undefined) {
+    v = normalizeKeyword(w) === w;
+    if (STABLE.size >= 1_000_000) STABLE.clear();
+    STABLE.set(w, v);
+  }
+  return v;
+}
+
 function ngrams(words: string[], maxN: number, into: Map<string, Gram>, offset: number, inTitle: boolean): void {
+  const maxWords = Math.min(maxN, KEYWORD_MAX_WORDS);
   for (let i = 0; i < words.length; i++) {
     if (STOP_WORDS.has(words[i])) continue;
+    let k = '';
+    let stable = true;
     for (let n = 1; n <= maxN && i + n <= words.length; n++) {
       const last = words[i + n - 1];
+      k = n === 1 ? last : k + ' ' + last;
+      stable &&= stableWord(last);
       if (STOP_WORDS.has(last)) continue;
-      const k = normalizeKeyword(words.slice(i, i + n).join(' '));
-      if (k === null) continue;
-      const g = into.get(k);
+      let key: string | null = k;
+      if (!stable || n > maxWords || k.length > KEYWORD_MAX_CHARS) key = normalizeKeyword(k);
+      if (key === null) continue;
+      const g = into.get(key);
       if (g) {
         g.tf++;
         g.inTitle ||= inTitle;
-      } else into.set(k, { tf: 1, first: offset + i, inTitle });
+      } else into.set(key, { tf: 1, first: offset + i, inTitle });
     }
   }
 }
@@ -129,10 +155,16 @@ export function extractCandidates(
   ngrams(text, cfg.maxNgram, grams, title.length, false);
   const self = selfKeyword(side, input);
   const out = new Map<string, Float64Array>();
+  const idfMemo = new Map<string, number>();
+  const idfOf = (w: string) => {
+    let v = idfMemo.get(w);
+    if (v === undefined) idfMemo.set(w, (v = wordIdf(stats, w)));
+    return v;
+  };
   const meanIdf = (k: string) => {
     const ws = keywordWords(k);
     let s = 0;
-    for (const w of ws) s += wordIdf(stats, w);
+    for (const w of ws) s += idfOf(w);
     return s / Math.max(1, ws.length);
   };
   const base = (k: string): Float64Array => {
@@ -150,6 +182,7 @@ export function extractCandidates(
       const df = opposite.keywordDf(k);
       f[DI.inOpp] = df > 0 ? 1 : 0;
       f[DI.oppDf] = opposite.scaledDf(k);
+      if (side === 'query') f[DI.dfRel] = Math.max(-3, Math.min(3, Math.log1p(df) - Math.log1p(cfg.topM))) / 3;
     }
     f[DI.expansion] = 1;
     out.set(k, f);
@@ -193,6 +226,8 @@ export function extractCandidates(
         const f = base(e.keyword);
         f[DI.share] = e.share;
         f[DI.support] = e.support;
+        f[DI.prec] = e.precision;
+        f[DI.precSq] = e.precision * e.precision;
       }
     }
     if (assoc && assoc.size > 0) {

@@ -36,7 +36,7 @@ import { OppositeIndex } from './opposite.ts';
 import { STOP_WORDS } from './stopwords.ts';
 
 export const POLICY_FORMAT = 'cogr-embedded-policy';
-export const POLICY_VERSION = 1;
+export const POLICY_VERSION = 2;
 
 const STOP_B = D;
 const STOP_A = D + 1;
@@ -45,6 +45,19 @@ const SPARSE0 = D + 2;
 export interface PolicyConfig extends CandidateConfig {
   kMax: number;
   l2: number;
+  /** Sparse per-keyword features θ_kw[c]. */
+  keywordFeatures: boolean;
+  /** Sparse (query word, keyword) pair features θ_pair[w, c] (query side). */
+  pairFeatures: boolean;
+  /** Greedy decoding's stop rule (see greedyIdx): 'mass' or 'argmax'. */
+  greedyStop: 'mass' | 'argmax';
+  /**
+   * Parameters a GRPO update may change: 'all', or 'sparse' (the per-keyword and pair
+   * weights only; dense and stop weights keep their SFT values). Default: 'sparse' on the
+   * item side, where the reward sees only training queries and shared dense/stop weights
+   * would carry its "fewer keywords is safer" signal to every item; 'all' on the query side.
+   */
+  grpoParams: 'all' | 'sparse';
 }
 
 export interface PolicyJSON {
@@ -61,6 +74,9 @@ export interface PolicyJSON {
 
 /** A cached candidate set with its features. */
 interface CandidateSet {
+  /** The input's title and text the set was built from (the cache is keyed by id and checks these). */
+  title: string;
+  text: string;
   keywords: string[];
   index: Map<string, number>;
   dense: Float64Array; // n × D
@@ -129,6 +145,8 @@ function initialDense(side: Side): Float64Array {
   } else {
     w[DI.share] = 3;
     w[DI.support] = 1;
+    w[DI.prec] = 1;
+    w[DI.precSq] = 1;
     w[DI.inOpp] = 1;
     w[DI.ngram] = 0.5;
     w[DI.overlap] = 0.5;
@@ -159,7 +177,16 @@ export class EmbeddedPolicy implements KeywordGenerator {
 
   constructor(side: Side, config: Partial<PolicyConfig> = {}) {
     this.side = side;
-    this.config = { ...DEFAULT_CANDIDATES, kMax: K_MAX, l2: 1e-4, ...config };
+    this.config = {
+      ...DEFAULT_CANDIDATES,
+      kMax: K_MAX,
+      l2: 1e-4,
+      keywordFeatures: true,
+      pairFeatures: true,
+      greedyStop: 'argmax',
+      grpoParams: side === 'item' ? 'sparse' : 'all',
+      ...config,
+    };
     if (!Number.isInteger(this.config.kMax) || this.config.kMax < 1) throw cogrError('INVALID_ARGUMENT', `kMax must be a positive integer, got ${this.config.kMax}`);
     const cap = 1024;
     this.w = new Float64Array(cap);
@@ -259,14 +286,15 @@ export class EmbeddedPolicy implements KeywordGenerator {
     this.cache.clear();
   }
 
-  private cacheKey(input: GenerateInput): string {
-    return `${input.id}\u0001${input.title ?? ''}\u0001${input.text}`;
-  }
-
+  /**
+   * Cached by input id; a hit also needs the same title and text (usually the very same
+   * string objects, so the comparison is a pointer check rather than hashing the text).
+   */
   private candidates(input: GenerateInput): CandidateSet {
-    const key = this.cacheKey(input);
+    const key = input.id;
+    const title = input.title ?? '';
     let cs = this.cache.get(key);
-    if (cs) return cs;
+    if (cs && cs.text === input.text && cs.title === title) return cs;
     const raw = extractCandidates(this.side, input, this.config, this.stats, this.opposite, this.assoc);
     const n = raw.length;
     const dense = new Float64Array(n * D);
@@ -278,11 +306,11 @@ export class EmbeddedPolicy implements KeywordGenerator {
       dense.set(raw[c].dense, c * D);
       index.set(raw[c].keyword, c);
       spOff[c] = sp.length;
-      sp.push(this.featureId('k\u0001' + raw[c].keyword));
-      for (const w of pairWords) sp.push(this.featureId('p\u0001' + w + '\u0001' + raw[c].keyword));
+      if (this.config.keywordFeatures) sp.push(this.featureId('k\u0001' + raw[c].keyword));
+      if (this.config.pairFeatures) for (const w of pairWords) sp.push(this.featureId('p\u0001' + w + '\u0001' + raw[c].keyword));
     }
     spOff[n] = sp.length;
-    cs = { keywords: raw.map((r) => r.keyword), index, dense, spOff, spIdx: Int32Array.from(sp), version: -1, scores: new Float64Array(n) };
+    cs = { title, text: input.text, keywords: raw.map((r) => r.keyword), index, dense, spOff, spIdx: Int32Array.from(sp), version: -1, scores: new Float64Array(n) };
     if (this.cache.size >= 200_000) this.cache.clear();
     this.cache.set(key, cs);
     return cs;
@@ -360,11 +388,30 @@ export class EmbeddedPolicy implements KeywordGenerator {
     return { keywords: chosen.map((c) => cs.keywords[c]), logProb };
   }
 
+  /**
+   * Greedy decoding of the two decisions each step makes: continue while P(continue) =
+   * Σ_remaining P(c) is at least P(STOP) (config.greedyStop 'mass'), or only while the
+   * single best candidate beats STOP ('argmax', the plain argmax over the step's choices,
+   * which stops early when the mass is spread over many candidates); then take the best
+   * remaining candidate.
+   */
   private greedyIdx(s: Float64Array, kMax: number): number[] {
     const order = Array.from(s.keys()).sort((a, b) => s[b] - s[a] || a - b);
     const out: number[] = [];
+    const mass = this.config.greedyStop === 'mass';
+    // Log-sum-exp of the remaining scores, from the tail of the sorted order.
+    const lse = new Float64Array(order.length + 1).fill(-Infinity);
+    if (mass) {
+      for (let t = order.length - 1; t >= 0; t--) {
+        const a = s[order[t]];
+        const b = lse[t + 1];
+        const m = Math.max(a, b);
+        lse[t] = m === -Infinity ? -Infinity : m + Math.log(Math.exp(a - m) + Math.exp(b - m));
+      }
+    }
     for (let t = 0; t < kMax && t < order.length; t++) {
-      if (s[order[t]] < this.stopScore(t)) break;
+      const cont = mass ? lse[t] : s[order[t]];
+      if (cont < this.stopScore(t)) break;
       out.push(order[t]);
     }
     return out;
@@ -466,10 +513,15 @@ export class EmbeddedPolicy implements KeywordGenerator {
     for (let j = cs.spOff[c]; j < cs.spOff[c + 1]; j++) this.addGrad(cs.spIdx[j], v);
   }
 
-  /** Adagrad ascent step on the accumulated gradient (minus L2), then clear it. */
-  private step(lr: number): void {
+  /** Adagrad ascent step on the accumulated gradient (minus L2), then clear it; `from`: first parameter that may change. */
+  private step(lr: number, from = 0): void {
     const l2 = this.config.l2;
     for (const i of this.touched) {
+      if (i < from) {
+        this.grad[i] = 0;
+        this.mark[i] = 0;
+        continue;
+      }
       const g = this.grad[i] - l2 * this.w[i];
       this.g2[i] += g * g;
       this.w[i] += (lr * g) / (Math.sqrt(this.g2[i]) + 1e-8);
@@ -621,7 +673,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
         used++;
         if (coef !== 0) this.stepProbs(p.cs, p.seq, T, kMax, this.grad, coef / batch.length);
       }
-      this.step(lr);
+      this.step(lr, this.config.grpoParams === 'sparse' ? SPARSE0 : 0);
       if (it === 0) {
         const u = Math.max(1, used);
         Object.assign(stats, { objective: obj / u, meanRatio: ratioSum / u, clipFraction: clipped / u, kl: kl / u, skipped });

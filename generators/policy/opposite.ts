@@ -12,6 +12,8 @@ export interface ExpansionKeyword {
   share: number;
   /** Σ over carrying entities of 1/(rank+1), divided by Σ_{r<m} 1/(r+1). */
   support: number;
+  /** Carrying entities among the top-m divided by the keyword's df (the share of its postings there). */
+  precision: number;
 }
 
 export class OppositeIndex {
@@ -104,6 +106,9 @@ export class OppositeIndex {
         map.set(key, v);
       }
     });
-    return [...map.entries()].map(([keyword, v]) => ({ keyword, share: v.c / m, support: v.s / h }));
+    return [...map.entries()].map(([keyword, v]) => {
+      const df = Math.max(v.c, this.keywordDf(keyword));
+      return { keyword, share: v.c / m, support: v.s / h, precision: v.c / df };
+    });
   }
 }

@@ -65,7 +65,7 @@ describe('SFT (Algorithm 1)', () => {
     const c = corpus(2);
     const train = c.queries.filter((_, i) => i % 4 !== 0).map((q) => q.id);
     const held = c.queries.filter((_, i) => i % 4 === 0);
-    const r = runSft({ corpus: c, trainQueryIds: train, epochs: 4, seed: 3 });
+    const r = runSft({ corpus: c, trainQueryIds: train, epochs: 4, seed: 3, queryTargets: 'pooled' });
     expect(r.queryTargets.size).toBe(train.length);
     for (const id of train) expect(r.queryTargets.get(id)!.length).toBeLessThanOrEqual(15);
     expect(r.itemReport.coverage).toBe(1);
