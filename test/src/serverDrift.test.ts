@@ -43,7 +43,7 @@ describe('GET /v1/drift', () => {
   it('returns the same report as the library, with the run’s held-out F1 per round', async () => {
     const res = await fetch(`${base}/v1/drift?from=0&to=latest`);
     expect(res.status).toBe(200);
-    const body = await res.json();
+    const body = (await res.json()) as { f1: unknown[] };
     const db = await openDb(dbPath, { createIfMissing: false });
     try {
       const expected = await driftReportFromStore(new KeywordIndexStore(db), { from: 0, to: null, f1ByRound: await storedF1Points(db) });
@@ -61,7 +61,7 @@ describe('GET /v1/drift', () => {
   });
 
   it('is listed in the OpenAPI document', async () => {
-    const doc = await (await fetch(`${base}/openapi.json`)).json();
+    const doc = (await (await fetch(`${base}/openapi.json`)).json()) as { paths: Record<string, unknown> };
     expect(Object.keys(doc.paths)).toContain('/v1/drift');
   });
 });
