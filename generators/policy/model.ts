@@ -174,6 +174,8 @@ export class EmbeddedPolicy implements KeywordGenerator {
   private grad: Float64Array;
   private touched: number[] = [];
   private mark: Uint8Array;
+  /** Gradients of parameters below this index are not accumulated (GRPO with grpoParams 'sparse'). */
+  private gradFrom = 0;
 
   constructor(side: Side, config: Partial<PolicyConfig> = {}) {
     this.side = side;
@@ -501,6 +503,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
   }
 
   private addGrad(i: number, v: number): void {
+    if (i < this.gradFrom) return;
     if (!this.mark[i]) {
       this.mark[i] = 1;
       this.touched.push(i);
@@ -509,7 +512,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
   }
   private addCandGrad(cs: CandidateSet, c: number, v: number): void {
     const o = c * D;
-    for (let d = 0; d < D; d++) if (cs.dense[o + d] !== 0) this.addGrad(d, v * cs.dense[o + d]);
+    if (this.gradFrom === 0) for (let d = 0; d < D; d++) if (cs.dense[o + d] !== 0) this.addGrad(d, v * cs.dense[o + d]);
     for (let j = cs.spOff[c]; j < cs.spOff[c + 1]; j++) this.addGrad(cs.spIdx[j], v);
   }
 
@@ -644,40 +647,45 @@ export class EmbeddedPolicy implements KeywordGenerator {
       return { b, cs, seq, ref };
     });
     const stats: GrpoStats = { objective: 0, meanRatio: 0, clipFraction: 0, kl: 0, skipped: 0 };
-    for (let it = 0; it < steps; it++) {
-      let obj = 0;
-      let ratioSum = 0;
-      let clipped = 0;
-      let kl = 0;
-      let used = 0;
-      let skipped = 0;
-      for (const p of prepared) {
-        if (p.seq === null || !Number.isFinite(p.b.oldLogProb)) {
-          skipped++;
-          continue;
+    this.gradFrom = this.config.grpoParams === 'sparse' ? SPARSE0 : 0;
+    try {
+      for (let it = 0; it < steps; it++) {
+        let obj = 0;
+        let ratioSum = 0;
+        let clipped = 0;
+        let kl = 0;
+        let used = 0;
+        let skipped = 0;
+        for (const p of prepared) {
+          if (p.seq === null || !Number.isFinite(p.b.oldLogProb)) {
+            skipped++;
+            continue;
+          }
+          const l = this.seqLogProb(p.cs, p.seq, T, kMax);
+          const ratio = Math.exp(l - p.b.oldLogProb);
+          const A = p.b.advantage;
+          const clippedRatio = Math.min(Math.max(ratio, 1 - eps), 1 + eps);
+          const isClipped = A * clippedRatio < A * ratio;
+          let coef = isClipped ? 0 : A * ratio;
+          obj += Math.min(ratio * A, clippedRatio * A);
+          if (isClipped) clipped++;
+          if (beta > 0 && p.ref !== null && Number.isFinite(p.ref)) {
+            const d = p.ref - l;
+            kl += Math.exp(d) - d - 1;
+            coef += beta * (Math.exp(d) - 1);
+          }
+          ratioSum += ratio;
+          used++;
+          if (coef !== 0) this.stepProbs(p.cs, p.seq, T, kMax, this.grad, coef / batch.length);
         }
-        const l = this.seqLogProb(p.cs, p.seq, T, kMax);
-        const ratio = Math.exp(l - p.b.oldLogProb);
-        const A = p.b.advantage;
-        const clippedRatio = Math.min(Math.max(ratio, 1 - eps), 1 + eps);
-        const isClipped = A * clippedRatio < A * ratio;
-        let coef = isClipped ? 0 : A * ratio;
-        obj += Math.min(ratio * A, clippedRatio * A);
-        if (isClipped) clipped++;
-        if (beta > 0 && p.ref !== null && Number.isFinite(p.ref)) {
-          const d = p.ref - l;
-          kl += Math.exp(d) - d - 1;
-          coef += beta * (Math.exp(d) - 1);
+        this.step(lr, this.gradFrom);
+        if (it === 0) {
+          const u = Math.max(1, used);
+          Object.assign(stats, { objective: obj / u, meanRatio: ratioSum / u, clipFraction: clipped / u, kl: kl / u, skipped });
         }
-        ratioSum += ratio;
-        used++;
-        if (coef !== 0) this.stepProbs(p.cs, p.seq, T, kMax, this.grad, coef / batch.length);
       }
-      this.step(lr, this.config.grpoParams === 'sparse' ? SPARSE0 : 0);
-      if (it === 0) {
-        const u = Math.max(1, used);
-        Object.assign(stats, { objective: obj / u, meanRatio: ratioSum / u, clipFraction: clipped / u, kl: kl / u, skipped });
-      }
+    } finally {
+      this.gradFrom = 0;
     }
     return stats;
   }
