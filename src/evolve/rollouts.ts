@@ -16,7 +16,7 @@
  * the run (training entities only on the query side: held-out queries' keywords are used
  * only to evaluate), evaluated like any other and recorded under `imports`.
  */
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, existsSync } from 'node:fs';
 import { once } from 'node:events';
 import { z } from 'zod';
 import type { CogrDb } from '../../index/db.ts';
@@ -35,6 +35,7 @@ import { buildItemRewardCache, itemRewardIncremental } from '../../rewards/itemR
 import { layeredReward } from '../../rewards/layered.ts';
 import { queryReward } from '../../rewards/queryReward.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
+import { readJsonl } from '../datasets/common.ts';
 import type { ProgressSink } from '../progress.ts';
 import { silentProgress } from '../progress.ts';
 import { evaluateHeldOut, policyKeywords, type QueryKeywordsFn } from './evaluate.ts';
@@ -212,30 +213,13 @@ export interface ImportRecord {
 
 /** Read `{"id", "keywords": [...], "title"?}` lines; every id must be a known entity. */
 export function readKeywordFile(path: string, known: ReadonlySet<string>, side: Side): Map<string, { keywords: string[]; title?: string }> {
-  let src: string;
-  try {
-    src = readFileSync(path, 'utf8');
-  } catch (e) {
-    throw cogrError('DATA_MISSING', `--from: cannot read ${path}: ${(e as Error).message}`);
-  }
+  if (!existsSync(path)) throw cogrError('DATA_MISSING', `--from: ${path} does not exist`);
   const out = new Map<string, { keywords: string[]; title?: string }>();
-  src.split(/\r?\n/).forEach((line, i) => {
-    if (line.trim() === '') return;
-    let v: unknown;
-    try {
-      v = JSON.parse(line);
-    } catch {
-      throw cogrError('DATA_FORMAT', `${path}:${i + 1}: not valid JSON`);
-    }
-    const r = ImportLine.safeParse(v);
-    if (!r.success) {
-      const is = r.error.issues[0];
-      throw cogrError('DATA_FORMAT', `${path}:${i + 1}: field ${is.path.join('.') || '(line)'}: ${is.message}`);
-    }
-    if (!known.has(r.data.id)) throw cogrError('NOT_FOUND', `${path}:${i + 1}: unknown ${side} id ${JSON.stringify(r.data.id)} (not in the run's dataset)`);
-    if (out.has(r.data.id)) throw cogrError('DUPLICATE_ID', `${path}:${i + 1}: id ${JSON.stringify(r.data.id)} occurs twice`);
-    out.set(r.data.id, { keywords: normalizeKeywordSet(r.data.keywords).keywords, ...(r.data.title !== undefined ? { title: r.data.title } : {}) });
-  });
+  for (const { value, line } of readJsonl(path, ImportLine)) {
+    if (!known.has(value.id)) throw cogrError('NOT_FOUND', `${path}:${line}: unknown ${side} id ${JSON.stringify(value.id)} (not in the run's dataset)`);
+    if (out.has(value.id)) throw cogrError('DUPLICATE_ID', `${path}:${line}: id ${JSON.stringify(value.id)} occurs twice`);
+    out.set(value.id, { keywords: normalizeKeywordSet(value.keywords).keywords, ...(value.title !== undefined ? { title: value.title } : {}) });
+  }
   if (out.size === 0) throw cogrError('DATA_FORMAT', `${path}: no keyword lines`);
   return out;
 }
