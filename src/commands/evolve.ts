@@ -31,7 +31,7 @@ import { renderTable } from './datasets.ts';
 /** The demo's defaults: the paper's settings scaled to finish in minutes on 2 cores. */
 export const DEMO_DEFAULTS: RunConfigInput = {
   dataset: 'nfcorpus',
-  rounds: 3,
+  rounds: 2,
   queryEpochs: 4,
   itemEpochs: 1,
   sftEpochs: 5,
