@@ -33,7 +33,7 @@ import type { KeywordView } from '../../index/view.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
 import { loadPolicy, POLICY_SUBLEVEL, savePolicy } from '../../generators/policyStore.ts';
 import { itemInput, queryInput, runSft } from '../../generators/sft.ts';
-import type { KeyValueStore } from '../../generators/types.ts';
+import type { GenerateInput, KeyValueStore } from '../../generators/types.ts';
 import { advantagesForGroups } from '../../rewards/grpo.ts';
 import { layeredReward, type RewardReason } from '../../rewards/layered.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
@@ -313,6 +313,79 @@ function emptyStats(epochs: number): TrainStats {
   return { epochs, samples: 0, meanReward: 0, lastEpochReward: 0, degenerateGroups: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 }, seconds: 0 };
 }
 
+interface PhaseSpec<T extends { id: string }> {
+  side: Side;
+  step: string;
+  epochs: number;
+  batchSize: number;
+  policy: EmbeddedPolicy;
+  reference: EmbeddedPolicy | undefined;
+  inputOf: (e: T) => GenerateInput;
+  entitiesForEpoch: (rng: () => number) => T[];
+  /** Result rewards per entity, per candidate (computed on the worker pool). */
+  rewards: (batch: T[], candidates: string[][][]) => Promise<number[][]>;
+  rewardLabel: (meanReward: number) => string;
+}
+
+/**
+ * GRPO epochs of one half-round: per minibatch, G samples per entity at the rollout
+ * temperature (seeded per epoch, entity and sample), layered rewards (format → budget →
+ * result), group-normalised advantages (degenerate groups dropped or zeroed), one
+ * clipped-surrogate update.
+ */
+async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): Promise<TrainStats> {
+  const { config } = ctx;
+  const stats = emptyStats(p.epochs);
+  let rewardSum = 0;
+  for (let epoch = 0; epoch < p.epochs; epoch++) {
+    const entities = p.entitiesForEpoch(createRng(deriveSeed(config.seed, p.step, 'epoch', epoch)));
+    ctx.progress.start(`${p.step} epoch ${epoch + 1}/${p.epochs}`, entities.length);
+    let epochSum = 0;
+    let epochN = 0;
+    for (let b = 0; b < entities.length; b += p.batchSize) {
+      checkAbort(ctx.signal);
+      const batch = entities.slice(b, b + p.batchSize);
+      const samples = batch.map((e) =>
+        Array.from({ length: config.groupSize }, (_, s) =>
+          p.policy.sample(p.inputOf(e), { temperature: config.rolloutTemperature, rng: createRng(deriveSeed(config.seed, p.step, epoch, e.id, s)) }),
+        ),
+      );
+      const results = await p.rewards(
+        batch,
+        samples.map((g) => g.map((x) => x.keywords)),
+      );
+      const groups = samples.map((g, i) =>
+        g.map((x, s) => {
+          const lr = layeredReward(x.keywords, () => results[i][s], { side: p.side, kMax: config.kMax });
+          stats.reasons[lr.reason as RewardReason]++;
+          return lr.reward;
+        }),
+      );
+      const adv = advantagesForGroups(groups, { dropDegenerate: config.dropDegenerateGroups });
+      stats.degenerateGroups += adv.degenerate;
+      const grpo: GrpoSample[] = [];
+      batch.forEach((e, i) => {
+        for (const r of groups[i]) {
+          epochSum += r;
+          epochN++;
+        }
+        const a = adv.advantages[i];
+        if (a) samples[i].forEach((x, s) => grpo.push({ input: p.inputOf(e), keywords: x.keywords, oldLogProb: x.logProb, advantage: a[s] }));
+      });
+      if (grpo.length > 0) {
+        p.policy.grpoUpdate(grpo, { clip: config.clip, klCoef: config.klCoef, reference: p.reference, lr: config.lr, temperature: config.rolloutTemperature });
+      }
+      ctx.progress.tick(batch.length);
+    }
+    stats.samples += epochN;
+    rewardSum += epochSum;
+    stats.lastEpochReward = epochN ? epochSum / epochN : 0;
+    ctx.progress.end(p.rewardLabel(stats.lastEpochReward));
+  }
+  stats.meanReward = stats.samples ? rewardSum / stats.samples : 0;
+  return stats;
+}
+
 async function queryStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit<StepRecord, 'finishedAt'>> {
   const { config } = ctx;
   const step = `r${round}-query`;
@@ -330,58 +403,28 @@ async function queryStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omi
     const ordinals = [...rel].map((id) => itemView.ordinalOf(id)).filter((o) => o >= 0);
     relevantOrdinals.set(q.id, { ordinals, nRel: rel.size });
   }
-  const stats = emptyStats(config.queryEpochs);
-  let rewardSum = 0;
-  for (let epoch = 0; epoch < config.queryEpochs; epoch++) {
-    const rng = createRng(deriveSeed(config.seed, step, 'epoch', epoch));
-    const order = shuffle(ctx.trainQueries, rng);
-    ctx.progress.start(`${step} epoch ${epoch + 1}/${config.queryEpochs}`, order.length);
-    let epochSum = 0;
-    let epochN = 0;
-    for (let b = 0; b < order.length; b += QUERY_BATCH) {
-      checkAbort(ctx.signal);
-      const batch = order.slice(b, b + QUERY_BATCH);
-      const samples = batch.map((q) =>
-        Array.from({ length: config.groupSize }, (_, s) =>
-          policy.sample(queryInput(q), { temperature: config.rolloutTemperature, rng: createRng(deriveSeed(config.seed, step, epoch, q.id, s)) }),
-        ),
-      );
+  const stats = await trainPhase(ctx, {
+    side: 'query',
+    step,
+    epochs: config.queryEpochs,
+    batchSize: QUERY_BATCH,
+    policy,
+    reference,
+    inputOf: queryInput,
+    entitiesForEpoch: (rng) => shuffle(ctx.trainQueries, rng),
+    rewards: async (batch, candidates) => {
       const outcomes = await pool.queryRewards(
         batch.map((q, i) => {
           const r = relevantOrdinals.get(q.id)!;
-          return { self: q.text, relevant: r.ordinals, nRel: r.nRel, candidates: samples[i].map((x) => x.keywords) };
+          return { self: q.text, relevant: r.ordinals, nRel: r.nRel, candidates: candidates[i] };
         }),
         { contextId, signal: ctx.signal },
       );
-      const groups = batch.map((_, i) =>
-        samples[i].map((x, s) => {
-          const lr = layeredReward(x.keywords, () => outcomes[i][s].reward, { side: 'query', kMax: config.kMax });
-          stats.reasons[lr.reason as RewardReason]++;
-          return lr.reward;
-        }),
-      );
-      const adv = advantagesForGroups(groups, { dropDegenerate: config.dropDegenerateGroups });
-      stats.degenerateGroups += adv.degenerate;
-      const grpo: GrpoSample[] = [];
-      batch.forEach((q, i) => {
-        const a = adv.advantages[i];
-        groups[i].forEach((r) => {
-          epochSum += r;
-          epochN++;
-        });
-        if (!a) return;
-        samples[i].forEach((x, s) => grpo.push({ input: queryInput(q), keywords: x.keywords, oldLogProb: x.logProb, advantage: a[s] }));
-      });
-      if (grpo.length > 0) policy.grpoUpdate(grpo, { clip: config.clip, klCoef: config.klCoef, reference, lr: config.lr, temperature: config.rolloutTemperature });
-      ctx.progress.tick(batch.length);
-    }
-    stats.samples += epochN;
-    rewardSum += epochSum;
-    stats.lastEpochReward = epochN ? epochSum / epochN : 0;
-    ctx.progress.end(`mean F1 reward ${stats.lastEpochReward.toFixed(4)}`);
-  }
+      return outcomes.map((o) => o.map((x) => x.reward));
+    },
+    rewardLabel: (m) => `mean F1 reward ${m.toFixed(4)}`,
+  });
   pool.dropContext(contextId);
-  stats.meanReward = stats.samples ? rewardSum / stats.samples : 0;
   await savePolicy(ctx.policies, round, policy);
   const saved = await loadPolicy(ctx.policies, 'query', round);
   saved.attachOpposite(itemView);
@@ -420,55 +463,23 @@ async function itemStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit
   const pool = ctx.pool();
   const cache = await pool.buildItemCache({ itemView, queryView, relevance, kMax: config.kMax, beta: config.beta }, { signal: ctx.signal });
   const contextId = pool.setContext({ itemView, queryView, relevance, cache, kMax: config.kMax, beta: config.beta });
-  const stats = emptyStats(config.itemEpochs);
-  let rewardSum = 0;
-  for (let epoch = 0; epoch < config.itemEpochs; epoch++) {
-    const rng = createRng(deriveSeed(config.seed, step, 'epoch', epoch));
-    const items = itemsForEpoch(ctx.corpus.items, config.itemsPerEpoch, rng);
-    ctx.progress.start(`${step} epoch ${epoch + 1}/${config.itemEpochs}`, items.length);
-    let epochSum = 0;
-    let epochN = 0;
-    for (let b = 0; b < items.length; b += ITEM_BATCH) {
-      checkAbort(ctx.signal);
-      const batch = items.slice(b, b + ITEM_BATCH);
-      const samples = batch.map((it) =>
-        Array.from({ length: config.groupSize }, (_, s) =>
-          policy.sample(itemInput(it), { temperature: config.rolloutTemperature, rng: createRng(deriveSeed(config.seed, step, epoch, it.id, s)) }),
-        ),
-      );
-      const rewards = await pool.itemRewards(
-        batch.map((it, i) => ({ item: itemView.ordinalOf(it.id), candidates: samples[i].map((x) => x.keywords) })),
+  const stats = await trainPhase(ctx, {
+    side: 'item',
+    step,
+    epochs: config.itemEpochs,
+    batchSize: ITEM_BATCH,
+    policy,
+    reference,
+    inputOf: itemInput,
+    entitiesForEpoch: (rng) => itemsForEpoch(ctx.corpus.items, config.itemsPerEpoch, rng),
+    rewards: (batch, candidates) =>
+      pool.itemRewards(
+        batch.map((it, i) => ({ item: itemView.ordinalOf(it.id), candidates: candidates[i] })),
         { contextId, signal: ctx.signal },
-      );
-      const groups = batch.map((_, i) =>
-        samples[i].map((x, s) => {
-          const lr = layeredReward(x.keywords, () => rewards[i][s], { side: 'item', kMax: config.kMax });
-          stats.reasons[lr.reason as RewardReason]++;
-          return lr.reward;
-        }),
-      );
-      const adv = advantagesForGroups(groups, { dropDegenerate: config.dropDegenerateGroups });
-      stats.degenerateGroups += adv.degenerate;
-      const grpo: GrpoSample[] = [];
-      batch.forEach((it, i) => {
-        for (const r of groups[i]) {
-          epochSum += r;
-          epochN++;
-        }
-        const a = adv.advantages[i];
-        if (!a) return;
-        samples[i].forEach((x, s) => grpo.push({ input: itemInput(it), keywords: x.keywords, oldLogProb: x.logProb, advantage: a[s] }));
-      });
-      if (grpo.length > 0) policy.grpoUpdate(grpo, { clip: config.clip, klCoef: config.klCoef, reference, lr: config.lr, temperature: config.rolloutTemperature });
-      ctx.progress.tick(batch.length);
-    }
-    stats.samples += epochN;
-    rewardSum += epochSum;
-    stats.lastEpochReward = epochN ? epochSum / epochN : 0;
-    ctx.progress.end(`mean ΔΣF1 reward ${stats.lastEpochReward.toExponential(3)}`);
-  }
+      ),
+    rewardLabel: (m) => `mean ΔΣF1 reward ${m.toExponential(3)}`,
+  });
   pool.dropContext(contextId);
-  stats.meanReward = stats.samples ? rewardSum / stats.samples : 0;
   await savePolicy(ctx.policies, round, policy);
   const saved = await loadPolicy(ctx.policies, 'item', round);
   saved.attachOpposite(queryView);
