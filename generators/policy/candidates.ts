@@ -95,6 +95,9 @@ interface Gram {
   tf: number;
   first: number;
   inTitle: boolean;
+  /** Words and mean word idf of the keyword (computed once per distinct n-gram). */
+  words: string[];
+  meanIdf: number;
 }
 
 /**
@@ -114,7 +117,7 @@ function stableWord(w: string): boolean {
   return v;
 }
 
-function ngrams(words: string[], maxN: number, into: Map<string, Gram>, offset: number, inTitle: boolean): void {
+function ngrams(words: string[], maxN: number, into: Map<string, Gram>, offset: number, inTitle: boolean, idfOf: (w: string) => number): void {
   const maxWords = Math.min(maxN, KEYWORD_MAX_WORDS);
   for (let i = 0; i < words.length; i++) {
     if (STOP_WORDS.has(words[i])) continue;
@@ -132,7 +135,12 @@ function ngrams(words: string[], maxN: number, into: Map<string, Gram>, offset: 
       if (g) {
         g.tf++;
         g.inTitle ||= inTitle;
-      } else into.set(key, { tf: 1, first: offset + i, inTitle });
+      } else {
+        const ws = key === k ? words.slice(i, i + n) : keywordWords(key);
+        let sum = 0;
+        for (const w of ws) sum += idfOf(w);
+        into.set(key, { tf: 1, first: offset + i, inTitle, words: ws, meanIdf: sum / Math.max(1, ws.length) });
+      }
     }
   }
 }
@@ -150,30 +158,30 @@ export function extractCandidates(
   const all = [...title, ...text];
   const len = Math.max(1, all.length);
   const wordSet = new Set(all);
-  const grams = new Map<string, Gram>();
-  ngrams(title, cfg.maxNgram, grams, 0, true);
-  ngrams(text, cfg.maxNgram, grams, title.length, false);
-  const self = selfKeyword(side, input);
-  const out = new Map<string, Float64Array>();
   const idfMemo = new Map<string, number>();
   const idfOf = (w: string) => {
     let v = idfMemo.get(w);
     if (v === undefined) idfMemo.set(w, (v = wordIdf(stats, w)));
     return v;
   };
+  const grams = new Map<string, Gram>();
+  ngrams(title, cfg.maxNgram, grams, 0, true, idfOf);
+  ngrams(text, cfg.maxNgram, grams, title.length, false, idfOf);
+  const self = selfKeyword(side, input);
+  const out = new Map<string, Float64Array>();
   const meanIdf = (k: string) => {
     const ws = keywordWords(k);
     let s = 0;
     for (const w of ws) s += idfOf(w);
     return s / Math.max(1, ws.length);
   };
-  const base = (k: string): Float64Array => {
+  const base = (k: string, g?: Gram): Float64Array => {
     let f = out.get(k);
     if (f) return f;
     f = new Float64Array(D);
-    const ws = keywordWords(k);
+    const ws = g ? g.words : keywordWords(k);
     f[ws.length === 1 ? DI.len1 : ws.length === 2 ? DI.len2 : DI.len3] = 1;
-    f[DI.idf] = meanIdf(k) / 10;
+    f[DI.idf] = (g ? g.meanIdf : meanIdf(k)) / 10;
     f[DI.firstPos] = 1;
     let ov = 0;
     for (const w of ws) if (wordSet.has(w)) ov++;
@@ -190,17 +198,17 @@ export function extractCandidates(
   };
   // Input n-grams (item: capped by a tf·idf prior; query: capped by idf).
   let gramList = [...grams.entries()];
-  const prior = (k: string, g: Gram) => Math.log1p(g.tf) * meanIdf(k) * (g.inTitle ? 1.5 : 1) * (1 + 0.2 * (keywordWords(k).length - 1));
+  const prior = (g: Gram) => Math.log1p(g.tf) * g.meanIdf * (g.inTitle ? 1.5 : 1) * (1 + 0.2 * (g.words.length - 1));
   const cap = side === 'item' ? cfg.maxItemCandidates : cfg.maxQueryNgrams;
   if (gramList.length > cap) {
     gramList = gramList
-      .map((e) => [e, prior(e[0], e[1])] as const)
+      .map((e) => [e, prior(e[1])] as const)
       .sort((a, b) => b[1] - a[1] || (a[0][0] < b[0][0] ? -1 : 1))
       .slice(0, cap)
       .map((x) => x[0]);
   }
   for (const [k, g] of gramList) {
-    const f = base(k);
+    const f = base(k, g);
     f[DI.ngram] = 1;
     f[DI.expansion] = 0;
     f[DI.inTitle] = g.inTitle ? 1 : 0;
