@@ -52,5 +52,6 @@ export function evaluateHeldOut(
     hit3: ev.ranked['hit@3'] ?? 0,
     meanMatched: matchedTotal / n,
     meanKeywords: kwTotal / n,
+    ranked: { ...ev.ranked },
   };
 }

@@ -28,6 +28,8 @@ export interface HeldOutMetrics {
   meanMatched: number;
   /** Mean number of generated keywords per held-out query. */
   meanKeywords: number;
+  /** Every ranked metric (mrr, ndcg, ndcgBinary, p, r, f1, hit at 1, 3, 10, 100, 1000) of the BM25-ranked matched set. */
+  ranked: Record<string, number>;
 }
 
 export interface TrainStats {

@@ -81,6 +81,8 @@ describe('co-evolution loop', () => {
     expect((snap.gens['item:0'] as unknown[]).length).toBe(corpus.items.length);
     for (const s of res.steps) {
       expect(s.metrics.queries).toBe(res.split.eval.length);
+      expect(s.metrics.ranked['ndcg@10']).toBe(s.metrics.ndcg10);
+      expect(Object.keys(s.metrics.ranked)).toEqual(expect.arrayContaining(['mrr@10', 'hit@1', 'p@100', 'ndcgBinary@1000']));
       for (const v of [s.metrics.f1, s.metrics.precision, s.metrics.recall]) {
         expect(v).toBeGreaterThanOrEqual(0);
         expect(v).toBeLessThanOrEqual(1);
