@@ -2,11 +2,20 @@
  * `cogr reward-server`: CoGR rewards against frozen generations over HTTP
  * (src/server/rewardServer.ts), including OpenRLHF's `POST /get_reward`.
  *
- *   cogr reward-server --dataset <name|path> [--db <dir>] [--round latest|<n>]
+ *   cogr reward-server [--dataset <name|path>] [--db <dir>] [--round latest|<n>]
  *                      [--port 8081] [--host 127.0.0.1] [--token <T>] [--side query|item]
  *                      [--k-max 30] [--watch <seconds>] [--body-limit <bytes>]
+ *                      [--include-held-out]
+ *
+ * When the database holds a co-evolution run, the dataset defaults to the run's and only
+ * the run's training queries are served: held-out queries and their judgements never
+ * reach a trainer through rewards (a held-out id is NOT_FOUND) unless
+ * --include-held-out says otherwise.
  */
+import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
+import { openDb } from '../../index/db.ts';
+import { RunState } from '../evolve/state.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger, type Logger } from '../../index/log.ts';
 import { loadDataset } from '../datasets/index.ts';
@@ -22,11 +31,25 @@ interface RewardServerFlags {
   port: string;
   host: string;
   token?: string;
-  dataset: string;
+  dataset?: string;
+  includeHeldOut?: boolean;
   side: string;
   kMax?: string;
   watch?: string;
   bodyLimit?: string;
+}
+
+/** The dataset and training split of the run stored in the database, or null (no run, or no database). */
+async function storedRunSplit(dbPath: string): Promise<{ dataset: string; train: string[] } | null> {
+  if (!existsSync(dbPath)) return null;
+  const db = await openDb(dbPath, { createIfMissing: false });
+  try {
+    const state = new RunState(db);
+    const [config, split] = [await state.config(), await state.split()];
+    return config && split ? { dataset: config.dataset, train: split.train } : null;
+  } finally {
+    await db.close();
+  }
 }
 
 export async function runRewardServer(flags: RewardServerFlags, log: Logger = stderrLogger): Promise<void> {
@@ -37,8 +60,18 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
   const watch = parseIntFlag('--watch', flags.watch, 1, 86_400);
   const bodyLimit = parseIntFlag('--body-limit', flags.bodyLimit, 256, 256 * 1024 * 1024);
   const token = flags.token ?? process.env.COGR_TOKEN;
-  const { corpus } = await loadDataset(flags.dataset, { logger: log });
-  const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: flags.db ?? homePath('db'), round, corpus, log }), log);
+  const dbPath = flags.db ?? homePath('db');
+  const run = await storedRunSplit(dbPath);
+  const dataset = flags.dataset ?? run?.dataset;
+  if (!dataset) throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${dbPath} holds no co-evolution run to take it from)`);
+  const loaded = (await loadDataset(dataset, { logger: log })).corpus;
+  let corpus = loaded;
+  if (run && !flags.includeHeldOut) {
+    const train = new Set(run.train);
+    corpus = { ...loaded, queries: loaded.queries.filter((q) => train.has(q.id)), relevant: new Map([...loaded.relevant].filter(([id]) => train.has(id))) };
+    log.info(`reward-server: serving the run's ${train.size} training queries only (held-out queries excluded; --include-held-out to serve them)`);
+  }
+  const live = new LiveSnapshot(storeSnapshotLoader({ dbPath, round, corpus, log }), log);
   await live.reload();
   const app = buildRewardServer({
     live,
@@ -57,7 +90,8 @@ export function register(program: Command): void {
   program
     .command('reward-server')
     .description('serve CoGR rewards against frozen generations (OpenRLHF POST /get_reward and JSON endpoints)')
-    .requiredOption('--dataset <name|path>', 'dataset the generations were built from (query texts and relevance)')
+    .option('--dataset <name|path>', 'dataset the generations were built from (default: the stored run\'s)')
+    .option('--include-held-out', 'also serve rewards for the run\'s held-out queries (leaks their judgements to the trainer)')
     .option('--db <path>', 'project database (default $COGR_HOME/db)')
     .option('--round <round>', 'round whose generations are frozen: "latest" or a number', 'latest')
     .option('--port <port>', 'TCP port (0 = any free port)', '8081')
