@@ -12,10 +12,8 @@
  * reach a trainer through rewards (a held-out id is NOT_FOUND) unless
  * --include-held-out says otherwise.
  */
-import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { openDb } from '../../index/db.ts';
-import { RunState } from '../evolve/state.ts';
+import { storedRunSplit } from '../evolve/state.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger, type Logger } from '../../index/log.ts';
 import { loadDataset } from '../datasets/index.ts';
@@ -37,19 +35,6 @@ interface RewardServerFlags {
   kMax?: string;
   watch?: string;
   bodyLimit?: string;
-}
-
-/** The dataset and training split of the run stored in the database, or null (no run, or no database). */
-async function storedRunSplit(dbPath: string): Promise<{ dataset: string; train: string[] } | null> {
-  if (!existsSync(dbPath)) return null;
-  const db = await openDb(dbPath, { createIfMissing: false });
-  try {
-    const state = new RunState(db);
-    const [config, split] = [await state.config(), await state.split()];
-    return config && split ? { dataset: config.dataset, train: split.train } : null;
-  } finally {
-    await db.close();
-  }
 }
 
 export async function runRewardServer(flags: RewardServerFlags, log: Logger = stderrLogger): Promise<void> {

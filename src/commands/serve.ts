@@ -21,6 +21,7 @@ import type { KeyValueStore } from '../../generators/types.ts';
 import { INDEX_DECODING } from '../../generators/types.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { homePath } from '../home.ts';
+import { storedRunSplit } from '../evolve/state.ts';
 import { buildSearchServer } from '../server/app.ts';
 import { storeDriftProvider } from '../server/drift.ts';
 import { LiveSnapshot, type QueryKeywordSource } from '../server/state.ts';
@@ -115,7 +116,9 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   const round = parseRound('--round', flags.round);
   const watch = parseIntFlag('--watch', flags.watch, 1, 86_400);
   const token = flags.token ?? process.env.COGR_TOKEN;
-  const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : undefined;
+  // Titles and item fields come from the dataset: --dataset, else the stored run's.
+  const dataset = flags.dataset ?? (await storedRunSplit(flags.db ?? homePath('db')))?.dataset;
+  const corpus = dataset ? (await loadDataset(dataset, { logger: log })).corpus : undefined;
   const loader = storeSnapshotLoader({
     dbPath: flags.db ?? homePath('db'),
     round,
@@ -152,7 +155,7 @@ export function register(program: Command): void {
     .option('--api-key <key>', 'openai: API key (default OPENAI_API_KEY)')
     .option('--token <token>', 'bearer token for the admin endpoints (default COGR_TOKEN)')
     .option('--watch <seconds>', 'poll for a newly committed generation every this many seconds')
-    .option('--dataset <name|path>', 'dataset of the index: adds item titles and structured fields (for field predicates)')
+    .option('--dataset <name|path>', 'dataset of the index: item titles and structured fields for field predicates (default: the stored run\'s)')
     .option('--budget-ms <ms>', 'time budget for generating a query\'s keywords (default 250)')
     .option('--max-k <n>', 'largest k a request may ask for (default 1000)')
     .option('--max-query-length <n>', 'longest query text in characters (default 512)')

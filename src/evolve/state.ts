@@ -9,7 +9,8 @@
  * than the last record) is deleted and the step runs again from the saved policies, so
  * a resumed run ends with the same results as an uninterrupted one.
  */
-import type { CogrDb, JsonSublevel } from '../../index/db.ts';
+import { existsSync } from 'node:fs';
+import { openDb, type CogrDb, type JsonSublevel } from '../../index/db.ts';
 import type { Side } from '../../index/types.ts';
 import type { RunConfig } from './config.ts';
 
@@ -116,4 +117,21 @@ export function f1Points(steps: readonly StepRecord[]): { round: number; side: S
 /** The F1 points of the run stored in a database (empty when it holds no run). */
 export async function storedF1Points(db: CogrDb): Promise<{ round: number; side: Side; f1: number }[]> {
   return f1Points(await new RunState(db).steps());
+}
+
+/**
+ * The dataset and training split of the run stored at a database path, or null when there
+ * is no database or it holds no run. Opens the database only for the read.
+ */
+export async function storedRunSplit(dbPath: string): Promise<{ dataset: string; format?: string; train: string[] } | null> {
+  if (!existsSync(dbPath)) return null;
+  const db = await openDb(dbPath, { createIfMissing: false });
+  try {
+    const state = new RunState(db);
+    const config = await state.config();
+    const split = await state.split();
+    return config && split ? { dataset: config.dataset, ...(config.format ? { format: config.format } : {}), train: split.train } : null;
+  } finally {
+    await db.close();
+  }
 }
