@@ -22,6 +22,7 @@ export const ERROR_CATALOGUE = {
   WORKER_ERROR: { status: 500, summary: 'a worker failed on a batch' },
   ABORTED: { status: 499, summary: 'the work was cancelled' },
   TIMEOUT: { status: 504, summary: 'the work ran out of time' },
+  QUALITY_REGRESSION: { status: 500, summary: 'measured quality is off the expected figures' },
   INTERNAL: { status: 500, summary: 'an internal error' },
 } as const;
 

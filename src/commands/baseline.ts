@@ -8,6 +8,7 @@ import type { Command } from 'commander';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { runBm25Baseline, type Bm25BaselineResult } from '../baseline/bm25.ts';
+import { checkBm25 } from '../baseline/expected.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { renderTable } from './datasets.ts';
 
@@ -57,13 +58,23 @@ export function register(program: Command): void {
     .option('--seed <n>', 'seed of the fold assignment', '1')
     .option('--max-cutoff <n>', 'largest retrieval cut-off searched', '1000')
     .option('--json', 'print one JSON object on stdout')
-    .action(async (opts: { dataset: string; format?: string; folds: string; seed: string; maxCutoff: string; json?: boolean }) => {
+    .option('--check', 'compare with data/expected-quality.json (5 folds, seed 1); exit non-zero when a metric is off')
+    .action(async (opts: { dataset: string; format?: string; folds: string; seed: string; maxCutoff: string; json?: boolean; check?: boolean }) => {
       const folds = parseIntFlag('--folds', opts.folds, 2);
       const seed = parseIntFlag('--seed', opts.seed, 0);
       const maxCutoff = parseIntFlag('--max-cutoff', opts.maxCutoff, 1);
       const format = parseFormat(opts.format);
       const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
       const r = runBm25Baseline(corpus, { folds, seed, maxCutoff, logger: stderrLogger });
+      if (opts.check) {
+        if (folds !== 5 || seed !== 1) throw cogrError('INVALID_ARGUMENT', '--check: the expected figures are for --folds 5 --seed 1');
+        const rows = checkBm25(corpus.name, r);
+        const bad = rows.filter((x) => !x.ok);
+        if (opts.json) process.stdout.write(JSON.stringify({ dataset: corpus.name, ok: bad.length === 0, rows }) + '\n');
+        else process.stdout.write(rows.map((x) => `${x.ok ? 'ok  ' : 'FAIL'} ${x.metric.padEnd(9)} expected ${f4(x.expected)} measured ${f4(x.measured)}`).join('\n') + '\n');
+        if (bad.length > 0) throw cogrError('QUALITY_REGRESSION', `BM25 on ${corpus.name} is off the expected figures: ${bad.map((x) => x.metric).join(', ')}`);
+        return;
+      }
       if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
       else process.stdout.write(renderBm25(r));
     });

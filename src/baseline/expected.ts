@@ -1,0 +1,50 @@
+/**
+ * Expected quality per shipped dataset (data/expected-quality.json), in the spirit of
+ * Pyserini's 2CR files: the figures live beside the data and `cogr baseline bm25 --check`
+ * compares a fresh run with them (5 folds, seed 1), failing when any metric is off by more
+ * than the file's tolerance.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { cogrError } from '../../index/errors.ts';
+import { dataRoot } from '../datasets/registry.ts';
+
+const Metrics = z.object({ f1: z.number(), precision: z.number(), recall: z.number(), ndcg10: z.number() });
+const ExpectedSchema = z.object({ bm25: z.record(z.string(), Metrics), tolerance: z.number().positive() });
+export type ExpectedQuality = z.infer<typeof ExpectedSchema>;
+
+export function expectedQualityPath(): string {
+  return join(dataRoot(), 'expected-quality.json');
+}
+
+export function readExpectedQuality(path = expectedQualityPath()): ExpectedQuality {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (e) {
+    throw cogrError('DATA_FORMAT', `${path}: cannot read expected quality (${(e as Error).message})`);
+  }
+  const r = ExpectedSchema.safeParse(raw);
+  if (!r.success) throw cogrError('DATA_FORMAT', `${path}: field ${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`);
+  return r.data;
+}
+
+export interface CheckRow {
+  metric: string;
+  expected: number;
+  measured: number;
+  ok: boolean;
+}
+
+/** Compare measured BM25 figures with the expected ones of a dataset. */
+export function checkBm25(dataset: string, measured: z.infer<typeof Metrics>, expected: ExpectedQuality = readExpectedQuality()): CheckRow[] {
+  const want = expected.bm25[dataset];
+  if (!want) throw cogrError('NOT_FOUND', `--check: no expected BM25 figures for dataset ${JSON.stringify(dataset)} (known: ${Object.keys(expected.bm25).join(', ')})`);
+  return (['f1', 'precision', 'recall', 'ndcg10'] as const).map((m) => ({
+    metric: m,
+    expected: want[m],
+    measured: measured[m],
+    ok: Math.abs(measured[m] - want[m]) <= expected.tolerance,
+  }));
+}
