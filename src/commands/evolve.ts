@@ -12,9 +12,11 @@
  * refused (DB_LOCKED).
  */
 import { rmSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { openDb } from '../../index/db.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import { writeDriftReport } from '../drift/fromStore.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import type { Corpus } from '../../index/types.ts';
@@ -23,7 +25,7 @@ import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { bm25OnSplit, type SplitBaseline } from '../evolve/baseline.ts';
 import { parseRunConfig, type RunConfig, type RunConfigInput } from '../evolve/config.ts';
 import { runCoevolution, type RunResult } from '../evolve/run.ts';
-import type { StepRecord } from '../evolve/state.ts';
+import { f1Points, type StepRecord } from '../evolve/state.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { renderTable } from './datasets.ts';
@@ -118,13 +120,22 @@ function slug(dataset: string): string {
   return basename(resolve(dataset)).replace(/[^A-Za-z0-9._-]+/g, '_') || 'dataset';
 }
 
-async function runOne(dbPath: string, corpus: Corpus, config: RunConfig, flags: RunFlags): Promise<RunResult> {
+async function runOne(dbPath: string, corpus: Corpus, config: RunConfig, flags: RunFlags, reportPath?: string): Promise<RunResult> {
   const db = await openDb(dbPath, { logger: stderrLogger });
   try {
-    return await runCoevolution(db, corpus, config, {
+    const res = await runCoevolution(db, corpus, config, {
       logger: stderrLogger,
       progress: createProgress({ enabled: !flags.quiet }),
     });
+    if (reportPath) {
+      // The charts: held-out F1 per half-round and the vocabularies' drift, one HTML file.
+      await writeDriftReport(new KeywordIndexStore(db), {
+        htmlPath: reportPath,
+        f1ByRound: f1Points(res.steps),
+        title: `cogr ${config.dataset}: held-out F1 and vocabulary drift`,
+      });
+    }
+    return res;
   } finally {
     await db.close();
   }
@@ -212,11 +223,12 @@ export function register(program: Command): void {
     const format = parseFormat(config.format);
     const { corpus } = await loadDataset(config.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
     const t0 = Date.now();
-    const res = await runOne(dbPath, corpus, config, flags);
+    const reportPath = join(dirname(dbPath), 'demo-report.html');
+    const res = await runOne(dbPath, corpus, config, flags, reportPath);
     const baseline = bm25OnSplit(corpus, res.split);
     const seconds = (Date.now() - t0) / 1000;
     if (flags.json) {
-      process.stdout.write(JSON.stringify({ dataset: config.dataset, db: dbPath, config, split: { train: res.split.train.length, eval: res.split.eval.length }, baseline, steps: res.steps, seconds }) + '\n');
+      process.stdout.write(JSON.stringify({ dataset: config.dataset, db: dbPath, report: reportPath, config, split: { train: res.split.train.length, eval: res.split.eval.length }, baseline, steps: res.steps, seconds }) + '\n');
       return;
     }
     process.stdout.write(
@@ -225,7 +237,7 @@ export function register(program: Command): void {
         `held-out P / R / F1 of the whole matched set after each half-round; database ${dbPath}\n\n`,
     );
     process.stdout.write(renderSteps(res.steps, baseline));
-    process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; next: 'cogr serve' to serve it, 'cogr drift --html drift.html' for the vocabulary report\n`);
+    process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' to serve the last round\n`);
   });
 
   addRunOptions(
