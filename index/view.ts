@@ -102,10 +102,12 @@ export interface Explanation {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-function alloc(bytes: number, shared: boolean): ArrayBufferLike {
+/** A buffer of `bytes` bytes, on SharedArrayBuffer when `shared` (worker threads read it without copies). */
+export function alloc(bytes: number, shared: boolean): ArrayBufferLike {
   return shared ? new SharedArrayBuffer(Math.max(bytes, 8)) : new ArrayBuffer(bytes);
 }
-function i32(n: number, shared: boolean): Int32Array {
+/** An Int32Array of length n, shared or not. */
+export function i32(n: number, shared: boolean): Int32Array {
   return new Int32Array(alloc(n * 4, shared), 0, n);
 }
 function encodeStrings(list: readonly string[], shared: boolean): { blob: Uint8Array; off: Int32Array } {

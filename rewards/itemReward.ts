@@ -24,7 +24,7 @@
  */
 import { cogrError } from '../index/errors.ts';
 import { normalizeKeyword } from '../index/normalize.ts';
-import type { KeywordView } from '../index/view.ts';
+import { i32, type KeywordView } from '../index/view.ts';
 import { fBetaFromCounts } from './setMetrics.ts';
 import type { RelevanceData } from './relevance.ts';
 
@@ -62,13 +62,6 @@ export interface ItemRewardCache {
 export interface QueryCounts {
   nRet: Int32Array;
   nTp: Int32Array;
-}
-
-function alloc(bytes: number, shared: boolean): ArrayBufferLike {
-  return shared ? new SharedArrayBuffer(Math.max(bytes, 8)) : new ArrayBuffer(bytes);
-}
-function i32(n: number, shared: boolean): Int32Array {
-  return new Int32Array(alloc(n * 4, shared), 0, n);
 }
 
 const bridges = new WeakMap<KeywordView, WeakMap<KeywordView, Int32Array>>();

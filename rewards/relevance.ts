@@ -12,7 +12,7 @@
  * many there were is returned in `missingItems` (and `missingQueries` counts judged
  * or counted query ids absent from the query view), never dropped silently.
  */
-import type { KeywordView } from '../index/view.ts';
+import { alloc, i32, type KeywordView } from '../index/view.ts';
 
 export interface RelevanceData {
   numQueries: number;
@@ -31,13 +31,6 @@ export interface RelevanceData {
   missingItems: number;
   /** judged or counted query ids that are not in the query view. */
   missingQueries: number;
-}
-
-function alloc(bytes: number, shared: boolean): ArrayBufferLike {
-  return shared ? new SharedArrayBuffer(Math.max(bytes, 8)) : new ArrayBuffer(bytes);
-}
-function i32(n: number, shared: boolean): Int32Array {
-  return new Int32Array(alloc(n * 4, shared), 0, n);
 }
 
 export function buildRelevance(

@@ -11,13 +11,10 @@ import { runBm25Baseline, type Bm25BaselineResult } from '../baseline/bm25.ts';
 import { checkBm25 } from '../baseline/expected.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { renderTable } from './datasets.ts';
+import { parseNumberFlag } from './flags.ts';
 
 export function parseIntFlag(flag: string, value: string, min: number): number {
-  const n = Number(value);
-  if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min) {
-    throw cogrError('INVALID_ARGUMENT', `${flag}: expected an integer >= ${min}, got ${JSON.stringify(value)}`);
-  }
-  return n;
+  return parseNumberFlag(flag, value, { integer: true, min })!;
 }
 
 const f4 = (x: number): string => x.toFixed(4);

@@ -17,7 +17,6 @@ import type { Command } from 'commander';
 import { openDb } from '../../index/db.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { writeDriftReport } from '../drift/fromStore.ts';
-import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import type { Corpus } from '../../index/types.ts';
 import { Bm25Index } from '../baseline/bm25.ts';
@@ -29,6 +28,7 @@ import { f1Points, type StepRecord } from '../evolve/state.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { renderTable } from './datasets.ts';
+import { parseNumberFlag } from './flags.ts';
 
 /** The demo's defaults: the paper's settings scaled to finish in minutes on 2 cores. */
 export const DEMO_DEFAULTS: RunConfigInput = {
@@ -63,12 +63,7 @@ interface RunFlags {
 }
 
 function num(flag: string, v: string | undefined, integer: boolean): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isInteger(n))) {
-    throw cogrError('INVALID_ARGUMENT', `${flag}: expected ${integer ? 'an integer' : 'a number'}, got ${JSON.stringify(v)}`);
-  }
-  return n;
+  return parseNumberFlag(flag, v, { integer });
 }
 
 function addRunOptions(cmd: Command): Command {

@@ -26,6 +26,7 @@ import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { loadPolicy, POLICY_SUBLEVEL } from '../../generators/policyStore.ts';
 import { INDEX_DECODING, type GenerateInput, type KeyValueStore, type KeywordGenerator } from '../../generators/types.ts';
 import { homePath } from '../home.ts';
+import { parseNumberFlag } from './flags.ts';
 
 const LineSchema = z.object({ id: z.union([z.string(), z.number()]).transform(String), text: z.string(), title: z.string().optional() });
 
@@ -59,11 +60,7 @@ export function readInputs(path: string): GenerateInput[] {
 }
 
 function num(flag: string, v: string | undefined, opts: { int?: boolean; min?: number; max?: number } = {}): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n) || (opts.int && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min) || (opts.max !== undefined && n > opts.max))
-    throw cogrError('INVALID_ARGUMENT', `${flag}: expected ${opts.int ? 'an integer' : 'a number'}${opts.min !== undefined ? ` ≥ ${opts.min}` : ''}${opts.max !== undefined ? ` ≤ ${opts.max}` : ''}, got ${JSON.stringify(v)}`);
-  return n;
+  return parseNumberFlag(flag, v, { integer: opts.int, min: opts.min, max: opts.max });
 }
 
 export function parseRoundFlag(flag: string, v: string): number | 'latest' {

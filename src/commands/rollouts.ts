@@ -19,16 +19,14 @@ import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { importGeneration, readStoredRun, writeRollouts } from '../evolve/rollouts.ts';
 import { homePath } from '../home.ts';
 import { createProgress } from '../progress.ts';
+import { parseNumberFlag } from './flags.ts';
 
 function side(v: string): Side {
   if (v !== 'item' && v !== 'query') throw cogrError('INVALID_ARGUMENT', `--side: expected item or query, got ${JSON.stringify(v)}`);
   return v;
 }
 function int(flag: string, v: string | undefined, min: number): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!/^\d+$/.test(v.trim()) || n < min) throw cogrError('INVALID_ARGUMENT', `${flag}: expected an integer ≥ ${min}, got ${JSON.stringify(v)}`);
-  return n;
+  return parseNumberFlag(flag, v, { integer: true, min });
 }
 
 export function register(program: Command): void {

@@ -26,6 +26,7 @@ import { buildSearchServer } from '../server/app.ts';
 import { storeDriftProvider } from '../server/drift.ts';
 import { LiveSnapshot, type QueryKeywordSource } from '../server/state.ts';
 import { generatorKeywordSource, storeSnapshotLoader, type KeywordSourceContext, type RoundSelector } from '../server/storeLoader.ts';
+import { parseNumberFlag } from './flags.ts';
 
 export function parseRound(flag: string, v: string | undefined): RoundSelector {
   if (v === undefined || v === 'latest') return 'latest';
@@ -34,11 +35,7 @@ export function parseRound(flag: string, v: string | undefined): RoundSelector {
 }
 
 export function parseIntFlag(flag: string, v: string | undefined, min: number, max: number): number | undefined {
-  if (v === undefined) return undefined;
-  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
-    throw cogrError('INVALID_ARGUMENT', `${flag}: expected an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
-  }
-  return Number(v);
+  return parseNumberFlag(flag, v, { integer: true, min, max });
 }
 
 function isLoopback(host: string): boolean {

@@ -21,11 +21,10 @@ import type { KeyValueStore } from '../../generators/types.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { homePath } from '../home.ts';
 import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
+import { parseNumberFlag } from './flags.ts';
 
 function int(flag: string, v: string, min: number): number {
-  const n = Number(v);
-  if (!/^\d+$/.test(v.trim()) || n < min) throw cogrError('INVALID_ARGUMENT', `${flag}: expected an integer ≥ ${min}, got ${JSON.stringify(v)}`);
-  return n;
+  return parseNumberFlag(flag, v, { integer: true, min })!;
 }
 
 interface SftFlags {

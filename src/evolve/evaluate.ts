@@ -10,15 +10,20 @@ import type { KeywordView } from '../../index/view.ts';
 import type { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
+import type { RunConfig } from './config.ts';
 import type { HeldOutMetrics } from './state.ts';
 
 export interface QueryKeywordsFn {
   (q: Query): string[];
 }
 
-/** Decode a query's keywords with the policy: greedy when temperature ≤ 0, else sampled and seeded per query. */
-export function policyKeywords(policy: EmbeddedPolicy, seed: number, temperature: number): QueryKeywordsFn {
-  if (temperature <= 0) return (q) => policy.decode(queryInput(q), { greedy: true }).keywords;
+/**
+ * Decode a query's keywords with the policy as the run's config says: greedy, or sampled
+ * at the decode temperature and seeded per query.
+ */
+export function policyKeywords(policy: EmbeddedPolicy, seed: number, config: Pick<RunConfig, 'decode' | 'decodeTemperature'>): QueryKeywordsFn {
+  if (config.decode === 'greedy') return (q) => policy.decode(queryInput(q), { greedy: true }).keywords;
+  const temperature = config.decodeTemperature;
   return (q) => policy.decode(queryInput(q), { temperature, rng: createRng(deriveSeed(seed, 'eval', q.id)) }).keywords;
 }
 

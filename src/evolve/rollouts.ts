@@ -22,7 +22,7 @@ import { z } from 'zod';
 import type { CogrDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
-import { createRng, deriveSeed } from '../../index/random.ts';
+import { deriveSeed } from '../../index/random.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus, Side } from '../../index/types.ts';
 import { normalizeKeywordSet } from '../../index/normalize.ts';
@@ -245,7 +245,7 @@ export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, p
     const view = await store.openView('item', generation);
     const qp = await loadPolicy(policies, 'query', 'latest');
     qp.attachOpposite(view);
-    metrics = evaluateHeldOut(view, evalQueries, policyKeywords(qp, deriveSeed(run.config.seed, 'import'), run.config.decode === 'greedy' ? 0 : run.config.decodeTemperature), corpus, run.config.beta);
+    metrics = evaluateHeldOut(view, evalQueries, policyKeywords(qp, deriveSeed(run.config.seed, 'import'), run.config), corpus, run.config.beta);
   } else {
     // Held-out queries never enter a generation (they would reach item rewards).
     const w = store.writer('query', { base: await store.latest('query') });
@@ -272,6 +272,3 @@ export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, p
   await sub.put('imports', imports);
   return rec;
 }
-
-/** Exposed for tests: a seeded stream for rollouts. */
-export const rolloutRng = (seed: number, side: Side, round: number) => createRng(deriveSeed(seed, 'rollouts', side, round));

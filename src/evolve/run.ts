@@ -251,7 +251,7 @@ function decodeQueries(ctx: Ctx, policy: EmbeddedPolicy, step: string): { id: st
 
 function evaluate(ctx: Ctx, queryPolicy: EmbeddedPolicy, itemView: KeywordView, step: string): HeldOutMetrics {
   queryPolicy.attachOpposite(itemView);
-  const kw = policyKeywords(queryPolicy, deriveSeed(ctx.config.seed, step), ctx.config.decode === 'greedy' ? 0 : ctx.config.decodeTemperature);
+  const kw = policyKeywords(queryPolicy, deriveSeed(ctx.config.seed, step), ctx.config);
   return evaluateHeldOut(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta);
 }
 
@@ -386,15 +386,30 @@ async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): 
   return stats;
 }
 
+/**
+ * The policy a round trains (the one saved by round − 1, reloaded so that a resumed run
+ * starts from exactly the same state) and, with a KL term, the SFT reference; both see
+ * the frozen opposite generation.
+ */
+async function policiesForRound(
+  ctx: Ctx,
+  side: Side,
+  round: number,
+  opposite: KeywordView,
+): Promise<{ policy: EmbeddedPolicy; reference: EmbeddedPolicy | undefined }> {
+  const policy = await loadPolicy(ctx.policies, side, round - 1);
+  const reference = ctx.config.klCoef > 0 ? await loadPolicy(ctx.policies, side, 0) : undefined;
+  policy.attachOpposite(opposite);
+  reference?.attachOpposite(opposite);
+  return { policy, reference };
+}
+
 async function queryStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit<StepRecord, 'finishedAt'>> {
   const { config } = ctx;
   const step = `r${round}-query`;
   const t0 = Date.now();
-  const policy = await loadPolicy(ctx.policies, 'query', round - 1);
-  const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'query', 0) : undefined;
   const itemView = await ctx.store.openView('item', prev.itemGeneration, { shared: true });
-  policy.attachOpposite(itemView);
-  reference?.attachOpposite(itemView);
+  const { policy, reference } = await policiesForRound(ctx, 'query', round, itemView);
   const pool = ctx.pool();
   const contextId = pool.setContext({ itemView, kMax: config.kMax, beta: config.beta });
   const relevantOrdinals = new Map<string, { ordinals: number[]; nRel: number }>();
@@ -453,12 +468,9 @@ async function itemStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit
   const { config } = ctx;
   const step = `r${round}-item`;
   const t0 = Date.now();
-  const policy = await loadPolicy(ctx.policies, 'item', round - 1);
-  const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'item', 0) : undefined;
   const itemView = await ctx.store.openView('item', prev.itemGeneration, { shared: true });
   const queryView = await ctx.store.openView('query', prev.queryGeneration, { shared: true });
-  policy.attachOpposite(queryView);
-  reference?.attachOpposite(queryView);
+  const { policy, reference } = await policiesForRound(ctx, 'item', round, queryView);
   const relevance = buildRelevance(queryView, itemView, ctx.trainRelevant, new Set(ctx.split.train), { shared: true });
   const pool = ctx.pool();
   const cache = await pool.buildItemCache({ itemView, queryView, relevance, kMax: config.kMax, beta: config.beta }, { signal: ctx.signal });
