@@ -440,12 +440,12 @@ async function queryStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omi
     rewardLabel: (m) => `mean F1 reward ${m.toFixed(4)}`,
   });
   pool.dropContext(contextId);
+  // The trained policy decodes directly: its saved JSON holds exactly these weights
+  // (doubles round-trip through JSON), so reloading would only redo candidate extraction.
   await savePolicy(ctx.policies, round, policy);
-  const saved = await loadPolicy(ctx.policies, 'query', round);
-  saved.attachOpposite(itemView);
-  const queryGen = await commitGeneration(ctx, 'query', decodeQueries(ctx, saved, step), { step, round }, prev.queryGeneration);
+  const queryGen = await commitGeneration(ctx, 'query', decodeQueries(ctx, policy, step), { step, round }, prev.queryGeneration);
   const queryView = await ctx.store.openView('query', queryGen);
-  const metrics = evaluate(ctx, saved, itemView, step);
+  const metrics = evaluate(ctx, policy, itemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {
     step,
@@ -493,9 +493,7 @@ async function itemStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit
   });
   pool.dropContext(contextId);
   await savePolicy(ctx.policies, round, policy);
-  const saved = await loadPolicy(ctx.policies, 'item', round);
-  saved.attachOpposite(queryView);
-  const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, saved, step), { step, round }, prev.itemGeneration);
+  const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, policy, step), { step, round }, prev.itemGeneration);
   const newItemView = await ctx.store.openView('item', itemGen);
   const queryPolicy = await loadPolicy(ctx.policies, 'query', round);
   const metrics = evaluate(ctx, queryPolicy, newItemView, step);
