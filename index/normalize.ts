@@ -46,22 +46,78 @@ export function normalizeSelf(s: string): string {
  * Returns the kept keywords and how many inputs were rejected by the limits.
  */
 export function normalizeKeywordSet(list: readonly string[]): { keywords: string[]; rejected: number } {
-  const seen = new Set<string>();
-  const keywords: string[] = [];
-  let rejected = 0;
-  for (const s of list) {
-    const k = normalizeKeyword(s);
-    if (k === null) {
-      rejected++;
-      continue;
-    }
-    if (!seen.has(k)) {
-      seen.add(k);
-      keywords.push(k);
-    }
-  }
-  return { keywords, rejected };
+  return PLAIN.set(list);
 }
+
+/**
+ * A keyword normaliser: the rules above behind one object, with a memo of raw →
+ * normalised keyword strings. Keyword strings repeat (a policy samples from a limited
+ * vocabulary, a writer sees the same phrase on many entities), and NFKC plus the regexes
+ * cost far more than a Map look-up, so every component that normalises keywords in bulk
+ * takes one of these instead of keeping a memo of its own.
+ *
+ * `keyword(raw)` is the key under which a keyword is stored and matched. Today the key
+ * is the normalised surface form; a later analyser (e.g. stemming) plugs in here, in
+ * one place, so that every index, reward and probe derives its match key the same way.
+ */
+export interface KeywordNormalizer {
+  /** One keyword normalised (null: empty or over the limits), memoised. */
+  keyword(raw: string): string | null;
+  /** A self keyword (item title, raw query text): same rules, no limits, not memoised (mostly unique strings). */
+  self(raw: string): string;
+  /** A list normalised and de-duplicated (first occurrences kept) with the count of rejected inputs. */
+  set(list: readonly string[]): { keywords: string[]; rejected: number };
+}
+
+export interface KeywordNormalizerOptions {
+  /** Raw strings remembered before the memo starts over; 0 disables it. Default 2^18. */
+  memo?: number;
+}
+
+export const DEFAULT_NORMALIZER_MEMO = 1 << 18;
+
+export function makeKeywordNormalizer(opts: KeywordNormalizerOptions = {}): KeywordNormalizer {
+  const max = opts.memo ?? DEFAULT_NORMALIZER_MEMO;
+  let memo = new Map<string, string | null>();
+  const keyword =
+    max <= 0
+      ? normalizeKeyword
+      : (raw: string): string | null => {
+          let k = memo.get(raw);
+          if (k === undefined) {
+            k = normalizeKeyword(raw);
+            if (memo.size >= max) memo = new Map();
+            memo.set(raw, k);
+          }
+          return k;
+        };
+  return {
+    keyword,
+    self: normalizeSelf,
+    set(list) {
+      const keywords: string[] = [];
+      let rejected = 0;
+      // Linear scans beat a Set for the usual ≤ 32 keywords; longer lists use a Set.
+      const seen = list.length > 32 ? new Set<string>() : null;
+      for (const raw of list) {
+        const k = keyword(raw);
+        if (k === null) {
+          rejected++;
+          continue;
+        }
+        if (seen) {
+          if (seen.has(k)) continue;
+          seen.add(k);
+        } else if (keywords.includes(k)) continue;
+        keywords.push(k);
+      }
+      return { keywords, rejected };
+    },
+  };
+}
+
+/** The memo-free normaliser behind the plain functions. */
+const PLAIN = makeKeywordNormalizer({ memo: 0 });
 
 /** The words of a normalised keyword (BM25 treats each side as a bag of these). */
 export function keywordWords(k: string): string[] {

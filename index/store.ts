@@ -38,7 +38,7 @@ import { z } from 'zod';
 import type { CogrDb, JsonSublevel } from './db.ts';
 import { cogrError } from './errors.ts';
 import { silentLogger, type Logger } from './log.ts';
-import { keywordWords, normalizeKeyword, normalizeSelf } from './normalize.ts';
+import { keywordWords, makeKeywordNormalizer } from './normalize.ts';
 import { SIDES, type IndexEntry, type Side } from './types.ts';
 import { KeywordView, buildViewData } from './view.ts';
 
@@ -174,7 +174,7 @@ function isLive(r: StoredRecord | undefined): r is LiveRecord {
 /** Set, replace or remove entities; `commit()` writes one new generation atomically. */
 export class IndexWriter {
   private readonly changes = new Map<string, LiveRecord | null>();
-  private readonly norm = new Map<string, string | null>();
+  private readonly norm = makeKeywordNormalizer({ memo: 1_000_000 });
   private rejected = 0;
   private committed = false;
 
@@ -200,22 +200,10 @@ export class IndexWriter {
     if (!Array.isArray(keywords) || keywords.some((k) => typeof k !== 'string')) {
       throw cogrError('INVALID_ARGUMENT', `keywords of ${JSON.stringify(id)} must be an array of strings`);
     }
-    // Keyword strings repeat across entities: normalise each distinct raw string once.
-    const seen = new Set<string>();
-    const k: string[] = [];
-    for (const raw of keywords) {
-      let n = this.norm.get(raw);
-      if (n === undefined) {
-        n = normalizeKeyword(raw);
-        if (this.norm.size < 1_000_000) this.norm.set(raw, n);
-      }
-      if (n === null) this.rejected++;
-      else if (!seen.has(n)) {
-        seen.add(n);
-        k.push(n);
-      }
-    }
-    const s = normalizeSelf(self);
+    // Keyword strings repeat across entities: the writer's normaliser remembers them.
+    const { keywords: k, rejected } = this.norm.set(keywords);
+    this.rejected += rejected;
+    const s = this.norm.self(self);
     this.changes.set(id, { s, k, l: docLength(s, k) });
     return this;
   }

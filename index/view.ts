@@ -20,7 +20,7 @@
  * Only integer sums are stored (df, document lengths, total length); avgdl is derived.
  */
 import type { IndexEntry, Side } from './types.ts';
-import { keywordWords, normalizeKeyword, normalizeSelf } from './normalize.ts';
+import { keywordWords, makeKeywordNormalizer, normalizeKeyword, normalizeSelf } from './normalize.ts';
 
 export interface Bm25Params {
   k1: number;
@@ -148,18 +148,14 @@ export function buildViewData(
   const kwSets: string[][] = new Array(n);
   const kwVocab = new Set<string>();
   // Keyword strings repeat across entities: normalise each distinct raw string once.
-  const normCache = new Map<string, string | null>();
+  const norm = makeKeywordNormalizer({ memo: Infinity });
   for (let e = 0; e < n; e++) {
-    const s = normalizeSelf(sorted[e].self);
+    const s = norm.self(sorted[e].self);
     selfs[e] = s;
     if (s.length > 0) kwVocab.add(s);
     const seen = new Set<string>();
     for (const raw of sorted[e].keywords) {
-      let k = normCache.get(raw);
-      if (k === undefined) {
-        k = normalizeKeyword(raw);
-        normCache.set(raw, k);
-      }
+      const k = norm.keyword(raw);
       if (k !== null) seen.add(k);
     }
     kwSets[e] = [...seen];

@@ -23,7 +23,7 @@
  * differences in ascending query order, so they agree to the last bit in practice.
  */
 import { cogrError } from '../index/errors.ts';
-import { normalizeKeyword } from '../index/normalize.ts';
+import { makeKeywordNormalizer } from '../index/normalize.ts';
 import { i32, type KeywordView } from '../index/view.ts';
 import { fBetaFromCounts } from './setMetrics.ts';
 import type { RelevanceData } from './relevance.ts';
@@ -132,81 +132,51 @@ export function candidateQueries(ctx: ItemRewardContext, item: number, keywords:
 }
 
 // Policies sample from a limited vocabulary, so the same raw keywords recur across
-// rewards: normalisation (NFKC, regexes) is memoised per thread, bounded in size.
-const NORM_MEMO_MAX = 1 << 18;
-let normMemo = new Map<string, string | null>();
+// rewards: one normaliser (with its memo) per thread.
+const normalizer = makeKeywordNormalizer();
 
 /**
  * A candidate's keywords normalised and de-duplicated (first occurrences kept, keywords
  * over the normalisation limits dropped): exactly `normalizeKeywordSet(list).keywords`,
- * with a memo of raw → normalised strings.
+ * through the thread's memoised normaliser.
  */
 export function normalizeCandidate(list: readonly string[]): string[] {
-  const out: string[] = [];
+  return normalizer.set(list).keywords;
+}
+
+/**
+ * A candidate resolved against one query view: how many distinct normalised keywords it
+ * has (first occurrences kept) and the query-view ordinals of those the view knows.
+ */
+interface Resolved {
+  size: number;
+  ordinals: number[];
+}
+
+/** Distinct normalised candidate keywords, resolved in the query view. */
+function resolveCandidate(qv: KeywordView, list: readonly string[]): Resolved {
+  const keys: string[] = [];
+  const ordinals: number[] = [];
   // Linear scans beat a Set for the usual ≤ 30 keywords; long lists use a Set.
   const seen = list.length > 32 ? new Set<string>() : null;
   for (const raw of list) {
-    let k = normMemo.get(raw);
-    if (k === undefined) {
-      k = normalizeKeyword(raw);
-      if (normMemo.size >= NORM_MEMO_MAX) normMemo = new Map();
-      normMemo.set(raw, k);
-    }
+    const k = normalizer.keyword(raw);
     if (k === null) continue;
     if (seen) {
       if (seen.has(k)) continue;
       seen.add(k);
-    } else if (out.includes(k)) continue;
-    out.push(k);
+    } else if (keys.includes(k)) continue;
+    keys.push(k);
+    const o = qv.keywordOrdinal(k);
+    if (o >= 0) ordinals.push(o);
   }
-  return out;
-}
-
-/** A raw keyword resolved against one query view: normalised form, query-view ordinal (−1: unknown). */
-interface Resolved {
-  k: string;
-  o: number;
-}
-// Per query view and thread: raw keyword → resolved (null: rejected by normalisation),
-// so that a recurring keyword costs one Map look-up. Bounded in size.
-const resolveMemos = new WeakMap<KeywordView, { map: Map<string, Resolved | null> }>();
-
-/** Distinct normalised candidate keywords (first occurrences), resolved in the query view. */
-function resolveCandidate(qv: KeywordView, list: readonly string[]): Resolved[] {
-  let memo = resolveMemos.get(qv);
-  if (!memo) {
-    memo = { map: new Map() };
-    resolveMemos.set(qv, memo);
-  }
-  const out: Resolved[] = [];
-  const seen = list.length > 32 ? new Set<string>() : null;
-  for (const raw of list) {
-    let r = memo.map.get(raw);
-    if (r === undefined) {
-      const k = normalizeKeyword(raw);
-      r = k === null ? null : { k, o: qv.keywordOrdinal(k) };
-      if (memo.map.size >= NORM_MEMO_MAX) memo.map = new Map();
-      memo.map.set(raw, r);
-    }
-    if (r === null) continue;
-    if (seen) {
-      if (seen.has(r.k)) continue;
-      seen.add(r.k);
-    } else {
-      let dup = false;
-      for (let j = 0; j < out.length && !dup; j++) dup = out[j].k === r.k;
-      if (dup) continue;
-    }
-    out.push(r);
-  }
-  return out;
+  return { size: keys.length, ordinals };
 }
 
 /** Query ordinals retrieving item i with a resolved candidate (title included). */
-function resolvedQueries(ctx: ItemRewardContext, item: number, resolved: readonly Resolved[]): Int32Array {
+function resolvedQueries(ctx: ItemRewardContext, item: number, resolved: Resolved): Int32Array {
   const qv = ctx.queryView;
-  const ords: number[] = [];
-  for (const r of resolved) if (r.o >= 0) ords.push(r.o);
+  const ords = resolved.ordinals;
   const s = ctx.itemView.data.self[item];
   if (s >= 0) {
     const o = keywordBridge(ctx.itemView, qv)[s];
@@ -216,9 +186,9 @@ function resolvedQueries(ctx: ItemRewardContext, item: number, resolved: readonl
 }
 
 /** The resolved candidate, or null when over the budget (|S_i| after normalisation and de-dup). */
-function candidateWithinBudget(ctx: ItemRewardContext, candidate: readonly string[]): Resolved[] | null {
+function candidateWithinBudget(ctx: ItemRewardContext, candidate: readonly string[]): Resolved | null {
   const resolved = resolveCandidate(ctx.queryView, candidate);
-  return resolved.length > (ctx.kMax ?? DEFAULT_K_MAX) ? null : resolved;
+  return resolved.size > (ctx.kMax ?? DEFAULT_K_MAX) ? null : resolved;
 }
 
 /**
