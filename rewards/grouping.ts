@@ -10,8 +10,8 @@
 import { z } from 'zod';
 import { cogrError } from '../index/errors.ts';
 import { normalizeSelf } from '../index/normalize.ts';
+import { DEFAULTS } from '../index/defaults.ts';
 
-export const GROUPING_DEFAULTS = { delta: 0.8, kMin: 3 } as const;
 
 const GroupingOptions = z.object({
   delta: z.number().min(0, 'delta must be in [0, 1]').max(1, 'delta must be in [0, 1]').optional(),
@@ -62,8 +62,8 @@ export function groupInputs(inputs: readonly string[], opts: { delta?: number; k
   if (!parsed.success) {
     throw cogrError('INVALID_ARGUMENT', `grouping options: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   }
-  const delta = parsed.data.delta ?? GROUPING_DEFAULTS.delta;
-  const kMin = parsed.data.kMin ?? GROUPING_DEFAULTS.kMin;
+  const delta = parsed.data.delta ?? DEFAULTS.grouping.delta;
+  const kMin = parsed.data.kMin ?? DEFAULTS.grouping.minSize;
   const reps: { bag: Map<string, number>; n: number }[] = [];
   const all: number[][] = [];
   inputs.forEach((s, idx) => {

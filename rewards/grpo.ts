@@ -6,10 +6,9 @@
  * degenerate and can be dropped (dynamic sampling, as in DAPO).
  */
 import { cogrError } from '../index/errors.ts';
+import { DEFAULTS } from '../index/defaults.ts';
 
-export const DEFAULT_EPS = 1e-6;
-
-export function groupAdvantages(rewards: readonly number[], eps = DEFAULT_EPS): number[] {
+export function groupAdvantages(rewards: readonly number[], eps: number = DEFAULTS.grpo.eps): number[] {
   const n = rewards.length;
   if (n === 0) return [];
   for (const r of rewards) {
@@ -62,7 +61,7 @@ export function advantagesForGroups(
       advantages.push(opts.dropDegenerate ? null : g.map(() => 0));
     } else {
       kept.push(idx);
-      advantages.push(groupAdvantages(g, opts.eps ?? DEFAULT_EPS));
+      advantages.push(groupAdvantages(g, opts.eps ?? DEFAULTS.grpo.eps));
     }
   });
   return { advantages, kept, degenerateGroups, degenerate: degenerateGroups.length };

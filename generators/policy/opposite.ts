@@ -5,6 +5,7 @@
  * view: word → entity postings in CSR typed arrays from the view's bags.
  */
 import type { KeywordView } from '../../index/view.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 
 export interface ExpansionKeyword {
   keyword: string;
@@ -23,8 +24,8 @@ export class OppositeIndex {
   private readonly wpTf: Int32Array;
   private readonly idf: Float64Array;
   private readonly acc: Float64Array;
-  private readonly k1 = 1.2;
-  private readonly b = 0.75;
+  private readonly k1 = DEFAULTS.bm25.k1;
+  private readonly b = DEFAULTS.bm25.b;
   private readonly logN: number;
 
   constructor(view: KeywordView) {

@@ -23,6 +23,7 @@ import { silentLogger, type Logger } from '../../index/log.ts';
 import type { Corpus, Item } from '../../index/types.ts';
 import { DEFAULT_CUTOFFS, evaluateRun, setF1Curve, type RankedScores, type RunEntry } from '../metrics.ts';
 import { judgedQueryIds, kFolds } from '../splits.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 
 /** Lower-case word tokens (letters and digits), English stop words removed. */
 export function tokenize(text: string): string[] {
@@ -54,7 +55,7 @@ export class Bm25Index {
   constructor(items: readonly Item[], opts: Bm25Options = {}) {
     if (items.length < 3) throw cogrError('INVALID_ARGUMENT', `items: BM25 needs at least 3 items, got ${items.length}`);
     this.engine = bm25();
-    this.engine.defineConfig({ fldWeights: { body: 1 }, bm25Params: { k1: opts.k1 ?? 1.2, b: opts.b ?? 0.75, k: 1 } });
+    this.engine.defineConfig({ fldWeights: { body: 1 }, bm25Params: { k1: opts.k1 ?? DEFAULTS.bm25.k1, b: opts.b ?? DEFAULTS.bm25.b, k: 1 } });
     this.engine.definePrepTasks([tokenize]);
     for (const it of items) this.engine.addDoc({ body: itemText(it) }, it.id);
     this.engine.consolidate(9);
@@ -68,11 +69,11 @@ export class Bm25Index {
 }
 
 export const bm25BaselineOptionsSchema = z.object({
-  folds: z.number({ message: 'folds must be a number' }).int('folds must be an integer').min(2, 'folds must be >= 2').default(5),
-  seed: z.number({ message: 'seed must be a number' }).int('seed must be an integer').default(1),
-  maxCutoff: z.number().int('maxCutoff must be an integer').min(1, 'maxCutoff must be >= 1').default(1000),
-  k1: z.number().min(0, 'k1 must be >= 0').default(1.2),
-  b: z.number().min(0, 'b must be in [0, 1]').max(1, 'b must be in [0, 1]').default(0.75),
+  folds: z.number({ message: 'folds must be a number' }).int('folds must be an integer').min(2, 'folds must be >= 2').default(DEFAULTS.run.folds),
+  seed: z.number({ message: 'seed must be a number' }).int('seed must be an integer').default(DEFAULTS.run.seed),
+  maxCutoff: z.number().int('maxCutoff must be an integer').min(1, 'maxCutoff must be >= 1').default(DEFAULTS.baseline.maxCutoff),
+  k1: z.number().min(0, 'k1 must be >= 0').default(DEFAULTS.bm25.k1),
+  b: z.number().min(0, 'b must be in [0, 1]').max(1, 'b must be in [0, 1]').default(DEFAULTS.bm25.b),
 });
 export type Bm25BaselineOptions = z.input<typeof bm25BaselineOptionsSchema> & { logger?: Logger };
 

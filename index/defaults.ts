@@ -1,0 +1,84 @@
+/**
+ * Every default of the project in one place: the method's settings (the paper's where it
+ * gives one), the retrieval and decoding parameters, and the limits of the HTTP servers.
+ * Schemas (`RunConfigSchema`, the server limits, the LLM options), command-line help and
+ * the components themselves read their defaults from here, so a default is changed once.
+ * It lives at the bottom (index/) because every folder needs some of it.
+ */
+
+/** Keyword budget K_max on both sides (paper: 30). */
+export const K_MAX = 30;
+
+export const DEFAULTS = deepFreeze({
+  /** Keyword budget K_max on both sides. */
+  kMax: K_MAX,
+  /**
+   * BM25 over keyword words (Robertson & Zaragoza 2009; Lucene's defaults): k1 ∈ [0, 3]
+   * saturates term frequency, b ∈ [0, 1] normalises document length.
+   */
+  bm25: { k1: 1.2, b: 0.75 },
+  /** Decoding (paper): rollouts at temperature 1.0 without nucleus truncation; indexing and evaluation at 0.7, top-p 0.8. */
+  decoding: {
+    rollout: { temperature: 1.0, topP: 1.0 },
+    index: { temperature: 0.7, topP: 0.8 },
+  },
+  /** A co-evolution run (paper's settings). */
+  run: {
+    seed: 1,
+    folds: 5,
+    evalFraction: 0.2,
+    rounds: 5,
+    groupSize: 8,
+    queryEpochs: 10,
+    itemEpochs: 5,
+    sftEpochs: 5,
+    lr: 0.05,
+    clip: 0.2,
+    klCoef: 0,
+    beta: 1,
+    dropDegenerateGroups: true,
+  },
+  /** SFT (Algorithm 1): M keywords per item from the base generator, N per query target. */
+  sft: { itemKeywords: 10, queryKeywords: 15 },
+  /** The demo: the paper's settings scaled to finish in well under a minute on 2 cores. */
+  demo: { dataset: 'nfcorpus', rounds: 2, queryEpochs: 4, itemEpochs: 1, sftEpochs: 5 },
+  /** GRPO advantages: A = (r − mean) / (std + eps). */
+  grpo: { eps: 1e-6 },
+  /** CoSearch's semantic grouping: inputs with token-level F1 ≥ delta share a group of at least minSize inputs. */
+  grouping: { delta: 0.8, minSize: 3 },
+  /** Layered reward (format → budget → result): fixed rewards of the first two layers per side. */
+  layered: {
+    invalidFormatReward: { query: -1, item: -1 },
+    overBudgetReward: { query: 0, item: -1 },
+  },
+  /** The BM25 baseline's cut-off search. */
+  baseline: { maxCutoff: 1000 },
+  /** `cogr serve`. */
+  serve: {
+    host: '127.0.0.1',
+    port: 8080,
+    maxQueryLength: 512,
+    maxK: 1000,
+    defaultK: 10,
+    bodyLimit: 64 * 1024,
+    keywordBudgetMs: 250,
+    keywordCacheSize: 10_000,
+  },
+  /** `cogr reward-server`. */
+  rewardServer: {
+    host: '127.0.0.1',
+    port: 8081,
+    bodyLimit: 8 * 1024 * 1024,
+    maxBatch: 4096,
+    maxTextLength: 65_536,
+  },
+  /** OpenAI-compatible endpoints. */
+  llm: { concurrency: 4, maxRetries: 4, timeoutMs: 60_000, maxTokens: 512 },
+});
+
+type DeepReadonly<T> = { readonly [K in keyof T]: T[K] extends object ? DeepReadonly<T[K]> : T[K] };
+
+function deepFreeze<T extends object>(o: T): DeepReadonly<T> {
+  for (const v of Object.values(o)) if (typeof v === 'object' && v !== null) deepFreeze(v as object);
+  return Object.freeze(o) as DeepReadonly<T>;
+}
