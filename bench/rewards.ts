@@ -60,6 +60,7 @@ import {
   type ItemRewardContext,
 } from '../rewards/itemReward.ts';
 import { buildRelevance } from '../rewards/relevance.ts';
+import type { RewardSample } from '../rewards/scorer.ts';
 import { RewardPool } from '../workers/pool.ts';
 
 interface Workload {
@@ -344,13 +345,14 @@ async function measureRewards(p: Prepared, fullSamples: number): Promise<Record<
 
 async function measureWorkers(p: Prepared, batchSize: number): Promise<Record<string, number>> {
   const { ctx, cache, pairs } = p;
-  // A batch of item rewards: per entry one item and 4 candidates (a GRPO group's worth).
-  const batch: { item: number; candidates: string[][] }[] = [];
+  // A batch of item rewards: per item 4 candidates (a GRPO group's worth), scored by the pool's scorer.
+  const batch: RewardSample[] = [];
   for (let k = 0; k < batchSize / 4; k++) {
     const x = pairs[k % pairs.length];
-    batch.push({ item: x.item, candidates: [x.keywords, x.keywords.slice(1), x.keywords.slice(2), x.keywords.slice(0, -1)] });
+    const id = ctx.itemView.id(x.item);
+    for (const keywords of [x.keywords, x.keywords.slice(1), x.keywords.slice(2), x.keywords.slice(0, -1)]) batch.push({ id, keywords });
   }
-  const nRewards = batch.length * 4;
+  const nRewards = batch.length;
   const out: Record<string, number> = { batch_rewards: nRewards };
   const pools: RewardPool[] = [];
   const perRound: { w1: number; w2: number }[] = [];
@@ -360,7 +362,7 @@ async function measureWorkers(p: Prepared, batchSize: number): Promise<Record<st
   const timed = async (name: 'workers1' | 'workers2', pool: RewardPool) => {
     const c0 = process.cpuUsage();
     const t0 = performance.now();
-    await pool.itemRewards(batch);
+    await pool.rewards(batch);
     wall[name] += performance.now() - t0;
     const d = process.cpuUsage(c0);
     cpu[name] += d.user + d.system;
@@ -373,9 +375,9 @@ async function measureWorkers(p: Prepared, batchSize: number): Promise<Record<st
       const built = await pool.buildItemCache(ctx);
       out[`cache_build_workers${size}_ms`] = round(performance.now() - t0, 0);
       if (built.qref.length !== cache.qref.length) throw new Error('pool cache differs from the in-process cache');
-      pool.setContext({ ...ctx, cache: built });
-      await pool.itemRewards(batch.slice(0, 64)); // warm: views decoded in every worker
-      await pool.itemRewards(batch);
+      pool.setContext({ side: 'item', itemView: ctx.itemView, queryView: ctx.queryView, relevance: ctx.relevance, cache: built, options: {} });
+      await pool.rewards(batch.slice(0, 256)); // warm: views decoded in every worker
+      await pool.rewards(batch);
     }
     // Alternating rounds (1 worker, then 2) so that load from other processes hits both.
     for (let r = 0; r < ROUNDS; r++) {

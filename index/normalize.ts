@@ -119,6 +119,12 @@ export function makeKeywordNormalizer(opts: KeywordNormalizerOptions = {}): Keyw
 /** The memo-free normaliser behind the plain functions. */
 const PLAIN = makeKeywordNormalizer({ memo: 0 });
 
+let threadNormalizer: KeywordNormalizer | null = null;
+/** This thread's memoised normaliser, shared by the reward paths (one memo per thread). */
+export function sharedKeywordNormalizer(): KeywordNormalizer {
+  return (threadNormalizer ??= makeKeywordNormalizer());
+}
+
 /** The words of a normalised keyword (BM25 treats each side as a bag of these). */
 export function keywordWords(k: string): string[] {
   return k.length === 0 ? [] : k.split(' ');

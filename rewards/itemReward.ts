@@ -23,12 +23,12 @@
  * differences in ascending query order, so they agree to the last bit in practice.
  */
 import { cogrError } from '../index/errors.ts';
-import { makeKeywordNormalizer } from '../index/normalize.ts';
-import { i32, type KeywordView } from '../index/view.ts';
+import { sharedKeywordNormalizer } from '../index/normalize.ts';
+import { budgetPenalty } from './layered.ts';
+import { i32 } from '../index/buffers.ts';
+import type { KeywordView } from '../index/view.ts';
 import { fBetaFromCounts } from './setMetrics.ts';
 import type { RelevanceData } from './relevance.ts';
-
-export const DEFAULT_K_MAX = 30;
 
 export interface ItemRewardContext {
   /** Item index of the reference generation: S_i_ref ∪ {title_i} per item. */
@@ -105,13 +105,6 @@ function referenceKeywordOrdinals(ctx: ItemRewardContext, bridge: Int32Array, it
   return out;
 }
 
-/** Sorted query ordinals that retrieve item i under its reference keywords. */
-export function referenceQueries(ctx: ItemRewardContext, item: number): Int32Array {
-  checkItem(ctx, item);
-  const bridge = keywordBridge(ctx.itemView, ctx.queryView);
-  return ctx.queryView.matchOrdinals(referenceKeywordOrdinals(ctx, bridge, item, []));
-}
-
 /**
  * Sorted query ordinals that would retrieve item i with the (already normalised)
  * candidate keywords instead of its reference ones; the title stays.
@@ -133,7 +126,7 @@ export function candidateQueries(ctx: ItemRewardContext, item: number, keywords:
 
 // Policies sample from a limited vocabulary, so the same raw keywords recur across
 // rewards: one normaliser (with its memo) per thread.
-const normalizer = makeKeywordNormalizer();
+const normalizer = sharedKeywordNormalizer();
 
 /**
  * A candidate's keywords normalised and de-duplicated (first occurrences kept, keywords
@@ -145,17 +138,18 @@ export function normalizeCandidate(list: readonly string[]): string[] {
 }
 
 /**
- * A candidate resolved against one query view: how many distinct normalised keywords it
- * has (first occurrences kept) and the query-view ordinals of those the view knows.
+ * A candidate resolved against one query view: its distinct normalised keywords (first
+ * occurrences kept) and the query-view ordinals of those the view knows.
  */
-interface Resolved {
-  size: number;
+export interface ResolvedCandidate {
+  keywords: string[];
   ordinals: number[];
 }
 
-/** Distinct normalised candidate keywords, resolved in the query view. */
-function resolveCandidate(qv: KeywordView, list: readonly string[]): Resolved {
-  const keys: string[] = [];
+/** Normalise a candidate (through the thread's memo) and resolve it in the context's query view. */
+export function resolveCandidate(ctx: Pick<ItemRewardContext, 'queryView'>, list: readonly string[]): ResolvedCandidate {
+  const qv = ctx.queryView;
+  const keywords: string[] = [];
   const ordinals: number[] = [];
   // Linear scans beat a Set for the usual ≤ 30 keywords; long lists use a Set.
   const seen = list.length > 32 ? new Set<string>() : null;
@@ -165,18 +159,18 @@ function resolveCandidate(qv: KeywordView, list: readonly string[]): Resolved {
     if (seen) {
       if (seen.has(k)) continue;
       seen.add(k);
-    } else if (keys.includes(k)) continue;
-    keys.push(k);
+    } else if (keywords.includes(k)) continue;
+    keywords.push(k);
     const o = qv.keywordOrdinal(k);
     if (o >= 0) ordinals.push(o);
   }
-  return { size: keys.length, ordinals };
+  return { keywords, ordinals };
 }
 
 /** Query ordinals retrieving item i with a resolved candidate (title included). */
-function resolvedQueries(ctx: ItemRewardContext, item: number, resolved: Resolved): Int32Array {
+function resolvedQueries(ctx: ItemRewardContext, item: number, resolved: ResolvedCandidate): Int32Array {
   const qv = ctx.queryView;
-  const ords = resolved.ordinals;
+  const ords = [...resolved.ordinals];
   const s = ctx.itemView.data.self[item];
   if (s >= 0) {
     const o = keywordBridge(ctx.itemView, qv)[s];
@@ -185,19 +179,13 @@ function resolvedQueries(ctx: ItemRewardContext, item: number, resolved: Resolve
   return qv.matchOrdinals(ords);
 }
 
-/** The resolved candidate, or null when over the budget (|S_i| after normalisation and de-dup). */
-function candidateWithinBudget(ctx: ItemRewardContext, candidate: readonly string[]): Resolved | null {
-  const resolved = resolveCandidate(ctx.queryView, candidate);
-  return resolved.size > (ctx.kMax ?? DEFAULT_K_MAX) ? null : resolved;
-}
-
 /**
  * The look-up part of the incremental reward alone: normalise the candidate and find
  * the queries that would retrieve the item with it (what the benchmark calls the
  * unavoidable cost).
  */
 export function candidateLookup(ctx: ItemRewardContext, item: number, candidate: readonly string[]): Int32Array {
-  return resolvedQueries(ctx, item, resolveCandidate(ctx.queryView, candidate));
+  return resolvedQueries(ctx, item, resolveCandidate(ctx, candidate));
 }
 
 class GrowableI32 {
@@ -305,19 +293,44 @@ export function cachedReferenceQueries(cache: ItemRewardCache, item: number): In
   return cache.qref.subarray(cache.qrefOff[k], cache.qrefOff[k + 1]);
 }
 
-/** Incremental counterfactual item reward (Appendix B.3). */
+/** Incremental counterfactual item reward (Appendix B.3); −1 over the budget. */
 export function itemRewardIncremental(
   ctx: ItemRewardContext,
   cache: ItemRewardCache,
   item: number,
   candidate: readonly string[],
 ): number {
+  checkCacheItem(ctx, cache, item);
+  const resolved = resolveCandidate(ctx, candidate);
+  const penalty = budgetPenalty(resolved.keywords.length, { side: 'item', kMax: ctx.kMax });
+  return penalty !== null ? penalty : incrementalReward(ctx, cache, item, resolved);
+}
+
+export function checkCacheItem(ctx: ItemRewardContext, cache: ItemRewardCache, item: number): void {
   checkItem(ctx, item);
   if (item < cache.start || item >= cache.end) {
     throw cogrError('INVALID_ARGUMENT', `item ordinal ${item} is outside the cache range [${cache.start}, ${cache.end})`, { item });
   }
-  const resolved = candidateWithinBudget(ctx, candidate);
-  if (resolved === null) return -1;
+}
+
+/** How a candidate changes the retrieval of its item: |Q_cand| and |Q_cand △ Q_ref|. */
+export interface CandidateCounts {
+  matched: number;
+  affected: number;
+}
+
+/**
+ * The result layer of the incremental reward for a resolved candidate (no budget check):
+ * Σ over Q_cand △ Q_ref of the F_β change, in one merge of sorted lists. With `counts`,
+ * also reports |Q_cand| and the size of the symmetric difference.
+ */
+export function incrementalReward(
+  ctx: ItemRewardContext,
+  cache: ItemRewardCache,
+  item: number,
+  resolved: ResolvedCandidate,
+  counts?: CandidateCounts,
+): number {
   const beta = ctx.beta ?? 1;
   const qc = resolvedQueries(ctx, item, resolved);
   const k = item - cache.start;
@@ -330,6 +343,7 @@ export function itemRewardIncremental(
   const rEnd = iRelOff[item + 1];
   const { nRet, nTp } = cache;
   let sum = 0;
+  let affected = 0;
   while (a < qc.length || b < bEnd) {
     let q: number;
     let dir: number;
@@ -344,6 +358,7 @@ export function itemRewardIncremental(
       b++;
       continue;
     }
+    affected++;
     if (counted[q] === 0) continue;
     while (r < rEnd && iRel[r] < q) r++;
     const isRel = r < rEnd && iRel[r] === q ? 1 : 0;
@@ -351,6 +366,10 @@ export function itemRewardIncremental(
     const tp = nTp[q];
     const nr = nRel[q];
     sum += fBetaFromCounts(ret + dir, nr, tp + dir * isRel, beta) - fBetaFromCounts(ret, nr, tp, beta);
+  }
+  if (counts) {
+    counts.matched = qc.length;
+    counts.affected = affected;
   }
   return sum;
 }
@@ -400,7 +419,8 @@ export function itemRewardFull(
   reference?: QueryCounts,
 ): number {
   checkItem(ctx, item);
-  if (normalizeCandidate(candidate).length > (ctx.kMax ?? DEFAULT_K_MAX)) return -1;
+  const penalty = budgetPenalty(normalizeCandidate(candidate).length, { side: 'item', kMax: ctx.kMax });
+  if (penalty !== null) return penalty;
   const beta = ctx.beta ?? 1;
   const ref = reference ?? fullQueryCounts(ctx);
   const next = fullQueryCounts(ctx, { item, queries: candidateQueries(ctx, item, normalizeCandidate(candidate)) });
@@ -411,14 +431,4 @@ export function itemRewardFull(
     sum += fBetaFromCounts(next.nRet[q], nRel[q], next.nTp[q], beta) - fBetaFromCounts(ref.nRet[q], nRel[q], ref.nTp[q], beta);
   }
   return sum;
-}
-
-export interface ItemRewardTask {
-  item: number;
-  candidates: string[][];
-}
-
-/** Incremental rewards of a batch: one array of rewards per entry, one per candidate. */
-export function itemRewardsBatch(ctx: ItemRewardContext, cache: ItemRewardCache, batch: readonly ItemRewardTask[]): number[][] {
-  return batch.map((t) => t.candidates.map((c) => itemRewardIncremental(ctx, cache, t.item, c)));
 }

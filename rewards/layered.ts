@@ -13,9 +13,9 @@
  * format penalty is ours: it is the lowest reward either side can otherwise get, so a
  * parse failure never beats a poor but parsable answer. Every value can be overridden.
  */
+import { DEFAULTS, K_MAX } from '../index/defaults.ts';
 import { normalizeKeywordSet } from '../index/normalize.ts';
 import type { Side } from '../index/types.ts';
-import { DEFAULT_K_MAX } from './itemReward.ts';
 
 export type RewardReason = 'invalid_format' | 'over_budget' | 'ok';
 export const REWARD_REASONS: readonly RewardReason[] = ['invalid_format', 'over_budget', 'ok'];
@@ -36,10 +36,37 @@ export interface LayeredOptions {
   overBudgetReward?: number;
 }
 
-export const LAYERED_DEFAULTS = {
-  invalidFormatReward: { query: -1, item: -1 },
-  overBudgetReward: { query: 0, item: -1 },
-} as const;
+/** The budget layer alone: the side's fixed reward when `size` (distinct normalised keywords) exceeds K_max, else null. */
+export function budgetPenalty(size: number, opts: Omit<LayeredOptions, 'invalidFormatReward'>): number | null {
+  return size > (opts.kMax ?? K_MAX) ? (opts.overBudgetReward ?? DEFAULTS.layered.overBudgetReward[opts.side]) : null;
+}
+
+/** A sample prepared for the result layer: its distinct normalised keywords (and whatever else the side resolved). */
+export interface Prepared {
+  keywords: string[];
+}
+
+/**
+ * The three layers over a side's own preparation: `prepare` normalises (and may resolve)
+ * the parsed keywords once; `result` scores what passed the format and budget layers.
+ */
+export function layered<P extends Prepared>(
+  parsed: readonly string[] | null | undefined,
+  prepare: (list: readonly string[]) => P,
+  result: (prepared: P) => number,
+  opts: LayeredOptions,
+): { reward: number; reason: RewardReason; prepared: P | null } {
+  if (!Array.isArray(parsed) || parsed.some((k) => typeof k !== 'string')) {
+    return { reward: opts.invalidFormatReward ?? DEFAULTS.layered.invalidFormatReward[opts.side], reason: 'invalid_format', prepared: null };
+  }
+  const prepared = prepare(parsed);
+  if (prepared.keywords.length === 0) {
+    return { reward: opts.invalidFormatReward ?? DEFAULTS.layered.invalidFormatReward[opts.side], reason: 'invalid_format', prepared: null };
+  }
+  const penalty = budgetPenalty(prepared.keywords.length, opts);
+  if (penalty !== null) return { reward: penalty, reason: 'over_budget', prepared };
+  return { reward: result(prepared), reason: 'ok', prepared };
+}
 
 /**
  * `parsed` is the generator output already parsed into raw keywords, or null when it
@@ -51,18 +78,8 @@ export function layeredReward(
   result: (keywords: string[]) => number,
   opts: LayeredOptions,
 ): LayeredResult {
-  const side = opts.side;
-  if (!Array.isArray(parsed) || parsed.some((k) => typeof k !== 'string')) {
-    return { reward: opts.invalidFormatReward ?? LAYERED_DEFAULTS.invalidFormatReward[side], reason: 'invalid_format', keywords: [] };
-  }
-  const { keywords } = normalizeKeywordSet(parsed);
-  if (keywords.length === 0) {
-    return { reward: opts.invalidFormatReward ?? LAYERED_DEFAULTS.invalidFormatReward[side], reason: 'invalid_format', keywords: [] };
-  }
-  if (keywords.length > (opts.kMax ?? DEFAULT_K_MAX)) {
-    return { reward: opts.overBudgetReward ?? LAYERED_DEFAULTS.overBudgetReward[side], reason: 'over_budget', keywords };
-  }
-  return { reward: result(keywords), reason: 'ok', keywords };
+  const r = layered(parsed, (list) => normalizeKeywordSet(list), (p) => result(p.keywords), opts);
+  return { reward: r.reward, reason: r.reason, keywords: r.prepared?.keywords ?? [] };
 }
 
 /** How many results ended in each layer. */

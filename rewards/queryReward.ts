@@ -5,8 +5,8 @@
  */
 import { normalizeKeywordSet } from '../index/normalize.ts';
 import type { KeywordView } from '../index/view.ts';
+import { budgetPenalty } from './layered.ts';
 import { fBetaFromCounts, precisionFromCounts, recallFromCounts } from './setMetrics.ts';
-import { DEFAULT_K_MAX } from './itemReward.ts';
 
 export interface QueryRewardResult {
   reward: number;
@@ -27,11 +27,40 @@ export interface QueryRewardOptions {
   nRel?: number;
 }
 
-/** Number of distinct values of a sorted Int32Array. */
-function distinctSorted(a: Int32Array): Int32Array {
+/** The distinct values of a sorted Int32Array (in place). */
+export function distinctSorted(a: Int32Array): Int32Array {
   let m = 0;
   for (let j = 0; j < a.length; j++) if (j === 0 || a[j] !== a[j - 1]) a[m++] = a[j];
   return a.subarray(0, m);
+}
+
+/**
+ * The result layer: F_β of the set the item view matches for `keywords` (already
+ * normalised) ∪ {self} against the sorted, distinct relevant ordinals `rel`.
+ */
+export function queryResult(
+  itemView: KeywordView,
+  self: string | undefined,
+  keywords: readonly string[],
+  rel: Int32Array,
+  nRel: number,
+  beta: number,
+): Omit<QueryRewardResult, 'overBudget'> {
+  const matched = itemView.match({ self, keywords });
+  let tp = 0;
+  let r = 0;
+  for (let j = 0; j < matched.length && r < rel.length; j++) {
+    const e = matched[j];
+    while (r < rel.length && rel[r] < e) r++;
+    if (r < rel.length && rel[r] === e) tp++;
+  }
+  return {
+    reward: fBetaFromCounts(matched.length, nRel, tp, beta),
+    precision: precisionFromCounts(matched.length, tp),
+    recall: recallFromCounts(nRel, tp),
+    nRet: matched.length,
+    tp,
+  };
 }
 
 export function queryReward(
@@ -43,23 +72,7 @@ export function queryReward(
   const rel = distinctSorted(Int32Array.from(relevantItemOrdinals).sort());
   const nRel = opts.nRel ?? rel.length;
   const { keywords } = normalizeKeywordSet(probe.keywords);
-  if (keywords.length > (opts.kMax ?? DEFAULT_K_MAX)) {
-    return { reward: 0, precision: 0, recall: 0, nRet: 0, tp: 0, overBudget: true };
-  }
-  const matched = itemView.match({ self: probe.self, keywords });
-  let tp = 0;
-  let r = 0;
-  for (let j = 0; j < matched.length && r < rel.length; j++) {
-    const e = matched[j];
-    while (r < rel.length && rel[r] < e) r++;
-    if (r < rel.length && rel[r] === e) tp++;
-  }
-  return {
-    reward: fBetaFromCounts(matched.length, nRel, tp, opts.beta ?? 1),
-    precision: precisionFromCounts(matched.length, tp),
-    recall: recallFromCounts(nRel, tp),
-    nRet: matched.length,
-    tp,
-    overBudget: false,
-  };
+  const penalty = budgetPenalty(keywords.length, { side: 'query', kMax: opts.kMax });
+  if (penalty !== null) return { reward: penalty, precision: 0, recall: 0, nRet: 0, tp: 0, overBudget: true };
+  return { ...queryResult(itemView, probe.self, keywords, rel, nRel, opts.beta ?? 1), overBudget: false };
 }

@@ -12,7 +12,8 @@
  * many there were is returned in `missingItems` (and `missingQueries` counts judged
  * or counted query ids absent from the query view), never dropped silently.
  */
-import { alloc, i32, type KeywordView } from '../index/view.ts';
+import { alloc, encodeStrings, i32 } from '../index/buffers.ts';
+import type { KeywordView } from '../index/view.ts';
 
 export interface RelevanceData {
   numQueries: number;
@@ -109,4 +110,58 @@ export function relevantItems(rel: RelevanceData, q: number): Int32Array {
 /** Query ordinals for which an item ordinal is relevant. */
 export function relevantQueries(rel: RelevanceData, i: number): Int32Array {
   return rel.iRel.subarray(rel.iRelOff[i], rel.iRelOff[i + 1]);
+}
+
+/**
+ * Query-side judgements against one item view, as plain (shareable) data: for every
+ * query whose reward can be asked, its id and raw text ({q}) as string tables, its
+ * relevant item ordinals (sorted, distinct; items absent from the view left out) and
+ * |rel(q)| with the absent ones counted (they lower recall rather than vanish).
+ */
+export interface QueryJudgementData {
+  numQueries: number;
+  idsBlob: Uint8Array;
+  idsOff: Int32Array;
+  textBlob: Uint8Array;
+  textOff: Int32Array;
+  relOff: Int32Array;
+  rel: Int32Array;
+  nRel: Int32Array;
+}
+
+export function buildQueryJudgements(
+  itemView: KeywordView,
+  queryText: ReadonlyMap<string, string>,
+  relevant: ReadonlyMap<string, ReadonlySet<string>>,
+  opts: { shared?: boolean } = {},
+): QueryJudgementData {
+  const shared = opts.shared ?? false;
+  const ids = [...queryText.keys()];
+  const n = ids.length;
+  const relOff = i32(n + 1, shared);
+  const nRel = i32(n, shared);
+  const lists: Int32Array[] = [];
+  let total = 0;
+  for (let q = 0; q < n; q++) {
+    const items = relevant.get(ids[q]) ?? new Set<string>();
+    nRel[q] = items.size;
+    const ords: number[] = [];
+    for (const iid of items) {
+      const o = itemView.ordinalOf(iid);
+      if (o >= 0) ords.push(o);
+    }
+    const sorted = Int32Array.from(ords).sort();
+    lists.push(sorted);
+    relOff[q] = total;
+    total += sorted.length;
+  }
+  relOff[n] = total;
+  const rel = i32(total, shared);
+  lists.forEach((l, q) => rel.set(l, relOff[q]));
+  const idTable = encodeStrings(ids, shared);
+  const textTable = encodeStrings(
+    ids.map((id) => queryText.get(id)!),
+    shared,
+  );
+  return { numQueries: n, idsBlob: idTable.blob, idsOff: idTable.off, textBlob: textTable.blob, textOff: textTable.off, relOff, rel, nRel };
 }

@@ -21,18 +21,10 @@ import { z } from 'zod';
 import { cogrError, isCogrError, type CogrError } from '../index/errors.ts';
 import { silentLogger, type Logger } from '../index/log.ts';
 import type { KeywordView, ViewData } from '../index/view.ts';
-import { DEFAULT_K_MAX, mergeItemRewardCaches, type ItemRewardCache, type ItemRewardTask } from '../rewards/itemReward.ts';
+import { mergeItemRewardCaches, type ItemRewardCache } from '../rewards/itemReward.ts';
 import type { RelevanceData } from '../rewards/relevance.ts';
-import {
-  shareAll,
-  type ContextHandles,
-  type QueryRewardOutcome,
-  type QueryRewardTask,
-  type WorkerTask,
-  type WorkerTestHooks,
-} from './shared.ts';
-
-export type { QueryRewardOutcome, QueryRewardTask } from './shared.ts';
+import type { RewardSample, ScoredBatch, ScorerData } from '../rewards/scorer.ts';
+import { shareAll, type CacheHandles, type ContextHandles, type ViewHandle, type WorkerTask } from './shared.ts';
 
 export interface RewardPoolOptions {
   /** Number of worker threads; default os.availableParallelism(). */
@@ -40,26 +32,25 @@ export interface RewardPoolOptions {
   logger?: Logger;
   /** Chunks per worker a batch is cut into (load balancing); default 4. */
   chunksPerWorker?: number;
-  /** Test-only worker behaviour (e.g. exit on a given item ordinal). */
-  testHooks?: WorkerTestHooks;
+  /**
+   * The worker module (path or file URL) whose default export handles the tasks; default
+   * this folder's rewardWorker. Tests wrap the real worker here to inject faults.
+   */
+  workerEntry?: string;
 }
 
 const OptionsSchema = z.object({
   size: z.number().int('size must be an integer').min(1, 'size must be at least 1').optional(),
   chunksPerWorker: z.number().int('chunksPerWorker must be an integer').min(1, 'chunksPerWorker must be at least 1').optional(),
   logger: z.any().optional(),
-  testHooks: z.object({ exitOnItem: z.number().int().optional() }).optional(),
+  workerEntry: z.string().min(1, 'workerEntry must not be empty').optional(),
 });
 
-/** The reward context the pool serves: views, relevance and (item side) the cache. */
-export interface PoolContext {
+/** What building the item-reward cache needs: both views and the judgements in them. */
+export interface CacheContext {
   itemView: KeywordView;
-  /** Needed for item rewards and the cache. */
-  queryView?: KeywordView;
-  relevance?: RelevanceData;
-  cache?: ItemRewardCache;
-  kMax?: number;
-  beta?: number;
+  queryView: KeywordView;
+  relevance: RelevanceData;
 }
 
 export interface CallOptions {
@@ -68,19 +59,26 @@ export interface CallOptions {
   contextId?: number;
 }
 
-const WORKER_FILE = fileURLToPath(new URL('./rewardWorker.ts', import.meta.url));
-const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+/** The worker entry next to this module: TypeScript under a TypeScript loader (tests, tsx), JavaScript when compiled. */
+const OWN_EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+const DEFAULT_WORKER = fileURLToPath(new URL(`./rewardWorker${OWN_EXTENSION}`, import.meta.url));
+
+/** Node flags for a worker entry: a TypeScript entry is loaded through tsx (development and tests only). */
+function workerExecArgv(entry: string): string[] {
+  if (!entry.endsWith('.ts')) return [];
+  return ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href];
+}
 
 /** Registered contexts kept per pool; older ones are dropped (calls naming them get NOT_FOUND). */
 export const MAX_CONTEXTS = 8;
 
 let nextId = 1;
-const sharedViews = new WeakMap<KeywordView, { id: number; data: ViewData }>();
+const sharedViews = new WeakMap<KeywordView, ViewHandle>();
 /** The view's data on SharedArrayBuffer (copied once per view when it is not) and a stable id. */
-function sharedView(v: KeywordView): { id: number; data: ViewData } {
+function sharedView(v: KeywordView): ViewHandle {
   let d = sharedViews.get(v);
   if (!d) {
-    d = { id: nextId++, data: shareAll(v.data) };
+    d = { id: nextId++, data: shareAll(v.data) as ViewData };
     sharedViews.set(v, d);
   }
   return d;
@@ -103,16 +101,16 @@ export class RewardPool {
     this.size = opts.size ?? availableParallelism();
     this.logger = opts.logger ?? silentLogger;
     this.chunksPerWorker = opts.chunksPerWorker ?? 4;
+    const entry = opts.workerEntry ? (opts.workerEntry.startsWith('file:') ? fileURLToPath(opts.workerEntry) : opts.workerEntry) : DEFAULT_WORKER;
     this.piscina = new Piscina({
-      filename: WORKER_FILE,
+      filename: entry,
       minThreads: this.size,
       maxThreads: this.size,
       idleTimeout: 60_000,
       // Two tasks in flight per worker: the next chunk is cloned and queued while the
       // worker computes the current one (the handler is synchronous, so they run in turn).
       concurrentTasksPerWorker: 2,
-      execArgv: ['--import', TSX_LOADER],
-      workerData: { testHooks: opts.testHooks ?? {} },
+      execArgv: workerExecArgv(entry),
     });
     this.piscina.on('error', (e: unknown) => this.logger.warn('reward worker error', { error: describe(e) }));
   }
@@ -127,25 +125,17 @@ export class RewardPool {
   }
 
   /**
-   * Register a context (typed arrays are moved to SharedArrayBuffer once when they are
-   * not there yet) and make it the current one. Returns its id.
+   * Register a scorer's data (typed arrays are moved to SharedArrayBuffer once when they
+   * are not there yet) and make it the current context. Returns its id.
    */
-  setContext(ctx: PoolContext): number {
+  setContext(data: ScorerData): number {
     this.checkAlive();
     const id = nextId++;
-    const item = sharedView(ctx.itemView);
-    const query = ctx.queryView ? sharedView(ctx.queryView) : null;
-    const handles: ContextHandles = {
-      id,
-      itemViewId: item.id,
-      itemData: item.data,
-      queryViewId: query?.id ?? 0,
-      queryData: query?.data ?? null,
-      relevance: ctx.relevance ? shareAll(ctx.relevance) : null,
-      cache: ctx.cache ? shareAll(ctx.cache) : null,
-      kMax: ctx.kMax ?? DEFAULT_K_MAX,
-      beta: ctx.beta ?? 1,
-    };
+    const item = sharedView(data.itemView);
+    const handles: ContextHandles =
+      data.side === 'query'
+        ? { id, side: 'query', item, judgements: shareAll(data.judgements), options: data.options }
+        : { id, side: 'item', item, query: sharedView(data.queryView), relevance: shareAll(data.relevance), cache: shareAll(data.cache), options: data.options };
     this.contexts.set(id, handles);
     this.current = id;
     // Contexts are per round; keep the last few so that a long run does not pin old rounds.
@@ -154,74 +144,48 @@ export class RewardPool {
       this.contexts.delete(oldest);
       this.logger.debug('reward context dropped (oldest)', { id: oldest });
     }
-    this.logger.debug('reward context registered', { id, items: ctx.itemView.size, queries: ctx.queryView?.size ?? 0 });
+    this.logger.debug('reward context registered', { id, side: data.side, items: data.itemView.size });
     return id;
   }
 
-  /** Forget a context (the workers drop their views of it as newer ones arrive). */
+  /** Forget a context (the workers drop their scorers of it as newer ones arrive). */
   dropContext(id: number): void {
     this.contexts.delete(id);
     if (this.current === id) this.current = null;
   }
 
-  /**
-   * Build the per-round item-reward cache in parallel over item ranges and merge it
-   * (on SharedArrayBuffer). Register it with `setContext({...ctx, cache})`.
-   */
-  async buildItemCache(ctx: PoolContext, opts: { signal?: AbortSignal } = {}): Promise<ItemRewardCache> {
+  /** Build the per-round item-reward cache in parallel over item ranges and merge it (on SharedArrayBuffer). */
+  async buildItemCache(ctx: CacheContext, opts: { signal?: AbortSignal } = {}): Promise<ItemRewardCache> {
     this.checkAlive();
-    if (!ctx.queryView || !ctx.relevance) throw cogrError('INVALID_ARGUMENT', 'buildItemCache: the context needs queryView and relevance');
-    const prev = this.current;
-    const id = this.setContext({ ...ctx, cache: undefined });
-    this.current = prev;
-    const handles = this.contexts.get(id)!;
-    try {
-      const n = ctx.itemView.size;
-      const parts = Math.max(1, Math.min(n, this.size * this.chunksPerWorker));
-      const ranges: { start: number; end: number }[] = [];
-      for (let p = 0; p < parts; p++) ranges.push({ start: Math.floor((p * n) / parts), end: Math.floor(((p + 1) * n) / parts) });
-      const results = await this.runAll<ItemRewardCache>(
-        ranges.map((r) => ({ kind: 'buildCache', ctx: handles, start: r.start, end: r.end })),
-        ranges.map((r) => `cache items ${r.start}..${r.end - 1} (size ${r.end - r.start})`),
-        opts.signal,
-      );
-      return mergeItemRewardCaches(results, { shared: true });
-    } finally {
-      this.dropContext(id);
-    }
-  }
-
-  /** Incremental item rewards: one array per batch entry, one reward per candidate. */
-  async itemRewards(batch: readonly ItemRewardTask[], opts: CallOptions = {}): Promise<number[][]> {
-    const handles = this.handles(opts.contextId);
-    if (!handles.cache || !handles.queryData || !handles.relevance) {
-      throw cogrError('INVALID_ARGUMENT', 'itemRewards: the context needs queryView, relevance and cache');
-    }
-    const chunks = this.chunk(batch);
-    const out = await this.runAll<number[][]>(
-      chunks.map((c) => ({ kind: 'itemRewards', ctx: handles, batch: c })),
-      chunks.map((c) => `item batch items ${c[0].item}..${c[c.length - 1].item} (size ${c.length})`),
+    const handles: CacheHandles = { item: sharedView(ctx.itemView), query: sharedView(ctx.queryView), relevance: shareAll(ctx.relevance) };
+    const n = ctx.itemView.size;
+    const parts = Math.max(1, Math.min(n, this.size * this.chunksPerWorker));
+    const ranges: { start: number; end: number }[] = [];
+    for (let p = 0; p < parts; p++) ranges.push({ start: Math.floor((p * n) / parts), end: Math.floor(((p + 1) * n) / parts) });
+    const results = await this.runAll<ItemRewardCache>(
+      ranges.map((r) => ({ kind: 'buildCache', ctx: handles, start: r.start, end: r.end })),
+      ranges.map((r) => `cache items ${r.start}..${r.end - 1} (size ${r.end - r.start})`),
       opts.signal,
     );
-    return out.flat();
+    return mergeItemRewardCaches(results, { shared: true });
   }
 
-  /** Query rewards against the context's item view: per entry, per candidate. */
-  async queryRewards(batch: readonly QueryRewardTask[], opts: CallOptions = {}): Promise<QueryRewardOutcome[][]> {
+  /** Rewards of a batch of samples by the context's scorer (rewards/scorer.ts), in the batch's order. */
+  async rewards(batch: readonly RewardSample[], opts: CallOptions = {}): Promise<ScoredBatch<unknown>> {
     const handles = this.handles(opts.contextId);
     const chunks = this.chunk(batch);
     let first = 0;
     const labels = chunks.map((c) => {
-      const l = `query batch entries ${first}..${first + c.length - 1} (size ${c.length})`;
+      const l = `${handles.side} reward batch items ${first}..${first + c.length - 1} (size ${c.length}, ids ${c[0].id}..${c[c.length - 1].id})`;
       first += c.length;
       return l;
     });
-    const out = await this.runAll<QueryRewardOutcome[][]>(
-      chunks.map((c) => ({ kind: 'queryRewards', ctx: handles, batch: c })),
+    const parts = await this.runAll<ScoredBatch<unknown>>(
+      chunks.map((c) => ({ kind: 'rewards', ctx: handles, batch: c })),
       labels,
       opts.signal,
     );
-    return out.flat();
+    return { rewards: parts.flatMap((p) => p.rewards), reasons: parts.flatMap((p) => p.reasons) };
   }
 
   async destroy(): Promise<void> {

@@ -1,53 +1,53 @@
 /**
- * Entry point of the reward worker threads (loaded by Piscina through tsx). A task
- * carries a context's id and its SharedArrayBuffer-backed data; the views are
- * reconstructed once per id and thread and kept for the next tasks (the last few
- * contexts only, so that old rounds can be collected). Results are plain arrays.
+ * Entry point of the reward worker threads (loaded by Piscina). A task carries a
+ * registered scorer's id and its SharedArrayBuffer-backed data; views and scorers are
+ * reconstructed once per id and thread and kept for the next tasks (the last few only,
+ * so that old rounds can be collected). Every reward is computed by the scorer
+ * (rewards/scorer.ts); results are plain arrays.
  */
-import { workerData } from 'node:worker_threads';
-import { Piscina } from 'piscina';
-import { KeywordView, type ViewData } from '../index/view.ts';
-import { buildItemRewardCache, itemRewardsBatch, type ItemRewardCache, type ItemRewardContext } from '../rewards/itemReward.ts';
-import { queryReward } from '../rewards/queryReward.ts';
+import { KeywordView } from '../index/view.ts';
 import { cogrError, isCogrError } from '../index/errors.ts';
-import type { ContextHandles, QueryRewardOutcome, WorkerTask, WorkerTestHooks } from './shared.ts';
+import { buildItemRewardCache, type ItemRewardCache } from '../rewards/itemReward.ts';
+import { scorerFromData, type ItemScorer, type QueryScorer, type ScoredBatch } from '../rewards/scorer.ts';
+import { Piscina } from 'piscina';
+import type { ContextHandles, ViewHandle, WorkerTask } from './shared.ts';
 
 const KEEP_VIEWS = 6;
+const KEEP_SCORERS = 4;
 
-interface Live {
-  itemView: KeywordView;
-  queryView: KeywordView | null;
-}
-const live = new Map<number, KeywordView>();
-const hooks: WorkerTestHooks = (workerData as { testHooks?: WorkerTestHooks } | null)?.testHooks ?? {};
+const views = new Map<number, KeywordView>();
+const scorers = new Map<number, QueryScorer | ItemScorer>();
 
-function view(id: number, data: ViewData): KeywordView {
-  let v = live.get(id);
-  if (!v) {
-    v = new KeywordView(data);
-    live.set(id, v);
-    while (live.size > KEEP_VIEWS) live.delete(live.keys().next().value as number);
+/** Most recently used last; the oldest entries beyond `keep` are dropped. */
+function remember<T>(map: Map<number, T>, id: number, make: () => T, keep: number): T {
+  let v = map.get(id);
+  if (v === undefined) {
+    v = make();
+    map.set(id, v);
+    while (map.size > keep) map.delete(map.keys().next().value as number);
   } else {
-    // Most recently used last.
-    live.delete(id);
-    live.set(id, v);
+    map.delete(id);
+    map.set(id, v);
   }
   return v;
 }
 
-function views(h: ContextHandles): Live {
-  return {
-    itemView: view(h.itemViewId, h.itemData),
-    queryView: h.queryData ? view(h.queryViewId, h.queryData) : null,
-  };
+function view(h: ViewHandle): KeywordView {
+  return remember(views, h.id, () => new KeywordView(h.data), KEEP_VIEWS);
 }
 
-function itemContext(h: ContextHandles): ItemRewardContext {
-  const v = views(h);
-  if (!v.queryView || !h.relevance) {
-    throw cogrError('INVALID_ARGUMENT', 'the context has no query view or relevance data: item rewards need both');
-  }
-  return { itemView: v.itemView, queryView: v.queryView, relevance: h.relevance, kMax: h.kMax, beta: h.beta };
+function scorer(h: ContextHandles): QueryScorer | ItemScorer {
+  return remember(
+    scorers,
+    h.id,
+    () =>
+      scorerFromData(
+        h.side === 'query'
+          ? { side: 'query', itemView: view(h.item), judgements: h.judgements, options: h.options }
+          : { side: 'item', itemView: view(h.item), queryView: view(h.query), relevance: h.relevance, cache: h.cache, options: h.options },
+      ),
+    KEEP_SCORERS,
+  );
 }
 
 function transferCache(c: ItemRewardCache): unknown {
@@ -74,27 +74,12 @@ export default function rewardWorker(task: WorkerTask): unknown {
 
 function handle(task: WorkerTask): unknown {
   switch (task.kind) {
-    case 'buildCache':
-      return transferCache(buildItemRewardCache(itemContext(task.ctx), { start: task.start, end: task.end }));
-    case 'itemRewards': {
-      if (hooks.exitOnItem !== undefined && task.batch.some((t) => t.item === hooks.exitOnItem)) process.exit(1);
-      const ctx = itemContext(task.ctx);
-      if (!task.ctx.cache) throw cogrError('INVALID_ARGUMENT', 'the context has no item-reward cache: build it first');
-      return itemRewardsBatch(ctx, task.ctx.cache, task.batch);
+    case 'buildCache': {
+      const { item, query, relevance } = task.ctx;
+      return transferCache(buildItemRewardCache({ itemView: view(item), queryView: view(query), relevance }, { start: task.start, end: task.end }));
     }
-    case 'queryRewards': {
-      const { itemView } = views(task.ctx);
-      return task.batch.map((t): QueryRewardOutcome[] =>
-        t.candidates.map((c) => {
-          const r = queryReward(itemView, { self: t.self, keywords: c }, t.relevant, {
-            kMax: task.ctx.kMax,
-            beta: task.ctx.beta,
-            nRel: t.nRel,
-          });
-          return { reward: r.reward, nRet: r.nRet, tp: r.tp };
-        }),
-      );
-    }
+    case 'rewards':
+      return scorer(task.ctx).score(task.batch) satisfies ScoredBatch<unknown>;
     default:
       throw cogrError('INVALID_ARGUMENT', `unknown worker task ${JSON.stringify((task as { kind?: unknown }).kind)}`);
   }

@@ -1,52 +1,34 @@
 /**
- * What crosses the thread boundary: the plain data of a reward context, with every
- * typed array on a SharedArrayBuffer so that posting it to a worker shares the memory
- * instead of copying it, and the task shapes of the reward worker.
+ * What crosses the thread boundary: the plain data of a reward scorer, with every typed
+ * array on a SharedArrayBuffer so that posting it to a worker shares the memory instead
+ * of copying it, and the task shapes of the reward worker.
  */
 import type { ViewData } from '../index/view.ts';
-import type { ItemRewardCache, ItemRewardTask } from '../rewards/itemReward.ts';
-import type { RelevanceData } from '../rewards/relevance.ts';
+import type { ItemRewardCache } from '../rewards/itemReward.ts';
+import type { QueryJudgementData, RelevanceData } from '../rewards/relevance.ts';
+import type { RewardSample, ScorerOptions } from '../rewards/scorer.ts';
 
-export interface ContextHandles {
-  /** Process-unique id of the context. */
+/** Process-unique ids of the views; workers keep one reconstructed KeywordView per id. */
+export interface ViewHandle {
   id: number;
-  /** Process-unique ids of the views; workers keep one reconstructed KeywordView per id. */
-  itemViewId: number;
-  itemData: ViewData;
-  queryViewId: number;
-  queryData: ViewData | null;
-  relevance: RelevanceData | null;
-  cache: ItemRewardCache | null;
-  kMax: number;
-  beta: number;
+  data: ViewData;
 }
 
-export interface QueryRewardTask {
-  /** The raw query text ({q}). */
-  self: string;
-  /** Relevant item ordinals in the item view. */
-  relevant: Int32Array | number[];
-  /** |rel(q)| when it exceeds the ordinals given (relevant items missing from the view). */
-  nRel?: number;
-  candidates: string[][];
-}
+/** A registered scorer: its side's data, views as handles. */
+export type ContextHandles =
+  | { id: number; side: 'query'; item: ViewHandle; judgements: QueryJudgementData; options: ScorerOptions }
+  | { id: number; side: 'item'; item: ViewHandle; query: ViewHandle; relevance: RelevanceData; cache: ItemRewardCache; options: ScorerOptions };
 
-export interface QueryRewardOutcome {
-  reward: number;
-  nRet: number;
-  tp: number;
+/** What building a range of the item-reward cache needs. */
+export interface CacheHandles {
+  item: ViewHandle;
+  query: ViewHandle;
+  relevance: RelevanceData;
 }
 
 export type WorkerTask =
-  | { kind: 'buildCache'; ctx: ContextHandles; start: number; end: number }
-  | { kind: 'itemRewards'; ctx: ContextHandles; batch: ItemRewardTask[] }
-  | { kind: 'queryRewards'; ctx: ContextHandles; batch: QueryRewardTask[] };
-
-/** Test-only behaviour of the worker, set through the pool's `testHooks` option. */
-export interface WorkerTestHooks {
-  /** process.exit(1) inside the worker when an item-reward batch contains this ordinal. */
-  exitOnItem?: number;
-}
+  | { kind: 'buildCache'; ctx: CacheHandles; start: number; end: number }
+  | { kind: 'rewards'; ctx: ContextHandles; batch: RewardSample[] };
 
 function isShared(a: ArrayBufferView): boolean {
   return typeof SharedArrayBuffer !== 'undefined' && a.buffer instanceof SharedArrayBuffer;
@@ -68,12 +50,4 @@ export function shareAll<T extends object>(obj: T): T {
     out[k] = v instanceof Int32Array || v instanceof Uint8Array ? shareArray(v) : v;
   }
   return out as T;
-}
-
-/** True when every typed array of the object lives on a SharedArrayBuffer. */
-export function allShared(obj: object): boolean {
-  for (const v of Object.values(obj)) {
-    if ((v instanceof Int32Array || v instanceof Uint8Array) && !isShared(v)) return false;
-  }
-  return true;
 }

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { cogrError } from '../../index/errors.ts';
+import type { ScorerOptions } from '../../rewards/scorer.ts';
 
 export const RunConfigSchema = z
   .object({
@@ -94,4 +95,9 @@ export function configDifferences(stored: RunConfig, wanted: RunConfig): string[
     if (JSON.stringify(stored[k]) !== JSON.stringify(wanted[k])) out.push(`${k}: stored ${JSON.stringify(stored[k])}, asked ${JSON.stringify(wanted[k])}`);
   }
   return out;
+}
+
+/** The reward options of a run: its budget and F-beta. */
+export function scorerOptions(config: Pick<RunConfig, 'kMax' | 'beta'>): ScorerOptions {
+  return { kMax: config.kMax, beta: config.beta };
 }

@@ -31,16 +31,13 @@ import { loadPromptTemplate, renderPrompt, type ChatMessage } from '../../genera
 import { itemInput, queryInput } from '../../generators/sft.ts';
 import type { GenerateInput, KeyValueStore, KeywordGenerator, KeywordSample } from '../../generators/types.ts';
 import { groupAdvantages } from '../../rewards/grpo.ts';
-import { buildItemRewardCache, itemRewardIncremental } from '../../rewards/itemReward.ts';
-import { layeredReward } from '../../rewards/layered.ts';
-import { queryReward } from '../../rewards/queryReward.ts';
-import { buildRelevance } from '../../rewards/relevance.ts';
+import { createItemScorer, createQueryScorer } from '../../rewards/scorer.ts';
 import { readJsonl } from '../datasets/common.ts';
 import type { ProgressSink } from '../progress.ts';
 import { silentProgress } from '../progress.ts';
 import { evaluateHeldOut, policyKeywords, type QueryKeywordsFn } from './evaluate.ts';
 import { RunState, type HeldOutMetrics, type RunSplit, type StepRecord } from './state.ts';
-import type { RunConfig } from './config.ts';
+import { scorerOptions, type RunConfig } from './config.ts';
 
 export interface StoredRun {
   config: RunConfig;
@@ -121,21 +118,11 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
     opts.side === 'query' ? run.split.train.map((id) => queryInput(byId.get(id)!)) : corpus.items.map((it) => itemInput(it));
   if (opts.limit && opts.limit > 0) inputs = inputs.slice(0, opts.limit);
 
-  // Reward functions for the side.
-  let score: (input: GenerateInput, keywords: string[]) => { reward: number; matched: number };
-  if (opts.side === 'query') {
-    score = (input, keywords) => {
-      const rel = trainRelevant.get(input.id) ?? new Set<string>();
-      const ordinals = [...rel].map((id) => itemView.ordinalOf(id)).filter((o) => o >= 0);
-      const r = queryReward(itemView, { self: input.text, keywords }, ordinals, { kMax: config.kMax, beta: config.beta, nRel: rel.size });
-      return { reward: r.reward, matched: r.nRet };
-    };
-  } else {
-    const relevance = buildRelevance(queryView!, itemView, trainRelevant, trainSet);
-    const ctx = { itemView, queryView: queryView!, relevance, kMax: config.kMax, beta: config.beta };
-    const cache = buildItemRewardCache(ctx);
-    score = (input, keywords) => ({ reward: itemRewardIncremental(ctx, cache, itemView.ordinalOf(input.id), keywords), matched: -1 });
-  }
+  // The side's scorer against the frozen generations the round trains against.
+  const scorer =
+    opts.side === 'query'
+      ? createQueryScorer(itemView, { relevant: trainRelevant, queryText: new Map(inputs.map((x) => [x.id, x.text])) }, scorerOptions(config))
+      : createItemScorer(itemView, queryView!, { relevant: trainRelevant, counted: trainSet }, scorerOptions(config));
 
   const out = createWriteStream(opts.out, { encoding: 'utf8' });
   const summary: RolloutSummary = { lines: 0, groups: 0, degenerateGroups: 0, meanReward: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 } };
@@ -148,15 +135,16 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
     for (let i = 0; i < batch.length; i++) {
       const input = batch[i];
       const prompt: ChatMessage[] = renderPrompt(template, input, [], config.kMax);
-      const scored = samples[i].map((s) => {
-        let matched = -1;
-        const lr = layeredReward(s.format === 'ok' ? s.keywords : null, (kw) => {
-          const r = score(input, kw);
-          matched = r.matched;
-          return r.reward;
-        }, { side: opts.side, kMax: config.kMax });
-        return { s, lr, matched };
-      });
+      const r = scorer.score(
+        samples[i].map((s) => ({ id: input.id, keywords: s.format === 'ok' ? s.keywords : null })),
+        { details: true },
+      );
+      const scored = samples[i].map((s, k) => ({
+        s,
+        lr: { reward: r.rewards[k]!, reason: r.reasons[k]!, keywords: r.keywords![k] },
+        // Matched items of a query's keywords (the item side reports no such count).
+        matched: opts.side === 'query' && r.reasons[k] === 'ok' ? r.details![k]!.matched : -1,
+      }));
       const rewards = scored.map((x) => x.lr.reward);
       const adv = groupAdvantages(rewards);
       if (rewards.every((r) => r === rewards[0])) summary.degenerateGroups++;

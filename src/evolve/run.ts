@@ -35,12 +35,12 @@ import { loadPolicy, POLICY_SUBLEVEL, savePolicy } from '../../generators/policy
 import { itemInput, queryInput, runSft } from '../../generators/sft.ts';
 import type { GenerateInput, KeyValueStore } from '../../generators/types.ts';
 import { advantagesForGroups } from '../../rewards/grpo.ts';
-import { layeredReward, type RewardReason } from '../../rewards/layered.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
+import { itemScorerData, queryScorerData } from '../../rewards/scorer.ts';
 import { RewardPool } from '../../workers/pool.ts';
 import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
-import { configDifferences, parseRunConfig, type RunConfig, type RunConfigInput } from './config.ts';
+import { configDifferences, parseRunConfig, scorerOptions, type RunConfig, type RunConfigInput } from './config.ts';
 import { evaluateHeldOut, policyKeywords } from './evaluate.ts';
 import { RunState, stepNames, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from './state.ts';
 
@@ -322,8 +322,8 @@ interface PhaseSpec<T extends { id: string }> {
   reference: EmbeddedPolicy | undefined;
   inputOf: (e: T) => GenerateInput;
   entitiesForEpoch: (rng: () => number) => T[];
-  /** Result rewards per entity, per candidate (computed on the worker pool). */
-  rewards: (batch: T[], candidates: string[][][]) => Promise<number[][]>;
+  /** The registered scorer on the worker pool (rewards/scorer.ts). */
+  contextId: number;
   rewardLabel: (meanReward: number) => string;
 }
 
@@ -350,15 +350,19 @@ async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): 
           p.policy.sample(p.inputOf(e), { temperature: config.rolloutTemperature, rng: createRng(deriveSeed(config.seed, p.step, epoch, e.id, s)) }),
         ),
       );
-      const results = await p.rewards(
-        batch,
-        samples.map((g) => g.map((x) => x.keywords)),
+      // Layered rewards (format → budget → result) of every sample, scored on the pool.
+      const scored = await ctx.pool().rewards(
+        batch.flatMap((e, i) => samples[i].map((x) => ({ id: e.id, keywords: x.keywords }))),
+        { contextId: p.contextId, signal: ctx.signal },
       );
       const groups = samples.map((g, i) =>
-        g.map((x, s) => {
-          const lr = layeredReward(x.keywords, () => results[i][s], { side: p.side, kMax: config.kMax });
-          stats.reasons[lr.reason as RewardReason]++;
-          return lr.reward;
+        g.map((_, s) => {
+          const k = i * config.groupSize + s;
+          const reason = scored.reasons[k];
+          const reward = scored.rewards[k];
+          if (reason === null || reward === null) throw cogrError('INTERNAL', `${p.side} ${batch[i].id}: the scorer does not know this entity`);
+          stats.reasons[reason]++;
+          return reward;
         }),
       );
       const adv = advantagesForGroups(groups, { dropDegenerate: config.dropDegenerateGroups });
@@ -411,13 +415,9 @@ async function queryStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omi
   const itemView = await ctx.store.openView('item', prev.itemGeneration, { shared: true });
   const { policy, reference } = await policiesForRound(ctx, 'query', round, itemView);
   const pool = ctx.pool();
-  const contextId = pool.setContext({ itemView, kMax: config.kMax, beta: config.beta });
-  const relevantOrdinals = new Map<string, { ordinals: number[]; nRel: number }>();
-  for (const q of ctx.trainQueries) {
-    const rel = ctx.trainRelevant.get(q.id) ?? new Set<string>();
-    const ordinals = [...rel].map((id) => itemView.ordinalOf(id)).filter((o) => o >= 0);
-    relevantOrdinals.set(q.id, { ordinals, nRel: rel.size });
-  }
+  const contextId = pool.setContext(
+    queryScorerData(itemView, { relevant: ctx.trainRelevant, queryText: new Map(ctx.trainQueries.map((q) => [q.id, q.text])) }, scorerOptions(config), { shared: true }),
+  );
   const stats = await trainPhase(ctx, {
     side: 'query',
     step,
@@ -427,16 +427,7 @@ async function queryStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omi
     reference,
     inputOf: queryInput,
     entitiesForEpoch: (rng) => shuffle(ctx.trainQueries, rng),
-    rewards: async (batch, candidates) => {
-      const outcomes = await pool.queryRewards(
-        batch.map((q, i) => {
-          const r = relevantOrdinals.get(q.id)!;
-          return { self: q.text, relevant: r.ordinals, nRel: r.nRel, candidates: candidates[i] };
-        }),
-        { contextId, signal: ctx.signal },
-      );
-      return outcomes.map((o) => o.map((x) => x.reward));
-    },
+    contextId,
     rewardLabel: (m) => `mean F1 reward ${m.toFixed(4)}`,
   });
   pool.dropContext(contextId);
@@ -471,10 +462,11 @@ async function itemStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit
   const itemView = await ctx.store.openView('item', prev.itemGeneration, { shared: true });
   const queryView = await ctx.store.openView('query', prev.queryGeneration, { shared: true });
   const { policy, reference } = await policiesForRound(ctx, 'item', round, queryView);
-  const relevance = buildRelevance(queryView, itemView, ctx.trainRelevant, new Set(ctx.split.train), { shared: true });
+  const judgements = { relevant: ctx.trainRelevant, counted: new Set(ctx.split.train) };
+  const relevance = buildRelevance(queryView, itemView, judgements.relevant, judgements.counted, { shared: true });
   const pool = ctx.pool();
-  const cache = await pool.buildItemCache({ itemView, queryView, relevance, kMax: config.kMax, beta: config.beta }, { signal: ctx.signal });
-  const contextId = pool.setContext({ itemView, queryView, relevance, cache, kMax: config.kMax, beta: config.beta });
+  const cache = await pool.buildItemCache({ itemView, queryView, relevance }, { signal: ctx.signal });
+  const contextId = pool.setContext(itemScorerData(itemView, queryView, judgements, scorerOptions(config), { shared: true, relevance, cache }));
   const stats = await trainPhase(ctx, {
     side: 'item',
     step,
@@ -484,11 +476,7 @@ async function itemStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit
     reference,
     inputOf: itemInput,
     entitiesForEpoch: (rng) => itemsForEpoch(ctx.corpus.items, config.itemsPerEpoch, rng),
-    rewards: (batch, candidates) =>
-      pool.itemRewards(
-        batch.map((it, i) => ({ item: itemView.ordinalOf(it.id), candidates: candidates[i] })),
-        { contextId, signal: ctx.signal },
-      ),
+    contextId,
     rewardLabel: (m) => `mean ΔΣF1 reward ${m.toExponential(3)}`,
   });
   pool.dropContext(contextId);

@@ -23,24 +23,22 @@
  */
 import { z } from 'zod';
 import type { FastifyInstance } from 'fastify';
+import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
 import { silentLogger } from '../../index/log.ts';
+import { normalizeKeywordSet } from '../../index/normalize.ts';
 import type { Corpus, Side } from '../../index/types.ts';
 import { parseKeywordOutput } from '../../generators/parse.ts';
+import type { RewardReason } from '../../rewards/layered.ts';
 import {
-  buildItemRewardCache,
-  cachedReferenceQueries,
-  candidateQueries,
-  DEFAULT_K_MAX,
-  itemRewardIncremental,
-  type ItemRewardCache,
-  type ItemRewardContext,
-} from '../../rewards/itemReward.ts';
-import { layeredReward, type RewardReason } from '../../rewards/layered.ts';
-import { queryReward } from '../../rewards/queryReward.ts';
-import { buildRelevance } from '../../rewards/relevance.ts';
-import { normalizeKeywordSet } from '../../index/normalize.ts';
+  createItemScorer,
+  createQueryScorer,
+  type ItemRewardDetail,
+  type ItemScorer,
+  type QueryRewardDetail,
+  type QueryScorer,
+} from '../../rewards/scorer.ts';
 import { bearerGuard, createApp, parseOrThrow } from './http.ts';
 import { createServerMetrics, type ServerMetrics } from './metrics.ts';
 import { buildOpenApi, renderDocsHtml, SchemaConverter, type RouteDoc } from './openapi.ts';
@@ -48,9 +46,9 @@ import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
 import type { LiveSnapshot, Snapshot } from './state.ts';
 
 export const RewardLimitsSchema = z.strictObject({
-  bodyLimit: z.number().int().min(256).max(256 * 1024 * 1024).default(8 * 1024 * 1024),
-  maxBatch: z.number().int().min(1).max(100_000).default(4096),
-  maxTextLength: z.number().int().min(1).max(10_000_000).default(65_536),
+  bodyLimit: z.number().int().min(256).max(256 * 1024 * 1024).default(DEFAULTS.rewardServer.bodyLimit),
+  maxBatch: z.number().int().min(1).max(100_000).default(DEFAULTS.rewardServer.maxBatch),
+  maxTextLength: z.number().int().min(1).max(10_000_000).default(DEFAULTS.rewardServer.maxTextLength),
 });
 
 export interface RewardServerOptions {
@@ -75,8 +73,8 @@ const OptionsSchema = z.object({
     message: 'expected a corpus with queries and relevant',
   }),
   defaultSide: z.enum(['query', 'item']).default('query'),
-  kMax: z.number().int().min(1).default(DEFAULT_K_MAX),
-  beta: z.number().positive().default(1),
+  kMax: z.number().int().min(1).default(K_MAX),
+  beta: z.number().positive().default(DEFAULTS.run.beta),
   token: z.string().min(1, 'must not be empty when given').optional(),
   limits: RewardLimitsSchema.optional(),
 });
@@ -125,142 +123,76 @@ export function parseLabel(label: string, defaultSide: Side): { side: Side; id: 
   return m ? { side: m[1] as Side, id: m[2] } : { side: defaultSide, id: label };
 }
 
-// ---- reward state per snapshot ----
+// ---- scorers per snapshot ----
 
-interface RewardState {
-  snap: Snapshot;
-  queryText: Map<string, string>;
-  relevant: ReadonlyMap<string, ReadonlySet<string>>;
-  /** Built on first item reward (needs the query-side generation). */
-  item: { ctx: ItemRewardContext; cache: ItemRewardCache } | null;
-}
-
-export interface QueryRewardAnswer {
+export interface QueryRewardAnswer extends QueryRewardDetail {
   side: 'query';
   id: string;
   reward: number;
   reason: RewardReason;
   keywords: string[];
-  /** Items matched by S_q ∪ {q} in the served item index (0 unless reason = ok). */
-  matched: number;
-  truePositives: number;
-  relevant: number;
-  precision: number;
-  recall: number;
 }
 
-export interface ItemRewardAnswer {
+export interface ItemRewardAnswer extends ItemRewardDetail {
   side: 'item';
   id: string;
   reward: number;
   reason: RewardReason;
   keywords: string[];
-  /** Queries that would retrieve the item with the candidate keywords. */
-  matched: number;
-  /** Queries that retrieve it with its reference keywords. */
-  referenceMatched: number;
-  /** |Q_cand △ Q_ref|: the queries whose F changes. */
-  affected: number;
 }
 
-export class RewardEngine {
-  private readonly states = new WeakMap<Snapshot, RewardState>();
+/**
+ * The scorers of each served snapshot (rewards/scorer.ts), built on first use: the query
+ * scorer from the dataset's query texts (or the query index's, for ids the dataset does
+ * not have) and judgements, the item scorer with its reward cache once an item reward is
+ * asked (it needs the query-side generation).
+ */
+class SnapshotScorers {
+  private readonly bySnapshot = new WeakMap<Snapshot, { query: QueryScorer | null; item: ItemScorer | null }>();
   constructor(
     private readonly corpus: RewardServerOptions['corpus'],
-    private readonly kMax: number,
-    private readonly beta: number,
+    private readonly options: { kMax: number; beta: number },
   ) {}
 
-  private state(snap: Snapshot): RewardState {
-    let st = this.states.get(snap);
-    if (!st) {
-      st = { snap, queryText: new Map(this.corpus.queries.map((q) => [q.id, q.text])), relevant: this.corpus.relevant, item: null };
-      this.states.set(snap, st);
-    }
-    return st;
+  private entry(snap: Snapshot): { query: QueryScorer | null; item: ItemScorer | null } {
+    let e = this.bySnapshot.get(snap);
+    if (!e) this.bySnapshot.set(snap, (e = { query: null, item: null }));
+    return e;
   }
 
-  private itemState(st: RewardState): { ctx: ItemRewardContext; cache: ItemRewardCache } {
-    if (!st.item) {
-      const queryView = st.snap.query;
-      if (!queryView) throw cogrError('NOT_FOUND', 'label: item rewards need a query-side generation, and the database has none');
-      const relevance = buildRelevance(queryView, st.snap.item, st.relevant);
-      const ctx: ItemRewardContext = { itemView: st.snap.item, queryView, relevance, kMax: this.kMax, beta: this.beta };
-      st.item = { ctx, cache: buildItemRewardCache(ctx) };
+  query(snap: Snapshot): QueryScorer {
+    const e = this.entry(snap);
+    if (!e.query) {
+      const queryText = new Map<string, string>();
+      if (snap.query) for (let q = 0; q < snap.query.size; q++) queryText.set(snap.query.id(q), snap.query.selfOf(q));
+      for (const q of this.corpus.queries) queryText.set(q.id, q.text);
+      e.query = createQueryScorer(snap.item, { relevant: this.corpus.relevant, queryText }, this.options);
     }
-    return st.item;
+    return e.query;
   }
 
-  /** `parsed` null = the output did not parse (invalid_format). */
-  queryReward(snap: Snapshot, id: string, parsed: readonly string[] | null): QueryRewardAnswer {
-    const st = this.state(snap);
-    let text = st.queryText.get(id);
-    if (text === undefined && snap.query) {
-      const o = snap.query.ordinalOf(id);
-      if (o >= 0) text = snap.query.selfOf(o);
+  item(snap: Snapshot): ItemScorer {
+    const e = this.entry(snap);
+    if (!e.item) {
+      if (!snap.query) throw cogrError('NOT_FOUND', 'label: item rewards need a query-side generation, and the database has none');
+      e.item = createItemScorer(snap.item, snap.query, { relevant: this.corpus.relevant }, this.options);
     }
-    if (text === undefined) throw cogrError('NOT_FOUND', `id: no query ${JSON.stringify(id)} in the dataset or the query index`, { id });
-    const relIds = st.relevant.get(id) ?? new Set<string>();
-    const relOrd: number[] = [];
-    for (const iid of relIds) {
-      const o = snap.item.ordinalOf(iid);
-      if (o >= 0) relOrd.push(o);
-    }
-    let counts = { nRet: 0, tp: 0, precision: 0, recall: 0 };
-    const out = layeredReward(
-      parsed,
-      (keywords) => {
-        const r = queryReward(snap.item, { self: text, keywords }, relOrd, { nRel: relIds.size, kMax: this.kMax, beta: this.beta });
-        counts = { nRet: r.nRet, tp: r.tp, precision: r.precision, recall: r.recall };
-        return r.reward;
-      },
-      { side: 'query', kMax: this.kMax },
-    );
-    return {
-      side: 'query',
-      id,
-      reward: out.reward,
-      reason: out.reason,
-      keywords: out.keywords,
-      matched: counts.nRet,
-      truePositives: counts.tp,
-      relevant: relIds.size,
-      precision: counts.precision,
-      recall: counts.recall,
-    };
+    return e.item;
   }
 
-  itemReward(snap: Snapshot, id: string, parsed: readonly string[] | null): ItemRewardAnswer {
-    const item = snap.item.ordinalOf(id);
-    if (item < 0) throw cogrError('NOT_FOUND', `id: no item ${JSON.stringify(id)} in the served item generation ${snap.item.generation}`, { id });
-    const { ctx, cache } = this.itemState(this.state(snap));
-    const ref = cachedReferenceQueries(cache, item);
-    let matched = 0;
-    let affected = 0;
-    const out = layeredReward(
-      parsed,
-      (keywords) => {
-        const cand = candidateQueries(ctx, item, keywords);
-        matched = cand.length;
-        let a = 0;
-        let b = 0;
-        while (a < cand.length || b < ref.length) {
-          if (b >= ref.length || (a < cand.length && cand[a] < ref[b])) {
-            affected++;
-            a++;
-          } else if (a >= cand.length || ref[b] < cand[a]) {
-            affected++;
-            b++;
-          } else {
-            a++;
-            b++;
-          }
-        }
-        return itemRewardIncremental(ctx, cache, item, keywords);
-      },
-      { side: 'item', kMax: this.kMax },
-    );
-    return { side: 'item', id, reward: out.reward, reason: out.reason, keywords: out.keywords, matched, referenceMatched: ref.length, affected };
+  /** One sample's reward with its counts; `parsed` null = the output did not parse (invalid_format). */
+  answer(snap: Snapshot, side: Side, id: string, parsed: readonly string[] | null): QueryRewardAnswer | ItemRewardAnswer {
+    const sample = [{ id, keywords: parsed }];
+    if (side === 'query') {
+      const r = this.query(snap).score(sample, { details: true });
+      const reward = r.rewards[0];
+      const detail = r.details![0];
+      if (reward === null || r.reasons[0] === null || !detail) throw cogrError('NOT_FOUND', `id: no query ${JSON.stringify(id)} in the dataset or the query index`, { id });
+      return { side, id, reward, reason: r.reasons[0], keywords: r.keywords![0], ...detail };
+    }
+    if (snap.item.ordinalOf(id) < 0) throw cogrError('NOT_FOUND', `id: no item ${JSON.stringify(id)} in the served item generation ${snap.item.generation}`, { id });
+    const r = this.item(snap).score(sample, { details: true });
+    return { side, id, reward: r.rewards[0]!, reason: r.reasons[0]!, keywords: r.keywords![0], ...r.details![0]! };
   }
 }
 
@@ -330,7 +262,7 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
   const live = opts.live;
   const log = opts.log ?? silentLogger;
   const metrics = opts.metrics ?? createServerMetrics();
-  const engine = new RewardEngine(opts.corpus, o.kMax, o.beta);
+  const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta });
   const schemas = rewardSchemas(limits);
   const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics });
   const guard = bearerGuard(o.token);
@@ -370,7 +302,7 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
       const parsed = p.ok ? p.keywords : null;
       let ans: QueryRewardAnswer | ItemRewardAnswer;
       try {
-        ans = side === 'query' ? engine.queryReward(snap, id, parsed) : engine.itemReward(snap, id, parsed);
+        ans = scorers.answer(snap, side, id, parsed);
       } catch (e) {
         if (e instanceof Error && 'code' in e && (e as { code: string }).code === 'NOT_FOUND') {
           throw cogrError('NOT_FOUND', `labels[${i}]: ${e.message.replace(/^id: /, '')}`, { index: i, label: b.labels[i] });
@@ -389,12 +321,12 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
 
   app.post('/v1/reward/query', { preHandler: guard }, async (req) => {
     const b = parseOrThrow(schemas.single, req.body ?? {}, 'INVALID_BODY');
-    return engine.queryReward(live.get(), b.id, parsedKeywords(b));
+    return scorers.answer(live.get(), 'query', b.id, parsedKeywords(b));
   });
 
   app.post('/v1/reward/item', { preHandler: guard }, async (req) => {
     const b = parseOrThrow(schemas.single, req.body ?? {}, 'INVALID_BODY');
-    return engine.itemReward(live.get(), b.id, parsedKeywords(b));
+    return scorers.answer(live.get(), 'item', b.id, parsedKeywords(b));
   });
 
   registerOpsRoutes(app, { live, metrics, token: o.token, openapi, docsHtml: renderDocsHtml(openapi) });

@@ -2,9 +2,10 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/errors.ts';
 import { KeywordView } from '../../index/view.ts';
-import { buildItemRewardCache, itemRewardIncremental, type ItemRewardContext } from '../../rewards/itemReward.ts';
+import { buildItemRewardCache, itemRewardIncremental, type ItemRewardCache, type ItemRewardContext } from '../../rewards/itemReward.ts';
 import { queryReward } from '../../rewards/queryReward.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
+import { ItemScorer, queryScorerData, QueryScorer, type RewardSample } from '../../rewards/scorer.ts';
 import { MAX_CONTEXTS, RewardPool } from '../../workers/pool.ts';
 import { candidateArb, smallCorpusArb } from '../rewards/_model.ts';
 
@@ -20,6 +21,18 @@ function corpus() {
   const ctx: ItemRewardContext = { itemView, queryView, relevance: buildRelevance(queryView, itemView, relevant, undefined, { shared: true }) };
   return { ctx, relevant };
 }
+
+/** The item scorer's data of a context and its cache. */
+function itemData(ctx: ItemRewardContext, cache: ItemRewardCache) {
+  return { side: 'item' as const, itemView: ctx.itemView, queryView: ctx.queryView, relevance: ctx.relevance, cache, options: { kMax: ctx.kMax ?? 30, beta: ctx.beta ?? 1 } };
+}
+
+/** Samples of item ordinals × candidates, in that order. */
+function itemSamples(ctx: ItemRewardContext, rows: { item: number; candidates: string[][] }[]): RewardSample[] {
+  return rows.flatMap((t) => t.candidates.map((c) => ({ id: ctx.itemView.id(t.item), keywords: c })));
+}
+
+const FAULTY = new URL('../fixtures/faultyRewardWorker.ts', import.meta.url).href;
 
 describe('RewardPool', () => {
   const { ctx, relevant } = corpus();
@@ -43,34 +56,34 @@ describe('RewardPool', () => {
 
   it('item rewards in workers equal those computed in-process', async () => {
     const cache = await pool.buildItemCache(ctx);
-    pool.setContext({ ...ctx, cache });
-    const batch = Array.from({ length: 60 }, (_, i) => ({
+    pool.setContext(itemData(ctx, cache));
+    const rows = Array.from({ length: 60 }, (_, i) => ({
       item: i,
       candidates: [[`kw ${(i * 3) % 30}`], [`kw ${i % 30}`, 'kw 1', 'kw 2'], [], Array.from({ length: 31 }, (_, k) => `x${k}`)],
     }));
-    const got = await pool.itemRewards(batch);
-    const want = batch.map((t) => t.candidates.map((c) => itemRewardIncremental(ctx, cache, t.item, c)));
-    expect(got).toEqual(want);
-    expect(got.flat().some((r) => r > 0)).toBe(true);
-    expect(got.flat().some((r) => r < 0 && r !== -1)).toBe(true);
+    const batch = itemSamples(ctx, rows);
+    const got = await pool.rewards(batch);
+    expect(got).toEqual(new ItemScorer(itemData(ctx, cache)).score(batch));
+    // The scorer's result layer is the incremental reward; the empty candidate is invalid_format, 31 keywords over budget.
+    const want = rows.flatMap((t) => t.candidates.map((c) => (c.length === 0 ? -1 : itemRewardIncremental(ctx, cache, t.item, c))));
+    expect(got.rewards).toEqual(want);
+    expect(got.reasons.filter((r) => r === 'invalid_format')).toHaveLength(60);
+    expect(got.reasons.filter((r) => r === 'over_budget')).toHaveLength(60);
+    expect(got.rewards.some((r) => r! > 0)).toBe(true);
+    expect(got.rewards.some((r) => r! < 0 && r !== -1)).toBe(true);
   });
 
   it('query rewards in workers equal those computed in-process', async () => {
-    pool.setContext(ctx);
-    const batch = [...relevant].map(([qid, rel], k) => ({
-      self: `query ${k}`,
-      relevant: [...rel].map((id) => ctx.itemView.ordinalOf(id)),
-      candidates: [[`kw ${k}`], [`kw ${k}`, `kw ${k + 1}`], []],
-      qid,
-    }));
-    const got = await pool.queryRewards(batch);
-    const want = batch.map((t) =>
-      t.candidates.map((c) => {
-        const r = queryReward(ctx.itemView, { self: t.self, keywords: c }, t.relevant);
-        return { reward: r.reward, nRet: r.nRet, tp: r.tp };
-      }),
+    const queryText = new Map([...relevant.keys()].map((qid, k) => [qid, `query ${k}`]));
+    const data = queryScorerData(ctx.itemView, { relevant, queryText });
+    pool.setContext(data);
+    const batch: RewardSample[] = [...relevant.keys()].flatMap((qid, k) => [[`kw ${k}`], [`kw ${k}`, `kw ${k + 1}`], []].map((c) => ({ id: qid, keywords: c })));
+    const got = await pool.rewards(batch);
+    expect(got).toEqual(new QueryScorer(data).score(batch));
+    const want = batch.map((s) =>
+      s.keywords!.length === 0 ? -1 : queryReward(ctx.itemView, { self: queryText.get(s.id), keywords: s.keywords! }, [...relevant.get(s.id)!].map((id) => ctx.itemView.ordinalOf(id))).reward,
     );
-    expect(got).toEqual(want);
+    expect(got.rewards).toEqual(want);
   });
 
   it('property: random corpora give the same item rewards in a worker and in-process', async () => {
@@ -80,78 +93,84 @@ describe('RewardPool', () => {
         const queryView = KeywordView.build('query', 0, c.queries);
         const cx: ItemRewardContext = { itemView, queryView, relevance: buildRelevance(queryView, itemView, c.relevant, c.counted), kMax: 4 };
         const cache = buildItemRewardCache(cx);
-        const id = pool.setContext({ ...cx, cache });
-        const batch = Array.from({ length: itemView.size }, (_, i) => ({ item: i, candidates: cands }));
-        const got = await pool.itemRewards(batch, { contextId: id });
+        const id = pool.setContext(itemData(cx, cache));
+        const batch = itemSamples(cx, Array.from({ length: itemView.size }, (_, i) => ({ item: i, candidates: cands })));
+        const got = await pool.rewards(batch, { contextId: id });
         pool.dropContext(id);
-        expect(got).toEqual(batch.map((t) => t.candidates.map((k) => itemRewardIncremental(cx, cache, t.item, k))));
+        expect(got).toEqual(new ItemScorer(itemData(cx, cache)).score(batch));
       }),
       { numRuns: 25 },
     );
   });
 
   it('a worker that throws surfaces WORKER_ERROR naming the batch', async () => {
-    const cache = await pool.buildItemCache(ctx);
-    pool.setContext({ ...ctx, cache });
-    const batch = [
-      { item: 0, candidates: [['kw 1']] },
-      { item: 999, candidates: [['kw 1']] },
-    ];
-    const err = await pool.itemRewards(batch).then(
-      () => null,
-      (e: unknown) => e,
-    );
-    expect(isCogrError(err, 'WORKER_ERROR')).toBe(true);
-    expect((err as Error).message).toMatch(/items 999\.\.999 \(size 1\)/);
-    expect((err as Error).message).toMatch(/INVALID_ARGUMENT: item ordinal 999 is out of range/);
-    // The pool keeps working.
-    expect(await pool.itemRewards([{ item: 1, candidates: [[]] }])).toHaveLength(1);
+    const faulty = RewardPool.create({ size: 2, workerEntry: FAULTY });
+    try {
+      const cache = await faulty.buildItemCache(ctx);
+      faulty.setContext(itemData(ctx, cache));
+      const batch = itemSamples(ctx, [
+        { item: 0, candidates: [['kw 1']] },
+        { item: 1, candidates: [['__throw__']] },
+      ]);
+      const err = await faulty.rewards(batch).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(isCogrError(err, 'WORKER_ERROR')).toBe(true);
+      expect((err as Error).message).toMatch(/items 1\.\.1 \(size 1/);
+      expect((err as Error).message).toMatch(/INVALID_ARGUMENT: injected fault on item-001/);
+      // The pool keeps working.
+      expect((await faulty.rewards(itemSamples(ctx, [{ item: 1, candidates: [[]] }]))).rewards).toHaveLength(1);
+    } finally {
+      await faulty.destroy();
+    }
   });
 
   it('an abort signal cancels outstanding work with ABORTED', async () => {
     const cache = await pool.buildItemCache(ctx);
-    pool.setContext({ ...ctx, cache });
+    pool.setContext(itemData(ctx, cache));
     const before = new AbortController();
     before.abort();
-    await expect(pool.itemRewards([{ item: 0, candidates: [[]] }], { signal: before.signal })).rejects.toMatchObject({ code: 'ABORTED' });
+    await expect(pool.rewards(itemSamples(ctx, [{ item: 0, candidates: [[]] }]), { signal: before.signal })).rejects.toMatchObject({ code: 'ABORTED' });
     const ac = new AbortController();
-    const big = Array.from({ length: 20_000 }, (_, k) => ({ item: k % 60, candidates: [['kw 1', 'kw 2', 'kw 3']] }));
-    const p = pool.itemRewards(big, { signal: ac.signal });
+    const big = itemSamples(ctx, Array.from({ length: 20_000 }, (_, k) => ({ item: k % 60, candidates: [['kw 1', 'kw 2', 'kw 3']] })));
+    const p = pool.rewards(big, { signal: ac.signal });
     ac.abort();
     await expect(p).rejects.toMatchObject({ code: 'ABORTED' });
-    expect(await pool.itemRewards([{ item: 2, candidates: [['kw 2']] }])).toEqual([[itemRewardIncremental(ctx, cache, 2, ['kw 2'])]]);
+    expect((await pool.rewards(itemSamples(ctx, [{ item: 2, candidates: [['kw 2']] }]))).rewards).toEqual([itemRewardIncremental(ctx, cache, 2, ['kw 2'])]);
   });
 
   it('rejects invalid options with the field named, and calls without a context', async () => {
     expect(() => RewardPool.create({ size: 0 })).toThrow(/size/);
     const fresh = RewardPool.create({ size: 1 });
-    await expect(fresh.itemRewards([{ item: 0, candidates: [] }])).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(fresh.rewards([{ id: 'item-000', keywords: [] }])).rejects.toMatchObject({ code: 'NOT_FOUND' });
     // Only the last MAX_CONTEXTS contexts are kept.
-    const ids = Array.from({ length: MAX_CONTEXTS + 1 }, () => fresh.setContext(ctx));
-    await expect(fresh.queryRewards([], { contextId: ids[0] })).rejects.toMatchObject({ code: 'NOT_FOUND' });
-    expect(await fresh.queryRewards([], { contextId: ids[1] })).toEqual([]);
+    const data = queryScorerData(ctx.itemView, { relevant });
+    const ids = Array.from({ length: MAX_CONTEXTS + 1 }, () => fresh.setContext(data));
+    await expect(fresh.rewards([], { contextId: ids[0] })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    expect(await fresh.rewards([], { contextId: ids[1] })).toEqual({ rewards: [], reasons: [] });
     await fresh.destroy();
-    await expect(fresh.queryRewards([])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(fresh.rewards([])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });
 
 describe('RewardPool with a crashing worker', () => {
   it('a worker that exits mid-batch fails the call with WORKER_ERROR and the pool recovers', async () => {
     const { ctx } = corpus();
-    const pool = RewardPool.create({ size: 2, testHooks: { exitOnItem: 13 } });
+    const pool = RewardPool.create({ size: 2, workerEntry: FAULTY });
     try {
       const cache = await pool.buildItemCache(ctx);
-      pool.setContext({ ...ctx, cache });
-      const batch = Array.from({ length: 60 }, (_, i) => ({ item: i, candidates: [['kw 4']] }));
-      const err = await pool.itemRewards(batch).then(
+      pool.setContext(itemData(ctx, cache));
+      const rows = Array.from({ length: 60 }, (_, i) => ({ item: i, candidates: [i === 13 ? ['kw 4', '__exit__'] : ['kw 4']] }));
+      const err = await pool.rewards(itemSamples(ctx, rows)).then(
         () => null,
         (e: unknown) => e,
       );
       expect(isCogrError(err, 'WORKER_ERROR')).toBe(true);
-      expect((err as Error).message).toMatch(/items \d+\.\.\d+ \(size \d+\)/);
-      const rest = batch.filter((t) => t.item !== 13);
-      const got = await pool.itemRewards(rest);
-      expect(got).toEqual(rest.map((t) => [itemRewardIncremental(ctx, cache, t.item, t.candidates[0])]));
+      expect((err as Error).message).toMatch(/items \d+\.\.\d+ \(size \d+/);
+      const rest = rows.filter((t) => t.item !== 13);
+      const got = await pool.rewards(itemSamples(ctx, rest));
+      expect(got.rewards).toEqual(rest.map((t) => itemRewardIncremental(ctx, cache, t.item, t.candidates[0])));
     } finally {
       await pool.destroy();
     }

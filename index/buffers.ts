@@ -1,0 +1,68 @@
+/**
+ * Typed arrays that may live on SharedArrayBuffer (so that worker threads read the same
+ * memory without copies), and string tables stored as one UTF-8 blob with offsets,
+ * decoded lazily once per thread. Views, relevance data, reward caches and judgement
+ * data are all built from these.
+ */
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** A buffer of `bytes` bytes, on SharedArrayBuffer when `shared` (worker threads read it without copies). */
+export function alloc(bytes: number, shared: boolean): ArrayBufferLike {
+  return shared ? new SharedArrayBuffer(Math.max(bytes, 8)) : new ArrayBuffer(bytes);
+}
+/** An Int32Array of length n, shared or not. */
+export function i32(n: number, shared: boolean): Int32Array {
+  return new Int32Array(alloc(n * 4, shared), 0, n);
+}
+export function encodeStrings(list: readonly string[], shared: boolean): { blob: Uint8Array; off: Int32Array } {
+  const parts = list.map((s) => enc.encode(s));
+  const off = i32(list.length + 1, shared);
+  let total = 0;
+  for (let i = 0; i < parts.length; i++) {
+    off[i] = total;
+    total += parts[i].length;
+  }
+  off[list.length] = total;
+  const blob = new Uint8Array(alloc(total, shared), 0, total);
+  for (let i = 0; i < parts.length; i++) blob.set(parts[i], off[i]);
+  return { blob, off };
+}
+/** A table of strings stored as a UTF-8 blob with offsets; decoded once, on first use, with a reverse index on demand. */
+export class StringTable {
+  private decoded: string[] | null = null;
+  private index: Map<string, number> | null = null;
+  constructor(
+    private readonly blob: Uint8Array,
+    private readonly off: Int32Array,
+    readonly size: number,
+  ) {}
+  get(i: number): string {
+    if (this.decoded) return this.decoded[i];
+    // TextDecoder cannot decode views on SharedArrayBuffer: copy the slice then.
+    const sub = this.blob.subarray(this.off[i], this.off[i + 1]);
+    return dec.decode(this.blob.buffer instanceof ArrayBuffer ? sub : sub.slice());
+  }
+  all(): string[] {
+    if (!this.decoded) {
+      const out = new Array<string>(this.size);
+      // TextDecoder cannot decode views on SharedArrayBuffer; copy slices.
+      const isShared = typeof SharedArrayBuffer !== 'undefined' && this.blob.buffer instanceof SharedArrayBuffer;
+      for (let i = 0; i < this.size; i++) {
+        const sub = this.blob.subarray(this.off[i], this.off[i + 1]);
+        out[i] = dec.decode(isShared ? sub.slice() : sub);
+      }
+      this.decoded = out;
+    }
+    return this.decoded;
+  }
+  lookup(s: string): number {
+    if (!this.index) {
+      const m = new Map<string, number>();
+      const all = this.all();
+      for (let i = 0; i < all.length; i++) m.set(all[i], i);
+      this.index = m;
+    }
+    return this.index.get(s) ?? -1;
+  }
+}
