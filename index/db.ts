@@ -24,8 +24,6 @@ import { silentLogger, type Logger } from './log.ts';
 export const DB_FORMAT_VERSION = 1;
 /** Root key (outside every sublevel) holding `{ version, createdAt }`. */
 export const DB_META_KEY = 'meta:format';
-/** Sublevel names used by index/ itself; other components must pick other names. */
-export const RESERVED_SUBLEVELS: readonly string[] = ['kwi'];
 
 export type RootLevel = Level<string, string>;
 /** A sublevel with utf8 keys and JSON values of type V. */

@@ -15,7 +15,7 @@ import { KeywordIndexStore } from '../../index/store.ts';
 import { parseF1Points, type DriftReport, type F1Point } from '../drift/analyze.ts';
 import { parseDriftQuery, writeDriftReport } from '../drift/fromStore.ts';
 import { formatDriftSummary } from '../drift/summary.ts';
-import { storedF1Points } from '../evolve/state.ts';
+import { storedF1Points } from '../run/state.ts';
 import { cogrHome } from '../home.ts';
 
 export interface DriftCliOptions {

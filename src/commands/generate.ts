@@ -23,7 +23,7 @@ import { KeywordIndexStore } from '../../index/store.ts';
 import type { Side } from '../../index/types.ts';
 import { OpenAIGenerator, llmOptionsFromEnv } from '../../generators/llm.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
-import { loadPolicy, POLICY_SUBLEVEL } from '../../generators/policyStore.ts';
+import { llmCache, loadPolicy, policyStore } from '../run/policies.ts';
 import { INDEX_DECODING, type GenerateInput, type KeyValueStore, type KeywordGenerator } from '../../generators/types.ts';
 import { homePath } from '../home.ts';
 import { parseNumberFlag } from './flags.ts';
@@ -105,7 +105,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
     if (flags.generator === 'embedded') {
       let policy: EmbeddedPolicy;
       if (flags.policy !== undefined) {
-        policy = await loadPolicy(db!.sublevel(POLICY_SUBLEVEL) as unknown as KeyValueStore, side, parseRoundFlag('--policy', flags.policy));
+        policy = await loadPolicy(policyStore(db!), side, parseRoundFlag('--policy', flags.policy));
       } else if (flags.policyFile !== undefined) {
         let json: unknown;
         try {
@@ -136,7 +136,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
       const concurrency = num('--concurrency', flags.concurrency, { int: true, min: 1, max: 256 });
       gen = new OpenAIGenerator(
         { ...o, ...(concurrency ? { concurrency } : {}) },
-        { cache: db && flags.cache ? (db.sublevel('llm-cache') as unknown as KeyValueStore) : undefined, logger: stderrLogger },
+        { cache: db && flags.cache ? llmCache(db) : undefined, logger: stderrLogger },
       );
     }
     const res = await gen.generate(side, inputs, { samples, temperature, topP: topP ?? (flags.generator === 'openai' ? INDEX_DECODING.topP : undefined), seed });

@@ -13,10 +13,11 @@
  * --include-held-out says otherwise.
  */
 import type { Command } from 'commander';
-import { storedRunSplit } from '../evolve/state.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger, type Logger } from '../../index/log.ts';
 import { loadDataset } from '../datasets/index.ts';
+import { loadRunCorpus } from '../run/corpus.ts';
+import { readRunAt } from '../run/state.ts';
 import { homePath } from '../home.ts';
 import { buildRewardServer } from '../server/rewardServer.ts';
 import { LiveSnapshot } from '../server/state.ts';
@@ -46,13 +47,13 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
   const bodyLimit = parseIntFlag('--body-limit', flags.bodyLimit, 256, 256 * 1024 * 1024);
   const token = flags.token ?? process.env.COGR_TOKEN;
   const dbPath = flags.db ?? homePath('db');
-  const run = await storedRunSplit(dbPath);
-  const dataset = flags.dataset ?? run?.dataset;
-  if (!dataset) throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${dbPath} holds no co-evolution run to take it from)`);
-  const loaded = (await loadDataset(dataset, { logger: log })).corpus;
+  const run = await readRunAt(dbPath);
+  if (!flags.dataset && !run) throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${dbPath} holds no co-evolution run to take it from)`);
+  // The dataset as the run read it (its recorded format), unless --dataset names another.
+  const loaded = (flags.dataset ? await loadDataset(flags.dataset, { logger: log }) : await loadRunCorpus(run!.config, log)).corpus;
   let corpus = loaded;
   if (run && !flags.includeHeldOut) {
-    const train = new Set(run.train);
+    const train = new Set(run.split.train);
     corpus = { ...loaded, queries: loaded.queries.filter((q) => train.has(q.id)), relevant: new Map([...loaded.relevant].filter(([id]) => train.has(id))) };
     log.info(`reward-server: serving the run's ${train.size} training queries only (held-out queries excluded; --include-held-out to serve them)`);
   }

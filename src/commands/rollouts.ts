@@ -14,9 +14,11 @@ import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import type { Side } from '../../index/types.ts';
 import { OpenAIGenerator, llmOptionsFromEnv } from '../../generators/llm.ts';
-import type { KeyValueStore } from '../../generators/types.ts';
-import { loadDataset, parseFormat } from '../datasets/index.ts';
-import { importGeneration, readStoredRun, writeRollouts } from '../evolve/rollouts.ts';
+import { importGeneration } from '../evolve/importGeneration.ts';
+import { writeRollouts } from '../evolve/rollouts.ts';
+import { loadRunCorpus } from '../run/corpus.ts';
+import { llmCache } from '../run/policies.ts';
+import { readStoredRun } from '../run/state.ts';
 import { homePath } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { parseNumberFlag } from './flags.ts';
@@ -54,12 +56,11 @@ export function register(program: Command): void {
       const db = await openDb(flags.db ?? homePath('db'), { logger: stderrLogger });
       try {
         const run = await readStoredRun(db);
-        const format = parseFormat(run.config.format);
-        const { corpus } = await loadDataset(run.config.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
+        const { corpus } = await loadRunCorpus(run.config, stderrLogger);
         const generator =
           flags.generator === 'openai'
             ? new OpenAIGenerator(llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey }), {
-                cache: db.sublevel('llm-cache') as unknown as KeyValueStore,
+                cache: llmCache(db),
                 logger: stderrLogger,
               })
             : undefined;
@@ -92,8 +93,7 @@ export function register(program: Command): void {
       const db = await openDb(flags.db ?? homePath('db'), { logger: stderrLogger });
       try {
         const run = await readStoredRun(db);
-        const format = parseFormat(run.config.format);
-        const { corpus } = await loadDataset(run.config.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
+        const { corpus } = await loadRunCorpus(run.config, stderrLogger);
         const rec = await importGeneration(db, corpus, s, flags.from, stderrLogger);
         if (flags.json) process.stdout.write(JSON.stringify(rec) + '\n');
         else {

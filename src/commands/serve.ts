@@ -16,12 +16,12 @@ import type { FastifyInstance } from 'fastify';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger, type Logger } from '../../index/log.ts';
 import { llmOptionsFromEnv, OpenAIGenerator } from '../../generators/llm.ts';
-import { loadPolicy, POLICY_SUBLEVEL, listPolicyRounds } from '../../generators/policyStore.ts';
-import type { KeyValueStore } from '../../generators/types.ts';
+import { listPolicyRounds, loadPolicy, policyStore } from '../run/policies.ts';
 import { INDEX_DECODING } from '../../generators/types.ts';
 import { loadDataset } from '../datasets/index.ts';
+import { loadRunCorpus } from '../run/corpus.ts';
+import { readRunAt } from '../run/state.ts';
 import { homePath } from '../home.ts';
-import { storedRunSplit } from '../evolve/state.ts';
 import { buildSearchServer } from '../server/app.ts';
 import { storeDriftProvider } from '../server/drift.ts';
 import { LiveSnapshot, type QueryKeywordSource } from '../server/state.ts';
@@ -91,7 +91,7 @@ export function keywordSourceFactory(
   }
   if (generator !== 'embedded') throw cogrError('INVALID_ARGUMENT', `--generator: expected embedded, openai or none, got ${JSON.stringify(generator)}`);
   return async ({ round, db, item }) => {
-    const store = db.sublevel(POLICY_SUBLEVEL) as unknown as KeyValueStore;
+    const store = policyStore(db);
     const rounds = await listPolicyRounds(store, 'query');
     if (rounds.length === 0) {
       log.warn('no query policy saved in the database: searches use the raw query only (fallback no_generator)');
@@ -113,9 +113,9 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   const round = parseRound('--round', flags.round);
   const watch = parseIntFlag('--watch', flags.watch, 1, 86_400);
   const token = flags.token ?? process.env.COGR_TOKEN;
-  // Titles and item fields come from the dataset: --dataset, else the stored run's.
-  const dataset = flags.dataset ?? (await storedRunSplit(flags.db ?? homePath('db')))?.dataset;
-  const corpus = dataset ? (await loadDataset(dataset, { logger: log })).corpus : undefined;
+  // Titles and item fields come from the dataset: --dataset, else the stored run's (in its recorded format).
+  const run = flags.dataset ? null : await readRunAt(flags.db ?? homePath('db'));
+  const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : run ? (await loadRunCorpus(run.config, log)).corpus : undefined;
   const loader = storeSnapshotLoader({
     dbPath: flags.db ?? homePath('db'),
     round,

@@ -14,10 +14,9 @@ import type { Command } from 'commander';
 import { openDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
-import { savePolicy, POLICY_SUBLEVEL } from '../../generators/policyStore.ts';
+import { policyStore, savePolicy } from '../run/policies.ts';
 import { exportTrl, itemEntries, runSft } from '../../generators/sft.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
-import type { KeyValueStore } from '../../generators/types.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { homePath } from '../home.ts';
 import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
@@ -69,7 +68,7 @@ export function register(program: Command): void {
       const db = await openDb(flags.db ?? homePath('db'), { logger: stderrLogger });
       let itemGeneration: number | null = null;
       try {
-        const store = db.sublevel(POLICY_SUBLEVEL) as unknown as KeyValueStore;
+        const store = policyStore(db);
         await savePolicy(store, 0, r.itemPolicy);
         await savePolicy(store, 0, r.queryPolicy);
         if (flags.commitIndex) {

@@ -6,7 +6,7 @@
 import type { Corpus } from '../../index/types.ts';
 import { Bm25Index, tuneCutoff } from '../baseline/bm25.ts';
 import { evaluateRun, setF1Curve, type RunEntry } from '../metrics.ts';
-import type { RunSplit } from './state.ts';
+import type { RunSplit } from '../run/state.ts';
 
 export interface SplitBaseline {
   cutoff: number;

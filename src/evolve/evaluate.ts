@@ -10,8 +10,8 @@ import type { KeywordView } from '../../index/view.ts';
 import type { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
-import type { RunConfig } from './config.ts';
-import type { HeldOutMetrics } from './state.ts';
+import type { RunConfig } from '../run/config.ts';
+import type { HeldOutMetrics } from '../run/state.ts';
 
 export interface QueryKeywordsFn {
   (q: Query): string[];

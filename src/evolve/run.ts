@@ -31,7 +31,7 @@ import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus, Item, Query, Side } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
-import { loadPolicy, POLICY_SUBLEVEL, savePolicy } from '../../generators/policyStore.ts';
+import { loadPolicy, policyStore, savePolicy } from '../run/policies.ts';
 import { itemInput, queryInput, runSft } from '../../generators/sft.ts';
 import type { GenerateInput, KeyValueStore } from '../../generators/types.ts';
 import { advantagesForGroups } from '../../rewards/grpo.ts';
@@ -40,9 +40,9 @@ import { itemScorerData, queryScorerData } from '../../rewards/scorer.ts';
 import { RewardPool } from '../../workers/pool.ts';
 import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
-import { configDifferences, parseRunConfig, scorerOptions, type RunConfig, type RunConfigInput } from './config.ts';
+import { configDifferences, parseRunConfig, scorerOptions, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { evaluateHeldOut, policyKeywords } from './evaluate.ts';
-import { RunState, stepNames, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from './state.ts';
+import { RunState, stepNames, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
 
 export interface RunOptions {
   logger?: Logger;
@@ -138,7 +138,7 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
   const ctx: Ctx = {
     db,
     store: new KeywordIndexStore(db, { logger }),
-    policies: db.sublevel(POLICY_SUBLEVEL),
+    policies: policyStore(db),
     state,
     corpus,
     config,

@@ -7,7 +7,7 @@ import { openDb } from '../../index/db.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import type { DriftReport } from '../drift/analyze.ts';
 import { driftReportFromStore, parseDriftQuery } from '../drift/fromStore.ts';
-import { storedF1Points } from '../evolve/state.ts';
+import { storedF1Points } from '../run/state.ts';
 
 export type DriftProvider = (query: Record<string, unknown>) => Promise<DriftReport>;
 

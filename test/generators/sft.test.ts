@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { createRng } from '../../index/random.ts';
 import type { Item, Query } from '../../index/types.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
-import { listPolicyRounds, loadPolicy, savePolicy } from '../../generators/policyStore.ts';
+import { listPolicyRounds, loadPolicy, savePolicy } from '../../src/run/policies.ts';
 import { baseItemKeywords, buildQueryTargets, exportTrl, queryInput, runSft } from '../../generators/sft.ts';
 import { memoryStore } from '../../generators/types.ts';
 

@@ -7,10 +7,10 @@ import { openDb, type CogrDb } from '../../index/db.ts';
 import { isCogrError } from '../../index/errors.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus } from '../../index/types.ts';
-import { listPolicyRounds, loadPolicy, POLICY_SUBLEVEL } from '../../generators/policyStore.ts';
+import { listPolicyRounds, loadPolicy, POLICY_SUBLEVEL } from '../../src/run/policies.ts';
 import { runCoevolution, computeSplit } from '../../src/evolve/run.ts';
-import { parseRunConfig } from '../../src/evolve/config.ts';
-import { RunState } from '../../src/evolve/state.ts';
+import { parseRunConfig } from '../../src/run/config.ts';
+import { RunState } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 

@@ -11,7 +11,8 @@ import { buildRelevance } from '../../rewards/relevance.ts';
 import { itemRewardFull } from '../../rewards/itemReward.ts';
 import { fBetaFromCounts } from '../../rewards/setMetrics.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
-import { importGeneration, writeRollouts } from '../../src/evolve/rollouts.ts';
+import { importGeneration } from '../../src/evolve/importGeneration.ts';
+import { writeRollouts } from '../../src/evolve/rollouts.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 

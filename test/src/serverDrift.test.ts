@@ -7,7 +7,7 @@ import { openDb } from '../../index/db.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { driftReportFromStore } from '../../src/drift/fromStore.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
-import { storedF1Points } from '../../src/evolve/state.ts';
+import { storedF1Points } from '../../src/run/state.ts';
 import { buildSearchServer } from '../../src/server/app.ts';
 import { storeDriftProvider } from '../../src/server/drift.ts';
 import { LiveSnapshot } from '../../src/server/state.ts';

@@ -4,12 +4,25 @@
  * format version; an old one is refused on load), and `<side>:rounds` → the sorted list of
  * saved rounds. Round 0 is the SFT policy; round r ≥ 1 the policy after RL round r.
  */
-import { cogrError } from '../index/errors.ts';
-import type { Side } from '../index/types.ts';
-import { EmbeddedPolicy } from './policy/model.ts';
-import type { KeyValueStore } from './types.ts';
+import type { CogrDb } from '../../index/db.ts';
+import { cogrError } from '../../index/errors.ts';
+import type { Side } from '../../index/types.ts';
+import { EmbeddedPolicy } from '../../generators/policy/model.ts';
+import type { KeyValueStore } from '../../generators/types.ts';
 
 export const POLICY_SUBLEVEL = 'policies';
+/** The generation cache of the LLM generator (generators/llm.ts). */
+export const LLM_CACHE_SUBLEVEL = 'llm-cache';
+
+/** The policy store of a project database. */
+export function policyStore(db: CogrDb): KeyValueStore {
+  return db.sublevel(POLICY_SUBLEVEL);
+}
+
+/** The LLM generation cache of a project database. */
+export function llmCache(db: CogrDb): KeyValueStore {
+  return db.sublevel(LLM_CACHE_SUBLEVEL);
+}
 
 function roundKey(side: Side, round: number): string {
   return `${side}:${String(round).padStart(6, '0')}`;

@@ -1,10 +1,11 @@
 /**
  * Configuration of one co-evolution run, validated with zod at the boundary. Defaults
- * follow the paper (R = 5 rounds, G = 8 samples per input, K_max = 30, 10 query-side
- * and 5 item-side epochs per round, rollouts at temperature 1.0, indexing and
- * evaluation at 0.7, top-p 0.8, GRPO clip ε = 0.2).
+ * (index/defaults.ts) follow the paper: R = 5 rounds, G = 8 samples per input,
+ * K_max = 30, 10 query-side and 5 item-side epochs per round, rollouts at temperature
+ * 1.0, indexing and evaluation at 0.7, top-p 0.8, GRPO clip ε = 0.2.
  */
 import { z } from 'zod';
+import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
 
@@ -12,37 +13,37 @@ export const RunConfigSchema = z
   .object({
     dataset: z.string().min(1),
     format: z.string().optional(),
-    seed: z.number().int().nonnegative().default(1),
+    seed: z.number().int().nonnegative().default(DEFAULTS.run.seed),
     /** Which held-out split: a train/eval split (fold = -1) or fold `fold` of `folds`. */
-    folds: z.number().int().min(2).max(20).default(5),
+    folds: z.number().int().min(2).max(20).default(DEFAULTS.run.folds),
     fold: z.number().int().min(-1).default(-1),
-    evalFraction: z.number().gt(0).lt(1).default(0.2),
-    rounds: z.number().int().min(0).max(50).default(5),
-    groupSize: z.number().int().min(2).max(64).default(8),
-    kMax: z.number().int().min(1).max(200).default(30),
-    queryEpochs: z.number().int().min(0).max(100).default(10),
-    itemEpochs: z.number().int().min(0).max(100).default(5),
-    sftEpochs: z.number().int().min(0).max(100).default(5),
+    evalFraction: z.number().gt(0).lt(1).default(DEFAULTS.run.evalFraction),
+    rounds: z.number().int().min(0).max(50).default(DEFAULTS.run.rounds),
+    groupSize: z.number().int().min(2).max(64).default(DEFAULTS.run.groupSize),
+    kMax: z.number().int().min(1).max(200).default(K_MAX),
+    queryEpochs: z.number().int().min(0).max(100).default(DEFAULTS.run.queryEpochs),
+    itemEpochs: z.number().int().min(0).max(100).default(DEFAULTS.run.itemEpochs),
+    sftEpochs: z.number().int().min(0).max(100).default(DEFAULTS.run.sftEpochs),
     /** Items sampled per item-side epoch (0 = all). */
     itemsPerEpoch: z.number().int().min(0).default(0),
-    rolloutTemperature: z.number().positive().default(1.0),
-    decodeTemperature: z.number().positive().default(0.7),
+    rolloutTemperature: z.number().positive().default(DEFAULTS.decoding.rollout.temperature),
+    decodeTemperature: z.number().positive().default(DEFAULTS.decoding.index.temperature),
     /**
      * How indexing and evaluation decode keywords: 'greedy' (the embedded policy's argmax
      * sequence with its stop rule: stable across generations, the default) or 'sample'
      * (temperature `decodeTemperature`, seeded per entity, as the paper does with LLMs).
      */
     decode: z.enum(['greedy', 'sample']).default('greedy'),
-    topP: z.number().gt(0).max(1).default(0.8),
-    lr: z.number().positive().default(0.05),
-    clip: z.number().positive().default(0.2),
-    klCoef: z.number().nonnegative().default(0),
-    beta: z.number().positive().default(1),
+    topP: z.number().gt(0).max(1).default(DEFAULTS.decoding.index.topP),
+    lr: z.number().positive().default(DEFAULTS.run.lr),
+    clip: z.number().positive().default(DEFAULTS.run.clip),
+    klCoef: z.number().nonnegative().default(DEFAULTS.run.klCoef),
+    beta: z.number().positive().default(DEFAULTS.run.beta),
     /** SFT: keywords per item (M) and per query target (N). */
-    sftItemKeywords: z.number().int().min(1).default(10),
-    sftQueryKeywords: z.number().int().min(1).default(15),
+    sftItemKeywords: z.number().int().min(1).default(DEFAULTS.sft.itemKeywords),
+    sftQueryKeywords: z.number().int().min(1).default(DEFAULTS.sft.queryKeywords),
     workers: z.number().int().min(1).max(64).optional(),
-    dropDegenerateGroups: z.boolean().default(true),
+    dropDegenerateGroups: z.boolean().default(DEFAULTS.run.dropDegenerateGroups),
   })
   .strict();
 

@@ -1,0 +1,84 @@
+/**
+ * `importGeneration`: keywords produced elsewhere (an external model) become a new
+ * generation of a side of a stored run (training entities only on the query side:
+ * held-out queries' keywords are used only to evaluate), evaluated on the held-out
+ * queries like any other step and recorded in the run store's `imports`.
+ */
+import { existsSync } from 'node:fs';
+import { z } from 'zod';
+import type { CogrDb } from '../../index/db.ts';
+import { cogrError } from '../../index/errors.ts';
+import { silentLogger, type Logger } from '../../index/log.ts';
+import { normalizeKeywordSet } from '../../index/normalize.ts';
+import { deriveSeed } from '../../index/random.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import type { Corpus, Side } from '../../index/types.ts';
+import { readJsonl } from '../datasets/common.ts';
+import { loadPolicy, policyStore } from '../run/policies.ts';
+import { readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
+import { evaluateHeldOut, policyKeywords, type QueryKeywordsFn } from './evaluate.ts';
+
+const ImportLine = z.object({
+  id: z.union([z.string().min(1), z.number()]).transform(String),
+  keywords: z.array(z.string()),
+  title: z.string().optional(),
+});
+
+/** Read `{"id", "keywords": [...], "title"?}` lines; every id must be a known entity. */
+export function readKeywordFile(path: string, known: ReadonlySet<string>, side: Side): Map<string, { keywords: string[]; title?: string }> {
+  if (!existsSync(path)) throw cogrError('DATA_MISSING', `--from: ${path} does not exist`);
+  const out = new Map<string, { keywords: string[]; title?: string }>();
+  for (const { value, line } of readJsonl(path, ImportLine)) {
+    if (!known.has(value.id)) throw cogrError('NOT_FOUND', `${path}:${line}: unknown ${side} id ${JSON.stringify(value.id)} (not in the run's dataset)`);
+    if (out.has(value.id)) throw cogrError('DUPLICATE_ID', `${path}:${line}: id ${JSON.stringify(value.id)} occurs twice`);
+    out.set(value.id, { keywords: normalizeKeywordSet(value.keywords).keywords, ...(value.title !== undefined ? { title: value.title } : {}) });
+  }
+  if (out.size === 0) throw cogrError('DATA_FORMAT', `${path}: no keyword lines`);
+  return out;
+}
+
+export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, path: string, logger: Logger = silentLogger): Promise<ImportRecord> {
+  const run = await readStoredRun(db);
+  const store = new KeywordIndexStore(db);
+  const policies = policyStore(db);
+  const known = new Set(side === 'item' ? corpus.items.map((i) => i.id) : corpus.queries.map((q) => q.id));
+  const lines = readKeywordFile(path, known, side);
+  const evalSet = new Set(run.split.eval);
+  const trainSet = new Set(run.split.train);
+  const byQuery = new Map(corpus.queries.map((q) => [q.id, q]));
+  const byItem = new Map(corpus.items.map((i) => [i.id, i]));
+  const evalQueries = run.split.eval.map((id) => byQuery.get(id)!);
+  let generation: number;
+  let metrics: HeldOutMetrics;
+  let heldOutFromFile = 0;
+  if (side === 'item') {
+    const w = store.writer('item', { base: await store.latest('item') });
+    for (const [id, v] of lines) w.set(id, v.title ?? byItem.get(id)!.title, v.keywords);
+    generation = await w.commit({ step: 'import', source: path });
+    const view = await store.openView('item', generation);
+    const qp = await loadPolicy(policies, 'query', 'latest');
+    qp.attachOpposite(view);
+    metrics = evaluateHeldOut(view, evalQueries, policyKeywords(qp, deriveSeed(run.config.seed, 'import'), run.config), corpus, run.config.beta);
+  } else {
+    // Held-out queries never enter a generation (they would reach item rewards).
+    const w = store.writer('query', { base: await store.latest('query') });
+    let written = 0;
+    for (const [id, v] of lines) {
+      if (!trainSet.has(id)) continue;
+      w.set(id, byQuery.get(id)!.text, v.keywords);
+      written++;
+    }
+    if (written === 0) logger.warn(`${path}: no training query in the file; the new query generation equals the previous one`);
+    generation = await w.commit({ step: 'import', source: path });
+    const latestItem = await store.latest('item');
+    if (latestItem === null) throw cogrError('NOT_FOUND', 'no item generation to evaluate against');
+    const view = await store.openView('item', latestItem);
+    const fromFile: QueryKeywordsFn = (q) => lines.get(q.id)?.keywords ?? [];
+    heldOutFromFile = run.split.eval.filter((id) => lines.has(id)).length;
+    if (heldOutFromFile < evalSet.size) logger.warn(`${path}: ${evalSet.size - heldOutFromFile} held-out queries have no keywords in the file; they are evaluated with their raw text only`);
+    metrics = evaluateHeldOut(view, evalQueries, fromFile, corpus, run.config.beta);
+  }
+  const rec: ImportRecord = { side, generation, source: path, entities: lines.size, heldOutFromFile, metrics, importedAt: new Date().toISOString() };
+  await new RunState(db).appendImport(rec);
+  return rec;
+}
