@@ -16,23 +16,14 @@ import { Bm25Index, runBm25Baseline, tuneCutoff } from '../src/baseline/bm25.ts'
 import { loadDataset } from '../src/datasets/index.ts';
 import { setF1Curve } from '../src/metrics.ts';
 import { judgedQueryIds, kFolds } from '../src/splits.ts';
-
-function mean(bench: Bench, name: string): number {
-  const t = bench.tasks.find((x) => x.name === name);
-  const r = t?.result as { state: string; latency?: { mean: number }; error?: unknown } | undefined;
-  if (!r || r.state !== 'completed' || !r.latency) throw new Error(`benchmark task ${name} did not complete: ${String(r?.error ?? r?.state)}`);
-  return r.latency.mean;
-}
-
-function arg(args: string[], name: string, def: string): string {
-  const i = args.indexOf(name);
-  return i >= 0 && args[i + 1] !== undefined ? args[i + 1] : def;
-}
+import { parseBenchArgs } from './args.ts';
+import { meanMs as mean } from './fixtures.ts';
 
 export async function run(args: string[]): Promise<void> {
-  const json = args.includes('--json');
-  const dataset = arg(args, '--dataset', 'nfcorpus');
-  const folds = Number(arg(args, '--folds', '5'));
+  const a = parseBenchArgs(args);
+  const json = a.has('--json');
+  const dataset = a.string('--dataset', 'nfcorpus');
+  const folds = a.number('--folds', 5, { min: 2, integer: true });
   const { corpus } = await loadDataset(dataset);
   const ids = judgedQueryIds(corpus);
   const text = new Map(corpus.queries.map((q) => [q.id, q.text]));

@@ -22,27 +22,16 @@ import { analyzeDrift, prepareSnapshot } from '../src/drift/analyze.ts';
 import { driftReportFromStore } from '../src/drift/fromStore.ts';
 import { renderDriftHtml } from '../src/drift/report.ts';
 import { syntheticDriftInput } from '../src/drift/synthetic.ts';
-
-function mean(bench: Bench, name: string): number {
-  const t = bench.tasks.find((x) => x.name === name);
-  const r = t?.result as { state: string; latency?: { mean: number }; error?: unknown } | undefined;
-  if (!r || r.state !== 'completed' || !r.latency) throw new Error(`benchmark task ${name} did not complete: ${String(r?.error ?? r?.state)}`);
-  return r.latency.mean;
-}
-
-function arg(args: string[], name: string, def: number): number {
-  const i = args.indexOf(name);
-  const v = i >= 0 ? Number(args[i + 1]) : def;
-  if (!Number.isSafeInteger(v) || v < 1) throw new Error(`${name} must be a positive integer`);
-  return v;
-}
+import { parseBenchArgs } from './args.ts';
+import { meanMs as mean } from './fixtures.ts';
 
 export async function run(args: string[]): Promise<void> {
-  const json = args.includes('--json');
-  const items = arg(args, '--items', 10_000);
-  const queries = arg(args, '--queries', 1_000);
-  const generations = arg(args, '--generations', 6);
-  const useStore = !args.includes('--no-store');
+  const a = parseBenchArgs(args);
+  const json = a.has('--json');
+  const items = a.number('--items', 10_000, { min: 1, integer: true });
+  const queries = a.number('--queries', 1_000, { min: 1, integer: true });
+  const generations = a.number('--generations', 6, { min: 1, integer: true });
+  const useStore = !a.has('--no-store');
   const input = syntheticDriftInput({ seed: 1, items, queries, generations });
   const keywordOccurrences = [...input.sides.item, ...input.sides.query].reduce((a, s) => a + s.entries.reduce((b, e) => b + e.keywords.length, 0), 0);
   const report = analyzeDrift(input);

@@ -34,11 +34,10 @@
  * removed), self keyword = its id; probes are q-titles.queries: self = the query text,
  * keywords = its unigrams and bigrams (same filter).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Index } from 'flexsearch';
@@ -49,6 +48,8 @@ import { createRng, randInt, type Rng } from '../index/random.ts';
 import { KeywordIndexStore } from '../index/store.ts';
 import type { IndexEntry } from '../index/types.ts';
 import { KeywordView, type Probe } from '../index/view.ts';
+import { parseBenchArgs } from './args.ts';
+import { nfcorpusDocs, nfcorpusTitleQueries } from './fixtures.ts';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -128,14 +129,7 @@ function grams(toks: string[]): string[] {
 }
 
 export function nfcorpus(): { entries: IndexEntry[]; probes: Probe[] } {
-  const root = join(dirname(fileURLToPath(import.meta.url)), '..', 'data', 'nfcorpus');
-  const docs = readFileSync(join(root, 'd-collection.docs'), 'utf8')
-    .split('\n')
-    .filter((l) => l.includes('\t'))
-    .map((l) => {
-      const t = l.indexOf('\t');
-      return { id: l.slice(0, t), grams: grams(tokens(l.slice(t + 1))) };
-    });
+  const docs = nfcorpusDocs().map((d) => ({ id: d.id, grams: grams(tokens(d.text)) }));
   const df = new Map<string, number>();
   for (const d of docs) for (const g of new Set(d.grams)) df.set(g, (df.get(g) ?? 0) + 1);
   const entries: IndexEntry[] = docs.map((d) => {
@@ -144,13 +138,7 @@ export function nfcorpus(): { entries: IndexEntry[]; probes: Probe[] } {
     const ranked = [...tf].map(([g, f]) => [g, f * Math.log(docs.length / df.get(g)!)] as const).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
     return { id: d.id, self: d.id, keywords: ranked.slice(0, 10).map(([g]) => g) };
   });
-  const probes = readFileSync(join(root, 'q-titles.queries'), 'utf8')
-    .split('\n')
-    .filter((l) => l.includes('\t'))
-    .map((l) => {
-      const text = l.slice(l.indexOf('\t') + 1);
-      return { self: text, keywords: grams(tokens(text)) };
-    });
+  const probes = nfcorpusTitleQueries().map((q) => ({ self: q.text, keywords: grams(tokens(q.text)) }));
   return { entries, probes };
 }
 
@@ -433,22 +421,15 @@ function table(rows: Row[]): string {
   return [head, sep, ...lines].join('\n');
 }
 
-function arg(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-}
-
 export async function run(args: string[]): Promise<void> {
+  const a = parseBenchArgs(args);
   const json = args.includes('--json');
-  const items = Number(arg(args, '--items') ?? 200_000);
-  const queries = Number(arg(args, '--queries') ?? 200);
-  const seed = Number(arg(args, '--seed') ?? 42);
-  const timeMs = Number(arg(args, '--time') ?? 1000);
-  const budgetMs = Number(arg(args, '--peer-budget') ?? 180) * 1000;
-  const storeItems = Number(arg(args, '--store-items') ?? 100_000);
-  for (const [k, v] of Object.entries({ items, queries, seed, timeMs, budgetMs, storeItems })) {
-    if (!Number.isFinite(v) || v < 0) throw new Error(`--${k} must be a non-negative number`);
-  }
+  const items = a.number('--items', 200_000);
+  const queries = a.number('--queries', 200);
+  const seed = a.number('--seed', 42);
+  const timeMs = a.number('--time', 1000);
+  const budgetMs = a.number('--peer-budget', 180) * 1000;
+  const storeItems = a.number('--store-items', 100_000);
   const log = (s: string) => process.stderr.write(s + '\n');
   const rows: Row[] = [];
   const o = { timeMs, budgetMs, storeItems };

@@ -22,24 +22,15 @@ import { EmbeddedPolicy } from '../generators/policy/model.ts';
 import { itemInput, queryInput, runSft } from '../generators/sft.ts';
 import { loadDataset } from '../src/datasets/index.ts';
 import { judgedQueryIds, trainEvalSplit } from '../src/splits.ts';
-
-function flag(args: string[], name: string, def: string): string {
-  const i = args.indexOf(name);
-  return i >= 0 && i + 1 < args.length ? args[i + 1] : def;
-}
-
-function meanMs(bench: Bench, name: string): number {
-  const t = bench.tasks.find((x) => x.name === name);
-  const r = t?.result as { state?: string; latency?: { mean: number }; error?: unknown } | undefined;
-  if (!r || !r.latency) throw new Error(`benchmark task ${name} did not complete: ${String(r?.error ?? r?.state)}`);
-  return r.latency.mean;
-}
+import { parseBenchArgs } from './args.ts';
+import { meanMs } from './fixtures.ts';
 
 export async function run(args: string[]): Promise<void> {
-  const json = args.includes('--json');
-  const dataset = flag(args, '--dataset', 'med');
-  const B = Number(flag(args, '--batch', '64'));
-  const time = Number(flag(args, '--time', '1000'));
+  const a = parseBenchArgs(args);
+  const json = a.has('--json');
+  const dataset = a.string('--dataset', 'med');
+  const B = a.number('--batch', 64, { min: 1, integer: true });
+  const time = a.number('--time', 1000, { min: 1 });
   const G = 8;
   const { corpus } = await loadDataset(dataset);
   const split = trainEvalSplit(judgedQueryIds(corpus), { seed: 1 });

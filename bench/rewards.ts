@@ -43,9 +43,6 @@
  * s-3.qrel (grades 1 and 2). Candidates: 2 of the 10 keywords swapped for the
  * document's next-ranked terms.
  */
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Bench } from 'tinybench';
 import { createRng, randInt, type Rng } from '../index/random.ts';
 import type { IndexEntry } from '../index/types.ts';
@@ -61,6 +58,8 @@ import {
 } from '../rewards/itemReward.ts';
 import { buildRelevance } from '../rewards/relevance.ts';
 import type { RewardSample } from '../rewards/scorer.ts';
+import { parseBenchArgs } from './args.ts';
+import { meanMs, median, nfcorpusDocs, nfcorpusRelevant, nfcorpusTitleQueries, round } from './fixtures.ts';
 import { RewardPool } from '../workers/pool.ts';
 
 interface Workload {
@@ -172,35 +171,21 @@ function docTerms(text: string): string[] {
 }
 
 export function nfcorpus(seed: number, nCandidates: number): Workload {
-  const dir = join(dirname(fileURLToPath(import.meta.url)), '..', 'data', 'nfcorpus');
-  const lines = (f: string) => readFileSync(join(dir, f), 'utf8').split('\n').filter((l) => l.trim().length > 0);
   const items: IndexEntry[] = [];
   const ranked = new Map<string, string[]>();
-  for (const l of lines('d-collection.docs')) {
-    const tab = l.indexOf('\t');
-    const id = l.slice(0, tab);
-    const terms = docTerms(l.slice(tab + 1));
-    ranked.set(id, terms);
-    items.push({ id, self: id, keywords: terms.slice(0, 10) });
+  for (const d of nfcorpusDocs()) {
+    const terms = docTerms(d.text);
+    ranked.set(d.id, terms);
+    items.push({ id: d.id, self: d.id, keywords: terms.slice(0, 10) });
   }
   const queries: IndexEntry[] = [];
-  for (const l of lines('q-titles.queries')) {
-    const tab = l.indexOf('\t');
-    const id = l.slice(0, tab);
-    const text = l.slice(tab + 1);
-    const words = text.toLowerCase().split(/\s+/).filter((w) => w.length > 0 && !QUERY_STOP.has(w));
+  for (const q of nfcorpusTitleQueries()) {
+    const words = q.text.toLowerCase().split(/\s+/).filter((w) => w.length > 0 && !QUERY_STOP.has(w));
     const kws = new Set<string>(words);
     for (let j = 0; j + 1 < words.length; j++) kws.add(`${words[j]} ${words[j + 1]}`);
-    queries.push({ id, self: text, keywords: [...kws].slice(0, 30) });
+    queries.push({ id: q.id, self: q.text, keywords: [...kws].slice(0, 30) });
   }
-  const relevant = new Map<string, Set<string>>();
-  for (const l of lines('s-3.qrel')) {
-    const [qid, , docid, grade] = l.trim().split(/\s+/);
-    if (Number(grade) <= 0) continue;
-    const set = relevant.get(qid) ?? new Set<string>();
-    set.add(docid);
-    relevant.set(qid, set);
-  }
+  const relevant = nfcorpusRelevant();
   const rng = createRng(seed);
   const candidates: { id: string; keywords: string[] }[] = [];
   for (let c = 0; c < nCandidates; c++) {
@@ -265,24 +250,6 @@ function prepare(w: Workload, shared: boolean): Prepared {
 }
 
 const ROUNDS = 5;
-
-function median(xs: number[]): number {
-  const a = [...xs].sort((x, y) => x - y);
-  const m = a.length >> 1;
-  return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2;
-}
-
-function round(x: number, digits: number): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
-}
-
-function meanMs(b: Bench, name: string): number {
-  const t = b.tasks.find((x) => x.name === name);
-  const r = t?.result as { state: string; latency?: { mean: number }; error?: unknown } | undefined;
-  if (!r || r.state !== 'completed' || !r.latency) throw new Error(`benchmark task ${name} did not complete: ${String(r?.error ?? r?.state)}`);
-  return r.latency.mean;
-}
 
 async function measureRewards(p: Prepared, fullSamples: number): Promise<Record<string, number>> {
   const { ctx, cache, pairs } = p;
@@ -400,23 +367,13 @@ async function measureWorkers(p: Prepared, batchSize: number): Promise<Record<st
   return out;
 }
 
-function argValue(args: string[], name: string, def: number): number {
-  const i = args.indexOf(name);
-  if (i < 0) return def;
-  const v = Number(args[i + 1]);
-  if (!Number.isFinite(v) || v <= 0) {
-    process.stderr.write(`error: ${name} needs a positive number\n`);
-    process.exit(2);
-  }
-  return v;
-}
-
 export async function run(args: string[]): Promise<void> {
-  const json = args.includes('--json');
-  const nItems = argValue(args, '--items', 40_000);
-  const nQueries = argValue(args, '--queries', 13_500);
-  const seed = argValue(args, '--seed', 42);
-  const batchSize = argValue(args, '--batch', 16_000);
+  const a = parseBenchArgs(args);
+  const json = a.has('--json');
+  const nItems = a.number('--items', 40_000, { min: 1 });
+  const nQueries = a.number('--queries', 13_500, { min: 1 });
+  const seed = a.number('--seed', 42, { min: 1 });
+  const batchSize = a.number('--batch', 16_000, { min: 1 });
   const log = (m: string) => {
     if (!json) process.stdout.write(m + '\n');
     else process.stderr.write(m + '\n');
@@ -426,19 +383,19 @@ export async function run(args: string[]): Promise<void> {
   const syn = prepare(synthetic({ items: nItems, queries: nQueries, seed, candidates: 4000 }), true);
   log(`  ${JSON.stringify(syn.stats)}`);
   const synR = await measureRewards(syn, 5);
-  const synW = args.includes('--skip-workers') ? {} : await measureWorkers(syn, batchSize);
+  const synW = a.has('--skip-workers') ? {} : await measureWorkers(syn, batchSize);
   const result: Record<string, unknown> = {
     corpus: 'synthetic',
     ...syn.stats,
     ...synR,
     ...synW,
   };
-  if (!args.includes('--skip-nfcorpus')) {
+  if (!a.has('--skip-nfcorpus')) {
     log('NFCorpus');
     const nf = prepare(nfcorpus(seed, 2000), true);
     log(`  ${JSON.stringify(nf.stats)}`);
     const nfR = await measureRewards(nf, 20);
-    const nfW = args.includes('--skip-workers') ? {} : await measureWorkers(nf, batchSize);
+    const nfW = a.has('--skip-workers') ? {} : await measureWorkers(nf, batchSize);
     result.nfcorpus = { ...nf.stats, ...nfR, ...nfW };
   }
   if (json) process.stdout.write(JSON.stringify(result) + '\n');

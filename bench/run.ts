@@ -1,22 +1,26 @@
 /**
- * `npm run bench -- <name> [args...]` runs bench/<name>.ts, whose module exports
+ * `npm run bench -- <name> [args...]` runs one benchmark: a module below exporting
  * `run(args: string[]): Promise<void>`. Every benchmark measures ratios against a
- * baseline run in the same process (tinybench) and prints a table, or one JSON object
- * on stdout with `--json`.
+ * baseline run in the same process (tinybench), or against bare Node (`cli`), and prints
+ * a table, or one JSON object on stdout with `--json`.
  */
-import { readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+interface BenchModule {
+  run(args: string[]): Promise<void>;
+}
 
-const dir = dirname(fileURLToPath(import.meta.url));
-const names = readdirSync(dir)
-  .filter((f) => f.endsWith('.ts') && f !== 'run.ts' && !f.startsWith('_'))
-  .map((f) => f.slice(0, -3))
-  .sort();
+const BENCHMARKS: Record<string, () => Promise<BenchModule>> = {
+  index: () => import('./index.ts'),
+  rewards: () => import('./rewards.ts'),
+  serve: () => import('./serve.ts'),
+  policy: () => import('./policy.ts'),
+  drift: () => import('./drift.ts'),
+  baseline: () => import('./baseline.ts'),
+};
+
 const [name, ...args] = process.argv.slice(2);
-if (!name || !names.includes(name)) {
-  process.stderr.write(`usage: npm run bench -- <${names.join('|')}> [--json] [options]\n`);
+const load = name === undefined ? undefined : BENCHMARKS[name];
+if (!load) {
+  process.stderr.write(`usage: npm run bench -- <${Object.keys(BENCHMARKS).join('|')}> [--json] [options]\n`);
   process.exit(name ? 2 : 0);
 }
-const mod = (await import(pathToFileURL(join(dir, `${name}.ts`)).href)) as { run: (args: string[]) => Promise<void> };
-await mod.run(args);
+await (await load()).run(args);

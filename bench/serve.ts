@@ -14,7 +14,6 @@
  * the keyword cache). `errors` counts connection errors, time-outs and non-2xx answers.
  * autocannon runs in this same process, so both targets share the 2 cores with it.
  */
-import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -24,10 +23,12 @@ import type { Item } from '../index/types.ts';
 import { EmbeddedPolicy } from '../generators/policy/model.ts';
 import { Bm25Index, itemText, tokenize } from '../src/baseline/bm25.ts';
 import { loadDataset } from '../src/datasets/index.ts';
-import { dataRoot } from '../src/datasets/registry.ts';
 import { buildSearchServer } from '../src/server/app.ts';
 import { LiveSnapshot } from '../src/server/state.ts';
 import { generatorKeywordSource, storeSnapshotLoader } from '../src/server/storeLoader.ts';
+import { renderTable } from '../src/table.ts';
+import { parseBenchArgs } from './args.ts';
+import { nfcorpusTitleQueries } from './fixtures.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 
@@ -54,11 +55,6 @@ type Autocannon = (opts: { url: string; connections: number; duration: number; r
 
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
-function flag(args: string[], name: string): string | undefined {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-}
-
 /** Each item's `m` best TF-IDF unigrams and bigrams (stop words removed). */
 export function tfidfKeywords(items: readonly Item[], m = 10): string[][] {
   const grams = items.map((it) => {
@@ -84,14 +80,6 @@ export function tfidfKeywords(items: readonly Item[], m = 10): string[][] {
       .slice(0, m)
       .map(([g]) => g),
   );
-}
-
-function readQueries(): string[] {
-  const file = join(dataRoot(), 'nfcorpus', 'q-titles.queries');
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .map((l) => l.split('\t')[1]?.trim())
-    .filter((t): t is string => !!t);
 }
 
 function winkServer(items: readonly Item[], maxK: number): FastifyInstance {
@@ -142,16 +130,18 @@ function summary(r: AutocannonResult) {
 }
 
 export async function run(args: string[]): Promise<void> {
-  const json = args.includes('--json');
-  const duration = Number(flag(args, '--duration') ?? 30);
-  const connections = Number(flag(args, '--connections') ?? 64);
-  const k = Number(flag(args, '--k') ?? 10);
-  const generator = flag(args, '--generator') ?? 'embedded';
-  if (!(duration > 0) || !(connections > 0) || !(k > 0)) throw new Error('--duration, --connections and --k must be positive');
+  const a = parseBenchArgs(args);
+  const json = a.has('--json');
+  const duration = a.number('--duration', 30, { min: 1 });
+  const connections = a.number('--connections', 64, { min: 1, integer: true });
+  const k = a.number('--k', 10, { min: 1, integer: true });
+  const generator = a.string('--generator', 'embedded');
   if (generator !== 'embedded' && generator !== 'none') throw new Error('--generator: expected embedded or none');
 
   const { corpus } = await loadDataset('nfcorpus');
-  const queries = readQueries();
+  const queries = nfcorpusTitleQueries()
+    .map((q) => q.text.trim())
+    .filter((t) => t.length > 0);
   const kws = tfidfKeywords(corpus.items);
   const dir = mkdtempSync(join(tmpdir(), 'cogr-bench-serve-'));
   const servers: FastifyInstance[] = [];
@@ -186,9 +176,9 @@ export async function run(args: string[]): Promise<void> {
     const winkPath = (q: string) => `/search?q=${encodeURIComponent(q)}&k=${k}`;
 
     await load(oursUrl, oursPath, queries, connections, 2);
-    const a = summary(await load(oursUrl, oursPath, queries, connections, duration));
+    const mine = summary(await load(oursUrl, oursPath, queries, connections, duration));
     await load(winkUrl, winkPath, queries, connections, 2);
-    const b = summary(await load(winkUrl, winkPath, queries, connections, duration));
+    const peer = summary(await load(winkUrl, winkPath, queries, connections, duration));
     const metrics = await (await fetch(`${oursUrl}/metrics`)).text();
     const fallbacks = [...metrics.matchAll(/^cogr_query_keyword_fallbacks_total\{reason="([^"]+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]);
     const out = {
@@ -200,23 +190,26 @@ export async function run(args: string[]): Promise<void> {
       duration_s: duration,
       k,
       generator,
-      ...a,
+      ...mine,
       keyword_fallbacks: Object.fromEntries(fallbacks),
-      wink: b,
-      rps_ratio_vs_wink: b.requests_per_second > 0 ? a.requests_per_second / b.requests_per_second : null,
+      wink: peer,
+      rps_ratio_vs_wink: peer.requests_per_second > 0 ? mine.requests_per_second / peer.requests_per_second : null,
       node: process.version,
     };
     if (json) {
       process.stdout.write(JSON.stringify(out) + '\n');
     } else {
-      const rows = [
-        ['target', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'requests'],
-        ['cogr serve GET /v1/search', a.requests_per_second.toFixed(0), String(a.p50_ms), String(a.p99_ms), String(a.errors), String(a.total_requests)],
-        ['wink-bm25 raw text', b.requests_per_second.toFixed(0), String(b.p50_ms), String(b.p99_ms), String(b.errors), String(b.total_requests)],
-      ];
-      const w = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
       process.stdout.write(`NFCorpus, ${connections} connections × ${duration} s, k=${k}, query keywords: ${generator}\n`);
-      for (const r of rows) process.stdout.write(r.map((x, c) => x.padEnd(w[c])).join('  ') + '\n');
+      process.stdout.write(
+        renderTable(
+          ['target', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'requests'],
+          [
+            ['cogr serve GET /v1/search', mine.requests_per_second.toFixed(0), String(mine.p50_ms), String(mine.p99_ms), String(mine.errors), String(mine.total_requests)],
+            ['wink-bm25 raw text', peer.requests_per_second.toFixed(0), String(peer.p50_ms), String(peer.p99_ms), String(peer.errors), String(peer.total_requests)],
+          ],
+          { rule: false },
+        ),
+      );
       process.stdout.write(`throughput ratio cogr / wink: ${out.rps_ratio_vs_wink?.toFixed(2)}; keyword fallbacks: ${JSON.stringify(out.keyword_fallbacks)}\n`);
     }
   } finally {

@@ -26,18 +26,19 @@ import { createRng, deriveSeed, type Rng } from '../index/random.ts';
 import type { Side } from '../index/types.ts';
 import { KeywordListSchema, parseKeywordOutput } from './parse.ts';
 import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt, type ChatMessage, type PromptTemplate } from './prompts.ts';
-import { K_MAX, type GenerateInput, type GenerateOptions, type KeyValueStore, type KeywordGenerator, type KeywordSample } from './types.ts';
+import { DEFAULTS, K_MAX } from '../index/defaults.ts';
+import { type GenerateInput, type GenerateOptions, type KeyValueStore, type KeywordGenerator, type KeywordSample } from './types.ts';
 
 export const LlmOptionsSchema = z.object({
   baseURL: z.string().url({ message: 'baseURL must be a URL (flag --base-url or OPENAI_BASE_URL)' }),
   apiKey: z.string().default('not-needed'),
   model: z.string().min(1, { message: 'model must be set (flag --model or COGR_MODEL)' }),
-  concurrency: z.number().int().min(1).max(256).default(4),
-  maxRetries: z.number().int().min(0).max(20).default(4),
+  concurrency: z.number().int().min(1).max(256).default(DEFAULTS.llm.concurrency),
+  maxRetries: z.number().int().min(0).max(20).default(DEFAULTS.llm.maxRetries),
   retryBaseMs: z.number().min(0).default(500),
   retryMaxMs: z.number().min(0).default(10_000),
-  timeoutMs: z.number().int().min(1).default(60_000),
-  maxTokens: z.number().int().min(1).default(512),
+  timeoutMs: z.number().int().min(1).default(DEFAULTS.llm.timeoutMs),
+  maxTokens: z.number().int().min(1).default(DEFAULTS.llm.maxTokens),
   /** 'auto': try json_schema, fall back to text on a 400; 'off': always text. */
   structured: z.enum(['auto', 'off']).default('auto'),
   /** Ask for `n` choices per request ('auto' falls back to repeated requests when a server ignores n). */

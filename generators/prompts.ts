@@ -13,7 +13,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cogrError } from '../index/errors.ts';
 import type { Side } from '../index/types.ts';
-import { K_MAX, type GenerateInput } from './types.ts';
+import { K_MAX } from '../index/defaults.ts';
+import { type GenerateInput } from './types.ts';
 
 export const ITEM_TEXT_BUDGET = 2000;
 export const TITLE_BUDGET = 300;

@@ -12,6 +12,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { DEFAULTS } from '../index/defaults.ts';
 import { silentLogger, type Logger } from '../index/log.ts';
 import type { Corpus, IndexEntry, Item, Query } from '../index/types.ts';
 import { KeywordView } from '../index/view.ts';
@@ -19,8 +20,6 @@ import { EmbeddedPolicy, type SftReport } from './policy/model.ts';
 import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt } from './prompts.ts';
 import type { GenerateInput } from './types.ts';
 
-export const SFT_ITEM_KEYWORDS = 10;
-export const SFT_QUERY_KEYWORDS = 15;
 
 export function itemInput(item: Item): GenerateInput {
   return { id: item.id, title: item.title, text: item.text };
@@ -30,7 +29,7 @@ export function queryInput(q: Query): GenerateInput {
 }
 
 /** The base generator's M keywords per item: the policy's deterministic candidate ranking. */
-export function baseItemKeywords(policy: EmbeddedPolicy, items: readonly Item[], M = SFT_ITEM_KEYWORDS): Map<string, string[]> {
+export function baseItemKeywords(policy: EmbeddedPolicy, items: readonly Item[], M = DEFAULTS.sft.itemKeywords): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const it of items) out.set(it.id, policy.rank(itemInput(it), M));
   return out;
@@ -41,7 +40,7 @@ export function buildQueryTargets(
   trainQueries: readonly Query[],
   relevant: ReadonlyMap<string, ReadonlySet<string>>,
   itemKeywords: ReadonlyMap<string, readonly string[]>,
-  N = SFT_QUERY_KEYWORDS,
+  N = DEFAULTS.sft.queryKeywords,
 ): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const q of trainQueries) {
@@ -71,7 +70,7 @@ export function greedyQueryTargets(
   itemView: KeywordView,
   trainQueries: readonly Query[],
   relevant: ReadonlyMap<string, ReadonlySet<string>>,
-  N = SFT_QUERY_KEYWORDS,
+  N = DEFAULTS.sft.queryKeywords,
   minGain = 1e-9,
 ): Map<string, string[]> {
   const out = new Map<string, string[]>();
@@ -189,11 +188,11 @@ export function runSft(opts: SftRunOptions): SftResult {
   const cfg = opts.kMax ? { kMax: opts.kMax } : {};
   const itemPolicy = new EmbeddedPolicy('item', cfg);
   itemPolicy.fitStats(items.map(itemInput));
-  const itemKeywords = baseItemKeywords(itemPolicy, items, opts.M ?? SFT_ITEM_KEYWORDS);
-  log.info('sft: base item keywords', { items: items.length, M: opts.M ?? SFT_ITEM_KEYWORDS });
+  const itemKeywords = baseItemKeywords(itemPolicy, items, opts.M ?? DEFAULTS.sft.itemKeywords);
+  log.info('sft: base item keywords', { items: items.length, M: opts.M ?? DEFAULTS.sft.itemKeywords });
   const train = new Set(opts.trainQueryIds);
   const trainQueries = queries.filter((q) => train.has(q.id));
-  const queryTargets = buildQueryTargets(trainQueries, relevant, itemKeywords, opts.N ?? SFT_QUERY_KEYWORDS);
+  const queryTargets = buildQueryTargets(trainQueries, relevant, itemKeywords, opts.N ?? DEFAULTS.sft.queryKeywords);
   const itemReport = itemPolicy.trainSft(
     items.map((it) => ({ input: itemInput(it), target: itemKeywords.get(it.id) ?? [] })),
     { epochs, lr: opts.lr, seed },
@@ -210,7 +209,7 @@ export function runSft(opts: SftRunOptions): SftResult {
   let examples = qExamples;
   let targetsUsed = queryTargets;
   if (mode !== 'pooled') {
-    const N = opts.N ?? SFT_QUERY_KEYWORDS;
+    const N = opts.N ?? DEFAULTS.sft.queryKeywords;
     const greedy = greedyQueryTargets(queryPolicy, itemView, trainQueries, relevant, N);
     examples = trainQueries
       .filter((q) => greedy.has(q.id) || (mode === 'both' && queryTargets.has(q.id)))

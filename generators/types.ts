@@ -51,13 +51,6 @@ export interface KeyValueStore {
   put(key: string, value: unknown): Promise<void>;
 }
 
-/** Decoding defaults from the paper. */
-export const ROLLOUT_DECODING = Object.freeze({ temperature: 1.0, topP: 1.0 });
-export const INDEX_DECODING = Object.freeze({ temperature: 0.7, topP: 0.8 });
-
-/** Budget of keywords per set (K_max) on both sides. */
-export const K_MAX = 30;
-
 /** An in-memory KeyValueStore (tests, one-off runs). */
 export function memoryStore(): KeyValueStore & { map: Map<string, unknown> } {
   const map = new Map<string, unknown>();

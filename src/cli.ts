@@ -1,37 +1,84 @@
 /**
- * The `cogr` command. Each sub-command lives in its own module under src/commands/
- * and exports `register(program)`; this file wires them up and turns errors into
- * one clear line on stderr and a non-zero exit code.
+ * The `cogr` command. The commands are listed below, each with the module that
+ * implements it (src/commands/, exporting `register(program)`); only the module of the
+ * command being run is imported, so `cogr --help` or `cogr index search` does not load
+ * the HTTP server, the LLM client or the worker pool. Errors become one clear line on
+ * stderr and a non-zero exit code.
  */
-import { readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { isCogrError } from '../index/errors.ts';
+import { packageRoot } from '../index/paths.ts';
 
 export type Register = (program: Command) => void;
 
-export async function buildProgram(): Promise<Command> {
+interface CommandModule {
+  register: Register;
+}
+
+interface CommandEntry {
+  name: string;
+  description: string;
+  load: () => Promise<CommandModule>;
+}
+
+/** Every command, in the order `cogr --help` lists them. Several commands may share a module. */
+export const COMMANDS: readonly CommandEntry[] = [
+  { name: 'demo', description: 'the main job: SFT and co-evolution rounds with the embedded policy on shipped data, then a table per half-round beside BM25', load: () => import('./commands/evolve.ts') },
+  { name: 'evolve', description: 'k-fold evaluation of the co-evolution: one resumable run per fold, BM25 on the same folds', load: () => import('./commands/evolve.ts') },
+  { name: 'datasets', description: 'list the shipped and registered datasets (items, queries, judged queries, mean relevant per judged query)', load: () => import('./commands/datasets.ts') },
+  { name: 'baseline', description: 'reference retrieval baselines', load: () => import('./commands/baseline.ts') },
+  { name: 'sft', description: 'SFT phase (Algorithm 1): base item keywords, query targets, train and save both embedded policies as round 0', load: () => import('./commands/sft.ts') },
+  { name: 'generate', description: 'sample keyword sets for the inputs of a JSONL file ({"id", "text", "title"?} per line)', load: () => import('./commands/generate.ts') },
+  { name: 'rollouts', description: 'write GRPO rollouts (prompts, completions, rewards, reasons, advantages, group ids) of one round as JSONL', load: () => import('./commands/rollouts.ts') },
+  { name: 'import-generation', description: 'commit keywords produced by an external model as a new generation of the run and evaluate it', load: () => import('./commands/rollouts.ts') },
+  { name: 'reward-server', description: 'serve CoGR rewards against frozen generations (OpenRLHF POST /get_reward and JSON endpoints)', load: () => import('./commands/rewardServer.ts') },
+  { name: 'serve', description: 'serve keyword retrieval of a trained round over HTTP (OpenAPI at /openapi.json, docs at /docs)', load: () => import('./commands/serve.ts') },
+  { name: 'drift', description: 'vocabulary drift across keyword-index generations: metrics per side and generation, alignment, churn, added/dropped keywords', load: () => import('./commands/drift.ts') },
+  { name: 'index', description: 'the keyword inverted index: import generations, search, explain, list, diff, delete', load: () => import('./commands/index.ts') },
+];
+
+/** The command an argument vector runs (`cogr help <command>` counts as that command), if any. */
+export function requestedCommand(argv: readonly string[]): CommandEntry | undefined {
+  const args = argv.slice(2).filter((a) => !a.startsWith('-'));
+  const name = args[0] === 'help' ? args[1] : args[0];
+  return COMMANDS.find((c) => c.name === name);
+}
+
+function version(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/**
+ * The program for an argument vector: the requested command registered by its module,
+ * every other command as a name and description (enough for the command list of --help);
+ * the descriptions of the top-level commands are the table's.
+ * Without argv, every module is loaded (every command complete).
+ */
+export async function buildProgram(argv?: readonly string[]): Promise<Command> {
   const program = new Command();
   program
     .name('cogr')
     .description('Keyword co-evolution retrieval: keyword generators, keyword index, rewards and GRPO rounds.')
+    .version(version(), '-V, --version', 'print the cogr version')
     .showHelpAfterError()
     .exitOverride();
-  const dir = join(dirname(fileURLToPath(import.meta.url)), 'commands');
-  const files = readdirSync(dir)
-    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
-    .sort();
-  for (const f of files) {
-    const mod = (await import(pathToFileURL(join(dir, f)).href)) as { register?: Register };
-    if (typeof mod.register === 'function') mod.register(program);
-  }
+  const wanted = argv === undefined ? COMMANDS : [requestedCommand(argv)].filter((c): c is CommandEntry => c !== undefined);
+  const modules = new Set<CommandModule>();
+  for (const c of wanted) modules.add(await c.load());
+  for (const m of modules) m.register(program);
+  const registered = new Map(program.commands.map((c) => [c.name(), c]));
+  for (const c of COMMANDS) (registered.get(c.name) ?? program.command(c.name)).description(c.description);
+  // List the commands in the table's order, whichever were registered in full.
+  const order = new Map(COMMANDS.map((c, i) => [c.name, i]));
+  (program.commands as Command[]).sort((a, b) => (order.get(a.name()) ?? 0) - (order.get(b.name()) ?? 0));
   return program;
 }
 
 export async function main(argv: string[]): Promise<void> {
-  const program = await buildProgram();
   try {
+    const program = await buildProgram(argv);
     await program.parseAsync(argv);
   } catch (e) {
     if (e instanceof CommanderError) {

@@ -20,7 +20,8 @@ import { normalizeKeyword } from '../../index/normalize.ts';
 import { createRng, deriveSeed, shuffle, type Rng } from '../../index/random.ts';
 import type { Side } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
-import { K_MAX, type GenerateInput, type GenerateOptions, type KeywordGenerator, type KeywordSample } from '../types.ts';
+import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
+import { type GenerateInput, type GenerateOptions, type KeywordGenerator, type KeywordSample } from '../types.ts';
 import {
   D,
   DEFAULT_CANDIDATES,
@@ -419,10 +420,10 @@ export class EmbeddedPolicy implements KeywordGenerator {
     return out;
   }
 
-  /** Decoding for indexing and evaluation: temperature 0.7 by default; `greedy` for a deterministic set. */
+  /** Decoding for indexing and evaluation: the index decoding temperature (0.7) by default; `greedy` for a deterministic set. */
   decode(input: GenerateInput, opts: { temperature?: number; rng?: Rng; greedy?: boolean } = {}): SampleResult {
     if (opts.greedy || !opts.rng) return this.sample(input, { temperature: 0, rng: () => 0 });
-    return this.sample(input, { temperature: opts.temperature ?? 0.7, rng: opts.rng });
+    return this.sample(input, { temperature: opts.temperature ?? DEFAULTS.decoding.index.temperature, rng: opts.rng });
   }
 
   /** The top-m candidates by score (no stop): the deterministic candidate ranking. */

@@ -63,7 +63,7 @@ export class Bm25Index {
   }
 
   /** Items sharing at least one token with the text, best first, at most `limit`. */
-  search(text: string, limit = 1000): Bm25Hit[] {
+  search(text: string, limit: number = DEFAULTS.baseline.maxCutoff): Bm25Hit[] {
     return this.engine.search(text, Math.max(1, limit)).map(([id, score]) => ({ id, score }));
   }
 }

@@ -6,16 +6,13 @@
  */
 import type { Command } from 'commander';
 import { cogrError } from '../../index/errors.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { runBm25Baseline, type Bm25BaselineResult } from '../baseline/bm25.ts';
 import { checkBm25 } from '../baseline/expected.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
-import { renderTable } from './datasets.ts';
-import { parseNumberFlag } from './flags.ts';
-
-export function parseIntFlag(flag: string, value: string, min: number): number {
-  return parseNumberFlag(flag, value, { integer: true, min })!;
-}
+import { renderTable } from '../table.ts';
+import { parseIntFlag, withDatasetOptions, type DatasetFlags } from './options.ts';
 
 const f4 = (x: number): string => x.toFixed(4);
 
@@ -33,33 +30,29 @@ export function renderBm25(r: Bm25BaselineResult): string {
     f4(f.ndcg10),
   ]);
   rows.push(['all', '', String(r.judgedQueries), '', '', f4(r.precision), f4(r.recall), f4(r.f1), f4(r.ndcg10)]);
-  const folds = renderTable(['fold', 'train', 'eval', 'cutoff', 'train F1', 'P', 'R', 'F1', 'nDCG@10'], rows, new Set([1, 2, 3, 4, 5, 6, 7, 8]));
+  const folds = renderTable(['fold', 'train', 'eval', 'cutoff', 'train F1', 'P', 'R', 'F1', 'nDCG@10'], rows, { right: [1, 2, 3, 4, 5, 6, 7, 8] });
   const ks = [...new Set(Object.keys(r.ranked).map((k) => Number(k.split('@')[1])))];
   const names = ['mrr', 'ndcg', 'ndcgBinary', 'p', 'r', 'f1', 'hit'] as const;
   const ranked = renderTable(
     ['k', ...names],
     ks.map((k) => [String(k), ...names.map((n) => f4(r.ranked[`${n}@${k}`]))]),
-    new Set(names.map((_, i) => i + 1).concat(0)),
+    { right: names.map((_, i) => i + 1).concat(0) },
   );
   return `${head}${folds}\nranked metrics over all held-out queries (BM25 ranking, top 1000):\n${ranked}`;
 }
 
 export function register(program: Command): void {
-  const baseline = program.command('baseline').description('reference retrieval baselines');
-  baseline
-    .command('bm25')
-    .description('BM25 over raw item text with the retrieval cut-off tuned on training folds to maximise F1')
-    .requiredOption('--dataset <name|path>', 'a shipped or registered dataset name, or a dataset folder')
-    .option('--format <format>', 'smart | trec | beir | wands | jsonl (default: detected)')
-    .option('--folds <n>', 'cross-validation folds over judged queries', '5')
-    .option('--seed <n>', 'seed of the fold assignment', '1')
-    .option('--max-cutoff <n>', 'largest retrieval cut-off searched', '1000')
+  const baseline = program.command('baseline');
+  withDatasetOptions(baseline.command('bm25').description('BM25 over raw item text with the retrieval cut-off tuned on training folds to maximise F1'))
+    .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
+    .option('--seed <n>', 'seed of the fold assignment', String(DEFAULTS.run.seed))
+    .option('--max-cutoff <n>', 'largest retrieval cut-off searched', String(DEFAULTS.baseline.maxCutoff))
     .option('--json', 'print one JSON object on stdout')
     .option('--check', 'compare with data/expected-quality.json (5 folds, seed 1); exit non-zero when a metric is off')
-    .action(async (opts: { dataset: string; format?: string; folds: string; seed: string; maxCutoff: string; json?: boolean; check?: boolean }) => {
-      const folds = parseIntFlag('--folds', opts.folds, 2);
-      const seed = parseIntFlag('--seed', opts.seed, 0);
-      const maxCutoff = parseIntFlag('--max-cutoff', opts.maxCutoff, 1);
+    .action(async (opts: DatasetFlags & { folds: string; seed: string; maxCutoff: string; json?: boolean; check?: boolean }) => {
+      const folds = parseIntFlag('--folds', opts.folds, 2)!;
+      const seed = parseIntFlag('--seed', opts.seed, 0)!;
+      const maxCutoff = parseIntFlag('--max-cutoff', opts.maxCutoff, 1)!;
       const format = parseFormat(opts.format);
       const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
       const r = runBm25Baseline(corpus, { folds, seed, maxCutoff, logger: stderrLogger });

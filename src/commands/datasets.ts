@@ -8,6 +8,7 @@ import { isCogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { listDatasets, loadDataset, parseFormat, registerDataset } from '../datasets/index.ts';
 import { judgedQueryIds } from '../splits.ts';
+import { renderTable } from '../table.ts';
 
 export interface DatasetSummary {
   name: string;
@@ -49,20 +50,9 @@ export async function summarizeDatasets(): Promise<DatasetSummary[]> {
   return out;
 }
 
-export function renderTable(header: string[], rows: string[][], rightAligned: Set<number> = new Set()): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const fmt = (r: string[]): string =>
-    r
-      .map((c, i) => (rightAligned.has(i) ? c.padStart(widths[i]) : c.padEnd(widths[i])))
-      .join('  ')
-      .trimEnd();
-  return [fmt(header), fmt(widths.map((w) => '-'.repeat(w))), ...rows.map(fmt)].join('\n') + '\n';
-}
-
 export function register(program: Command): void {
   const cmd = program
     .command('datasets')
-    .description('list the shipped and registered datasets (items, queries, judged queries, mean relevant per judged query)')
     .option('--json', 'print one JSON object on stdout')
     .action(async (opts: { json?: boolean }) => {
       const list = await summarizeDatasets();
@@ -85,7 +75,7 @@ export function register(program: Command): void {
             ],
       );
       process.stdout.write(
-        renderTable(['name', 'kind', 'format', 'items', 'queries', 'judged', 'rel/query', 'path'], rows, new Set([3, 4, 5, 6])),
+        renderTable(['name', 'kind', 'format', 'items', 'queries', 'judged', 'rel/query', 'path'], rows, { right: [3, 4, 5, 6] }),
       );
     });
   cmd

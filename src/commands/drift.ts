@@ -6,7 +6,6 @@
  * F1 per round; without it, the F1 the co-evolution run in the database recorded is used.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Command } from 'commander';
 import { openDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
@@ -16,7 +15,7 @@ import { parseF1Points, type DriftReport, type F1Point } from '../drift/analyze.
 import { parseDriftQuery, writeDriftReport } from '../drift/fromStore.ts';
 import { formatDriftSummary } from '../drift/summary.ts';
 import { storedF1Points } from '../run/state.ts';
-import { cogrHome } from '../home.ts';
+import { dbPath, withDbOption } from './options.ts';
 
 export interface DriftCliOptions {
   db?: string;
@@ -44,7 +43,7 @@ export function readF1Metrics(file: string): F1Point[] {
 export async function runDriftCommand(o: DriftCliOptions): Promise<{ report: DriftReport; output: string }> {
   const opts = parseDriftQuery({ from: o.from, to: o.to, limit: o.limit });
   const fromFile = o.metrics ? readF1Metrics(o.metrics) : null;
-  const db = await openDb(o.db ?? join(cogrHome(), 'db'), { createIfMissing: false, logger: stderrLogger });
+  const db = await openDb(dbPath(o.db), { createIfMissing: false, logger: stderrLogger });
   try {
     // Held-out F1 per round: from --metrics, else from the co-evolution run stored in the database.
     const f1ByRound = fromFile ?? (await storedF1Points(db));
@@ -68,10 +67,10 @@ export async function runDriftCommand(o: DriftCliOptions): Promise<{ report: Dri
 }
 
 export function register(program: Command): void {
-  program
-    .command('drift')
-    .description('vocabulary drift across keyword-index generations: metrics per side and generation, alignment, churn, added/dropped keywords')
-    .option('--db <dir>', 'LevelDB folder (default $COGR_HOME/db)')
+  withDbOption(
+    program
+      .command('drift'),
+  )
     .option('--from <n>', 'first generation analysed', '0')
     .option('--to <n|latest>', 'last generation analysed', 'latest')
     .option('--html <file>', 'write the self-contained HTML report here')

@@ -17,6 +17,7 @@ import type { Command } from 'commander';
 import { openDb } from '../../index/db.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { writeDriftReport } from '../drift/fromStore.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { stderrLogger } from '../../index/log.ts';
 import type { Corpus } from '../../index/types.ts';
 import { Bm25Index } from '../baseline/bm25.ts';
@@ -27,17 +28,11 @@ import { runCoevolution, type RunResult } from '../evolve/run.ts';
 import { f1Points, type StepRecord } from '../run/state.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
-import { renderTable } from './datasets.ts';
-import { parseNumberFlag } from './flags.ts';
+import { renderTable } from '../table.ts';
+import { dbPath as dbPathFlag, parseNumberFlag, withDatasetOptions, withDbOption } from './options.ts';
 
-/** The demo's defaults: the paper's settings scaled to finish in minutes on 2 cores. */
-export const DEMO_DEFAULTS: RunConfigInput = {
-  dataset: 'nfcorpus',
-  rounds: 2,
-  queryEpochs: 4,
-  itemEpochs: 1,
-  sftEpochs: 5,
-};
+/** The demo's defaults: the paper's settings scaled to finish in well under a minute on 2 cores. */
+export const DEMO_DEFAULTS: RunConfigInput = { ...DEFAULTS.demo };
 
 interface RunFlags {
   dataset?: string;
@@ -66,16 +61,15 @@ function num(flag: string, v: string | undefined, integer: boolean): number | un
   return parseNumberFlag(flag, v, { integer });
 }
 
-function addRunOptions(cmd: Command): Command {
-  return cmd
-    .option('--format <format>', 'dataset format: smart | trec | beir | wands | jsonl (default: detected)')
-    .option('--db <dir>', 'the run database (default: under $COGR_HOME)')
-    .option('--seed <n>', 'seed of the split, sampling and training')
-    .option('--rounds <n>', 'co-evolution rounds R (paper: 5)')
-    .option('--group-size <n>', 'GRPO samples per input G (paper: 8)')
-    .option('--k-max <n>', 'keyword budget K_max on both sides (paper: 30)')
-    .option('--query-epochs <n>', 'query-side GRPO epochs per round (paper: 10)')
-    .option('--item-epochs <n>', 'item-side GRPO epochs per round (paper: 5)')
+function addRunOptions(cmd: Command, dbHelp: string): Command {
+  const r = DEFAULTS.run;
+  return withDbOption(cmd, dbHelp)
+    .option('--seed <n>', `seed of the split, sampling and training (default ${r.seed})`)
+    .option('--rounds <n>', `co-evolution rounds R (paper: ${r.rounds})`)
+    .option('--group-size <n>', `GRPO samples per input G (paper: ${r.groupSize})`)
+    .option('--k-max <n>', `keyword budget K_max on both sides (paper: ${DEFAULTS.kMax})`)
+    .option('--query-epochs <n>', `query-side GRPO epochs per round (paper: ${r.queryEpochs})`)
+    .option('--item-epochs <n>', `item-side GRPO epochs per round (paper: ${r.itemEpochs})`)
     .option('--sft-epochs <n>', 'SFT epochs')
     .option('--items-per-epoch <n>', 'items sampled per item-side epoch (0 = all)')
     .option('--lr <x>', 'learning rate of the GRPO updates')
@@ -158,7 +152,7 @@ export function renderSteps(steps: readonly StepRecord[], baseline: SplitBaselin
   return renderTable(
     ['step', 'round', 'trained', 'gen i/q', 'P', 'R', 'F1', 'nDCG@10', 'kw/q', 'matched/q', 'item vocab', 'query vocab', 'seconds'],
     rows,
-    new Set([1, 4, 5, 6, 7, 8, 9, 10, 11, 12]),
+    { right: [1, 4, 5, 6, 7, 8, 9, 10, 11, 12] },
   );
 }
 
@@ -205,15 +199,17 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
 
 export function register(program: Command): void {
   addRunOptions(
-    program
-      .command('demo')
-      .description('the main job: SFT and co-evolution rounds with the embedded policy on shipped data, then a table per half-round beside BM25')
-      .option('--dataset <name|path>', 'dataset (default nfcorpus)')
-      .option('--eval-fraction <x>', 'share of judged queries held out (default 0.2)')
+    withDatasetOptions(
+      program
+        .command('demo'),
+      DEFAULTS.demo.dataset,
+    )
+      .option('--eval-fraction <x>', `share of judged queries held out (default ${DEFAULTS.run.evalFraction})`)
       .option('--fresh', 'delete the stored demo run first'),
+    'the run database (default: $COGR_HOME/db)',
   ).action(async (flags: RunFlags) => {
     const config = configFrom(flags, DEMO_DEFAULTS);
-    const dbPath = flags.db ?? join(cogrHome(), 'db');
+    const dbPath = dbPathFlag(flags.db);
     if (flags.fresh) rmSync(dbPath, { recursive: true, force: true });
     const format = parseFormat(config.format);
     const { corpus } = await loadDataset(config.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
@@ -236,12 +232,10 @@ export function register(program: Command): void {
   });
 
   addRunOptions(
-    program
-      .command('evolve')
-      .description('k-fold evaluation of the co-evolution: one resumable run per fold, BM25 on the same folds')
-      .requiredOption('--dataset <name|path>', 'a shipped or registered dataset name, or a dataset folder')
-      .option('--folds <n>', 'cross-validation folds over judged queries', '5')
+    withDatasetOptions(program.command('evolve'))
+      .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
       .option('--fold <k>', 'run only this fold (0-based)'),
+    'folder of the per-fold run databases (default: $COGR_HOME/evolve/<dataset>/fold-<k>/db)',
   ).action(async (flags: RunFlags & { folds: string; fold?: string }) => {
     const folds = num('--folds', flags.folds, true)!;
     const only = num('--fold', flags.fold, true);
@@ -256,7 +250,7 @@ export function register(program: Command): void {
       const dbPath = flags.db ? join(flags.db, `fold-${k}`) : join(cogrHome(), 'evolve', slug(config.dataset), `fold-${k}`, 'db');
       stderrLogger.info(`fold ${k + 1}/${folds}: ${dbPath}`);
       const res = await runOne(dbPath, corpus, config, flags);
-      outcomes.push({ fold: k, evalQueries: res.split.eval.length, baseline: bm25OnSplit(corpus, res.split, 1000, bm25), steps: res.steps });
+      outcomes.push({ fold: k, evalQueries: res.split.eval.length, baseline: bm25OnSplit(corpus, res.split, DEFAULTS.baseline.maxCutoff, bm25), steps: res.steps });
     }
     const summary = summarizeFolds(base.dataset, base, outcomes);
     if (flags.json) {
@@ -266,6 +260,6 @@ export function register(program: Command): void {
     const rows = summary.rounds.map((r) => [r.step, String(r.round), r.side, f4(r.precision), f4(r.recall), f4(r.f1), f4(r.ndcg10)]);
     rows.push(['BM25 (tuned cut-off)', '', 'baseline', f4(summary.baseline.precision), f4(summary.baseline.recall), f4(summary.baseline.f1), f4(summary.baseline.ndcg10)]);
     process.stdout.write(`\nCoGR on ${corpus.name}, ${outcomes.length} fold(s) of ${folds}: means over all held-out queries\n\n`);
-    process.stdout.write(renderTable(['step', 'round', 'trained', 'P', 'R', 'F1', 'nDCG@10'], rows, new Set([1, 3, 4, 5, 6])));
+    process.stdout.write(renderTable(['step', 'round', 'trained', 'P', 'R', 'F1', 'nDCG@10'], rows, { right: [1, 3, 4, 5, 6] }));
   });
 }

@@ -11,21 +11,21 @@
  * Every sub-command takes --db <dir> (default $COGR_HOME/db) and --side (default item);
  * search and explain also --k1 and --b (BM25, defaults 1.2 and 0.75).
  */
-import { createReadStream, existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { openDb, type CogrDb } from '../../index/db.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
-import { KeywordIndexStore, type IndexWriter } from '../../index/store.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
 import type { Side } from '../../index/types.ts';
-import { DEFAULT_BM25, type Bm25Params, type Probe } from '../../index/view.ts';
-import { cogrHome } from '../home.ts';
+import type { Bm25Params, Probe } from '../../index/view.ts';
+import { idSchema, jsonlRecords } from '../datasets/common.ts';
+import { renderTable } from '../table.ts';
+import { dbPath, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption } from './options.ts';
 
 const lineSchema = z.object({
-  id: z.union([z.string().min(1), z.number().int()]),
+  id: idSchema,
   title: z.string().optional(),
   keywords: z.array(z.string()),
 });
@@ -41,66 +41,25 @@ export interface ImportOptions {
  * Errors name the file and line: DATA_MISSING, DATA_FORMAT, DUPLICATE_ID.
  */
 export async function importJsonl(store: KeywordIndexStore, side: Side, file: string, opts: ImportOptions = {}): Promise<{ generation: number; entities: number; changed: number; rejectedKeywords: number }> {
-  if (!existsSync(file)) throw cogrError('DATA_MISSING', `file ${file} does not exist`, { file });
-  const w: IndexWriter = store.writer(side, { ...(opts.base !== undefined ? { base: opts.base } : {}), mode: opts.patch ? 'patch' : 'replace' });
-  const seen = new Set<string>();
-  const rl = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Infinity });
-  let lineNo = 0;
-  for await (const line of rl) {
-    lineNo++;
-    if (line.trim().length === 0) continue;
-    let raw: unknown;
-    try {
-      raw = JSON.parse(line);
-    } catch (e) {
-      throw cogrError('DATA_FORMAT', `${file}:${lineNo}: not valid JSON (${(e as Error).message})`, { file, line: lineNo });
-    }
-    const parsed = lineSchema.safeParse(raw);
-    if (!parsed.success) {
-      const msg = parsed.error.issues.map((i) => `${i.path.join('.') || 'line'}: ${i.message}`).join('; ');
-      throw cogrError('DATA_FORMAT', `${file}:${lineNo}: ${msg}`, { file, line: lineNo });
-    }
-    const id = String(parsed.data.id);
-    if (seen.has(id)) throw cogrError('DUPLICATE_ID', `${file}:${lineNo}: id ${JSON.stringify(id)} occurs twice`, { file, line: lineNo, id });
-    seen.add(id);
-    w.set(id, parsed.data.title ?? '', parsed.data.keywords);
+  const w = store.writer(side, { ...(opts.base !== undefined ? { base: opts.base } : {}), mode: opts.patch ? 'patch' : 'replace' });
+  let entities = 0;
+  for (const { value } of jsonlRecords(file, lineSchema, { uniqueId: (v) => v.id })) {
+    w.set(value.id, value.title ?? '', value.keywords);
+    entities++;
   }
   const res = await w.commitWithStats({ source: file, ...(opts.meta ?? {}) });
-  return { generation: res.generation, entities: seen.size, changed: res.changed, rejectedKeywords: res.rejectedKeywords };
+  return { generation: res.generation, entities, changed: res.changed, rejectedKeywords: res.rejectedKeywords };
 }
 
 // ---- option parsing ---------------------------------------------------------------
 
-const sideSchema = z.enum(['item', 'query'], { message: '--side must be "item" or "query"' });
-const genSchema = (flag: string) =>
-  z
-    .string()
-    .regex(/^\d+$/, `${flag} must be a non-negative integer`)
-    .transform((s) => Number(s));
-const numSchema = (flag: string, min: number, max: number) =>
-  z
-    .string()
-    .refine((s) => s.trim() !== '' && Number.isFinite(Number(s)), `${flag} must be a number`)
-    .transform((s) => Number(s))
-    .refine((n) => n >= min && n <= max, `${flag} must be in [${min}, ${max}]`);
-
-function parse<T>(schema: z.ZodType<T>, value: unknown): T {
-  const r = schema.safeParse(value);
-  if (!r.success) throw cogrError('INVALID_ARGUMENT', r.error.issues.map((i) => i.message).join('; '));
-  return r.data;
-}
-
 interface CommonOpts {
   db?: string;
-  side?: string;
-}
-
-function dbPath(o: CommonOpts): string {
-  return o.db ?? join(cogrHome(), 'db');
+  side: string;
 }
 
 async function withStore<T>(o: CommonOpts, create: boolean, fn: (store: KeywordIndexStore, db: CogrDb) => Promise<T>): Promise<T> {
-  const db = await openDb(dbPath(o), { createIfMissing: create, logger: stderrLogger });
+  const db = await openDb(dbPath(o.db), { createIfMissing: create, logger: stderrLogger });
   try {
     return await fn(new KeywordIndexStore(db), db);
   } finally {
@@ -115,31 +74,25 @@ function probeOf(o: { query?: string; keywords?: string }): Probe {
 
 function bm25Of(o: { k1?: string; b?: string }): Bm25Params {
   return {
-    k1: o.k1 === undefined ? DEFAULT_BM25.k1 : parse(numSchema('--k1', 0, 100), o.k1),
-    b: o.b === undefined ? DEFAULT_BM25.b : parse(numSchema('--b', 0, 1), o.b),
+    k1: parseNumberFlag('--k1', o.k1, { min: 0, max: 100 }) ?? DEFAULTS.bm25.k1,
+    b: parseNumberFlag('--b', o.b, { min: 0, max: 1 }) ?? DEFAULTS.bm25.b,
   };
 }
 
-function generationOf(g: string | undefined): number | 'latest' {
-  return g === undefined || g === 'latest' ? 'latest' : parse(genSchema('--generation'), g);
+function generationFlag(flag: string, g: string): number {
+  return parseIntFlag(flag, g, 0)!;
 }
 
 function out(s: string): void {
   process.stdout.write(s.endsWith('\n') ? s : s + '\n');
 }
 
-function table(header: string[], rows: string[][]): string {
-  const w = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(w[i])).join('  ').trimEnd();
-  return [line(header), line(w.map((n) => '-'.repeat(n))), ...rows.map(line)].join('\n');
-}
-
 function common(c: Command): Command {
-  return c.option('--db <dir>', 'database folder (default $COGR_HOME/db)').option('--side <side>', 'item or query', 'item');
+  return withDbOption(c).option('--side <side>', 'item or query', 'item');
 }
 
 export function register(program: Command): void {
-  const index = program.command('index').description('the keyword inverted index: import generations, search, explain, list, diff, delete');
+  const index = program.command('index');
 
   common(index.command('import'))
     .description('commit a new generation from a JSONL file of {"id", "title"?, "keywords": [...]} and print its number')
@@ -149,8 +102,8 @@ export function register(program: Command): void {
     .option('--label <text>', 'a label stored in the generation metadata')
     .option('--json', 'print one JSON object instead of the bare number')
     .action(async (o: CommonOpts & { from: string; patch?: boolean; base?: string; label?: string; json?: boolean }) => {
-      const side = parse(sideSchema, o.side);
-      const base = o.base === undefined ? undefined : o.base === 'empty' ? null : parse(genSchema('--base'), o.base);
+      const side = parseSide('--side', o.side);
+      const base = o.base === undefined ? undefined : o.base === 'empty' ? null : generationFlag('--base', o.base);
       const res = await withStore(o, true, (store) =>
         importJsonl(store, side, o.from, { base, patch: o.patch ?? false, meta: o.label === undefined ? {} : { label: o.label } }),
       );
@@ -165,14 +118,14 @@ export function register(program: Command): void {
     .option('--keywords <list>', 'the probe keywords separated by "|"', '')
     .option('--k <n>', 'how many ranked items to print', '10')
     .option('--all', 'print every matched item')
-    .option('--k1 <x>', `BM25 k1 (default ${DEFAULT_BM25.k1})`)
-    .option('--b <x>', `BM25 b (default ${DEFAULT_BM25.b})`)
+    .option('--k1 <x>', `BM25 k1 (default ${DEFAULTS.bm25.k1})`)
+    .option('--b <x>', `BM25 b (default ${DEFAULTS.bm25.b})`)
     .option('--json', 'print one JSON object')
     .action(async (o: CommonOpts & { generation?: string; query?: string; keywords?: string; k: string; all?: boolean; k1?: string; b?: string; json?: boolean }) => {
-      const side = parse(sideSchema, o.side);
-      const k = parse(genSchema('--k'), o.k);
+      const side = parseSide('--side', o.side);
+      const k = parseIntFlag('--k', o.k, 0)!;
       const params = bm25Of(o);
-      const gen = generationOf(o.generation);
+      const gen = parseLatestOr('--generation', o.generation);
       const { generation, res } = await withStore(o, false, async (store) => {
         const view = await store.openView(side, gen);
         return { generation: view.generation, res: view.search(probeOf(o), { k, all: o.all ?? false, params }) };
@@ -183,7 +136,7 @@ export function register(program: Command): void {
         return;
       }
       out(`${side} generation ${generation}: ${res.matched} matched`);
-      if (items.length > 0) out(table(['rank', 'id', 'score'], items.map((x, i) => [String(i + 1), x.id, x.score.toFixed(4)])));
+      if (items.length > 0) out(renderTable(['rank', 'id', 'score'], items.map((x, i) => [String(i + 1), x.id, x.score.toFixed(4)])));
     });
 
   common(index.command('explain'))
@@ -192,13 +145,13 @@ export function register(program: Command): void {
     .option('--generation <g>', 'generation number or "latest"', 'latest')
     .option('--query <text>', 'the raw query ({q})', '')
     .option('--keywords <list>', 'the probe keywords separated by "|"', '')
-    .option('--k1 <x>', `BM25 k1 (default ${DEFAULT_BM25.k1})`)
-    .option('--b <x>', `BM25 b (default ${DEFAULT_BM25.b})`)
+    .option('--k1 <x>', `BM25 k1 (default ${DEFAULTS.bm25.k1})`)
+    .option('--b <x>', `BM25 b (default ${DEFAULTS.bm25.b})`)
     .option('--json', 'print one JSON object')
     .action(async (o: CommonOpts & { id: string; generation?: string; query?: string; keywords?: string; k1?: string; b?: string; json?: boolean }) => {
-      const side = parse(sideSchema, o.side);
+      const side = parseSide('--side', o.side);
       const params = bm25Of(o);
-      const gen = generationOf(o.generation);
+      const gen = parseLatestOr('--generation', o.generation);
       const { generation, ex } = await withStore(o, false, async (store) => {
         const view = await store.openView(side, gen);
         return { generation: view.generation, ex: view.explain(probeOf(o), o.id, params) };
@@ -212,7 +165,7 @@ export function register(program: Command): void {
       out(`matched keywords: ${ex.matchedKeywords.length ? ex.matchedKeywords.map((k) => JSON.stringify(k)).join(', ') : '(none)'}`);
       out(`score ${ex.score.toFixed(6)} = ${ex.formula}`);
       if (ex.terms.length > 0) {
-        out(table(['word', 'tf', 'df', 'idf', 'contribution'], ex.terms.map((t) => [t.word, String(t.tf), String(t.df), t.idf.toFixed(6), t.contribution.toFixed(6)])));
+        out(renderTable(['word', 'tf', 'df', 'idf', 'contribution'], ex.terms.map((t) => [t.word, String(t.tf), String(t.df), t.idf.toFixed(6), t.contribution.toFixed(6)])));
       }
     });
 
@@ -220,7 +173,7 @@ export function register(program: Command): void {
     .description('list the committed generations of a side')
     .option('--json', 'print one JSON object')
     .action(async (o: CommonOpts & { json?: boolean }) => {
-      const side = parse(sideSchema, o.side);
+      const side = parseSide('--side', o.side);
       const gens = await withStore(o, false, (store) => store.listGenerations(side));
       if (o.json) {
         out(JSON.stringify({ side, generations: gens }));
@@ -231,7 +184,7 @@ export function register(program: Command): void {
         return;
       }
       out(
-        table(
+        renderTable(
           ['generation', 'parent', 'size', 'changed', 'avg length', 'created', 'meta'],
           gens.map((g) => [
             String(g.generation),
@@ -252,9 +205,9 @@ export function register(program: Command): void {
     .requiredOption('--to <b>', 'newer generation')
     .option('--json', 'print one JSON object')
     .action(async (o: CommonOpts & { from: string; to: string; json?: boolean }) => {
-      const side = parse(sideSchema, o.side);
-      const a = parse(genSchema('--from'), o.from);
-      const b = parse(genSchema('--to'), o.to);
+      const side = parseSide('--side', o.side);
+      const a = generationFlag('--from', o.from);
+      const b = generationFlag('--to', o.to);
       const d = await withStore(o, false, (store) => store.diff(side, a, b));
       if (o.json) {
         out(JSON.stringify(d));
@@ -267,8 +220,8 @@ export function register(program: Command): void {
     .description('delete one generation (the others read exactly as before)')
     .requiredOption('--generation <g>', 'the generation to delete')
     .action(async (o: CommonOpts & { generation: string }) => {
-      const side = parse(sideSchema, o.side);
-      const g = parse(genSchema('--generation'), o.generation);
+      const side = parseSide('--side', o.side);
+      const g = generationFlag('--generation', o.generation);
       await withStore(o, false, (store) => store.deleteGeneration(side, g));
       out(`deleted ${side} generation ${g}`);
     });

@@ -12,23 +12,17 @@
  */
 import type { Command } from 'commander';
 import { openDb } from '../../index/db.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
-import { policyStore, savePolicy } from '../run/policies.ts';
-import { exportTrl, itemEntries, runSft } from '../../generators/sft.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
+import { exportTrl, itemEntries, runSft } from '../../generators/sft.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
-import { homePath } from '../home.ts';
+import { policyStore, savePolicy } from '../run/policies.ts';
 import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
-import { parseNumberFlag } from './flags.ts';
+import { dbPath, parseIntFlag, withDatasetOptions, withDbOption, type DatasetFlags } from './options.ts';
 
-function int(flag: string, v: string, min: number): number {
-  return parseNumberFlag(flag, v, { integer: true, min })!;
-}
-
-interface SftFlags {
-  dataset: string;
-  format?: string;
+interface SftFlags extends DatasetFlags {
   seed: string;
   evalFraction: string;
   epochs: string;
@@ -41,31 +35,30 @@ interface SftFlags {
 }
 
 export function register(program: Command): void {
-  program
-    .command('sft')
-    .description('SFT phase (Algorithm 1): base item keywords, pooled query targets, train and save both embedded policies as round 0')
-    .requiredOption('--dataset <name>', 'dataset name or folder')
-    .option('--format <format>', 'dataset format (default: detected)')
-    .option('--seed <n>', 'split and training seed', '1')
-    .option('--eval-fraction <f>', 'share of judged queries held out', '0.2')
-    .option('--epochs <n>', 'SFT epochs per policy', '5')
-    .option('--m <n>', 'keywords per item from the base generator (M)', '10')
-    .option('--n <n>', 'keywords per query target (N)', '15')
-    .option('--export <dir>', 'also write item.jsonl / query.jsonl in TRL conversational prompt–completion format')
-    .option('--commit-index', 'also commit the item index built from the base item keywords as a new item generation')
-    .option('--db <path>', 'project database (default $COGR_HOME/db)')
+  withDbOption(
+    withDatasetOptions(
+      program.command('sft'),
+    )
+      .option('--seed <n>', 'split and training seed', String(DEFAULTS.run.seed))
+      .option('--eval-fraction <f>', 'share of judged queries held out', String(DEFAULTS.run.evalFraction))
+      .option('--epochs <n>', 'SFT epochs per policy', String(DEFAULTS.run.sftEpochs))
+      .option('--m <n>', 'keywords per item from the base generator (M)', String(DEFAULTS.sft.itemKeywords))
+      .option('--n <n>', 'keywords per query target (N)', String(DEFAULTS.sft.queryKeywords))
+      .option('--export <dir>', 'also write item.jsonl / query.jsonl in TRL conversational prompt–completion format')
+      .option('--commit-index', 'also commit the item index built from the base item keywords as a new item generation'),
+  )
     .option('--json', 'print a JSON summary')
     .action(async (flags: SftFlags) => {
-      const seed = int('--seed', flags.seed, 0);
-      const epochs = int('--epochs', flags.epochs, 0);
-      const M = int('--m', flags.m, 1);
-      const N = int('--n', flags.n, 1);
+      const seed = parseIntFlag('--seed', flags.seed, 0)!;
+      const epochs = parseIntFlag('--epochs', flags.epochs, 0)!;
+      const M = parseIntFlag('--m', flags.m, 1)!;
+      const N = parseIntFlag('--n', flags.n, 1)!;
       const evalFraction = Number(flags.evalFraction);
       if (!(evalFraction > 0 && evalFraction < 1)) throw cogrError('INVALID_ARGUMENT', `--eval-fraction: expected a number in (0, 1), got ${JSON.stringify(flags.evalFraction)}`);
       const { corpus } = await loadDataset(flags.dataset, { format: parseFormat(flags.format), logger: stderrLogger });
       const split = trainEvalSplit(judgedQueryIds(corpus), { seed, evalFraction });
       const r = runSft({ corpus, trainQueryIds: split.train, M, N, epochs, seed, logger: stderrLogger });
-      const db = await openDb(flags.db ?? homePath('db'), { logger: stderrLogger });
+      const db = await openDb(dbPath(flags.db), { logger: stderrLogger });
       let itemGeneration: number | null = null;
       try {
         const store = policyStore(db);

@@ -216,12 +216,14 @@ export function squash(s: string): string {
 }
 
 /**
- * Read a JSON-lines file, validating each non-empty line with `schema`. A line that is
- * not JSON or does not validate is a DATA_FORMAT error naming file, line and field.
+ * The one JSON-lines reader: each non-empty line of `path` parsed and validated with
+ * `schema`, yielded with its line number. A missing file is DATA_MISSING; a line that
+ * is not JSON or does not validate is DATA_FORMAT naming file, line and field; with
+ * `uniqueId`, an id seen twice is DUPLICATE_ID naming file and line.
  */
-export function readJsonl<T>(path: string, schema: z.ZodType<T>): { value: T; line: number }[] {
-  const out: { value: T; line: number }[] = [];
+export function* jsonlRecords<T>(path: string, schema: z.ZodType<T>, opts: { uniqueId?: (value: T) => string } = {}): Generator<{ value: T; line: number }> {
   const lines = readLines(path);
+  const seen = opts.uniqueId ? new Set<string>() : null;
   for (let i = 0; i < lines.length; i++) {
     const s = lines[i].trim();
     if (s === '') continue;
@@ -237,9 +239,18 @@ export function readJsonl<T>(path: string, schema: z.ZodType<T>): { value: T; li
       const field = issue && issue.path.length > 0 ? `field "${issue.path.join('.')}"` : 'line';
       throw formatError(path, i + 1, `${field}: ${issue?.message ?? 'invalid'}`);
     }
-    out.push({ value: r.data, line: i + 1 });
+    if (seen && opts.uniqueId) {
+      const id = opts.uniqueId(r.data);
+      if (seen.has(id)) throw cogrError('DUPLICATE_ID', `${path}:${i + 1}: id ${JSON.stringify(id)} occurs twice`, { file: path, line: i + 1, id });
+      seen.add(id);
+    }
+    yield { value: r.data, line: i + 1 };
   }
-  return out;
+}
+
+/** All records of a JSON-lines file (see jsonlRecords). */
+export function readJsonl<T>(path: string, schema: z.ZodType<T>, opts: { uniqueId?: (value: T) => string } = {}): { value: T; line: number }[] {
+  return [...jsonlRecords(path, schema, opts)];
 }
 
 /** An id that may be written as a JSON string or number; always a non-empty string. */

@@ -1,14 +1,10 @@
 /** The compact plain-text summary of a drift report that `cogr drift` prints. */
+import { columnsFrom, renderTable } from '../table.ts';
 import type { DriftReport, KeywordUse } from './analyze.ts';
 
-function table(header: string[], rows: string[][], leftCols = 1): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i < leftCols ? c.padEnd(widths[i]) : c.padStart(widths[i])))
-      .join('  ')
-      .trimEnd();
-  return [line(header), ...rows.map(line)].join('\n') + '\n';
+/** Right-aligned numbers after the first column, no rule under the header. */
+function table(header: string[], rows: string[][]): string {
+  return renderTable(header, rows, { right: columnsFrom(1, header.length), rule: false });
 }
 
 const pct = (x: number) => `${(x * 100).toFixed(0)}%`;

@@ -4,20 +4,15 @@
  * training queries to maximise F1 and applied to the held-out ones.
  */
 import type { Corpus } from '../../index/types.ts';
-import { Bm25Index, tuneCutoff } from '../baseline/bm25.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
+import { Bm25Index, tuneCutoff, type FoldResult } from '../baseline/bm25.ts';
 import { evaluateRun, setF1Curve, type RunEntry } from '../metrics.ts';
 import type { RunSplit } from '../run/state.ts';
 
-export interface SplitBaseline {
-  cutoff: number;
-  trainF1: number;
-  f1: number;
-  precision: number;
-  recall: number;
-  ndcg10: number;
-}
+/** A fold's figures without its fold and query counts. */
+export type SplitBaseline = Omit<FoldResult, 'fold' | 'trainQueries' | 'evalQueries'>;
 
-export function bm25OnSplit(corpus: Corpus, split: RunSplit, maxCutoff = 1000, index?: Bm25Index): SplitBaseline {
+export function bm25OnSplit(corpus: Corpus, split: RunSplit, maxCutoff: number = DEFAULTS.baseline.maxCutoff, index?: Bm25Index): SplitBaseline {
   const bm25 = index ?? new Bm25Index(corpus.items);
   const text = new Map(corpus.queries.map((q) => [q.id, q.text]));
   const ranked = new Map<string, string[]>();

@@ -4,7 +4,6 @@
  * held-out queries' keywords are used only to evaluate), evaluated on the held-out
  * queries like any other step and recorded in the run store's `imports`.
  */
-import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import type { CogrDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
@@ -13,7 +12,7 @@ import { normalizeKeywordSet } from '../../index/normalize.ts';
 import { deriveSeed } from '../../index/random.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus, Side } from '../../index/types.ts';
-import { readJsonl } from '../datasets/common.ts';
+import { jsonlRecords } from '../datasets/common.ts';
 import { loadPolicy, policyStore } from '../run/policies.ts';
 import { readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
 import { evaluateHeldOut, policyKeywords, type QueryKeywordsFn } from './evaluate.ts';
@@ -26,11 +25,9 @@ const ImportLine = z.object({
 
 /** Read `{"id", "keywords": [...], "title"?}` lines; every id must be a known entity. */
 export function readKeywordFile(path: string, known: ReadonlySet<string>, side: Side): Map<string, { keywords: string[]; title?: string }> {
-  if (!existsSync(path)) throw cogrError('DATA_MISSING', `--from: ${path} does not exist`);
   const out = new Map<string, { keywords: string[]; title?: string }>();
-  for (const { value, line } of readJsonl(path, ImportLine)) {
+  for (const { value, line } of jsonlRecords(path, ImportLine, { uniqueId: (v) => v.id })) {
     if (!known.has(value.id)) throw cogrError('NOT_FOUND', `${path}:${line}: unknown ${side} id ${JSON.stringify(value.id)} (not in the run's dataset)`);
-    if (out.has(value.id)) throw cogrError('DUPLICATE_ID', `${path}:${line}: id ${JSON.stringify(value.id)} occurs twice`);
     out.set(value.id, { keywords: normalizeKeywordSet(value.keywords).keywords, ...(value.title !== undefined ? { title: value.title } : {}) });
   }
   if (out.size === 0) throw cogrError('DATA_FORMAT', `${path}: no keyword lines`);

@@ -16,6 +16,7 @@
 import type { DriftProvider } from './drift.ts';
 import { z } from 'zod';
 import type { FastifyInstance } from 'fastify';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
 import { silentLogger } from '../../index/log.ts';
@@ -39,12 +40,12 @@ import type { LiveSnapshot, Snapshot } from './state.ts';
 import { VocabularyIndex } from './vocab.ts';
 
 export const SearchLimitsSchema = z.strictObject({
-  maxQueryLength: z.number().int().min(1).max(100_000).default(512),
-  maxK: z.number().int().min(1).max(1_000_000).default(1000),
-  defaultK: z.number().int().min(1).default(10),
-  bodyLimit: z.number().int().min(256).max(64 * 1024 * 1024).default(64 * 1024),
-  keywordBudgetMs: z.number().int().min(1).max(600_000).default(250),
-  cacheSize: z.number().int().min(0).default(10_000),
+  maxQueryLength: z.number().int().min(1).max(100_000).default(DEFAULTS.serve.maxQueryLength),
+  maxK: z.number().int().min(1).max(1_000_000).default(DEFAULTS.serve.maxK),
+  defaultK: z.number().int().min(1).default(DEFAULTS.serve.defaultK),
+  bodyLimit: z.number().int().min(256).max(64 * 1024 * 1024).default(DEFAULTS.serve.bodyLimit),
+  keywordBudgetMs: z.number().int().min(1).max(600_000).default(DEFAULTS.serve.keywordBudgetMs),
+  cacheSize: z.number().int().min(0).default(DEFAULTS.serve.keywordCacheSize),
   maxProgramDepth: z.number().int().min(1).max(64).default(8),
   maxProgramNodes: z.number().int().min(1).max(10_000).default(128),
   maxProgramList: z.number().int().min(1).max(10_000).default(64),

@@ -101,9 +101,9 @@ describe('cogr index', () => {
     const dup = jsonl('dup.jsonl', [{ id: 'x', keywords: ['a'] }, { id: 'x', keywords: ['b'] }]);
     expect((await cogr('index', 'import', '--db', db, '--from', dup)).err).toContain('error[DUPLICATE_ID]');
     expect((await cogr('index', 'import', '--db', db, '--from', join(dir, 'missing.jsonl'))).err).toContain('error[DATA_MISSING]');
-    expect((await cogr('index', 'import', '--db', db, '--side', 'both', '--from', dup)).err).toContain('--side must be');
-    expect((await cogr('index', 'search', '--db', db, '--k', 'ten')).err).toContain('--k must be');
-    expect((await cogr('index', 'search', '--db', db, '--b', '2')).err).toContain('--b must be in [0, 1]');
+    expect((await cogr('index', 'import', '--db', db, '--side', 'both', '--from', dup)).err).toContain('--side: expected item or query');
+    expect((await cogr('index', 'search', '--db', db, '--k', 'ten')).err).toContain('--k: expected an integer');
+    expect((await cogr('index', 'search', '--db', db, '--b', '2')).err).toContain('--b: expected a number in [0, 1]');
     expect((await cogr('index', 'search', '--db', join(dir, 'none'))).err).toContain('error[NOT_FOUND]');
   });
 

@@ -1,0 +1,143 @@
+/**
+ * The options every command shares, declared and parsed in one place: a bad value is
+ * reported the same way everywhere, `error[INVALID_ARGUMENT]: --flag: expected …, got "x"`,
+ * and a default shown in help is the one used (index/defaults.ts).
+ */
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { DEFAULTS } from '../../index/defaults.ts';
+import { cogrError } from '../../index/errors.ts';
+import type { Side } from '../../index/types.ts';
+import { cogrHome } from '../home.ts';
+
+export interface NumberFlagOptions {
+  integer?: boolean;
+  min?: number;
+  max?: number;
+}
+
+/** A numeric flag (undefined when not given). */
+export function parseNumberFlag(flag: string, value: string | undefined, opts: NumberFlagOptions = {}): number | undefined {
+  if (value === undefined) return undefined;
+  const s = value.trim();
+  const n = Number(s);
+  const bad =
+    s === '' ||
+    !Number.isFinite(n) ||
+    (opts.integer === true && !/^-?\d+$/.test(s)) ||
+    (opts.min !== undefined && n < opts.min) ||
+    (opts.max !== undefined && n > opts.max);
+  if (bad) {
+    const kind = opts.integer ? 'an integer' : 'a number';
+    const range =
+      opts.min !== undefined && opts.max !== undefined
+        ? ` in [${opts.min}, ${opts.max}]`
+        : opts.min !== undefined
+          ? ` ≥ ${opts.min}`
+          : opts.max !== undefined
+            ? ` ≤ ${opts.max}`
+            : '';
+    throw cogrError('INVALID_ARGUMENT', `${flag}: expected ${kind}${range}, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}
+
+/** An integer flag in [min, max] (undefined when not given). */
+export function parseIntFlag(flag: string, value: string | undefined, min: number, max?: number): number | undefined {
+  return parseNumberFlag(flag, value, { integer: true, min, ...(max !== undefined ? { max } : {}) });
+}
+
+/** One of a fixed list of words. */
+export function parseChoice<T extends string>(flag: string, value: string, choices: readonly T[]): T {
+  if (!(choices as readonly string[]).includes(value)) {
+    const list = choices.length === 2 ? `${choices[0]} or ${choices[1]}` : `${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}`;
+    throw cogrError('INVALID_ARGUMENT', `${flag}: expected ${list}, got ${JSON.stringify(value)}`);
+  }
+  return value as T;
+}
+
+/** `--side item|query`. */
+export function parseSide(flag: string, value: string): Side {
+  return parseChoice(flag, value, ['item', 'query'] as const);
+}
+
+/** A round or generation number, or "latest" (undefined counts as latest). */
+export function parseLatestOr(flag: string, value: string | undefined): number | 'latest' {
+  if (value === undefined || value === 'latest') return 'latest';
+  if (!/^\d+$/.test(value.trim())) throw cogrError('INVALID_ARGUMENT', `${flag}: expected "latest" or an integer ≥ 0, got ${JSON.stringify(value)}`);
+  return Number(value.trim());
+}
+
+// ---- option groups ---------------------------------------------------------------
+
+/** The project database: `--db` or $COGR_HOME/db. */
+export function dbPath(db: string | undefined): string {
+  return db ?? join(cogrHome(), 'db');
+}
+
+export function withDbOption(cmd: Command, what = 'the project database'): Command {
+  return cmd.option('--db <dir>', `${what} (default $COGR_HOME/db)`);
+}
+
+export interface DatasetFlags {
+  dataset: string;
+  format?: string;
+}
+
+/** `--dataset <name|path>` (required unless a default is said in `help`) and `--format`. */
+export function withDatasetOptions(cmd: Command, help?: string): Command {
+  const what = 'a shipped or registered dataset name, or a dataset folder';
+  return (help === undefined ? cmd.requiredOption('--dataset <name|path>', what) : cmd.option('--dataset <name|path>', `${what} (default ${help})`)).option(
+    '--format <format>',
+    'dataset format: smart | trec | beir | wands | jsonl (default: detected)',
+  );
+}
+
+export interface LlmFlags {
+  baseUrl?: string;
+  model?: string;
+  apiKey?: string;
+}
+
+/** An OpenAI-compatible endpoint: flags first, then OPENAI_BASE_URL, COGR_MODEL, OPENAI_API_KEY. */
+export function withLlmOptions(cmd: Command): Command {
+  return cmd
+    .option('--base-url <url>', 'openai: endpoint base URL (default $OPENAI_BASE_URL)')
+    .option('--model <name>', 'openai: model name (default $COGR_MODEL)')
+    .option('--api-key <key>', 'openai: API key (default $OPENAI_API_KEY)');
+}
+
+export interface ServerFlags {
+  db?: string;
+  round?: string;
+  port: string;
+  host: string;
+  token?: string;
+  watch?: string;
+  bodyLimit?: string;
+}
+
+/** What both servers take: database, round, address, token, watch interval and body limit. */
+export function withServerOptions(cmd: Command, defaults: { port: number; host: string; bodyLimit: number }, roundHelp: string, tokenHelp: string): Command {
+  return withDbOption(cmd)
+    .option('--round <round>', `${roundHelp}: "latest" or a number`, 'latest')
+    .option('--port <port>', 'TCP port (0 = any free port)', String(defaults.port))
+    .option('--host <host>', 'interface to bind (loopback by default)', defaults.host)
+    .option('--token <token>', `bearer token for ${tokenHelp} (default $COGR_TOKEN)`)
+    .option('--watch <seconds>', 'poll for newly committed generations every this many seconds')
+    .option('--body-limit <bytes>', `largest request body (default ${defaults.bodyLimit})`);
+}
+
+/** The parsed common server flags. */
+export function parseServerFlags(flags: ServerFlags, maxBody: number) {
+  return {
+    dbPath: dbPath(flags.db),
+    round: parseLatestOr('--round', flags.round),
+    port: parseIntFlag('--port', flags.port, 0, 65535)!,
+    host: flags.host,
+    token: flags.token ?? process.env.COGR_TOKEN,
+    watch: parseIntFlag('--watch', flags.watch, 1, 86_400),
+    bodyLimit: parseIntFlag('--body-limit', flags.bodyLimit, 256, maxBody),
+  };
+}
+
