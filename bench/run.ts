@@ -15,6 +15,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchModule>> = {
   policy: () => import('./policy.ts'),
   drift: () => import('./drift.ts'),
   baseline: () => import('./baseline.ts'),
+  cli: () => import('./cli.ts'),
 };
 
 const [name, ...args] = process.argv.slice(2);

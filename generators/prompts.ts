@@ -9,18 +9,19 @@
  * placed in the prompt; query input to QUERY_TEXT_BUDGET.
  */
 import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { cogrError } from '../index/errors.ts';
 import type { Side } from '../index/types.ts';
 import { K_MAX } from '../index/defaults.ts';
-import { type GenerateInput } from './types.ts';
+import { packageRoot } from '../index/paths.ts';
+import type { GenerateInput } from './types.ts';
 
 export const ITEM_TEXT_BUDGET = 2000;
 export const TITLE_BUDGET = 300;
 export const QUERY_TEXT_BUDGET = 1000;
 
-export const DEFAULT_PROMPT_DIR = join(dirname(fileURLToPath(import.meta.url)), 'prompts');
+/** The shipped prompts (generators/prompts/ in the package, also when running from dist/). */
+export const DEFAULT_PROMPT_DIR = join(packageRoot(), 'generators', 'prompts');
 
 export interface PromptTemplate {
   side: Side;

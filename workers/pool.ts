@@ -63,9 +63,12 @@ export interface CallOptions {
 const OWN_EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
 const DEFAULT_WORKER = fileURLToPath(new URL(`./rewardWorker${OWN_EXTENSION}`, import.meta.url));
 
-/** Node flags for a worker entry: a TypeScript entry is loaded through tsx (development and tests only). */
+/**
+ * Node flags for a worker entry: compiled JavaScript with source maps on (stack traces
+ * name the .ts lines); a TypeScript entry (tests, tsx) through tsx's loader.
+ */
 function workerExecArgv(entry: string): string[] {
-  if (!entry.endsWith('.ts')) return [];
+  if (!entry.endsWith('.ts')) return ['--enable-source-maps'];
   return ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href];
 }
 

@@ -7,9 +7,9 @@
  */
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { cogrError } from '../../index/errors.ts';
+import { packageRoot } from '../../index/paths.ts';
 import { cogrHome, homePath } from '../home.ts';
 import { DATASET_FORMATS, type DatasetFormat } from './common.ts';
 
@@ -36,7 +36,7 @@ type RegistryFile = z.infer<typeof registrySchema>;
 
 /** The package's data/ folder. */
 export function dataRoot(): string {
-  return fileURLToPath(new URL('../../data/', import.meta.url));
+  return join(packageRoot(), 'data');
 }
 
 /** Where the registry lives; `create` makes $COGR_HOME (only writers need it). */
