@@ -40,7 +40,8 @@ import { cogrError } from './errors.ts';
 import { silentLogger, type Logger } from './log.ts';
 import { keywordWords, makeKeywordNormalizer } from './normalize.ts';
 import { SIDES, type IndexEntry, type Side } from './types.ts';
-import { KeywordView, buildViewData } from './view.ts';
+import { KeywordView } from './view.ts';
+import { buildViewData } from './viewBuild.ts';
 
 export const KWI_SUBLEVEL = 'kwi';
 

@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../index/db.ts';
 import { createRng } from '../../index/random.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
-import { buildViewData } from '../../index/view.ts';
+import { buildViewData } from '../../index/viewBuild.ts';
 import { bigEntries } from '../fixtures/bigEntries.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cogr-kill-'));

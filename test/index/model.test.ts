@@ -13,7 +13,8 @@ import { openDb } from '../../index/db.ts';
 import { normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import type { IndexEntry } from '../../index/types.ts';
-import { KeywordView, buildViewData, type Bm25Params, type Probe } from '../../index/view.ts';
+import { KeywordView, type Bm25Params, type Probe } from '../../index/view.ts';
+import { buildViewData } from '../../index/viewBuild.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'cogr-model-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

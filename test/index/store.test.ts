@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDb, type CogrDb } from '../../index/db.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
-import { buildViewData } from '../../index/view.ts';
+import { buildViewData } from '../../index/viewBuild.ts';
 
 let dir: string;
 let db: CogrDb;
