@@ -1,0 +1,67 @@
+/**
+ * The embedded policy as JSON (saved per side and round by src/run/policies.ts, or as a
+ * file for `cogr generate --policy-file`). The document carries its own format name and
+ * version; another version is refused with DB_VERSION, never misread.
+ */
+import { cogrError } from '../../index/errors.ts';
+import type { Side } from '../../index/types.ts';
+import { D, type Associations, type WordStats } from './candidates.ts';
+import { STOP_A, STOP_B, type PolicyConfig, type PolicyParams } from './params.ts';
+
+export const POLICY_FORMAT = 'cogr-embedded-policy';
+export const POLICY_VERSION = 2;
+
+export interface PolicyJSON {
+  format: typeof POLICY_FORMAT;
+  version: number;
+  side: Side;
+  config: PolicyConfig;
+  dense: number[];
+  stop: [number, number];
+  sparse: [string, number][];
+  stats: { n: number; df: [string, number][] } | null;
+  assoc: [string, [string, number][]][];
+}
+
+export function policyToJSON(side: Side, config: PolicyConfig, params: PolicyParams, stats: WordStats | null, assoc: Associations | null): PolicyJSON {
+  return {
+    format: POLICY_FORMAT,
+    version: POLICY_VERSION,
+    side,
+    config: { ...config },
+    dense: Array.from(params.w.subarray(0, D)),
+    stop: [params.w[STOP_B], params.w[STOP_A]],
+    sparse: params.sparse(),
+    stats: stats ? { n: stats.n, df: [...stats.df.entries()] } : null,
+    assoc: assoc ? [...assoc.entries()] : [],
+  };
+}
+
+/** A policy document checked for its format, version and shape. */
+export function checkPolicyJSON(json: unknown): PolicyJSON {
+  const j = json as Partial<PolicyJSON> | null;
+  if (!j || typeof j !== 'object' || j.format !== POLICY_FORMAT) throw cogrError('DATA_FORMAT', `not an embedded policy (format field is not "${POLICY_FORMAT}")`);
+  if (j.version !== POLICY_VERSION)
+    throw cogrError('DB_VERSION', `embedded policy has format version ${String(j.version)}; this cogr reads version ${POLICY_VERSION} only (retrain with cogr sft)`);
+  if ((j.side !== 'item' && j.side !== 'query') || !Array.isArray(j.dense) || j.dense.length !== D || !Array.isArray(j.sparse) || !Array.isArray(j.stop))
+    throw cogrError('DATA_FORMAT', 'embedded policy JSON is malformed (side, dense, stop or sparse)');
+  return j as PolicyJSON;
+}
+
+/** Load a document's weights into fresh parameters. */
+export function loadWeights(params: PolicyParams, j: PolicyJSON): void {
+  params.w.set(j.dense, 0);
+  params.w[STOP_B] = j.stop[0];
+  params.w[STOP_A] = j.stop[1];
+  for (const [k, v] of j.sparse) {
+    const w = params.w;
+    w[params.featureId(k)] = v;
+  }
+}
+
+export function statsFromJSON(j: PolicyJSON): { stats: WordStats | null; assoc: Associations | null } {
+  return {
+    stats: j.stats ? { n: j.stats.n, df: new Map(j.stats.df) } : null,
+    assoc: j.assoc && j.assoc.length ? new Map(j.assoc) : null,
+  };
+}
