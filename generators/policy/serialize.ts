@@ -54,8 +54,9 @@ export function loadWeights(params: PolicyParams, j: PolicyJSON): void {
   params.w[STOP_B] = j.stop[0];
   params.w[STOP_A] = j.stop[1];
   for (const [k, v] of j.sparse) {
-    const w = params.w;
-    w[params.featureId(k)] = v;
+    // Number the feature first: it may grow (replace) the weight array.
+    const id = params.featureId(k);
+    params.w[id] = v;
   }
 }
 

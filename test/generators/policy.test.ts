@@ -184,3 +184,11 @@ describe('EmbeddedPolicy: training', () => {
     await expect(p.generate('query', xs, { samples: 1, temperature: 1 })).rejects.toThrow(/item/);
   });
 });
+
+describe('EmbeddedPolicy JSON round trip', () => {
+  it('keeps every sparse weight, also those that make the weight array grow', () => {
+    const j = new EmbeddedPolicy('item').toJSON();
+    j.sparse = Array.from({ length: 3000 }, (_, i): [string, number] => [`k\u0001kw${i}`, 1 + i]);
+    expect(EmbeddedPolicy.fromJSON(j).toJSON().sparse).toEqual(j.sparse);
+  });
+});
