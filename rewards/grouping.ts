@@ -5,7 +5,9 @@
  * F1 = 2PR/(P + R). Greedy clustering: inputs are visited in order; each joins the
  * existing group whose representative (its first member) it matches best with
  * F1 ≥ δ (ties: the earliest group), or founds a new group. Groups smaller than k_min
- * are dropped (their members are returned in `dropped`).
+ * are dropped (their members are returned in `dropped`). `grpoGroups` turns this into
+ * the GRPO groups of the loop and of `cogr rollouts --grouping semantic`: a group's
+ * samples share one mean and standard deviation (rewards/grpo.ts, pooledAdvantages).
  */
 import { z } from 'zod';
 import { cogrError } from '../index/errors.ts';
@@ -65,13 +67,22 @@ export function groupInputs(inputs: readonly string[], opts: { delta?: number; k
   const delta = parsed.data.delta ?? DEFAULTS.grouping.delta;
   const kMin = parsed.data.kMin ?? DEFAULTS.grouping.minSize;
   const reps: { bag: Map<string, number>; n: number }[] = [];
+  // word → representatives whose bag holds it: with δ > 0 only those can reach F1 ≥ δ,
+  // so each input is compared with a few representatives instead of all of them.
+  const byWord = new Map<string, number[]>();
   const all: number[][] = [];
   inputs.forEach((s, idx) => {
     const bag = tokens(s);
     const n = size(bag);
+    let candidates: Iterable<number>;
+    if (delta > 0 && n > 0) {
+      const seen = new Set<number>();
+      for (const w of bag.keys()) for (const g of byWord.get(w) ?? []) seen.add(g);
+      candidates = [...seen].sort((a, b) => a - b);
+    } else candidates = reps.keys();
     let best = -1;
     let bestF = -1;
-    for (let g = 0; g < reps.length; g++) {
+    for (const g of candidates) {
       const f = f1Bags(bag, n, reps[g].bag, reps[g].n);
       if (f >= delta && f > bestF) {
         best = g;
@@ -79,6 +90,11 @@ export function groupInputs(inputs: readonly string[], opts: { delta?: number; k
       }
     }
     if (best < 0) {
+      for (const w of bag.keys()) {
+        const list = byWord.get(w);
+        if (list) list.push(reps.length);
+        else byWord.set(w, [reps.length]);
+      }
       reps.push({ bag, n });
       all.push([idx]);
     } else {
@@ -93,4 +109,49 @@ export function groupInputs(inputs: readonly string[], opts: { delta?: number; k
   }
   dropped.sort((a, b) => a - b);
   return { groups, dropped };
+}
+
+/**
+ * GRPO groups of a list of inputs: with 'exact', every input is its own group; with
+ * 'semantic', the groups of `groupInputs` (token F1 ≥ δ, at least k_min inputs) pool
+ * their members, and every input of a smaller cluster stays its own group. Groups are
+ * listed by their first member (ascending input index), members ascending.
+ */
+export function grpoGroups(inputs: readonly string[], mode: 'exact' | 'semantic', opts: { delta?: number; kMin?: number } = {}): number[][] {
+  if (mode === 'exact') return inputs.map((_, i) => [i]);
+  const g = groupInputs(inputs, opts);
+  return [...g.groups, ...g.dropped.map((i) => [i])].sort((a, b) => a[0] - b[0]);
+}
+
+/** Items grouped by a key, groups in order of their first item, items in order (indices into `keys`). */
+export function groupsByKey<K>(keys: readonly K[]): number[][] {
+  const out = new Map<K, number[]>();
+  keys.forEach((k, i) => {
+    const l = out.get(k);
+    if (l) l.push(i);
+    else out.set(k, [i]);
+  });
+  return [...out.values()];
+}
+
+/**
+ * An ordered list of groups cut into batches of at most `batchSize` inputs without
+ * splitting a group (a larger group is a batch of its own). Singleton groups give plain
+ * consecutive chunks of `batchSize`.
+ */
+export function batchGroups(groups: readonly (readonly number[])[], batchSize: number): number[][][] {
+  const out: number[][][] = [];
+  let cur: number[][] = [];
+  let size = 0;
+  for (const g of groups) {
+    if (size > 0 && size + g.length > batchSize) {
+      out.push(cur);
+      cur = [];
+      size = 0;
+    }
+    cur.push([...g]);
+    size += g.length;
+  }
+  if (size > 0) out.push(cur);
+  return out;
 }

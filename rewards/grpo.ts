@@ -66,3 +66,29 @@ export function advantagesForGroups(
   });
   return { advantages, kept, degenerateGroups, degenerate: degenerateGroups.length };
 }
+
+/**
+ * Advantages when GRPO groups pool several inputs (semantic grouping, grouping.ts): the
+ * rewards of every sample of every input of a group are normalised together, then handed
+ * back per input. `groups` lists input indices (each input in exactly one group); a
+ * group of one input is the plain per-input group. A degenerate group gives all-zero
+ * advantages to its inputs, or null when `dropDegenerate` is set.
+ */
+export function pooledAdvantages(
+  rewards: readonly (readonly number[])[],
+  groups: readonly (readonly number[])[],
+  opts: { dropDegenerate?: boolean; eps?: number; tol?: number } = {},
+): { advantages: (number[] | null)[]; degenerate: number } {
+  const pooled = groups.map((g) => g.flatMap((i) => rewards[i]));
+  const adv = advantagesForGroups(pooled, opts);
+  const advantages: (number[] | null)[] = new Array(rewards.length).fill(null);
+  groups.forEach((g, k) => {
+    const a = adv.advantages[k];
+    let at = 0;
+    for (const i of g) {
+      advantages[i] = a ? a.slice(at, at + rewards[i].length) : null;
+      at += rewards[i].length;
+    }
+  });
+  return { advantages, degenerate: adv.degenerate };
+}

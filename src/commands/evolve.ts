@@ -50,6 +50,8 @@ interface RunFlags {
   kl?: string;
   beta?: string;
   decode?: string;
+  grouping?: string;
+  groupingDelta?: string;
   workers?: string;
   evalFraction?: string;
   json?: boolean;
@@ -76,6 +78,8 @@ function addRunOptions(cmd: Command, dbHelp: string): Command {
     .option('--kl <x>', 'KL coefficient to the SFT policy')
     .option('--beta <x>', 'F-beta instead of F1 in the rewards and metrics')
     .option('--decode <mode>', 'indexing/evaluation decoding: greedy | sample')
+    .option('--grouping <mode>', 'GRPO groups: exact (each input) | semantic (near-identical inputs pooled, CoSearch; default exact)')
+    .option('--grouping-delta <x>', `semantic grouping: token-F1 threshold δ (default ${DEFAULTS.grouping.delta})`)
     .option('--workers <n>', 'reward worker threads (default: number of cores)')
     .option('--json', 'print one JSON object on stdout')
     .option('--quiet', 'no progress display');
@@ -100,6 +104,8 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
   set('klCoef', num('--kl', flags.kl, false));
   set('beta', num('--beta', flags.beta, false));
   set('decode', flags.decode);
+  set('grouping', flags.grouping);
+  set('groupingDelta', num('--grouping-delta', flags.groupingDelta, false));
   set('workers', num('--workers', flags.workers, true));
   set('evalFraction', num('--eval-fraction', flags.evalFraction, false));
   return parseRunConfig(input);

@@ -29,6 +29,8 @@ interface RolloutFlags extends LlmFlags {
   temperature?: string;
   limit?: string;
   generator: string;
+  grouping?: string;
+  groupingDelta?: string;
   quiet?: boolean;
 }
 
@@ -45,7 +47,9 @@ export function register(program: Command): void {
       .option('--samples <G>', 'completions per prompt (default: the run’s group size)')
       .option('--temperature <t>', 'sampling temperature (default: the run’s rollout temperature)')
       .option('--limit <n>', 'only the first n prompts')
-      .option('--generator <kind>', 'embedded (the run’s policy of round r−1) or openai', 'embedded'),
+      .option('--generator <kind>', 'embedded (the run’s policy of round r−1) or openai', 'embedded')
+      .option('--grouping <mode>', 'GRPO groups: exact (each prompt) or semantic (near-identical prompts pooled; default: the run’s)')
+      .option('--grouping-delta <x>', 'semantic grouping: token-F1 threshold δ (default: the run’s, 0.8)'),
   )
     .option('--quiet', 'no progress display')
     .action(async (flags: RolloutFlags) => {
@@ -72,6 +76,8 @@ export function register(program: Command): void {
           temperature,
           limit: parseIntFlag('--limit', flags.limit, 0),
           generator,
+          ...(flags.grouping !== undefined ? { grouping: parseChoice('--grouping', flags.grouping, ['exact', 'semantic'] as const) } : {}),
+          ...(flags.groupingDelta !== undefined ? { groupingDelta: parseNumberFlag('--grouping-delta', flags.groupingDelta, { min: 0, max: 1 }) } : {}),
           logger: stderrLogger,
           progress: createProgress({ enabled: !flags.quiet }),
         });

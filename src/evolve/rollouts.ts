@@ -8,7 +8,11 @@
  * layered reward (format → budget → result) against the frozen opposite generation the
  * round trains against (query side: item generation of round r−1; item side: query
  * generation r, counterfactual reward relative to item generation r−1), with group-
- * normalised advantages. One JSONL line per completion:
+ * normalised advantages. A GRPO group is one entity's G completions, or with semantic
+ * grouping (`grouping: 'semantic'`, CoSearch) the completions of all near-identical
+ * entities (token F1 of the query texts / item titles ≥ δ, at least k_min of them), whose
+ * rewards are normalised together; `group_id` names the group by its first entity. One
+ * JSONL line per completion:
  *   {group_id, side, round, entity_id, prompt: [chat messages], completion: [{role:
  *    "assistant", content}], keywords, reward, reason, advantage, logprob, matched?}
  *
@@ -23,7 +27,8 @@ import type { Corpus, Side } from '../../index/types.ts';
 import { loadPromptTemplate, renderPrompt, type ChatMessage } from '../../generators/prompts.ts';
 import { itemInput, queryInput } from '../../generators/sft.ts';
 import type { GenerateInput, KeywordGenerator, KeywordSample } from '../../generators/types.ts';
-import { groupAdvantages } from '../../rewards/grpo.ts';
+import { batchGroups, grpoGroups } from '../../rewards/grouping.ts';
+import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { createItemScorer, createQueryScorer } from '../../rewards/scorer.ts';
 import type { ProgressSink } from '../progress.ts';
 import { silentProgress } from '../progress.ts';
@@ -42,6 +47,10 @@ export interface RolloutOptions {
   limit?: number;
   /** An external generator (LLM); default the run's embedded policy of round r−1. */
   generator?: KeywordGenerator;
+  /** GRPO groups: 'exact' (each entity's samples) or 'semantic' (near-identical entities pooled); default the run's. */
+  grouping?: 'exact' | 'semantic';
+  /** Token-F1 threshold δ of semantic grouping; default the run's. */
+  groupingDelta?: number;
   logger?: Logger;
   progress?: ProgressSink;
 }
@@ -91,52 +100,71 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
       ? createQueryScorer(itemView, { relevant: trainRelevant, queryText: new Map(inputs.map((x) => [x.id, x.text])) }, scorerOptions(config))
       : createItemScorer(itemView, queryView!, { relevant: trainRelevant, counted: trainSet }, scorerOptions(config));
 
+  // GRPO groups of the inputs (each input alone, or near-identical inputs pooled), in batches of whole groups.
+  const grouping = opts.grouping ?? config.grouping;
+  const groups = grpoGroups(
+    inputs.map((x) => (opts.side === 'query' ? x.text : (x.title ?? ''))),
+    grouping,
+    { delta: opts.groupingDelta ?? config.groupingDelta, kMin: config.groupingMinSize },
+  );
+
   const out = createWriteStream(opts.out, { encoding: 'utf8' });
   const summary: RolloutSummary = { lines: 0, groups: 0, degenerateGroups: 0, meanReward: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 } };
   let rewardSum = 0;
   progress.start(`rollouts ${opts.side} round ${opts.round}`, inputs.length);
-  const BATCH = 32;
-  for (let b = 0; b < inputs.length; b += BATCH) {
-    const batch = inputs.slice(b, b + BATCH);
+  for (const batchGroupsOfInputs of batchGroups(groups, 32)) {
+    const batch = batchGroupsOfInputs.flat().map((i) => inputs[i]);
     const samples = await generator.generate(opts.side, batch, { samples: G, temperature, seed: deriveSeed(config.seed, 'rollouts', opts.side, opts.round) });
-    for (let i = 0; i < batch.length; i++) {
-      const input = batch[i];
-      const prompt: ChatMessage[] = renderPrompt(template, input, [], config.kMax);
-      const r = scorer.score(
-        samples[i].map((s) => ({ id: input.id, keywords: s.format === 'ok' ? s.keywords : null })),
-        { details: true },
-      );
-      const scored = samples[i].map((s, k) => ({
-        s,
-        lr: { reward: r.rewards[k]!, reason: r.reasons[k]!, keywords: r.keywords![k] },
-        // Matched items of a query's keywords (the item side reports no such count).
-        matched: opts.side === 'query' && r.reasons[k] === 'ok' ? r.details![k]!.matched : -1,
-      }));
-      const rewards = scored.map((x) => x.lr.reward);
-      const adv = groupAdvantages(rewards);
-      if (rewards.every((r) => r === rewards[0])) summary.degenerateGroups++;
-      summary.groups++;
-      scored.forEach(({ s, lr, matched }, k) => {
-        summary.reasons[lr.reason]++;
-        rewardSum += lr.reward;
-        summary.lines++;
-        const line: Record<string, unknown> = {
-          group_id: `${opts.side}:${opts.round}:${input.id}`,
-          side: opts.side,
-          round: opts.round,
-          entity_id: input.id,
-          prompt,
-          completion: [{ role: 'assistant', content: completionText(s) }],
-          keywords: lr.keywords,
-          reward: lr.reward,
-          reason: lr.reason,
-          advantage: adv[k],
-          logprob: s.logProb,
-        };
-        if (matched >= 0) line.matched = matched;
-        out.write(JSON.stringify(line) + '\n');
+    let at = 0;
+    for (const g of batchGroupsOfInputs) {
+      const members = g.map((_, j) => at + j);
+      at += g.length;
+      const scored = members.map((i) => {
+        const input = batch[i];
+        const r = scorer.score(
+          samples[i].map((s) => ({ id: input.id, keywords: s.format === 'ok' ? s.keywords : null })),
+          { details: true },
+        );
+        return samples[i].map((s, k) => ({
+          s,
+          lr: { reward: r.rewards[k]!, reason: r.reasons[k]!, keywords: r.keywords![k] },
+          // Matched items of a query's keywords (the item side reports no such count).
+          matched: opts.side === 'query' && r.reasons[k] === 'ok' ? r.details![k]!.matched : -1,
+        }));
       });
-      progress.tick();
+      const adv = pooledAdvantages(
+        scored.map((x) => x.map((y) => y.lr.reward)),
+        [members.map((_, j) => j)],
+      );
+      summary.groups++;
+      summary.degenerateGroups += adv.degenerate;
+      // A group is named after its first member (for an input alone: that input).
+      const groupId = `${opts.side}:${opts.round}:${batch[members[0]].id}`;
+      members.forEach((i, j) => {
+        const input = batch[i];
+        const prompt: ChatMessage[] = renderPrompt(template, input, [], config.kMax);
+        scored[j].forEach(({ s, lr, matched }, k) => {
+          summary.reasons[lr.reason]++;
+          rewardSum += lr.reward;
+          summary.lines++;
+          const line: Record<string, unknown> = {
+            group_id: groupId,
+            side: opts.side,
+            round: opts.round,
+            entity_id: input.id,
+            prompt,
+            completion: [{ role: 'assistant', content: completionText(s) }],
+            keywords: lr.keywords,
+            reward: lr.reward,
+            reason: lr.reason,
+            advantage: adv.advantages[j]![k],
+            logprob: s.logProb,
+          };
+          if (matched >= 0) line.matched = matched;
+          out.write(JSON.stringify(line) + '\n');
+        });
+        progress.tick();
+      });
     }
   }
   out.end();

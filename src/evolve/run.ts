@@ -34,7 +34,8 @@ import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.t
 import { loadPolicy, policyStore, savePolicy } from '../run/policies.ts';
 import { itemInput, queryInput, runSft } from '../../generators/sft.ts';
 import type { GenerateInput, KeyValueStore } from '../../generators/types.ts';
-import { advantagesForGroups } from '../../rewards/grpo.ts';
+import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
+import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
 import { itemScorerData, queryScorerData } from '../../rewards/scorer.ts';
 import { RewardPool } from '../../workers/pool.ts';
@@ -321,30 +322,61 @@ interface PhaseSpec<T extends { id: string }> {
   policy: EmbeddedPolicy;
   reference: EmbeddedPolicy | undefined;
   inputOf: (e: T) => GenerateInput;
+  /** The text semantic grouping compares (query text, item title). */
+  groupText: (e: T) => string;
+  /** The entities trained on (all of them; an epoch may sample a part). */
+  entities: readonly T[];
   entitiesForEpoch: (rng: () => number) => T[];
   /** The registered scorer on the worker pool (rewards/scorer.ts). */
   contextId: number;
   rewardLabel: (meanReward: number) => string;
 }
 
+/** The semantic GRPO group of every entity (an index; the entities of one group share it). */
+function semanticGroups<T extends { id: string }>(entities: readonly T[], text: (e: T) => string, config: RunConfig): Map<string, number> {
+  const groupOf = new Map<string, number>();
+  grpoGroups(entities.map(text), 'semantic', { delta: config.groupingDelta, kMin: config.groupingMinSize }).forEach((g, k) => {
+    for (const i of g) groupOf.set(entities[i].id, k);
+  });
+  return groupOf;
+}
+
+/**
+ * The minibatches of an epoch's (shuffled) entities: `batchSize` entities at a time, each
+ * entity its own GRPO group; with semantic groups, whole groups (members brought together
+ * where the first of them falls), the GRPO groups given as indices into the batch.
+ */
+function epochBatches<T extends { id: string }>(entities: readonly T[], batchSize: number, groupOf: Map<string, number> | null): { batch: T[]; groups: number[][] }[] {
+  const groups = groupOf ? groupsByKey(entities.map((e) => groupOf.get(e.id)!)) : entities.map((_, i) => [i]);
+  return batchGroups(groups, batchSize).map((gs) => {
+    const batch: T[] = [];
+    const local: number[][] = [];
+    for (const g of gs) {
+      local.push(g.map((_, j) => batch.length + j));
+      for (const i of g) batch.push(entities[i]);
+    }
+    return { batch, groups: local };
+  });
+}
+
 /**
  * GRPO epochs of one half-round: per minibatch, G samples per entity at the rollout
  * temperature (seeded per epoch, entity and sample), layered rewards (format → budget →
- * result), group-normalised advantages (degenerate groups dropped or zeroed), one
- * clipped-surrogate update.
+ * result), group-normalised advantages (degenerate groups dropped or zeroed; with
+ * semantic grouping, over all samples of a group's entities), one clipped-surrogate update.
  */
 async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): Promise<TrainStats> {
   const { config } = ctx;
   const stats = emptyStats(p.epochs);
+  const groupOf = config.grouping === 'semantic' ? semanticGroups(p.entities, p.groupText, config) : null;
   let rewardSum = 0;
   for (let epoch = 0; epoch < p.epochs; epoch++) {
     const entities = p.entitiesForEpoch(createRng(deriveSeed(config.seed, p.step, 'epoch', epoch)));
     ctx.progress.start(`${p.step} epoch ${epoch + 1}/${p.epochs}`, entities.length);
     let epochSum = 0;
     let epochN = 0;
-    for (let b = 0; b < entities.length; b += p.batchSize) {
+    for (const { batch, groups: groupIdx } of epochBatches(entities, p.batchSize, groupOf)) {
       checkAbort(ctx.signal);
-      const batch = entities.slice(b, b + p.batchSize);
       const samples = batch.map((e) =>
         Array.from({ length: config.groupSize }, (_, s) =>
           p.policy.sample(p.inputOf(e), { temperature: config.rolloutTemperature, rng: createRng(deriveSeed(config.seed, p.step, epoch, e.id, s)) }),
@@ -365,7 +397,7 @@ async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): 
           return reward;
         }),
       );
-      const adv = advantagesForGroups(groups, { dropDegenerate: config.dropDegenerateGroups });
+      const adv = pooledAdvantages(groups, groupIdx, { dropDegenerate: config.dropDegenerateGroups });
       stats.degenerateGroups += adv.degenerate;
       const grpo: GrpoSample[] = [];
       batch.forEach((e, i) => {
@@ -426,6 +458,8 @@ async function queryStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omi
     policy,
     reference,
     inputOf: queryInput,
+    groupText: (q) => q.text,
+    entities: ctx.trainQueries,
     entitiesForEpoch: (rng) => shuffle(ctx.trainQueries, rng),
     contextId,
     rewardLabel: (m) => `mean F1 reward ${m.toFixed(4)}`,
@@ -475,6 +509,8 @@ async function itemStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit
     policy,
     reference,
     inputOf: itemInput,
+    groupText: (it) => it.title,
+    entities: ctx.corpus.items,
     entitiesForEpoch: (rng) => itemsForEpoch(ctx.corpus.items, config.itemsPerEpoch, rng),
     contextId,
     rewardLabel: (m) => `mean ΔΣF1 reward ${m.toExponential(3)}`,

@@ -44,6 +44,14 @@ export const RunConfigSchema = z
     sftQueryKeywords: z.number().int().min(1).default(DEFAULTS.sft.queryKeywords),
     workers: z.number().int().min(1).max(64).optional(),
     dropDegenerateGroups: z.boolean().default(DEFAULTS.run.dropDegenerateGroups),
+    /**
+     * GRPO groups: 'exact' (each input's G samples) or 'semantic' (CoSearch: inputs whose
+     * texts — query text, item title — reach token F1 ≥ groupingDelta form one group when
+     * at least groupingMinSize of them do; rewards are normalised over all their samples).
+     */
+    grouping: z.enum(['exact', 'semantic']).default('exact'),
+    groupingDelta: z.number().gt(0).max(1).default(DEFAULTS.grouping.delta),
+    groupingMinSize: z.number().int().min(2).default(DEFAULTS.grouping.minSize),
   })
   .strict();
 
@@ -88,6 +96,9 @@ export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = [
   'sftItemKeywords',
   'sftQueryKeywords',
   'dropDegenerateGroups',
+  'grouping',
+  'groupingDelta',
+  'groupingMinSize',
 ];
 
 export function configDifferences(stored: RunConfig, wanted: RunConfig): string[] {

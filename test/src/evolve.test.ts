@@ -9,7 +9,7 @@ import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus } from '../../index/types.ts';
 import { listPolicyRounds, loadPolicy, POLICY_SUBLEVEL } from '../../src/run/policies.ts';
 import { runCoevolution, computeSplit } from '../../src/evolve/run.ts';
-import { parseRunConfig } from '../../src/run/config.ts';
+import { parseRunConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { RunState } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
@@ -43,10 +43,10 @@ async function snapshot(db: CogrDb) {
   return { steps, gens, policies };
 }
 
-async function runToEnd(path: string, corpus: Corpus = synthCorpus(), maxSteps?: number) {
+async function runToEnd(path: string, corpus: Corpus = synthCorpus(), maxSteps?: number, config: RunConfigInput = LOOP_TEST_CONFIG) {
   const db = await openDb(path);
   try {
-    const res = await runCoevolution(db, corpus, LOOP_TEST_CONFIG, maxSteps === undefined ? {} : { maxSteps });
+    const res = await runCoevolution(db, corpus, config, maxSteps === undefined ? {} : { maxSteps });
     return { res, snap: await snapshot(db) };
   } finally {
     await db.close();
@@ -165,5 +165,15 @@ describe('co-evolution loop', () => {
     expect(other.snap.policies).toEqual(reference.snap.policies);
     // ... while the held-out evaluation does see them.
     expect(other.res.steps.map((s) => s.metrics.f1)).not.toEqual(reference.res.steps.map((s) => s.metrics.f1));
+  });
+
+  it('semantic grouping pools near-identical queries and items into GRPO groups: same SFT, different rounds', async () => {
+    const semantic = await runToEnd(tempDb(), synthCorpus(), undefined, { ...LOOP_TEST_CONFIG, grouping: 'semantic', groupingDelta: 0.3 });
+    expect(semantic.res.complete).toBe(true);
+    expect(semantic.res.config.grouping).toBe('semantic');
+    // SFT does not group; the GRPO half-rounds train on other advantages.
+    expect(semantic.snap.policies['query:0']).toEqual(reference.snap.policies['query:0']);
+    expect(semantic.snap.policies['query:1']).not.toEqual(reference.snap.policies['query:1']);
+    expect(semantic.snap.policies['item:1']).not.toEqual(reference.snap.policies['item:1']);
   });
 });

@@ -92,6 +92,29 @@ describe('rollouts', () => {
     }
   });
 
+  it('semantic grouping: near-identical queries share a group id and one normalisation of their pooled rewards', async () => {
+    const out = join(dir, 'q-semantic.jsonl');
+    const s = await writeRollouts(db, corpus, { side: 'query', round: 1, out, samples: 4, grouping: 'semantic', groupingDelta: 0.3 });
+    const lines = readLines(out);
+    expect(lines.length).toBe(train.length * 4);
+    const members = new Map<string, Set<string>>();
+    for (const l of lines) members.set(l.group_id, (members.get(l.group_id) ?? new Set()).add(l.entity_id));
+    expect(s.groups).toBe(members.size);
+    const pooled = [...members].filter(([, m]) => m.size > 1);
+    expect(pooled.length).toBeGreaterThan(0);
+    for (const [g, m] of pooled) {
+      expect(m.size).toBeGreaterThanOrEqual(3);
+      const rows = lines.filter((l) => l.group_id === g);
+      const r = rows.map((l) => l.reward as number);
+      const mean = r.reduce((a, b) => a + b, 0) / r.length;
+      const std = Math.sqrt(r.reduce((a, b) => a + (b - mean) ** 2, 0) / r.length);
+      rows.forEach((l) => expect(l.advantage).toBeCloseTo((l.reward - mean) / (std + 1e-6), 9));
+    }
+    // Exact grouping: one group per query.
+    const exact = await writeRollouts(db, corpus, { side: 'query', round: 1, out: join(dir, 'q-exact.jsonl'), samples: 4 });
+    expect(exact.groups).toBe(train.length);
+  });
+
   it('item side: rewards equal the full counterfactual recompute against query generation r', async () => {
     const out = join(dir, 'i.jsonl');
     await writeRollouts(db, corpus, { side: 'item', round: 1, out, samples: 3, limit: 10 });
