@@ -22,7 +22,7 @@ export interface GenerateOptions {
   samples: number;
   /** Sampling temperature: 1.0 for rollouts, 0.7 for indexing and evaluation (paper); 0 = greedy. */
   temperature: number;
-  /** Nucleus sampling mass (LLM only): 0.8 for indexing and evaluation (paper). */
+  /** Nucleus sampling mass: 0.8 for indexing and evaluation (paper), none (1) for rollouts. */
   topP?: number;
   /** Seed for reproducible sampling (the embedded policy is exactly reproducible; LLM servers may ignore it). */
   seed?: number;

@@ -160,9 +160,10 @@ export class EmbeddedPolicy implements KeywordGenerator {
   // ---------- sampling ----------
   /**
    * Sample an ordered keyword set. temperature 0 is greedy (argmax at each step, STOP
-   * included); its logProb is then reported at temperature 1.
+   * included); its logProb is then reported at temperature 1. `topP` < 1 samples each
+   * step from its nucleus (sampling.ts); logProb stays the untruncated policy's.
    */
-  sample(input: GenerateInput, opts: { temperature?: number; rng: Rng; kMax?: number }): SampleResult {
+  sample(input: GenerateInput, opts: { temperature?: number; rng: Rng; kMax?: number; topP?: number }): SampleResult {
     const T = opts.temperature ?? 1;
     const kMax = Math.min(opts.kMax ?? this.config.kMax, this.config.kMax);
     const cs = this.candidateSet(input);
@@ -170,14 +171,14 @@ export class EmbeddedPolicy implements KeywordGenerator {
       const seq = greedySequence(this.params, this.params.scores(cs), kMax, this.config.greedyStop);
       return { keywords: seq.map((c) => cs.keywords[c]), logProb: sequenceLogProb(this.params, cs, seq, 1, kMax) };
     }
-    const { seq, logProb } = sampleSequence(this.params, cs, T, kMax, opts.rng);
+    const { seq, logProb } = sampleSequence(this.params, cs, T, kMax, opts.rng, opts.topP ?? 1);
     return { keywords: seq.map((c) => cs.keywords[c]), logProb };
   }
 
   /** Decoding for indexing and evaluation: the index decoding temperature (0.7) by default; `greedy` for a deterministic set. */
-  decode(input: GenerateInput, opts: { temperature?: number; rng?: Rng; greedy?: boolean } = {}): SampleResult {
+  decode(input: GenerateInput, opts: { temperature?: number; topP?: number; rng?: Rng; greedy?: boolean } = {}): SampleResult {
     if (opts.greedy || !opts.rng) return this.sample(input, { temperature: 0, rng: () => 0 });
-    return this.sample(input, { temperature: opts.temperature ?? DEFAULTS.decoding.index.temperature, rng: opts.rng });
+    return this.sample(input, { temperature: opts.temperature ?? DEFAULTS.decoding.index.temperature, topP: opts.topP ?? 1, rng: opts.rng });
   }
 
   /** The top-m candidates by score (no stop): the deterministic candidate ranking. */
@@ -237,7 +238,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
       if (opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled');
       const out: KeywordSample[] = [];
       for (let s = 0; s < opts.samples; s++) {
-        const r = this.sample(input, { temperature: opts.temperature, rng: createRng(deriveSeed(seed, input.id, s)) });
+        const r = this.sample(input, { temperature: opts.temperature, topP: opts.topP ?? 1, rng: createRng(deriveSeed(seed, input.id, s)) });
         out.push({ keywords: r.keywords, logProb: r.logProb, format: 'ok' });
       }
       return out;

@@ -5,6 +5,11 @@
  *   P(c) ∝ exp(s(c)/T),  P(STOP) ∝ exp((b_stop + a_stop·t/10)/T);
  * after K_max keywords it stops with probability 1. The log-probability of a sampled
  * (ordered) keyword sequence is the exact sum of the step log-probabilities.
+ *
+ * Nucleus sampling (topP < 1) draws each step from the smallest set of the step's
+ * choices (remaining candidates and STOP, most probable first) whose probability mass
+ * reaches topP, renormalised; the reported log-probability stays that of the untruncated
+ * policy at temperature T (what a GRPO ratio compares against).
  */
 import type { Rng } from '../../index/random.ts';
 import { STOP_A, STOP_B, type CandidateSet, type PolicyParams } from './params.ts';
@@ -97,11 +102,29 @@ export function greedySequence(params: PolicyParams, s: Float64Array, kMax: numb
   return out;
 }
 
+/** The nucleus of one step: the most probable choices (u, with STOP as index n) until their mass reaches topP · total. */
+function nucleus(u: Float64Array, us: number, total: number, topP: number): { keep: Uint8Array; mass: number } {
+  const n = u.length;
+  const order: number[] = [];
+  for (let c = 0; c < n; c++) if (u[c] > 0) order.push(c);
+  order.push(n);
+  const p = (c: number): number => (c === n ? us : u[c]);
+  order.sort((a, b) => p(b) - p(a) || a - b);
+  const keep = new Uint8Array(n + 1);
+  let mass = 0;
+  for (const c of order) {
+    keep[c] = 1;
+    mass += p(c);
+    if (mass >= topP * total) break;
+  }
+  return { keep, mass };
+}
+
 /**
- * Sample an ordered keyword sequence (candidate indices) at temperature T > 0 and its
- * log-probability.
+ * Sample an ordered keyword sequence (candidate indices) at temperature T > 0 (nucleus
+ * `topP`, default 1: none) and its log-probability under the untruncated policy.
  */
-export function sampleSequence(params: PolicyParams, cs: CandidateSet, T: number, kMax: number, rng: Rng): { seq: number[]; logProb: number } {
+export function sampleSequence(params: PolicyParams, cs: CandidateSet, T: number, kMax: number, rng: Rng, topP = 1): { seq: number[]; logProb: number } {
   const w = choiceWeights(params, cs, T, kMax);
   const { u, M } = w;
   const n = u.length;
@@ -111,14 +134,29 @@ export function sampleSequence(params: PolicyParams, cs: CandidateSet, T: number
   for (let t = 0; t < kMax; t++) {
     const us = Math.exp((params.stopScore(t) - M) / T);
     const total = rem + us;
-    let r = rng() * total;
     let pick = -1;
-    for (let c = 0; c < n; c++) {
-      if (u[c] === 0) continue;
-      r -= u[c];
-      if (r < 0) {
-        pick = c;
-        break;
+    if (topP < 1) {
+      const { keep, mass } = nucleus(u, us, total, topP);
+      let r = rng() * mass;
+      for (let c = 0; c < n; c++) {
+        if (u[c] === 0 || !keep[c]) continue;
+        r -= u[c];
+        if (r < 0) {
+          pick = c;
+          break;
+        }
+      }
+      // Rounding left r ≥ 0 with STOP outside the nucleus: the last kept candidate.
+      for (let c = n - 1; pick < 0 && !keep[n] && c >= 0; c--) if (u[c] > 0 && keep[c]) pick = c;
+    } else {
+      let r = rng() * total;
+      for (let c = 0; c < n; c++) {
+        if (u[c] === 0) continue;
+        r -= u[c];
+        if (r < 0) {
+          pick = c;
+          break;
+        }
       }
     }
     if (pick < 0) {

@@ -104,7 +104,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
         { cache: db && flags.cache ? llmCache(db) : undefined, logger: stderrLogger },
       );
     }
-    const res = await gen.generate(side, inputs, { samples, temperature, topP: topP ?? (generator === 'openai' ? DEFAULTS.decoding.index.topP : undefined), seed });
+    const res = await gen.generate(side, inputs, { samples, temperature, topP: topP ?? DEFAULTS.decoding.index.topP, seed });
     if (gen instanceof OpenAIGenerator) stderrLogger.info('llm usage', { ...gen.usage });
     const out: Record<string, string[][]> = {};
     inputs.forEach((x, i) => (out[x.id] = res[i].map((s) => s.keywords)));
@@ -124,7 +124,7 @@ export function register(program: Command): void {
         .requiredOption('--from <file.jsonl>', 'input lines {"id", "text", "title"?}')
         .option('--samples <n>', 'keyword sets per input', '1')
         .option('--temperature <t>', 'sampling temperature (0 = greedy for embedded)', String(DEFAULTS.decoding.index.temperature))
-        .option('--top-p <p>', `nucleus mass (openai; default ${DEFAULTS.decoding.index.topP})`)
+        .option('--top-p <p>', `nucleus mass of sampling (default ${DEFAULTS.decoding.index.topP}; 1 = none)`)
         .option('--seed <n>', 'sampling seed', String(DEFAULTS.run.seed))
         .option('--policy <round>', 'embedded: load the saved policy of this round (or "latest") from the project database')
         .option('--policy-file <path>', 'embedded: load a policy JSON file')

@@ -1,6 +1,7 @@
 /**
  * Held-out evaluation of a (query policy, item generation) pair: each held-out query's
- * keywords are decoded by the query policy (temperature 0.7, seeded per query), the whole
+ * keywords are decoded by the query policy (greedy, or sampled at the run's decode
+ * temperature and top-p, seeded per query), the whole
  * matched set is retrieved by the CoGR rule and ranked by BM25; P/R/F1 of the whole
  * set and the ranked metrics are macro-averaged (src/metrics.ts).
  */
@@ -21,10 +22,10 @@ export interface QueryKeywordsFn {
  * Decode a query's keywords with the policy as the run's config says: greedy, or sampled
  * at the decode temperature and seeded per query.
  */
-export function policyKeywords(policy: EmbeddedPolicy, seed: number, config: Pick<RunConfig, 'decode' | 'decodeTemperature'>): QueryKeywordsFn {
+export function policyKeywords(policy: EmbeddedPolicy, seed: number, config: Pick<RunConfig, 'decode' | 'decodeTemperature' | 'topP'>): QueryKeywordsFn {
   if (config.decode === 'greedy') return (q) => policy.decode(queryInput(q), { greedy: true }).keywords;
-  const temperature = config.decodeTemperature;
-  return (q) => policy.decode(queryInput(q), { temperature, rng: createRng(deriveSeed(seed, 'eval', q.id)) }).keywords;
+  const { decodeTemperature: temperature, topP } = config;
+  return (q) => policy.decode(queryInput(q), { temperature, topP, rng: createRng(deriveSeed(seed, 'eval', q.id)) }).keywords;
 }
 
 export function evaluateHeldOut(

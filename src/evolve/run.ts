@@ -224,9 +224,9 @@ async function commitGeneration(
   return w.commit(meta);
 }
 
-/** Decoding options for indexing: greedy, or sampled at the decode temperature with a per-entity seed. */
-export function decodeOptions(config: RunConfig, seed: number): { temperature?: number; rng?: () => number; greedy?: boolean } {
-  return config.decode === 'greedy' ? { greedy: true } : { temperature: config.decodeTemperature, rng: createRng(seed) };
+/** Decoding options for indexing: greedy, or sampled at the decode temperature and top-p with a per-entity seed. */
+export function decodeOptions(config: Pick<RunConfig, 'decode' | 'decodeTemperature' | 'topP'>, seed: number): { temperature?: number; topP?: number; rng?: () => number; greedy?: boolean } {
+  return config.decode === 'greedy' ? { greedy: true } : { temperature: config.decodeTemperature, topP: config.topP, rng: createRng(seed) };
 }
 
 function decodeItems(ctx: Ctx, policy: EmbeddedPolicy, step: string): { id: string; self: string; keywords: string[] }[] {

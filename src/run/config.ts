@@ -34,6 +34,7 @@ export const RunConfigSchema = z
      * (temperature `decodeTemperature`, seeded per entity, as the paper does with LLMs).
      */
     decode: z.enum(['greedy', 'sample']).default('greedy'),
+    /** Nucleus mass of indexing and evaluation decoding when decode is 'sample' (rollouts are not truncated). */
     topP: z.number().gt(0).max(1).default(DEFAULTS.decoding.index.topP),
     lr: z.number().positive().default(DEFAULTS.run.lr),
     clip: z.number().positive().default(DEFAULTS.run.clip),

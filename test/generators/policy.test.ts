@@ -192,3 +192,22 @@ describe('EmbeddedPolicy JSON round trip', () => {
     expect(EmbeddedPolicy.fromJSON(j).toJSON().sparse).toEqual(j.sparse);
   });
 });
+
+describe('EmbeddedPolicy nucleus sampling (topP)', () => {
+  const policy = new EmbeddedPolicy('item');
+  const input = { id: 'x', title: 'Soluble lens proteins', text: 'Soluble lens proteins of the bovine eye: crystallins, their structure and ageing of the lens.' };
+  it('samples only from the nucleus and reports the untruncated log-probability', () => {
+    const greedy = policy.decode(input, { greedy: true }).keywords;
+    for (let seed = 1; seed <= 5; seed++) {
+      // A tiny nucleus holds only the most probable choice of each step: the argmax sequence.
+      const r = policy.sample(input, { temperature: 1, topP: 1e-9, rng: createRng(seed) });
+      expect(r.keywords).toEqual(greedy);
+      expect(r.logProb).toBeCloseTo(policy.logProb(input, r.keywords, 1), 12);
+    }
+    // topP 1 is plain sampling (same draws as without it).
+    expect(policy.sample(input, { temperature: 1, topP: 1, rng: createRng(3) })).toEqual(policy.sample(input, { temperature: 1, rng: createRng(3) }));
+    // A nucleus below 1 leaves out the least probable choices: over many draws, fewer distinct first keywords.
+    const distinct = (topP: number) => new Set(Array.from({ length: 200 }, (_, s) => policy.sample(input, { temperature: 1, topP, rng: createRng(100 + s) }).keywords[0])).size;
+    expect(distinct(0.3)).toBeLessThan(distinct(1));
+  });
+});
