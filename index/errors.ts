@@ -16,12 +16,10 @@ export const ERROR_CATALOGUE = {
   DB_LOCKED: { status: 409, summary: 'the database is held by another process' },
   DB_VERSION: { status: 409, summary: 'the database has another format version' },
   DB_CORRUPT: { status: 500, summary: 'the database is inconsistent' },
-  RUN_LOCKED: { status: 409, summary: 'another run is using this database' },
   LLM_ERROR: { status: 502, summary: 'the LLM endpoint failed after retries' },
   LLM_FORMAT: { status: 502, summary: 'the LLM output is not a keyword list' },
   WORKER_ERROR: { status: 500, summary: 'a worker failed on a batch' },
   ABORTED: { status: 499, summary: 'the work was cancelled' },
-  TIMEOUT: { status: 504, summary: 'the work ran out of time' },
   QUALITY_REGRESSION: { status: 500, summary: 'measured quality is off the expected figures' },
   INTERNAL: { status: 500, summary: 'an internal error' },
 } as const;

@@ -306,7 +306,7 @@ export function itemRewardIncremental(
   return penalty !== null ? penalty : incrementalReward(ctx, cache, item, resolved);
 }
 
-export function checkCacheItem(ctx: ItemRewardContext, cache: ItemRewardCache, item: number): void {
+function checkCacheItem(ctx: ItemRewardContext, cache: ItemRewardCache, item: number): void {
   checkItem(ctx, item);
   if (item < cache.start || item >= cache.end) {
     throw cogrError('INVALID_ARGUMENT', `item ordinal ${item} is outside the cache range [${cache.start}, ${cache.end})`, { item });

@@ -18,7 +18,6 @@ import { normalizeKeywordSet } from '../index/normalize.ts';
 import type { Side } from '../index/types.ts';
 
 export type RewardReason = 'invalid_format' | 'over_budget' | 'ok';
-export const REWARD_REASONS: readonly RewardReason[] = ['invalid_format', 'over_budget', 'ok'];
 
 export interface LayeredResult {
   reward: number;

@@ -28,7 +28,7 @@ export interface QueryRewardOptions {
 }
 
 /** The distinct values of a sorted Int32Array (in place). */
-export function distinctSorted(a: Int32Array): Int32Array {
+function distinctSorted(a: Int32Array): Int32Array {
   let m = 0;
   for (let j = 0; j < a.length; j++) if (j === 0 || a[j] !== a[j - 1]) a[m++] = a[j];
   return a.subarray(0, m);

@@ -258,7 +258,6 @@ function evaluate(ctx: Ctx, queryPolicy: EmbeddedPolicy, itemView: KeywordView, 
 
 async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt'>> {
   const { config } = ctx;
-  const t0 = Date.now();
   // Only training queries (text and judgements) enter SFT.
   const sft = runSft({
     corpus: { items: ctx.corpus.items, queries: ctx.trainQueries, relevant: ctx.trainRelevant },
@@ -290,14 +289,15 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt'>> {
     queryGeneration: queryGen,
     metrics,
     vocabulary: { item: vocabularySize(itemView), query: vocabularySize(queryView) },
-    train: {
+    train: null,
+    sft: {
       epochs: config.sftEpochs,
-      samples: ctx.corpus.items.length + sft.queryTargets.size,
-      meanReward: 0,
-      lastEpochReward: 0,
-      degenerateGroups: 0,
-      reasons: { ok: 0, over_budget: 0, invalid_format: 0 },
-      seconds: (Date.now() - t0) / 1000,
+      itemExamples: ctx.corpus.items.length,
+      queryExamples: sft.queryTargets.size,
+      itemLoss: sft.itemReport.epochLoss,
+      queryLoss: sft.queryReport.epochLoss,
+      itemCoverage: sft.itemReport.coverage,
+      queryCoverage: sft.queryReport.coverage,
     },
   };
 }

@@ -40,6 +40,21 @@ export interface HeldOutMetrics {
   ranked: Record<string, number>;
 }
 
+/** What the SFT step trained (deterministic, so a resumed run records the same). */
+export interface SftStats {
+  epochs: number;
+  /** Training examples: items, training queries with a target. */
+  itemExamples: number;
+  queryExamples: number;
+  /** Mean negative log-likelihood per example, per epoch. */
+  itemLoss: number[];
+  queryLoss: number[];
+  /** Share of target keywords found among the policies' candidates. */
+  itemCoverage: number;
+  queryCoverage: number;
+}
+
+/** What a GRPO half-round trained. */
 export interface TrainStats {
   epochs: number;
   samples: number;
@@ -72,7 +87,10 @@ export interface StepRecord {
   queryGeneration: number;
   metrics: HeldOutMetrics;
   vocabulary: { item: number; query: number };
+  /** The GRPO half-round's statistics; null for the SFT step. */
   train: TrainStats | null;
+  /** The SFT step's statistics (SFT step only). */
+  sft?: SftStats;
   finishedAt: string;
 }
 
