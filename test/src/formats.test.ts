@@ -1,0 +1,93 @@
+/**
+ * Format compatibility (in the style of tantivy's): databases and policy files written by
+ * earlier versions, committed under test/fixtures/formats/ (see make.ts there), are opened
+ * by this version and read back exactly; a file of another format version is refused
+ * with the version message, never misread.
+ */
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DB_FORMAT_VERSION, DB_META_KEY, openDb } from '../../index/db.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import { EmbeddedPolicy, POLICY_VERSION } from '../../generators/policy/model.ts';
+import { policyStore } from '../../src/run/policies.ts';
+import { readStoredRun, RUN_STATE_VERSION, RUN_SUBLEVEL } from '../../src/run/state.ts';
+import { formatSummary } from '../fixtures/formats/summary.ts';
+
+const FIXTURES = join(__dirname, '../fixtures/formats');
+const json = (x: unknown): unknown => JSON.parse(JSON.stringify(x));
+
+let dir = '';
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'cogr-formats-'));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A writable copy of a fixture database (opening a LevelDB writes to its folder). */
+function copy(name: string): string {
+  const to = join(dir, `${name}-${readdirSync(dir).length}`);
+  cpSync(join(FIXTURES, name), to, { recursive: true });
+  return to;
+}
+
+describe('committed databases', () => {
+  const dbs = readdirSync(FIXTURES).filter((f) => /^db-v\d+-run-v\d+$/.test(f));
+  it('there is one of the current versions', () => {
+    expect(dbs).toContain(`db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}`);
+  });
+  for (const name of dbs) {
+    it(`${name} opens and reads back its run, generations, searches and policies`, async () => {
+      const db = await openDb(copy(name));
+      try {
+        const got = await formatSummary(await readStoredRun(db), new KeywordIndexStore(db), policyStore(db));
+        expect(json(got)).toEqual(JSON.parse(readFileSync(join(FIXTURES, `${name}.expected.json`), 'utf8')));
+      } finally {
+        await db.close();
+      }
+    });
+  }
+
+  it('a database of another format version is refused with the version message', async () => {
+    const path = copy(`db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}`);
+    const db = await openDb(path);
+    await db.level.put(DB_META_KEY, JSON.stringify({ version: DB_FORMAT_VERSION + 1, createdAt: 'later' }));
+    await db.close();
+    await expect(openDb(path)).rejects.toMatchObject({
+      code: 'DB_VERSION',
+      message: `database ${path} has format version ${DB_FORMAT_VERSION + 1}, expected ${DB_FORMAT_VERSION}; refusing to read it`,
+    });
+  });
+
+  it('a run of another run-state version is refused with the version message', async () => {
+    const path = copy(`db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}`);
+    const db = await openDb(path);
+    try {
+      await db.sublevel(RUN_SUBLEVEL).put('version', RUN_STATE_VERSION + 1);
+      await expect(readStoredRun(db)).rejects.toMatchObject({
+        code: 'DB_VERSION',
+        message: `the co-evolution run in ${db.path} has run-state version ${RUN_STATE_VERSION + 1}, expected ${RUN_STATE_VERSION}; refusing to read it`,
+      });
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+describe('committed policy files', () => {
+  const files = readdirSync(FIXTURES).filter((f) => /^policy-v\d+\.json$/.test(f));
+  const expected = JSON.parse(readFileSync(join(FIXTURES, `db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}.expected.json`), 'utf8')) as { decodes: Record<string, unknown> };
+  it('there is one of the current version, and it decodes as the policy it was saved from', () => {
+    expect(files).toContain(`policy-v${POLICY_VERSION}.json`);
+    const p = EmbeddedPolicy.fromJSON(JSON.parse(readFileSync(join(FIXTURES, `policy-v${POLICY_VERSION}.json`), 'utf8')));
+    expect(p.side).toBe('item');
+    const d = p.decode({ id: 'probe', title: 't0w3 t0w0 study', text: 't0w0 t0w0 t0w4 t0w5 results patients' }, { greedy: true });
+    expect(json(d)).toEqual(expected.decodes['item:1']);
+  });
+  it('a policy of another version is refused with the version message', () => {
+    const j = JSON.parse(readFileSync(join(FIXTURES, `policy-v${POLICY_VERSION}.json`), 'utf8'));
+    expect(() => EmbeddedPolicy.fromJSON({ ...j, version: POLICY_VERSION + 1 })).toThrow(
+      `embedded policy has format version ${POLICY_VERSION + 1}; this cogr reads version ${POLICY_VERSION} only (retrain with cogr sft)`,
+    );
+  });
+});
