@@ -5,7 +5,6 @@
  */
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
 import { cogrHome } from '../home.ts';
