@@ -20,8 +20,17 @@ import type { AbstractSublevel } from 'abstract-level';
 import { cogrError } from './errors.ts';
 import { silentLogger, type Logger } from './log.ts';
 
-/** Version of the on-disk layout of every sublevel this project writes. */
-export const DB_FORMAT_VERSION = 1;
+/**
+ * Version of the on-disk layout of every sublevel this project writes.
+ *   1  the first layout;
+ *   2  keyword analyzers: postings and df cells are keyed by analysed match keys and each
+ *      generation's manifest names its analyzer. A version-1 database is refused (its
+ *      cells are keyed by surface forms); rebuild it (see DB_UPGRADE_HINT).
+ */
+export const DB_FORMAT_VERSION = 2;
+/** What to do with a database of an older version. */
+export const DB_UPGRADE_HINT =
+  'it was written by an older cogr; rebuild it: `cogr demo --fresh` or `cogr evolve --fresh` re-run a run from the dataset, `cogr index import` re-imports keyword files into a new --db';
 /** Root key (outside every sublevel) holding `{ version, createdAt }`. */
 export const DB_META_KEY = 'meta:format';
 
@@ -162,9 +171,10 @@ async function checkFormat(level: RootLevel, abs: string, logger: Logger): Promi
     throw cogrError('DB_CORRUPT', `database ${abs} has an unreadable format record ${JSON.stringify(raw)}`, { path: abs }, e);
   }
   if (rec.version !== DB_FORMAT_VERSION) {
+    const older = typeof rec.version === 'number' && rec.version < DB_FORMAT_VERSION;
     throw cogrError(
       'DB_VERSION',
-      `database ${abs} has format version ${JSON.stringify(rec.version)}, expected ${DB_FORMAT_VERSION}; refusing to read it`,
+      `database ${abs} has format version ${JSON.stringify(rec.version)}, expected ${DB_FORMAT_VERSION}; refusing to read it${older ? `: ${DB_UPGRADE_HINT}` : ' (it was written by a newer cogr)'}`,
       { path: abs, found: rec.version, expected: DB_FORMAT_VERSION },
     );
   }

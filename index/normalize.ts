@@ -12,6 +12,8 @@
  *    (normalizeKeyword returns null). The self keyword (item title or raw query text)
  *    is exempt from the limits: use normalizeSelf.
  */
+import { getAnalyzer, type Analyzer, type AnalyzerName } from './analyzer.ts';
+
 export const KEYWORD_MAX_WORDS = 8;
 export const KEYWORD_MAX_CHARS = 100;
 
@@ -56,28 +58,41 @@ export function normalizeKeywordSet(list: readonly string[]): { keywords: string
  * cost far more than a Map look-up, so every component that normalises keywords in bulk
  * takes one of these instead of keeping a memo of its own.
  *
- * `keyword(raw)` is the key under which a keyword is stored and matched. Today the key
- * is the normalised surface form; a later analyser (e.g. stemming) plugs in here, in
- * one place, so that every index, reward and probe derives its match key the same way.
+ * Two forms of a keyword: `keyword(raw)` is its normalised surface form (stored, shown,
+ * given to LLMs); `key(raw)` is the key it is matched on — the surface form passed
+ * through the normaliser's analyzer (analyzer.ts: `english` stems word by word, `none`
+ * keeps the surface form). Every index, reward and probe derives its match key here.
  */
 export interface KeywordNormalizer {
-  /** One keyword normalised (null: empty or over the limits), memoised. */
+  readonly analyzer: Analyzer;
+  /** One keyword's normalised surface form (null: empty or over the limits), memoised. */
   keyword(raw: string): string | null;
-  /** A self keyword (item title, raw query text): same rules, no limits, not memoised (mostly unique strings). */
+  /** One keyword's match key (null: empty or over the limits), memoised. */
+  key(raw: string): string | null;
+  /** A self keyword's surface form (item title, raw query text): same rules, no limits, not memoised (mostly unique strings). */
   self(raw: string): string;
-  /** A list normalised and de-duplicated (first occurrences kept) with the count of rejected inputs. */
+  /** A self keyword's match key. */
+  selfKey(raw: string): string;
+  /**
+   * A list normalised and de-duplicated by match key (the first surface form of each key
+   * kept, in order) with the count of rejected inputs.
+   */
   set(list: readonly string[]): { keywords: string[]; rejected: number };
 }
 
 export interface KeywordNormalizerOptions {
   /** Raw strings remembered before the memo starts over; 0 disables it. Default 2^18. */
   memo?: number;
+  /** The analyzer of `key()` (default `none`: the key is the surface form). */
+  analyzer?: AnalyzerName;
 }
 
 export const DEFAULT_NORMALIZER_MEMO = 1 << 18;
 
 export function makeKeywordNormalizer(opts: KeywordNormalizerOptions = {}): KeywordNormalizer {
   const max = opts.memo ?? DEFAULT_NORMALIZER_MEMO;
+  const analyzer = getAnalyzer(opts.analyzer ?? 'none');
+  const plain = analyzer.name === 'none';
   let memo = new Map<string, string | null>();
   const keyword =
     max <= 0
@@ -91,11 +106,21 @@ export function makeKeywordNormalizer(opts: KeywordNormalizerOptions = {}): Keyw
           }
           return k;
         };
+  const key = plain
+    ? keyword
+    : (raw: string): string | null => {
+        const k = keyword(raw);
+        return k === null ? null : analyzer.key(k);
+      };
   return {
+    analyzer,
     keyword,
+    key,
     self: normalizeSelf,
+    selfKey: plain ? normalizeSelf : (raw: string) => analyzer.key(normalizeSelf(raw)),
     set(list) {
       const keywords: string[] = [];
+      const keys: string[] = [];
       let rejected = 0;
       // Linear scans beat a Set for the usual ≤ 32 keywords; longer lists use a Set.
       const seen = list.length > 32 ? new Set<string>() : null;
@@ -105,10 +130,12 @@ export function makeKeywordNormalizer(opts: KeywordNormalizerOptions = {}): Keyw
           rejected++;
           continue;
         }
+        const m = plain ? k : analyzer.key(k);
         if (seen) {
-          if (seen.has(k)) continue;
-          seen.add(k);
-        } else if (keywords.includes(k)) continue;
+          if (seen.has(m)) continue;
+          seen.add(m);
+        } else if (keys.includes(m)) continue;
+        keys.push(m);
         keywords.push(k);
       }
       return { keywords, rejected };
@@ -119,10 +146,12 @@ export function makeKeywordNormalizer(opts: KeywordNormalizerOptions = {}): Keyw
 /** The memo-free normaliser behind the plain functions. */
 const PLAIN = makeKeywordNormalizer({ memo: 0 });
 
-let threadNormalizer: KeywordNormalizer | null = null;
-/** This thread's memoised normaliser, shared by the reward paths (one memo per thread). */
-export function sharedKeywordNormalizer(): KeywordNormalizer {
-  return (threadNormalizer ??= makeKeywordNormalizer());
+const threadNormalizers = new Map<AnalyzerName, KeywordNormalizer>();
+/** This thread's memoised normaliser for an analyzer, shared by the reward paths (one memo per thread and analyzer). */
+export function sharedKeywordNormalizer(analyzer: AnalyzerName = 'none'): KeywordNormalizer {
+  let n = threadNormalizers.get(analyzer);
+  if (!n) threadNormalizers.set(analyzer, (n = makeKeywordNormalizer({ analyzer })));
+  return n;
 }
 
 /** The words of a normalised keyword (BM25 treats each side as a bag of these). */

@@ -10,11 +10,17 @@
  *   m \0 <side> \0 <g>                  manifest of generation g (GenerationManifest)
  *   n \0 <side>                         next generation number (numbers are never reused)
  *   r \0 <side> \0 <id> \0 <g>          entity record {s: self, k: keywords, l: doc length}
- *                                       or a tombstone {x: 1} (removed in g)
- *   p \0 <side> \0 <keyword> \0 <id> \0 <g>   posting cell: 1 (id posted under keyword
- *                                       from g on) or 0 (no longer posted from g on);
- *                                       self keywords are posted like any keyword
- *   w \0 <side> \0 <word> \0 <g>        BM25 document frequency of a word from g on
+ *                                       (surface forms, one per match key) or a
+ *                                       tombstone {x: 1} (removed in g)
+ *   p \0 <side> \0 <key> \0 <id> \0 <g>   posting cell: 1 (id posted under the keyword's
+ *                                       match key from g on) or 0 (no longer posted from
+ *                                       g on); self keywords are posted like any keyword
+ *   w \0 <side> \0 <word> \0 <g>        BM25 document frequency of an analysed word from g on
+ *
+ * Analyzer: every generation's manifest records how its match keys are made (`none` |
+ * `english`, analyzer.ts). A lineage keeps one analyzer (its cells are keyed by it): a
+ * build from empty takes the writer's `analyzer` option (default `english`), a build on
+ * a base inherits the base's and refuses another.
  *
  * Records, posting cells and df cells are copy-on-write "versioned cells": generation g
  * only writes the cells that change relative to its base, and the value of a cell in g
@@ -39,6 +45,7 @@ import type { CogrDb, JsonSublevel } from './db.ts';
 import { cogrError } from './errors.ts';
 import { silentLogger, type Logger } from './log.ts';
 import { keywordWords, makeKeywordNormalizer } from './normalize.ts';
+import { ANALYZERS, DEFAULT_ANALYZER, getAnalyzer, type Analyzer, type AnalyzerName } from './analyzer.ts';
 import { SIDES, type IndexEntry, type Side } from './types.ts';
 import { KeywordView } from './view.ts';
 import { buildViewData } from './viewBuild.ts';
@@ -59,6 +66,8 @@ export interface GenerationInfo {
   changed: number;
   /** Caller's metadata (label, round, generator, ...), fixed at commit. */
   meta: Record<string, unknown>;
+  /** How this generation's match keys are made. */
+  analyzer: AnalyzerName;
 }
 
 interface GenerationManifest extends GenerationInfo {
@@ -95,6 +104,11 @@ export interface WriterOptions {
    * 'replace': the new generation holds exactly the entities set in this writer.
    */
   mode?: 'patch' | 'replace';
+  /**
+   * Analyzer of a build from empty (default `english`); a build on a base inherits the
+   * base's, and naming another one is refused.
+   */
+  analyzer?: AnalyzerName;
 }
 
 export interface CommitResult {
@@ -109,6 +123,7 @@ const writerOptionsSchema = z
   .object({
     base: z.number().int().nonnegative().nullable().optional(),
     mode: z.enum(['patch', 'replace']).optional(),
+    analyzer: z.enum(ANALYZERS).optional(),
   })
   .strict();
 const viewOptionsSchema = z.object({ shared: z.boolean().optional() }).strict();
@@ -143,25 +158,33 @@ function zodMessage(e: z.ZodError, what: string): string {
   return e.issues.map((i) => `${what}.${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
 }
 
-/** Words of the bag of S ∪ {self}: the distinct keywords' words, with multiplicity. */
-function bagWords(rec: LiveRecord): Map<string, number> {
-  const kws = new Set(rec.k);
-  if (rec.s.length > 0) kws.add(rec.s);
+/** The match keys posted for a record: its keywords' keys and its self key. */
+function postedKeys(rec: LiveRecord | undefined, an: Analyzer): Set<string> {
+  const s = new Set<string>();
+  if (!rec) return s;
+  for (const k of rec.k) s.add(an.key(k));
+  if (rec.s.length > 0) s.add(an.key(rec.s));
+  return s;
+}
+/** Words of the bag of S ∪ {self} (analysed): the distinct keys' words, with multiplicity. */
+function bagWords(rec: LiveRecord, an: Analyzer): Map<string, number> {
   const tf = new Map<string, number>();
-  for (const k of kws) for (const w of keywordWords(k)) tf.set(w, (tf.get(w) ?? 0) + 1);
+  for (const k of postedKeys(rec, an)) for (const w of keywordWords(k)) tf.set(w, (tf.get(w) ?? 0) + 1);
   return tf;
 }
-function docLength(self: string, keywords: readonly string[]): number {
-  const kws = new Set(keywords);
-  if (self.length > 0) kws.add(self);
-  let n = 0;
-  for (const k of kws) n += keywordWords(k).length;
-  return n;
-}
-function postedKeywords(rec: LiveRecord | undefined): Set<string> {
-  const s = new Set<string>(rec ? rec.k : []);
-  if (rec && rec.s.length > 0) s.add(rec.s);
-  return s;
+/** A record under an analyzer: one surface form per match key (the first), its document length. */
+function analysed(rec: LiveRecord, an: Analyzer): LiveRecord {
+  const seen = new Set<string>();
+  const k: string[] = [];
+  for (const kw of rec.k) {
+    const key = an.key(kw);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    k.push(kw);
+  }
+  let l = 0;
+  for (const key of postedKeys({ s: rec.s, k, l: 0 }, an)) l += keywordWords(key).length;
+  return { s: rec.s, k, l };
 }
 function sameRecord(a: LiveRecord, b: LiveRecord): boolean {
   if (a.s !== b.s || a.k.length !== b.k.length) return false;
@@ -202,10 +225,12 @@ export class IndexWriter {
       throw cogrError('INVALID_ARGUMENT', `keywords of ${JSON.stringify(id)} must be an array of strings`);
     }
     // Keyword strings repeat across entities: the writer's normaliser remembers them.
+    // Surface forms are de-duplicated here; by match key (and the document length) at
+    // commit, once the generation's analyzer is known.
     const { keywords: k, rejected } = this.norm.set(keywords);
     this.rejected += rejected;
     const s = this.norm.self(self);
-    this.changes.set(id, { s, k, l: docLength(s, k) });
+    this.changes.set(id, { s, k, l: 0 });
     return this;
   }
 
@@ -302,19 +327,19 @@ export class KeywordIndexStore {
       if (entries.length !== man.size) {
         throw cogrError('DB_CORRUPT', `${side} generation ${man.generation} has ${entries.length} entities, its manifest says ${man.size}`);
       }
-      const view = new KeywordView(buildViewData(side, man.generation, entries, { shared: parsed.data.shared ?? false }));
+      const view = new KeywordView(buildViewData(side, man.generation, entries, { shared: parsed.data.shared ?? false, analyzer: man.analyzer }));
       this.logger.debug('opened keyword view', { side, generation: man.generation, size: view.size });
       return view;
     });
   }
 
-  /** Stored postings of a normalised keyword in a generation: sorted entity ids. */
+  /** Stored postings of a normalised keyword (analysed with the generation's analyzer) in a generation: sorted entity ids. */
   async postings(side: Side, generation: number | 'latest', keyword: string): Promise<string[]> {
     checkSide(side);
     return this.withSnapshot(async (snap) => {
       const man = await this.resolve(side, generation, snap);
       const lineage = await this.lineage(side, man, snap);
-      const prefix = ['p', side, esc(keyword)].join(SEP) + SEP;
+      const prefix = ['p', side, esc(getAnalyzer(man.analyzer).key(keyword))].join(SEP) + SEP;
       const out: string[] = [];
       await this.scanLatest(prefix, lineage, snap, (rest, v) => {
         if (v === 1) out.push(unesc(rest));
@@ -323,14 +348,15 @@ export class KeywordIndexStore {
     });
   }
 
-  /** Stored BM25 statistics of a generation: integer sums and the df of the given words. */
+  /** Stored BM25 statistics of a generation: integer sums and the df of the given words (analysed with the generation's analyzer, keyed as given). */
   async statistics(side: Side, generation: number | 'latest', words: readonly string[] = []): Promise<{ numEntities: number; totalLength: number; df: Map<string, number> }> {
     checkSide(side);
     return this.withSnapshot(async (snap) => {
       const man = await this.resolve(side, generation, snap);
       const lineage = await this.lineage(side, man, snap);
       const df = new Map<string, number>();
-      for (const w of words) df.set(w, ((await this.latestCell(['w', side, esc(w)].join(SEP), lineage, snap)) as number | undefined) ?? 0);
+      const an = getAnalyzer(man.analyzer);
+      for (const w of words) df.set(w, ((await this.latestCell(['w', side, esc(an.word(w))].join(SEP), lineage, snap)) as number | undefined) ?? 0);
       return { numEntities: man.size, totalLength: man.totalLength, df };
     });
   }
@@ -404,6 +430,11 @@ export class KeywordIndexStore {
     }
     const next = ((await this.sub.get(['n', side].join(SEP), { snapshot: snap })) as number | undefined) ?? 0;
     const lineage = base ? await this.lineage(side, base, snap) : new Set<string>();
+    const analyzerName: AnalyzerName = base ? base.analyzer : (opts.analyzer ?? DEFAULT_ANALYZER);
+    if (base && opts.analyzer !== undefined && opts.analyzer !== base.analyzer) {
+      throw cogrError('INVALID_ARGUMENT', `${side} generation ${base.generation} uses the ${base.analyzer} analyzer; a generation built on it cannot use ${opts.analyzer} (build from empty with base: null instead)`);
+    }
+    const an = getAnalyzer(analyzerName);
 
     // Old records of the affected entities (all of them in replace mode).
     const old = new Map<string, LiveRecord>();
@@ -416,7 +447,8 @@ export class KeywordIndexStore {
         if (isLive(r)) old.set(id, r);
       }
     }
-    const effective = new Map<string, LiveRecord | null>(changes);
+    const effective = new Map<string, LiveRecord | null>();
+    for (const [id, rec] of changes) effective.set(id, rec === null ? null : analysed(rec, an));
     if (replace) for (const id of old.keys()) if (!changes.has(id)) effective.set(id, null);
 
     const g = genHex(next);
@@ -436,12 +468,12 @@ export class KeywordIndexStore {
       changed++;
       const eid = esc(id);
       put(['r', side, eid, g].join(SEP), rec === null ? { x: 1 } : rec);
-      const pb = postedKeywords(before);
-      const pa = postedKeywords(rec ?? undefined);
+      const pb = postedKeys(before, an);
+      const pa = postedKeys(rec ?? undefined, an);
       for (const k of pa) if (!pb.has(k)) put(['p', side, esc(k), eid, g].join(SEP), 1);
       for (const k of pb) if (!pa.has(k)) put(['p', side, esc(k), eid, g].join(SEP), 0);
-      const wb = before ? bagWords(before) : new Map<string, number>();
-      const wa = rec ? bagWords(rec) : new Map<string, number>();
+      const wb = before ? bagWords(before, an) : new Map<string, number>();
+      const wa = rec ? bagWords(rec, an) : new Map<string, number>();
       for (const w of wa.keys()) if (!wb.has(w)) dfDelta.set(w, (dfDelta.get(w) ?? 0) + 1);
       for (const w of wb.keys()) if (!wa.has(w)) dfDelta.set(w, (dfDelta.get(w) ?? 0) - 1);
       if (before) {
@@ -479,6 +511,7 @@ export class KeywordIndexStore {
       totalLength,
       changed,
       meta: JSON.parse(JSON.stringify(meta)) as Record<string, unknown>,
+      analyzer: analyzerName,
     };
     put(['m', side, g].join(SEP), manifest);
     put(['n', side].join(SEP), next + 1);
@@ -650,5 +683,6 @@ function publicInfo(m: GenerationManifest): GenerationInfo {
     totalLength: m.totalLength,
     changed: m.changed,
     meta: m.meta,
+    analyzer: m.analyzer,
   };
 }

@@ -18,9 +18,14 @@
  * Framework: BM25 and Beyond", 2009; also Lucene's defaults). Useful ranges:
  * k1 ∈ [0, 3] (term-frequency saturation), b ∈ [0, 1] (length normalisation).
  * Only integer sums are stored (df, document lengths, total length); avgdl is derived.
+ *
+ * Keywords are matched on their analysed key (analyzer.ts, recorded in the data): a probe
+ * keyword is normalised and analysed the same way before it is looked up, and BM25
+ * counts analysed words. `keyword(o)` is a key; `surface(o)` its display form.
  */
 import type { IndexEntry, Side } from './types.ts';
-import { keywordWords, normalizeKeyword, normalizeSelf } from './normalize.ts';
+import { keywordWords, sharedKeywordNormalizer, type KeywordNormalizer } from './normalize.ts';
+import { getAnalyzer, type Analyzer } from './analyzer.ts';
 import { DEFAULTS } from './defaults.ts';
 import { StringTable } from './buffers.ts';
 import { buildViewData, type ViewData } from './viewBuild.ts';
@@ -81,6 +86,10 @@ export class KeywordView {
   private readonly idTable: StringTable;
   private readonly kwTable: StringTable;
   private readonly wordTable: StringTable;
+  private readonly surfTable: StringTable | null;
+  /** How this view's keys were made; probes are analysed the same way. */
+  readonly analyzer: Analyzer;
+  private readonly norm: KeywordNormalizer;
   private stamp: Uint32Array | null = null;
   private epoch = 0;
 
@@ -92,9 +101,12 @@ export class KeywordView {
     this.idTable = new StringTable(data.idsBlob, data.idsOff, data.numEntities);
     this.kwTable = new StringTable(data.kwBlob, data.kwOff, data.numKeywords);
     this.wordTable = new StringTable(data.wordBlob, data.wordOff, data.numWords);
+    this.analyzer = getAnalyzer(data.analyzer);
+    this.norm = sharedKeywordNormalizer(data.analyzer);
+    this.surfTable = data.surfOff.length > 1 ? new StringTable(data.surfBlob, data.surfOff, data.numKeywords) : null;
   }
 
-  static build(side: Side, generation: number, entries: readonly IndexEntry[], opts: { shared?: boolean } = {}): KeywordView {
+  static build(side: Side, generation: number, entries: readonly IndexEntry[], opts: { shared?: boolean; analyzer?: Analyzer['name'] } = {}): KeywordView {
     return new KeywordView(buildViewData(side, generation, entries, opts));
   }
 
@@ -115,16 +127,30 @@ export class KeywordView {
   ordinalOf(id: string): number {
     return this.idTable.lookup(id);
   }
+  /** The match key of a keyword ordinal. */
   keyword(ordinal: number): string {
     return this.kwTable.all()[ordinal];
   }
-  /** The sorted keyword vocabulary (self keywords included). */
+  /** The display (surface) form of a keyword ordinal: the form its entities use most. */
+  surface(ordinal: number): string {
+    return this.surfTable ? this.surfTable.all()[ordinal] : this.kwTable.all()[ordinal];
+  }
+  /** The sorted keyword vocabulary as match keys (self keywords included). */
   vocabulary(): string[] {
     return this.kwTable.all();
   }
-  /** Ordinal of an already normalised keyword, −1 when absent. */
-  keywordOrdinal(k: string): number {
-    return this.kwTable.lookup(k);
+  /** Ordinal of a match key (already normalised and analysed), −1 when absent. */
+  keywordOrdinal(key: string): number {
+    return this.kwTable.lookup(key);
+  }
+  /** The match key of a raw keyword under this view's analyzer (null: rejected by normalisation). */
+  keyOf(raw: string): string | null {
+    return this.norm.key(raw);
+  }
+  /** Ordinal of a raw keyword (normalised and analysed), −1 when absent or rejected. */
+  ordinalOfKeyword(raw: string): number {
+    const k = this.norm.key(raw);
+    return k === null ? -1 : this.kwTable.lookup(k);
   }
   word(ordinal: number): string {
     return this.wordTable.all()[ordinal];
@@ -139,16 +165,16 @@ export class KeywordView {
   postings(k: number): Int32Array {
     return this.data.post.subarray(this.data.postOff[k], this.data.postOff[k + 1]);
   }
-  /** S_e: the entity's keywords (self keyword excluded), sorted. */
+  /** S_e: the entity's keywords (self keyword excluded) in their surface forms, in key order. */
   keywordsOf(ordinal: number): string[] {
     const { fwdOff, fwd } = this.data;
     const out: string[] = [];
-    for (let j = fwdOff[ordinal]; j < fwdOff[ordinal + 1]; j++) out.push(this.keyword(fwd[j]));
+    for (let j = fwdOff[ordinal]; j < fwdOff[ordinal + 1]; j++) out.push(this.surface(fwd[j]));
     return out;
   }
   selfOf(ordinal: number): string {
     const s = this.data.self[ordinal];
-    return s < 0 ? '' : this.keyword(s);
+    return s < 0 ? '' : this.surface(s);
   }
   entry(ordinal: number): IndexEntry {
     return { id: this.id(ordinal), self: this.selfOf(ordinal), keywords: this.keywordsOf(ordinal) };
@@ -166,13 +192,13 @@ export class KeywordView {
   probeKeywordOrdinals(probe: Probe): number[] {
     const out = new Set<number>();
     for (const raw of probe.keywords) {
-      const k = normalizeKeyword(raw);
+      const k = this.norm.key(raw);
       if (k === null) continue;
       const o = this.kwTable.lookup(k);
       if (o >= 0) out.add(o);
     }
     if (probe.self !== undefined) {
-      const s = normalizeSelf(probe.self);
+      const s = this.norm.selfKey(probe.self);
       if (s.length > 0) {
         const o = this.kwTable.lookup(s);
         if (o >= 0) out.add(o);
@@ -225,10 +251,10 @@ export class KeywordView {
       }
     };
     for (const raw of probe.keywords) {
-      const k = normalizeKeyword(raw);
+      const k = this.norm.key(raw);
       if (k !== null) addWords(k);
     }
-    if (probe.self !== undefined) addWords(normalizeSelf(probe.self));
+    if (probe.self !== undefined) addWords(this.norm.selfKey(probe.self));
     return [...out];
   }
 
@@ -317,7 +343,7 @@ export class KeywordView {
     const { fwdOff, fwd, self } = this.data;
     for (let j = fwdOff[e]; j < fwdOff[e + 1]; j++) own.add(fwd[j]);
     if (self[e] >= 0) own.add(self[e]);
-    const matchedKeywords = [...probeKws].filter((k) => own.has(k)).map((k) => this.keyword(k)).sort();
+    const matchedKeywords = [...probeKws].filter((k) => own.has(k)).map((k) => this.surface(k)).sort();
     const avgdl = this.avgDocLength || 1;
     const dl = this.data.docLen[e];
     const norm = params.k1 * (1 - params.b + (params.b * dl) / avgdl);

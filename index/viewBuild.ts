@@ -6,14 +6,26 @@
  * frequencies, document lengths and word document frequencies, all in typed arrays that
  * may sit on SharedArrayBuffer. Entries are ordered by id, so ordinals (and every
  * tie-break by ordinal) follow id order.
+ *
+ * Keywords are matched on their analysed key (analyzer.ts): the vocabulary, postings and
+ * word bags hold keys (under `english`, "statins" and "statin" are one keyword, and BM25
+ * counts stemmed words); each key keeps the surface form entities use most (ties: the
+ * smallest string) for display. Under `none` the key is the surface form and no surface
+ * table is stored.
  */
 import type { IndexEntry, Side } from './types.ts';
 import { keywordWords, makeKeywordNormalizer } from './normalize.ts';
+import { DEFAULT_ANALYZER, type AnalyzerName } from './analyzer.ts';
 import { encodeStrings, i32 } from './buffers.ts';
 
 /** Plain, structured-clone-friendly data of a view. Arrays may sit on SharedArrayBuffers. */
 export interface ViewData {
   side: Side;
+  /** How keyword keys were made (analyzer.ts). */
+  analyzer: AnalyzerName;
+  /** keyword ordinal → its most used surface form (empty when the analyzer is `none`: the key is the surface). */
+  surfBlob: Uint8Array;
+  surfOff: Int32Array;
   generation: number;
   numEntities: number;
   numKeywords: number;
@@ -55,9 +67,18 @@ export function buildViewData(
   side: Side,
   generation: number,
   entries: readonly IndexEntry[],
-  opts: { shared?: boolean } = {},
+  opts: { shared?: boolean; analyzer?: AnalyzerName } = {},
 ): ViewData {
   const shared = opts.shared ?? false;
+  const analyzer = opts.analyzer ?? DEFAULT_ANALYZER;
+  const plain = analyzer === 'none';
+  // key → surface form → number of entities using it (analysed views only)
+  const surfaces = new Map<string, Map<string, number>>();
+  const noteSurface = (key: string, surface: string) => {
+    let m = surfaces.get(key);
+    if (!m) surfaces.set(key, (m = new Map()));
+    m.set(surface, (m.get(surface) ?? 0) + 1);
+  };
   const sorted = [...entries].sort((a, b) => compareStrings(a.id, b.id));
   for (let i = 1; i < sorted.length; i++) {
     if (sorted[i].id === sorted[i - 1].id) throw new Error(`duplicate entity id ${JSON.stringify(sorted[i].id)} in ${side} index`);
@@ -68,15 +89,21 @@ export function buildViewData(
   const kwSets: string[][] = new Array(n);
   const kwVocab = new Set<string>();
   // Keyword strings repeat across entities: normalise each distinct raw string once.
-  const norm = makeKeywordNormalizer({ memo: Infinity });
+  const norm = makeKeywordNormalizer({ memo: Infinity, analyzer });
   for (let e = 0; e < n; e++) {
-    const s = norm.self(sorted[e].self);
+    const surface = norm.self(sorted[e].self);
+    const s = plain ? surface : norm.analyzer.key(surface);
     selfs[e] = s;
-    if (s.length > 0) kwVocab.add(s);
+    if (s.length > 0) {
+      kwVocab.add(s);
+      if (!plain) noteSurface(s, surface);
+    }
     const seen = new Set<string>();
     for (const raw of sorted[e].keywords) {
-      const k = norm.keyword(raw);
-      if (k !== null) seen.add(k);
+      const k = norm.key(raw);
+      if (k === null || seen.has(k)) continue;
+      seen.add(k);
+      if (!plain) noteSurface(k, norm.keyword(raw)!);
     }
     kwSets[e] = [...seen];
     for (const k of seen) kwVocab.add(k);
@@ -186,8 +213,22 @@ export function buildViewData(
   );
   const kw = encodeStrings(keywords, shared);
   const wd = encodeStrings(words, shared);
+  const surf = encodeStrings(
+    plain
+      ? []
+      : keywords.map((k) => {
+          let best = k;
+          let count = -1;
+          for (const [sf, c] of surfaces.get(k) ?? []) if (c > count || (c === count && sf < best)) [best, count] = [sf, c];
+          return best;
+        }),
+    shared,
+  );
   return {
     side,
+    analyzer,
+    surfBlob: surf.blob,
+    surfOff: surf.off,
     generation,
     numEntities: n,
     numKeywords: keywords.length,

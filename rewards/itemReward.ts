@@ -24,6 +24,7 @@
  */
 import { cogrError } from '../index/errors.ts';
 import { sharedKeywordNormalizer } from '../index/normalize.ts';
+import type { AnalyzerName } from '../index/analyzer.ts';
 import { budgetPenalty } from './layered.ts';
 import { i32 } from '../index/buffers.ts';
 import type { KeywordView } from '../index/view.ts';
@@ -71,6 +72,9 @@ const bridges = new WeakMap<KeywordView, WeakMap<KeywordView, Int32Array>>();
  * not know the keyword). Computed once per (item view, query view) pair and thread.
  */
 export function keywordBridge(itemView: KeywordView, queryView: KeywordView): Int32Array {
+  if (itemView.data.analyzer !== queryView.data.analyzer) {
+    throw cogrError('INVALID_ARGUMENT', `the item index (${itemView.data.analyzer} analyzer) and the query index (${queryView.data.analyzer} analyzer) match keywords differently; build both with one analyzer`);
+  }
   let inner = bridges.get(itemView);
   if (!inner) {
     inner = new WeakMap();
@@ -113,7 +117,7 @@ export function candidateQueries(ctx: ItemRewardContext, item: number, keywords:
   const qv = ctx.queryView;
   const ords: number[] = [];
   for (const k of keywords) {
-    const o = qv.keywordOrdinal(k);
+    const o = qv.ordinalOfKeyword(k);
     if (o >= 0) ords.push(o);
   }
   const s = ctx.itemView.data.self[item];
@@ -125,21 +129,20 @@ export function candidateQueries(ctx: ItemRewardContext, item: number, keywords:
 }
 
 // Policies sample from a limited vocabulary, so the same raw keywords recur across
-// rewards: one normaliser (with its memo) per thread.
-const normalizer = sharedKeywordNormalizer();
+// rewards: one normaliser (with its memo) per thread and analyzer.
 
 /**
- * A candidate's keywords normalised and de-duplicated (first occurrences kept, keywords
- * over the normalisation limits dropped): exactly `normalizeKeywordSet(list).keywords`,
- * through the thread's memoised normaliser.
+ * A candidate's keywords normalised and de-duplicated by match key under the query
+ * view's analyzer (first surface form of each key kept, keywords over the normalisation
+ * limits dropped), through the thread's memoised normaliser.
  */
-export function normalizeCandidate(list: readonly string[]): string[] {
-  return normalizer.set(list).keywords;
+export function normalizeCandidate(list: readonly string[], analyzer: AnalyzerName = 'none'): string[] {
+  return sharedKeywordNormalizer(analyzer).set(list).keywords;
 }
 
 /**
- * A candidate resolved against one query view: its distinct normalised keywords (first
- * occurrences kept) and the query-view ordinals of those the view knows.
+ * A candidate resolved against one query view: its distinct keywords (by match key, the
+ * first surface form kept) and the query-view ordinals of those the view knows.
  */
 export interface ResolvedCandidate {
   keywords: string[];
@@ -149,19 +152,22 @@ export interface ResolvedCandidate {
 /** Normalise a candidate (through the thread's memo) and resolve it in the context's query view. */
 export function resolveCandidate(ctx: Pick<ItemRewardContext, 'queryView'>, list: readonly string[]): ResolvedCandidate {
   const qv = ctx.queryView;
+  const normalizer = sharedKeywordNormalizer(qv.data.analyzer);
   const keywords: string[] = [];
+  const keys: string[] = [];
   const ordinals: number[] = [];
   // Linear scans beat a Set for the usual ≤ 30 keywords; long lists use a Set.
   const seen = list.length > 32 ? new Set<string>() : null;
   for (const raw of list) {
-    const k = normalizer.keyword(raw);
-    if (k === null) continue;
+    const key = normalizer.key(raw);
+    if (key === null) continue;
     if (seen) {
-      if (seen.has(k)) continue;
-      seen.add(k);
-    } else if (keywords.includes(k)) continue;
-    keywords.push(k);
-    const o = qv.keywordOrdinal(k);
+      if (seen.has(key)) continue;
+      seen.add(key);
+    } else if (keys.includes(key)) continue;
+    keys.push(key);
+    keywords.push(normalizer.keyword(raw)!);
+    const o = qv.keywordOrdinal(key);
     if (o >= 0) ordinals.push(o);
   }
   return { keywords, ordinals };
@@ -419,11 +425,11 @@ export function itemRewardFull(
   reference?: QueryCounts,
 ): number {
   checkItem(ctx, item);
-  const penalty = budgetPenalty(normalizeCandidate(candidate).length, { side: 'item', kMax: ctx.kMax });
+  const penalty = budgetPenalty(normalizeCandidate(candidate, ctx.queryView.data.analyzer).length, { side: 'item', kMax: ctx.kMax });
   if (penalty !== null) return penalty;
   const beta = ctx.beta ?? 1;
   const ref = reference ?? fullQueryCounts(ctx);
-  const next = fullQueryCounts(ctx, { item, queries: candidateQueries(ctx, item, normalizeCandidate(candidate)) });
+  const next = fullQueryCounts(ctx, { item, queries: candidateQueries(ctx, item, normalizeCandidate(candidate, ctx.queryView.data.analyzer)) });
   const { counted, nRel } = ctx.relevance;
   let sum = 0;
   for (let q = 0; q < next.nRet.length; q++) {

@@ -158,7 +158,7 @@ export class QueryScorer implements RewardScorer<QueryRewardDetail> {
   score(batch: readonly RewardSample[], opts: ScoreOptions = {}): ScoredBatch<QueryRewardDetail> {
     const out = emptyBatch<QueryRewardDetail>(opts.details ?? false);
     const { itemView, judgements: j, options } = this.data;
-    const norm = sharedKeywordNormalizer();
+    const norm = sharedKeywordNormalizer(itemView.data.analyzer);
     const layers = { side: 'query' as const, ...options };
     for (const s of batch) {
       const q = this.ids.lookup(s.id);

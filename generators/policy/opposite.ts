@@ -56,7 +56,7 @@ export class OppositeIndex {
 
   /** Number of entities posted under a normalised keyword (0 when absent). */
   keywordDf(k: string): number {
-    const o = this.view.keywordOrdinal(k);
+    const o = this.view.ordinalOfKeyword(k);
     return o < 0 ? 0 : this.view.keywordDf(o);
   }
   /** log(1 + df) / log(1 + N), in [0, 1]. */
@@ -71,7 +71,7 @@ export class OppositeIndex {
     const touched: number[] = [];
     const acc = this.acc;
     for (const w of new Set(words)) {
-      const o = this.view.wordOrdinal(w);
+      const o = this.view.wordOrdinal(this.view.analyzer.word(w));
       if (o < 0) continue;
       const idf = this.idf[o];
       for (let j = this.wpOff[o]; j < this.wpOff[o + 1]; j++) {
@@ -100,7 +100,7 @@ export class OppositeIndex {
       for (let j = d.fwdOff[e]; j < d.fwdOff[e + 1]; j++) kws.add(d.fwd[j]);
       if (d.self[e] >= 0) kws.add(d.self[e]);
       for (const k of kws) {
-        const key = this.view.keyword(k);
+        const key = this.view.surface(k);
         const v = map.get(key) ?? { c: 0, s: 0 };
         v.c++;
         v.s += 1 / (r + 1);

@@ -16,7 +16,7 @@
  *   exactly once, so these are means over all judged queries).
  */
 import bm25 from 'wink-bm25-text-search';
-import nlp from 'wink-nlp-utils';
+import { textTokens } from '../../index/analyzer.ts';
 import { z } from 'zod';
 import { cogrError } from '../../index/errors.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
@@ -27,8 +27,7 @@ import { DEFAULTS } from '../../index/defaults.ts';
 
 /** Lower-case word tokens (letters and digits), English stop words removed. */
 export function tokenize(text: string): string[] {
-  const words = text.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((w) => w.length > 0);
-  return nlp.tokens.removeWords(words);
+  return textTokens(text);
 }
 
 /** The text BM25 indexes for an item: title + text, without repeating a leading title. */

@@ -1,4 +1,4 @@
-// Minimal typings for the two wink packages the BM25 baseline uses (they ship none).
+// Minimal typings for wink-bm25-text-search, the BM25 baseline's engine (it ships none).
 declare module 'wink-bm25-text-search' {
   interface WinkBm25Config {
     fldWeights: Record<string, number>;
@@ -16,12 +16,4 @@ declare module 'wink-bm25-text-search' {
   }
   function bm25(): WinkBm25;
   export default bm25;
-}
-
-declare module 'wink-nlp-utils' {
-  const nlp: {
-    tokens: { removeWords(tokens: string[]): string[] };
-    string: { tokenize0(s: string): string[]; lowerCase(s: string): string };
-  };
-  export default nlp;
 }

@@ -5,8 +5,11 @@
  * generation (`{ generation, entries: IndexEntry[] }`), and optionally the held-out F1
  * per round (`[{ round, side, f1 }]`). Only the generated keyword sets S_e are analysed;
  * the self keyword ({q} or {i}) is not a generated keyword and is ignored. Keywords are
- * passed through `normalizeKeyword` (idempotent on stored keywords) and de-duplicated per
- * entity; a keyword the normaliser rejects is not counted.
+ * passed through `normalizeKeyword` (idempotent on stored keywords), grouped by their
+ * match key under the snapshot's analyzer (`analyzer`, default `none`; a store-backed
+ * snapshot carries its generation's) and de-duplicated per entity by key; a keyword the
+ * normaliser rejects is not counted. Every count below is per key; a keyword in a diff
+ * is shown in the surface form its entities use most, with the other forms beside it.
  *
  * Definitions (c_k = number of entities of one snapshot whose S_e contains keyword k,
  * V = the set of k with c_k > 0, n = |V|, T = Σ_k c_k the keyword occurrences):
@@ -55,16 +58,20 @@
  * AlignmentPoint = { round, queryCoverage, itemCoverage, jaccard, shared,
  *   queryDistinct, itemDistinct }
  * KeywordDiff = { from, to, added: KeywordUse[], dropped: KeywordUse[], addedTotal,
- *   droppedTotal, kept }, KeywordUse = { keyword, entities }
+ *   droppedTotal, kept }, KeywordUse = { keyword, key, forms, entities } (forms: every
+ *   surface form of the key, most used first)
  */
 import { z } from 'zod';
 import { cogrError } from '../../index/errors.ts';
 import { keywordWords, normalizeKeyword } from '../../index/normalize.ts';
+import { getAnalyzer, type AnalyzerName } from '../../index/analyzer.ts';
 import type { IndexEntry, Side } from '../../index/types.ts';
 
 export interface GenerationSnapshot {
   generation: number;
   entries: readonly IndexEntry[];
+  /** How the generation matches keywords (default `none`: the surface form is the key). */
+  analyzer?: AnalyzerName;
 }
 
 export interface F1Point {
@@ -123,7 +130,12 @@ export interface AlignmentPoint {
 }
 
 export interface KeywordUse {
+  /** The surface form the entities use most (ties: the smallest). */
   keyword: string;
+  /** The match key. */
+  key: string;
+  /** Every surface form of the key, most used first. */
+  forms: string[];
   entities: number;
 }
 
@@ -259,31 +271,47 @@ export function jaccard(a: ReadonlySet<string>, b: ReadonlySet<string>): number 
 // ---------------------------------------------------------------------------
 // Snapshots.
 
-/** A snapshot reduced to what the analysis needs: per-entity keyword sets and counts. */
+/** A snapshot reduced to what the analysis needs: per-entity key sets, counts and surface forms. */
 export interface PreparedSnapshot {
   generation: number;
   sets: Map<string, Set<string>>;
-  /** keyword → number of entities using it. */
+  /** match key → number of entities using it. */
   counts: Map<string, number>;
+  /** match key → surface form → number of entities using that form. */
+  forms: Map<string, Map<string, number>>;
   occurrences: number;
 }
 
 export function prepareSnapshot(s: GenerationSnapshot): PreparedSnapshot {
+  const an = getAnalyzer(s.analyzer ?? 'none');
   const sets = new Map<string, Set<string>>();
   const counts = new Map<string, number>();
+  const forms = new Map<string, Map<string, number>>();
   let occurrences = 0;
   for (const e of s.entries) {
     if (sets.has(e.id)) throw cogrError('DUPLICATE_ID', `entity id ${JSON.stringify(e.id)} occurs twice in generation ${s.generation}`);
     const set = new Set<string>();
     for (const raw of e.keywords) {
       const k = normalizeKeyword(raw);
-      if (k !== null) set.add(k);
+      if (k === null) continue;
+      const key = an.key(k);
+      if (set.has(key)) continue;
+      set.add(key);
+      let f = forms.get(key);
+      if (!f) forms.set(key, (f = new Map()));
+      f.set(k, (f.get(k) ?? 0) + 1);
     }
     sets.set(e.id, set);
     for (const k of set) counts.set(k, (counts.get(k) ?? 0) + 1);
     occurrences += set.size;
   }
-  return { generation: s.generation, sets, counts, occurrences };
+  return { generation: s.generation, sets, counts, forms, occurrences };
+}
+
+/** A key's use: its surface forms, most used first (ties: the smaller string). */
+function use(p: PreparedSnapshot, key: string, entities: number): KeywordUse {
+  const forms = [...(p.forms.get(key) ?? new Map([[key, 0]]))].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([f]) => f);
+  return { keyword: forms[0] ?? key, key, forms, entities };
 }
 
 function share(part: number, whole: number): number {
@@ -381,9 +409,9 @@ export function diffPrepared(from: PreparedSnapshot, to: PreparedSnapshot, limit
   let kept = 0;
   for (const [k, c] of to.counts) {
     if (from.counts.has(k)) kept++;
-    else added.push({ keyword: k, entities: c });
+    else added.push(use(to, k, c));
   }
-  for (const [k, c] of from.counts) if (!to.counts.has(k)) dropped.push({ keyword: k, entities: c });
+  for (const [k, c] of from.counts) if (!to.counts.has(k)) dropped.push(use(from, k, c));
   added.sort(byUse);
   dropped.sort(byUse);
   return {

@@ -13,6 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { cogrError } from '../../index/errors.ts';
 import type { IndexEntry, Side } from '../../index/types.ts';
+import type { AnalyzerName } from '../../index/analyzer.ts';
 import {
   analyzeDrift,
   parseDriftOptions,
@@ -27,7 +28,7 @@ import { renderDriftHtml } from './report.ts';
 
 /** The part of KeywordIndexStore the drift analysis reads. */
 export interface DriftSource {
-  listGenerations(side: Side): Promise<{ generation: number }[]>;
+  listGenerations(side: Side): Promise<{ generation: number; analyzer?: AnalyzerName }[]>;
   entries(side: Side, generation: number): Promise<IndexEntry[]>;
 }
 
@@ -41,10 +42,9 @@ export async function loadDriftInput(store: DriftSource, opts: DriftOptions = {}
   const sides: Record<Side, GenerationSnapshot[]> = { item: [], query: [] };
   for (const side of ['item', 'query'] as const) {
     const gens = (await store.listGenerations(side))
-      .map((g) => g.generation)
-      .filter((g) => g >= from && (to === null || g <= to))
-      .sort((a, b) => a - b);
-    for (const generation of gens) sides[side].push({ generation, entries: await store.entries(side, generation) });
+      .filter((g) => g.generation >= from && (to === null || g.generation <= to))
+      .sort((a, b) => a.generation - b.generation);
+    for (const g of gens) sides[side].push({ generation: g.generation, analyzer: g.analyzer, entries: await store.entries(side, g.generation) });
   }
   return { sides };
 }

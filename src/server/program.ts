@@ -291,7 +291,7 @@ export interface ProgramResult {
 const EMPTY = new Int32Array(0);
 
 function keywordSet(view: KeywordView, k: string): Int32Array {
-  const o = view.keywordOrdinal(k);
+  const o = view.ordinalOfKeyword(k);
   return o < 0 ? EMPTY : view.postings(o);
 }
 

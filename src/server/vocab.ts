@@ -3,6 +3,8 @@
  * tokenizer, exact encoder) over the keyword vocabulary of one view, so a prefix finds
  * keywords whose words start with it ("canc" → "cancer", "breast cancer"). Keywords
  * that start with the whole prefix come first, then by how many entities carry them.
+ * Keywords are shown and searched in their surface form (the form entities use most);
+ * the entity count is that of the keyword's match key.
  */
 import { Index } from 'flexsearch';
 import { normalizeSelf } from '../../index/normalize.ts';
@@ -18,8 +20,7 @@ export class VocabularyIndex {
   private readonly index: Index;
   constructor(private readonly view: KeywordView) {
     this.index = new Index({ tokenize: 'forward', encoder: 'Exact' });
-    const vocab = view.vocabulary();
-    for (let i = 0; i < vocab.length; i++) this.index.add(i, vocab[i]);
+    for (let i = 0; i < view.numKeywords; i++) this.index.add(i, view.surface(i));
   }
 
   lookup(prefix: string, limit: number): VocabHit[] {
@@ -29,7 +30,7 @@ export class VocabularyIndex {
     const words = p.split(' ');
     const hits: (VocabHit & { starts: boolean })[] = [];
     for (const id of ids) {
-      const keyword = this.view.keyword(id);
+      const keyword = this.view.surface(id);
       const kwWords = keyword.split(' ');
       // Every prefix word must begin some word of the keyword (flexsearch may be looser).
       if (!words.every((w) => kwWords.some((x) => x.startsWith(w)))) continue;

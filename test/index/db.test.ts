@@ -63,6 +63,16 @@ describe('openDb', () => {
     await check.close();
   });
 
+  it('refuses a version-1 database (before analyzers) and says how to rebuild it', async () => {
+    const path = join(dir, 'db');
+    const raw = new Level<string, string>(path);
+    await raw.put(DB_META_KEY, JSON.stringify({ version: 1, createdAt: 'x' }));
+    await raw.close();
+    const e = await openDb(path).catch((x: unknown) => x);
+    expect(isCogrError(e, 'DB_VERSION')).toBe(true);
+    expect((e as Error).message).toMatch(/format version 1, expected 2; refusing to read it: it was written by an older cogr; rebuild it: `cogr demo --fresh`/);
+  });
+
   it('refuses a non-empty LevelDB without a format record', async () => {
     const path = join(dir, 'db');
     const raw = new Level<string, string>(path);

@@ -55,9 +55,11 @@ describe('KeywordIndexStore', () => {
     const st = await store.statistics('item', 1, ['hat', 'shoes', 'wool', 'nope']);
     expect(st.numEntities).toBe(3);
     expect(st.totalLength).toBe(v1.data.totalLength);
+    // Words are analysed like the generation's keywords ("shoes" counts as "shoe").
+    expect(v1.wordOrdinal('shoes')).toBe(-1);
     expect([...st.df]).toEqual([
       ['hat', v1.data.wordDf[v1.wordOrdinal('hat')]],
-      ['shoes', v1.data.wordDf[v1.wordOrdinal('shoes')]],
+      ['shoes', v1.data.wordDf[v1.wordOrdinal('shoe')]],
       ['wool', v1.data.wordDf[v1.wordOrdinal('wool')]],
       ['nope', 0],
     ]);
@@ -75,5 +77,31 @@ describe('KeywordIndexStore', () => {
     expect(await store.writer('item').commit()).toBe(2);
     // The query side is independent.
     await expect(store.openView('query', 'latest')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('matches on analysed keys, keeps surface forms, and keeps one analyzer per lineage', async () => {
+    const w = store.writer('item');
+    w.set('a', 'Statin therapy', ['Statins', 'statin', 'LDL cholesterol']);
+    w.set('b', '', ['statin trials']);
+    expect(await w.commit()).toBe(0);
+    expect((await store.generationInfo('item', 0)).analyzer).toBe('english');
+    // One keyword per key: "Statins" and "statin" are the same keyword; the first surface form is stored.
+    expect((await store.entries('item', 0))[0].keywords).toEqual(['statins', 'ldl cholesterol']);
+    expect(await store.postings('item', 0, 'statin')).toEqual(['a']);
+    const v = await store.openView('item', 0);
+    expect(Array.from(v.match({ keywords: ['STATINS'] })).map((e) => v.id(e))).toEqual(['a']);
+    expect(v.keywordsOf(v.ordinalOf('a'))).toEqual(['ldl cholesterol', 'statins']);
+    // A generation built on it keeps its analyzer; naming another is refused.
+    expect(() => store.writer('item', { analyzer: 'nope' as never })).toThrow(/analyzer/);
+    const w1 = store.writer('item', { analyzer: 'none' });
+    w1.set('c', '', ['statins']);
+    await expect(w1.commit()).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/uses the english analyzer/) });
+    const w2 = store.writer('item', { base: null, mode: 'replace', analyzer: 'none' });
+    w2.set('c', '', ['statins']);
+    const g2 = await w2.commit();
+    const vn = await store.openView('item', g2);
+    expect(vn.analyzer.name).toBe('none');
+    expect(vn.match({ keywords: ['statin'] }).length).toBe(0);
+    expect(vn.match({ keywords: ['statins'] }).length).toBe(1);
   });
 });

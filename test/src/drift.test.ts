@@ -125,19 +125,19 @@ describe('analyzeDrift on a hand-computed case', () => {
     expect(r.sides.item.diff).toEqual({
       from: 0,
       to: 1,
-      added: [{ keyword: 'new', entities: 2 }],
-      dropped: [{ keyword: 'p q r', entities: 1 }],
+      added: [{ keyword: 'new', key: 'new', forms: ['new'], entities: 2 }],
+      dropped: [{ keyword: 'p q r', key: 'p q r', forms: ['p q r'], entities: 1 }],
       addedTotal: 1,
       droppedTotal: 1,
       kept: 2,
     });
     expect(r.sides.query.diff?.added).toEqual([
-      { keyword: 'new', entities: 2 },
-      { keyword: 'y z', entities: 1 },
+      { keyword: 'new', key: 'new', forms: ['new'], entities: 2 },
+      { keyword: 'y z', key: 'y z', forms: ['y z'], entities: 1 },
     ]);
     expect(r.sides.query.diff?.dropped).toEqual([
-      { keyword: 'foo', entities: 2 },
-      { keyword: 'x', entities: 1 },
+      { keyword: 'foo', key: 'foo', forms: ['foo'], entities: 2 },
+      { keyword: 'x', key: 'x', forms: ['x'], entities: 1 },
     ]);
   });
 
@@ -154,6 +154,22 @@ describe('analyzeDrift on a hand-computed case', () => {
   });
 });
 
+describe('keywords grouped by match key', () => {
+  it('counts surface forms of one key as one keyword and lists the forms, most used first', () => {
+    const from: GenerationSnapshot = { generation: 0, analyzer: 'english', entries: [e('a', ['heart'])] };
+    const to: GenerationSnapshot = {
+      generation: 1,
+      analyzer: 'english',
+      entries: [e('a', ['heart', 'statins', 'Statin']), e('b', ['statin']), e('c', ['statins'])],
+    };
+    const d = diffSnapshots(from, to);
+    expect(d.added).toEqual([{ keyword: 'statins', key: 'statin', forms: ['statins', 'statin'], entities: 3 }]);
+    expect(d.kept).toBe(1);
+    // Without an analyzer the two forms are two keywords.
+    expect(diffSnapshots({ ...from, analyzer: 'none' }, { ...to, analyzer: 'none' }).addedTotal).toBe(2);
+  });
+});
+
 describe('diff ordering and caps', () => {
   it('orders by use, ties by keyword, caps lists and keeps totals', () => {
     const from: GenerationSnapshot = { generation: 2, entries: [e('a', ['old1', 'old2', 'keep'])] };
@@ -164,13 +180,13 @@ describe('diff ordering and caps', () => {
     const d = diffSnapshots(from, to, 2);
     // c:3, a:2, b:1 → capped to the first two.
     expect(d.added).toEqual([
-      { keyword: 'c', entities: 3 },
-      { keyword: 'a', entities: 2 },
+      { keyword: 'c', key: 'c', forms: ['c'], entities: 3 },
+      { keyword: 'a', key: 'a', forms: ['a'], entities: 2 },
     ]);
     expect(d.addedTotal).toBe(3);
     expect(d.dropped).toEqual([
-      { keyword: 'old1', entities: 1 },
-      { keyword: 'old2', entities: 1 },
+      { keyword: 'old1', key: 'old1', forms: ['old1'], entities: 1 },
+      { keyword: 'old2', key: 'old2', forms: ['old2'], entities: 1 },
     ]);
     expect(d.droppedTotal).toBe(2);
     expect(d.kept).toBe(1);
@@ -186,7 +202,7 @@ describe('ranges and validation', () => {
     const r = analyzeDrift({ sides: { item: gens(5), query: gens(3) } }, { from: 1, to: 3 });
     expect(r.sides.item.generations.map((g) => g.generation)).toEqual([1, 2, 3]);
     expect(r.sides.query.generations.map((g) => g.generation)).toEqual([1, 2]);
-    expect(r.sides.item.diff).toMatchObject({ from: 1, to: 3, added: [{ keyword: 'k3', entities: 1 }] });
+    expect(r.sides.item.diff).toMatchObject({ from: 1, to: 3, added: [{ keyword: 'k3', key: 'k3', forms: ['k3'], entities: 1 }] });
     expect(r.alignment.map((a) => a.round)).toEqual([1, 2]);
     expect(r.range).toEqual({ from: 1, to: 3 });
   });

@@ -221,10 +221,11 @@ describe('other endpoints', () => {
   it('GET /v1/keywords finds vocabulary by word prefix; /v1/generations lists both sides', async () => {
     const { base } = await start();
     const { body } = await getJson(`${base}/v1/keywords?prefix=runn&limit=50`);
-    const expected = gen1.vocabulary().filter((k) => k.split(' ').some((w) => w.startsWith('runn')));
+    const surfaces = Array.from({ length: gen1.numKeywords }, (_, i) => gen1.surface(i));
+    const expected = surfaces.filter((k) => k.split(' ').some((w) => w.startsWith('runn')));
     expect(body.keywords.map((x: any) => x.keyword).sort()).toEqual(expected.sort());
     expect(body.keywords[0].keyword.startsWith('runn')).toBe(true);
-    for (const h of body.keywords) expect(h.entities).toBe(gen1.keywordDf(gen1.keywordOrdinal(h.keyword)));
+    for (const h of body.keywords) expect(h.entities).toBe(gen1.keywordDf(gen1.ordinalOfKeyword(h.keyword)));
     const bad = await getJson(`${base}/v1/keywords?limit=3`);
     expect(bad.status).toBe(400);
     expect(bad.body.error.message).toMatch(/^prefix:/);
