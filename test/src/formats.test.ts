@@ -8,7 +8,7 @@ import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DB_FORMAT_VERSION, DB_META_KEY, openDb } from '../../index/db.ts';
+import { DB_FORMAT_VERSION, DB_META_KEY, DB_UPGRADE_HINT, openDb } from '../../index/db.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { EmbeddedPolicy, POLICY_VERSION } from '../../generators/policy/model.ts';
 import { policyStore } from '../../src/run/policies.ts';
@@ -37,6 +37,17 @@ describe('committed databases', () => {
     expect(dbs).toContain(`db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}`);
   });
   for (const name of dbs) {
+    const version = Number(/^db-v(\d+)-/.exec(name)![1]);
+    if (version < DB_FORMAT_VERSION) {
+      it(`${name} (an older format) is refused with the version message and how to rebuild`, async () => {
+        const path = copy(name);
+        await expect(openDb(path)).rejects.toMatchObject({
+          code: 'DB_VERSION',
+          message: `database ${path} has format version ${version}, expected ${DB_FORMAT_VERSION}; refusing to read it: ${DB_UPGRADE_HINT}`,
+        });
+      });
+      continue;
+    }
     it(`${name} opens and reads back its run, generations, searches and policies`, async () => {
       const db = await openDb(copy(name));
       try {
@@ -55,7 +66,7 @@ describe('committed databases', () => {
     await db.close();
     await expect(openDb(path)).rejects.toMatchObject({
       code: 'DB_VERSION',
-      message: `database ${path} has format version ${DB_FORMAT_VERSION + 1}, expected ${DB_FORMAT_VERSION}; refusing to read it`,
+      message: `database ${path} has format version ${DB_FORMAT_VERSION + 1}, expected ${DB_FORMAT_VERSION}; refusing to read it (it was written by a newer cogr)`,
     });
   });
 
