@@ -1,0 +1,386 @@
+/**
+ * The relevance model p(item | query) behind the query planner: a logistic regression
+ * over features of (query, item) pairs, fitted on every (training query, item) pair
+ * (no down-sampling of negatives: the planner sums these probabilities, so they must be
+ * calibrated), L2-regularised (logistic.ts).
+ *
+ * Text features, from BM25 of the query text over the items' title + description
+ * (textIndex.ts), s = the item's score, s_max = the best score for the query:
+ *   sNorm    s / s_max (0 when nothing matches)
+ *   logRank  ln(1 + rank) / ln(1 + N), rank = N when the item does not match
+ *   sIdf     s / Σ idf(query words)
+ *   matched  [s > 0]
+ * Judgement features (when training judgements exist; `judgements: false` drops them):
+ *   logJudged   ln(1 + number of training queries judging the item relevant)
+ *   {text,profile,relmean}{Share,Max}: over the query's NEIGHBOURS most similar
+ *   training queries under three similarities — BM25 between query texts (normalised by
+ *   the best neighbour), overlap of the top-`profileDepth` BM25 item lists, and the
+ *   query's mean normalised BM25 over each neighbour's relevant items — the
+ *   similarity-weighted share of neighbours judging the item relevant, and the max of
+ *   similarity × [relevant].
+ * Leave-one-out: when the query is itself a training query (fitting, tuning, rollouts),
+ * its own judgements never enter its own features: it is no neighbour of itself and its
+ * judgement is not counted in logJudged.
+ */
+import type { Analyzer } from '../../index/analyzer.ts';
+import { getAnalyzer, isAnalyzerName, type AnalyzerName } from '../../index/analyzer.ts';
+import { cogrError } from '../../index/errors.ts';
+import { createRng } from '../../index/random.ts';
+import { fitLogistic, RowBuilder, sigmoid } from './logistic.ts';
+import { TextIndex } from './textIndex.ts';
+
+export const TEXT_FEATURES = ['bias', 'sNorm', 'logRank', 'sIdf', 'matched'] as const;
+export const JUDGEMENT_FEATURES = ['logJudged', 'textShare', 'textMax', 'profileShare', 'profileMax', 'relmeanShare', 'relmeanMax'] as const;
+
+export interface RelevanceItem {
+  id: string;
+  title: string;
+  text: string;
+}
+export interface RelevanceQuery {
+  id: string;
+  text: string;
+}
+
+export interface RelevanceOptions {
+  analyzer: AnalyzerName;
+  /** Use the training judgements as features (default true when there are any). */
+  judgements: boolean;
+  neighbours: number;
+  profileDepth: number;
+  l2: number;
+  /** Above this many distinct rows, non-merged negative rows are subsampled with inverse-probability weights (seeded). */
+  maxRows: number;
+  seed: number;
+}
+export const DEFAULT_RELEVANCE: RelevanceOptions = {
+  analyzer: 'english',
+  judgements: true,
+  neighbours: 10,
+  profileDepth: 50,
+  l2: 1,
+  maxRows: 4_000_000,
+  seed: 1,
+};
+
+/** The text BM25 profile of one query over the items. */
+export interface QueryProfile {
+  scores: Float64Array;
+  sMax: number;
+  sumIdf: number;
+  /** rank (1-based) of every item, N when unmatched. */
+  rank: Int32Array;
+  /** Best `profileDepth` items. */
+  top: Int32Array;
+  /** Items with s > 0, best first. */
+  ranked: Int32Array;
+}
+
+/** What the last fit did: pairs seen, distinct rows, Newton iterations, mean log-likelihood, the weights by feature. */
+export interface RelevanceFit {
+  iterations: number;
+  rows: number;
+  pairs: number;
+  logLik: number;
+  weights: Record<string, number>;
+}
+
+export interface RelevanceJSON {
+  format: 'cogr-relevance-model';
+  version: 1;
+  options: RelevanceOptions;
+  features: string[];
+  weights: number[];
+  /** Training judgements: query id, text, relevant item ids. */
+  training: [string, string, string[]][];
+}
+
+function itemText(it: RelevanceItem): string {
+  if (it.title === '' || it.text.startsWith(it.title)) return it.text;
+  return `${it.title} ${it.text}`;
+}
+
+export class RelevanceModel {
+  readonly options: RelevanceOptions;
+  readonly analyzer: Analyzer;
+  /** Items in id order (ordinals match a keyword view over the same ids). */
+  readonly itemIds: string[];
+  readonly size: number;
+  readonly dim: number;
+  readonly featureNames: string[];
+  private weights: Float64Array;
+  private readonly itemIndex: TextIndex;
+  private readonly ordinal = new Map<string, number>();
+  // training judgements
+  private readonly train: RelevanceQuery[];
+  private readonly trainPos = new Map<string, number>();
+  private readonly trainRel: Int32Array[];
+  private readonly judgedCount: Int32Array;
+  private readonly queryIndex: TextIndex | null;
+  private readonly trainTop: Int32Array[];
+  private readonly profileMemo = new Map<string, QueryProfile>();
+  private readonly mark: Int32Array;
+  private version = 0;
+
+  private constructor(items: readonly RelevanceItem[], training: readonly (readonly [RelevanceQuery, readonly string[]])[], options: RelevanceOptions, weights?: Float64Array) {
+    this.options = options;
+    this.analyzer = getAnalyzer(options.analyzer);
+    const sorted = [...items].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    this.itemIds = sorted.map((x) => x.id);
+    this.size = sorted.length;
+    this.itemIds.forEach((id, i) => this.ordinal.set(id, i));
+    this.itemIndex = new TextIndex(sorted.map(itemText), this.analyzer);
+    this.train = training.map(([q]) => q);
+    this.train.forEach((q, i) => this.trainPos.set(q.id, i));
+    this.trainRel = training.map(([, rel]) => {
+      const o = rel.map((id) => this.ordinal.get(id)).filter((x): x is number => x !== undefined);
+      return Int32Array.from(new Set(o)).sort();
+    });
+    const useJ = options.judgements && this.train.length > 0;
+    this.judgedCount = new Int32Array(this.size);
+    for (const rel of this.trainRel) for (const i of rel) this.judgedCount[i]++;
+    this.queryIndex = useJ ? new TextIndex(this.train.map((q) => q.text), this.analyzer) : null;
+    this.trainTop = useJ ? this.train.map((q) => this.profile(q.text).top) : [];
+    this.featureNames = useJ ? [...TEXT_FEATURES, ...JUDGEMENT_FEATURES] : [...TEXT_FEATURES];
+    this.dim = this.featureNames.length;
+    this.weights = weights ?? new Float64Array(this.dim);
+    this.mark = new Int32Array(this.size);
+  }
+
+  /** Fit on every (training query, item) pair. */
+  static fit(items: readonly RelevanceItem[], training: readonly (readonly [RelevanceQuery, readonly string[]])[], opts: Partial<RelevanceOptions> = {}): RelevanceModel {
+    const options = { ...DEFAULT_RELEVANCE, ...opts };
+    const m = new RelevanceModel(items, training, options);
+    m.refit();
+    return m;
+  }
+
+  /** An unfitted model (weights zero) with the given training judgements; `refit()` fits it. */
+  static create(items: readonly RelevanceItem[], training: readonly (readonly [RelevanceQuery, readonly string[]])[], opts: Partial<RelevanceOptions> = {}): RelevanceModel {
+    return new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...opts });
+  }
+
+  get usesJudgements(): boolean {
+    return this.queryIndex !== null;
+  }
+  get trainingQueries(): readonly RelevanceQuery[] {
+    return this.train;
+  }
+  isTraining(queryId: string): boolean {
+    return this.trainPos.has(queryId);
+  }
+  /** Relevant item ordinals of a training query (empty when it is not one). */
+  trainingRelevant(queryId: string): Int32Array {
+    const p = this.trainPos.get(queryId);
+    return p === undefined ? new Int32Array(0) : this.trainRel[p];
+  }
+  /** idf of an analysed word over the item texts. */
+  wordIdf(word: string): number {
+    return this.itemIndex.idfOf(word);
+  }
+  itemOrdinal(id: string): number {
+    return this.ordinal.get(id) ?? -1;
+  }
+  getWeights(): Float64Array {
+    return Float64Array.from(this.weights);
+  }
+  setWeights(w: ArrayLike<number>): void {
+    if (w.length !== this.dim) throw cogrError('INVALID_ARGUMENT', `relevance weights: expected ${this.dim}, got ${w.length}`);
+    this.weights = Float64Array.from(w);
+    this.version++;
+  }
+  /** Changes whenever the weights change (callers cache probabilities by it). */
+  get weightsVersion(): number {
+    return this.version;
+  }
+
+  /** BM25 profile of a query text over the items (memoised per text). */
+  profile(text: string): QueryProfile {
+    let p = this.profileMemo.get(text);
+    if (p) return p;
+    const { scores, sumIdf, ranked } = this.itemIndex.score(text);
+    const rank = new Int32Array(this.size).fill(this.size);
+    for (let r = 0; r < ranked.length; r++) rank[ranked[r]] = r + 1;
+    const sMax = ranked.length > 0 ? scores[ranked[0]] : 0;
+    p = { scores, sMax, sumIdf, rank, top: ranked.slice(0, this.options.profileDepth), ranked };
+    if (this.profileMemo.size >= 4096) this.profileMemo.clear();
+    this.profileMemo.set(text, p);
+    return p;
+  }
+
+  /**
+   * Feature rows of a query over every item (row-major, size × dim). When the query is a
+   * training query, its own judgements are left out.
+   */
+  features(query: RelevanceQuery): Float64Array {
+    const N = this.size;
+    const d = this.dim;
+    const x = new Float64Array(N * d);
+    const pr = this.profile(query.text);
+    const logN = Math.log1p(N);
+    for (let i = 0; i < N; i++) {
+      const o = i * d;
+      const s = pr.scores[i];
+      x[o] = 1;
+      if (s > 0) {
+        x[o + 1] = pr.sMax > 0 ? s / pr.sMax : 0;
+        x[o + 3] = pr.sumIdf > 0 ? s / pr.sumIdf : 0;
+        x[o + 4] = 1;
+      }
+      x[o + 2] = Math.log1p(pr.rank[i]) / logN;
+    }
+    if (!this.queryIndex) return x;
+    const self = this.trainPos.get(query.id);
+    const own = self === undefined ? null : this.trainRel[self];
+    for (let i = 0; i < N; i++) x[i * d + 5] = this.judgedCount[i];
+    if (own) for (const i of own) x[i * d + 5]--;
+    for (let i = 0; i < N; i++) x[i * d + 5] = Math.log1p(x[i * d + 5]);
+    const fam = this.neighbours(query, pr, self);
+    fam.forEach((nb, f) => {
+      let den = 0;
+      for (const s of nb.sim) den += s;
+      if (den <= 0) return;
+      const shareCol = 6 + 2 * f;
+      for (let r = 0; r < nb.pos.length; r++) {
+        const sim = nb.sim[r];
+        for (const i of this.trainRel[nb.pos[r]]) {
+          const o = i * d + shareCol;
+          x[o] += sim / den;
+          if (sim > x[o + 1]) x[o + 1] = sim;
+        }
+      }
+    });
+    return x;
+  }
+
+  /** The three neighbour families: training query positions and similarities, best first. */
+  private neighbours(query: RelevanceQuery, pr: QueryProfile, self: number | undefined): { pos: number[]; sim: number[] }[] {
+    const T = this.train.length;
+    const sims: Float64Array[] = [new Float64Array(T), new Float64Array(T), new Float64Array(T)];
+    // 1. BM25 between query texts, normalised by the best other training query.
+    const qs = this.queryIndex!.score(query.text);
+    let mx = 0;
+    for (let t = 0; t < T; t++) if (t !== self && qs.scores[t] > mx) mx = qs.scores[t];
+    if (mx > 0) for (let t = 0; t < T; t++) if (t !== self) sims[0][t] = qs.scores[t] / mx;
+    // 2. Overlap of the top-depth BM25 item lists.
+    const depth = this.options.profileDepth;
+    const stamp = ++this.markEpoch;
+    for (const i of pr.top) this.mark[i] = stamp;
+    for (let t = 0; t < T; t++) {
+      if (t === self) continue;
+      let ov = 0;
+      for (const i of this.trainTop[t]) if (this.mark[i] === stamp) ov++;
+      sims[1][t] = ov / depth;
+    }
+    // 3. Mean normalised BM25 of the query over each neighbour's relevant items.
+    if (pr.sMax > 0) {
+      for (let t = 0; t < T; t++) {
+        if (t === self) continue;
+        const rel = this.trainRel[t];
+        if (rel.length === 0) continue;
+        let s = 0;
+        for (const i of rel) s += pr.scores[i];
+        sims[2][t] = s / pr.sMax / rel.length;
+      }
+    }
+    const k = this.options.neighbours;
+    return sims.map((sim) => {
+      const order: number[] = [];
+      for (let t = 0; t < T; t++) if (sim[t] > 0) order.push(t);
+      order.sort((a, b) => sim[b] - sim[a] || a - b);
+      const top = order.slice(0, k);
+      return { pos: top, sim: top.map((t) => sim[t]) };
+    });
+  }
+  private markEpoch = 0;
+  /** The statistics of the last fit (null until fitted). */
+  lastFit: RelevanceFit | null = null;
+
+  /** p(item relevant | query) for every item (ordinals in id order). */
+  probabilities(query: RelevanceQuery, features?: Float64Array): Float64Array {
+    const x = features ?? this.features(query);
+    const d = this.dim;
+    const w = this.weights;
+    const p = new Float64Array(this.size);
+    for (let i = 0; i < this.size; i++) {
+      const o = i * d;
+      let z = 0;
+      for (let j = 0; j < d; j++) z += w[j] * x[o + j];
+      p[i] = sigmoid(z);
+    }
+    return p;
+  }
+
+  /** Fit (or refit) the weights on every (training query, item) pair, leave-one-out features. */
+  refit(): RelevanceFit {
+    const d = this.dim;
+    const rb = new RowBuilder(d);
+    const N = this.size;
+    let pairs = 0;
+    // Individual rows are kept; rows whose only non-zero features are the bias, logRank
+    // (= 1 for unmatched items) and logJudged are merged by logJudged's value. Two passes:
+    // the first counts the individual rows (to decide on subsampling), the second adds them.
+    const plainRow = (x: Float64Array, o: number): boolean => {
+      if (x[o + 4] !== 0) return false;
+      for (let j = 6; j < d; j++) if (x[o + j] !== 0) return false;
+      return true;
+    };
+    const used = this.train.map((_, t) => t).filter((t) => this.trainRel[t].length > 0);
+    let nIndividual = 0;
+    for (const t of used) {
+      const x = this.features(this.train[t]);
+      for (let i = 0; i < N; i++) if (!plainRow(x, i * d)) nIndividual++;
+    }
+    const keepP = nIndividual > this.options.maxRows ? this.options.maxRows / nIndividual : 1;
+    const rng = createRng(this.options.seed);
+    const relMask = new Uint8Array(N);
+    for (const t of used) {
+      const x = this.features(this.train[t]);
+      relMask.fill(0);
+      for (const i of this.trainRel[t]) relMask[i] = 1;
+      pairs += N;
+      for (let i = 0; i < N; i++) {
+        const o = i * d;
+        const row = x.subarray(o, o + d);
+        const pos = relMask[i] === 1;
+        if (plainRow(x, o)) rb.add(row, pos, `j${d > 5 ? x[o + 5] : 0}`);
+        else if (pos || keepP >= 1) rb.add(row, pos);
+        else if (rng() < keepP) rb.add(row, false, undefined, 1 / keepP);
+      }
+    }
+    const rows = rb.build();
+    const fit = fitLogistic(rows, { l2: this.options.l2 });
+    this.weights = fit.weights;
+    this.version++;
+    this.lastFit = {
+      iterations: fit.iterations,
+      rows: rows.rows,
+      pairs,
+      logLik: fit.logLik,
+      weights: Object.fromEntries(this.featureNames.map((n, j) => [n, fit.weights[j]])),
+    };
+    return this.lastFit;
+  }
+
+  toJSON(): RelevanceJSON {
+    return {
+      format: 'cogr-relevance-model',
+      version: 1,
+      options: { ...this.options },
+      features: [...this.featureNames],
+      weights: Array.from(this.weights),
+      training: this.train.map((q, t) => [q.id, q.text, Array.from(this.trainRel[t], (i) => this.itemIds[i])]),
+    };
+  }
+
+  static fromJSON(json: unknown, items: readonly RelevanceItem[]): RelevanceModel {
+    const j = json as Partial<RelevanceJSON> | null;
+    if (!j || j.format !== 'cogr-relevance-model') throw cogrError('DATA_FORMAT', 'not a relevance model (format field is not "cogr-relevance-model")');
+    if (j.version !== 1) throw cogrError('DB_VERSION', `relevance model has format version ${String(j.version)}; this cogr reads version 1`);
+    if (!j.options || !isAnalyzerName(j.options.analyzer) || !Array.isArray(j.weights) || !Array.isArray(j.training)) throw cogrError('DATA_FORMAT', 'relevance model JSON is malformed');
+    const training = j.training.map(([id, text, rel]) => [{ id, text }, rel] as const);
+    const m = new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...j.options }, Float64Array.from(j.weights));
+    if (m.dim !== j.weights.length) throw cogrError('DATA_FORMAT', `relevance model has ${j.weights.length} weights for ${m.dim} features`);
+    return m;
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * BM25 over running text (item title + description, or training query texts), the
+ * first-stage signal of the relevance model. Words come from index/analyzer.ts
+ * `textTokens` (lower-case letter/digit runs, stop words removed, analysed), postings
+ * are CSR typed arrays, and scoring is term-at-a-time into a dense accumulator:
+ *   score(d) = Σ_{w ∈ distinct words of the text} idf(w)·tf·(k1 + 1)/(tf + k1·(1 − b + b·dl/avgdl)),
+ *   idf(w) = ln(1 + (N − df + 0.5)/(df + 0.5))   (Lucene's non-negative idf; k1 1.2, b 0.75).
+ */
+import { textTokens, type Analyzer } from '../../index/analyzer.ts';
+
+export interface TextScores {
+  /** BM25 score of every document (0 when it shares no word with the text). */
+  scores: Float64Array;
+  /** Σ idf over the text's distinct words that occur in the collection. */
+  sumIdf: number;
+  /** Documents with a positive score, best first (ties: lower ordinal first). */
+  ranked: Int32Array;
+}
+
+export class TextIndex {
+  readonly size: number;
+  private readonly vocab = new Map<string, number>();
+  private readonly postOff: Int32Array;
+  private readonly postDoc: Int32Array;
+  private readonly postTf: Int32Array;
+  private readonly idf: Float64Array;
+  private readonly norm: Float64Array;
+  private readonly k1: number;
+
+  constructor(
+    docs: readonly string[],
+    readonly analyzer: Analyzer,
+    params: { k1: number; b: number } = { k1: 1.2, b: 0.75 },
+  ) {
+    const n = docs.length;
+    this.size = n;
+    this.k1 = params.k1;
+    const docTerms: Int32Array[] = new Array(n);
+    const docTfs: Int32Array[] = new Array(n);
+    const dl = new Float64Array(n);
+    const df: number[] = [];
+    let total = 0;
+    for (let d = 0; d < n; d++) {
+      const tf = new Map<number, number>();
+      const toks = textTokens(docs[d], analyzer);
+      for (const w of toks) {
+        let o = this.vocab.get(w);
+        if (o === undefined) {
+          o = this.vocab.size;
+          this.vocab.set(w, o);
+          df.push(0);
+        }
+        tf.set(o, (tf.get(o) ?? 0) + 1);
+      }
+      dl[d] = toks.length;
+      total += toks.length;
+      docTerms[d] = Int32Array.from(tf.keys());
+      docTfs[d] = Int32Array.from(tf.values());
+      for (const o of tf.keys()) df[o]++;
+    }
+    const nw = df.length;
+    this.postOff = new Int32Array(nw + 1);
+    for (let w = 0; w < nw; w++) this.postOff[w + 1] = this.postOff[w] + df[w];
+    this.postDoc = new Int32Array(this.postOff[nw]);
+    this.postTf = new Int32Array(this.postOff[nw]);
+    const cur = this.postOff.slice(0, nw);
+    for (let d = 0; d < n; d++) {
+      const ts = docTerms[d];
+      for (let j = 0; j < ts.length; j++) {
+        const p = cur[ts[j]]++;
+        this.postDoc[p] = d;
+        this.postTf[p] = docTfs[d][j];
+      }
+    }
+    this.idf = new Float64Array(nw);
+    for (let w = 0; w < nw; w++) this.idf[w] = Math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5));
+    const avgdl = n > 0 && total > 0 ? total / n : 1;
+    this.norm = new Float64Array(n);
+    for (let d = 0; d < n; d++) this.norm[d] = params.k1 * (1 - params.b + (params.b * dl[d]) / avgdl);
+  }
+
+  /** idf of an (analysed) word, the idf of an unseen word when the collection lacks it. */
+  idfOf(word: string): number {
+    const o = this.vocab.get(word);
+    return o === undefined ? Math.log(1 + (this.size + 0.5) / 0.5) : this.idf[o];
+  }
+
+  /** Distinct word ordinals of a text that occur in the collection. */
+  terms(text: string): number[] {
+    const out = new Set<number>();
+    for (const w of textTokens(text, this.analyzer)) {
+      const o = this.vocab.get(w);
+      if (o !== undefined) out.add(o);
+    }
+    return [...out];
+  }
+
+  /** BM25 of every document for a text. */
+  score(text: string): TextScores {
+    const scores = new Float64Array(this.size);
+    let sumIdf = 0;
+    const k1p = this.k1 + 1;
+    let touched = 0;
+    for (const w of this.terms(text)) {
+      const idf = this.idf[w];
+      sumIdf += idf;
+      for (let j = this.postOff[w]; j < this.postOff[w + 1]; j++) {
+        const d = this.postDoc[j];
+        const tf = this.postTf[j];
+        if (scores[d] === 0) touched++;
+        scores[d] += (idf * tf * k1p) / (tf + this.norm[d]);
+      }
+    }
+    const ranked = new Int32Array(touched);
+    let m = 0;
+    for (let d = 0; d < this.size; d++) if (scores[d] > 0) ranked[m++] = d;
+    const r = ranked.subarray(0, m);
+    r.sort();
+    const arr = Array.from(r).sort((a, b) => scores[b] - scores[a] || a - b);
+    return { scores, sumIdf, ranked: Int32Array.from(arr) };
+  }
+}

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { createRng } from '../../index/random.ts';
+import { fitLogistic, RowBuilder, sigmoid } from '../../generators/planner/logistic.ts';
+import { RelevanceModel } from '../../generators/planner/relevance.ts';
+import { TextIndex } from '../../generators/planner/textIndex.ts';
+import { getAnalyzer } from '../../index/analyzer.ts';
+
+describe('logistic regression', () => {
+  it('merged rows fit exactly like the same pairs one by one', () => {
+    const rng = createRng(4);
+    const one = new RowBuilder(3);
+    const merged = new RowBuilder(3);
+    for (let i = 0; i < 400; i++) {
+      const x = [1, Math.floor(rng() * 3), rng() < 0.5 ? 0 : 1];
+      const y = rng() < sigmoid(-1 + 0.8 * x[1] - 1.2 * x[2]);
+      one.add(x, y);
+      merged.add(x, y, x.join(','));
+    }
+    const a = fitLogistic(one.build(), { l2: 0.5 });
+    const b = fitLogistic(merged.build(), { l2: 0.5 });
+    expect(merged.build().rows).toBeLessThanOrEqual(6);
+    for (let j = 0; j < 3; j++) expect(b.weights[j]).toBeCloseTo(a.weights[j], 9);
+  });
+
+  it('recovers the generating weights from many pairs (weak L2)', () => {
+    const rng = createRng(9);
+    const rb = new RowBuilder(3);
+    for (let i = 0; i < 40_000; i++) {
+      const x = [1, rng() * 2 - 1, rng() * 2 - 1];
+      rb.add(x, rng() < sigmoid(-0.5 + 2 * x[1] - 1 * x[2]));
+    }
+    const w = fitLogistic(rb.build(), { l2: 1e-6 }).weights;
+    expect(w[0]).toBeCloseTo(-0.5, 1);
+    expect(w[1]).toBeCloseTo(2, 1);
+    expect(w[2]).toBeCloseTo(-1, 1);
+  });
+});
+
+describe('TextIndex and the text features, by hand', () => {
+  // Three documents; "statins" and "statin" are one analysed word.
+  const docs = ['statins and heart disease', 'heart failure', 'statin trials in heart patients with statin'];
+  const idx = new TextIndex(docs, getAnalyzer('english'));
+
+  it('scores BM25 (k1 1.2, b 0.75, Lucene idf) over analysed words', () => {
+    // tokens: d0 [statin, heart, diseas] (3), d1 [heart, failur] (2), d2 [statin, trial, heart, patient, statin] (5); avgdl 10/3
+    const { scores, sumIdf, ranked } = idx.score('statins');
+    const idf = Math.log(1 + (3 - 2 + 0.5) / (2 + 0.5));
+    const bm = (tf: number, dl: number) => (idf * tf * 2.2) / (tf + 1.2 * (0.25 + (0.75 * dl) / (10 / 3)));
+    expect(scores[0]).toBeCloseTo(bm(1, 3), 12);
+    expect(scores[1]).toBe(0);
+    expect(scores[2]).toBeCloseTo(bm(2, 5), 12);
+    expect(sumIdf).toBeCloseTo(idf, 12);
+    expect(Array.from(ranked)).toEqual(scores[2] > scores[0] ? [2, 0] : [0, 2]);
+  });
+
+  it('gives sNorm, logRank, sIdf and matched per item', () => {
+    const items = docs.map((text, i) => ({ id: `d${i}`, title: '', text }));
+    const m = RelevanceModel.create(items, [], { judgements: false });
+    expect(m.featureNames).toEqual(['bias', 'sNorm', 'logRank', 'sIdf', 'matched']);
+    const x = m.features({ id: 'q', text: 'statins' });
+    const { scores, sumIdf } = idx.score('statins');
+    const best = Math.max(...scores);
+    const rank = [scores[0] > scores[2] ? 1 : 2, 3, scores[2] > scores[0] ? 1 : 2];
+    for (let i = 0; i < 3; i++) {
+      const row = Array.from(x.subarray(i * 5, i * 5 + 5));
+      expect(row[0]).toBe(1);
+      expect(row[1]).toBeCloseTo(scores[i] / best, 12);
+      expect(row[2]).toBeCloseTo(Math.log1p(rank[i]) / Math.log1p(3), 12);
+      expect(row[3]).toBeCloseTo(scores[i] / sumIdf, 12);
+      expect(row[4]).toBe(scores[i] > 0 ? 1 : 0);
+    }
+  });
+
+  it('counts judgements of other training queries only (leave-one-out)', () => {
+    const items = docs.map((text, i) => ({ id: `d${i}`, title: '', text }));
+    const m = RelevanceModel.create(items, [
+      [{ id: 'a', text: 'statin' }, ['d0', 'd2']],
+      [{ id: 'b', text: 'heart failure' }, ['d1', 'd2']],
+    ]);
+    const d = m.dim;
+    const col = m.featureNames.indexOf('logJudged');
+    const own = m.features({ id: 'a', text: 'statin' });
+    const fresh = m.features({ id: 'new', text: 'statin' });
+    // d2 is judged by a and b: a held-out query sees 2, query a itself sees only b's judgement.
+    expect(fresh[2 * d + col]).toBeCloseTo(Math.log1p(2), 12);
+    expect(own[2 * d + col]).toBeCloseTo(Math.log1p(1), 12);
+    expect(own[0 * d + col]).toBeCloseTo(0, 12);
+  });
+});
