@@ -1,9 +1,9 @@
 /**
  * `npm run bench -- policy [--json] [--dataset med] [--batch 64] [--time 1000]`
  *
- * Throughput of the embedded policy on a shipped dataset, after a short SFT (2 epochs)
- * so that weights and the query side's opposite (item) index are realistic. Every task
- * handles one batch of `--batch` inputs × G = 8 samples (a GRPO group each), in one
+ * Throughput of the embedded generators on a shipped dataset, after SFT (2 epochs, M = 10)
+ * so that weights, the planner's relevance model and its item index are realistic. Every
+ * task handles one batch of `--batch` inputs × G = 8 samples (a GRPO group each), in one
  * process, with tinybench:
  * - `item_rank` (baseline): the deterministic top-10 candidate ranking of each item, 8×;
  * - `item_sample`: 8 samples per item at temperature 1.0, candidate features cached
@@ -11,8 +11,9 @@
  * - `item_cold`: the same with the candidate cache cleared first (n-gram extraction and
  *   features paid once per item, as in a first epoch);
  * - `query_bm25` (baseline): one BM25 search of the raw query on the item view, 8×;
- * - `query_sample` / `query_cold`: 8 samples per training query, cached / cold (cold
- *   includes the first-stage BM25 over the item view's word bags);
+ * - `query_sample` / `query_cold`: 8 plans per training query sampled by the query
+ *   planner (planned as held out), cached / cold (cold: the relevance features of every
+ *   item, the probabilities and the candidates recomputed);
  * - `grpo_item`: one GRPO update on the batch's 8 × batch samples.
  * Reported: mean time per batch, samples per second, and ratios to the baselines.
  */
@@ -34,12 +35,17 @@ export async function run(args: string[]): Promise<void> {
   const G = 8;
   const { corpus } = await loadDataset(dataset);
   const split = trainEvalSplit(judgedQueryIds(corpus), { seed: 1 });
-  const sft = runSft({ corpus, trainQueryIds: split.train, epochs: 2, seed: 1 });
-  const item = sft.itemPolicy;
-  const query = sft.queryPolicy;
-  const items = corpus.items.slice(0, B).map(itemInput);
   const train = new Set(split.train);
-  const queries = corpus.queries.filter((q) => train.has(q.id)).slice(0, B).map(queryInput);
+  const trainQueries = corpus.queries.filter((q) => train.has(q.id));
+  const sft = runSft({ items: corpus.items, trainQueries, relevant: corpus.relevant, M: 10, epochs: 2, seed: 1 });
+  const item = sft.itemPolicy;
+  const planner = sft.planner;
+  const itemView = planner.attached!;
+  const items = corpus.items.slice(0, B).map(itemInput);
+  const queries = trainQueries.slice(0, B).map(queryInput);
+  const planAll = () => {
+    for (const q of queries) for (let s = 0; s < G; s++) planner.plan(q, { temperature: 1, rng, asHeldOut: true });
+  };
   const rng = createRng(7);
   const sampleAll = (p: EmbeddedPolicy, xs: typeof items) => {
     for (const x of xs) for (let s = 0; s < G; s++) p.sample(x, { temperature: 1, rng });
@@ -61,12 +67,12 @@ export async function run(args: string[]): Promise<void> {
       sampleAll(item, items);
     })
     .add('query_bm25', () => {
-      for (const q of queries) for (let s = 0; s < G; s++) sft.itemView.search({ self: q.text, keywords: q.text.split(/\s+/) }, { k: 20 });
+      for (const q of queries) for (let s = 0; s < G; s++) itemView.search({ self: q.text, keywords: q.text.split(/\s+/) }, { k: 20 });
     })
-    .add('query_sample', () => sampleAll(query, queries))
+    .add('query_sample', planAll)
     .add('query_cold', () => {
-      query.clearCache();
-      sampleAll(query, queries);
+      planner.clearCache();
+      planAll();
     })
     .add('grpo_item', () => {
       item.grpoUpdate(grpoBatch, { lr: 1e-6 });
@@ -81,7 +87,7 @@ export async function run(args: string[]): Promise<void> {
     group: G,
     queriesInBatch: queries.length,
     item_candidates_mean: items.reduce((a, x) => a + item.candidateKeywords(x).length, 0) / items.length,
-    query_candidates_mean: queries.reduce((a, x) => a + query.candidateKeywords(x).length, 0) / Math.max(1, queries.length),
+    query_keywords_mean: queries.reduce((a, x) => a + planner.plan(x, { asHeldOut: true }).keywords.length, 0) / Math.max(1, queries.length),
     ms: Object.fromEntries(bench.tasks.map((t) => [t.name, m(t.name)])),
     item_samples_per_s: perS('item_sample', items.length),
     item_cold_samples_per_s: perS('item_cold', items.length),
@@ -97,11 +103,11 @@ export async function run(args: string[]): Promise<void> {
     process.stdout.write(JSON.stringify(result) + '\n');
     return;
   }
-  process.stdout.write(`embedded policy on ${dataset} (${result.items} items), batch ${B} inputs × ${G} samples\n`);
+  process.stdout.write(`embedded generators on ${dataset} (${result.items} items), batch ${B} inputs × ${G} samples\n`);
   for (const t of bench.tasks) process.stdout.write(`  ${t.name.padEnd(14)} ${m(t.name).toFixed(3).padStart(10)} ms/batch\n`);
   process.stdout.write(
     `  item samples/s ${result.item_samples_per_s} (cold ${result.item_cold_samples_per_s}), query samples/s ${result.query_samples_per_s} (cold ${result.query_cold_samples_per_s}), GRPO item samples/s ${result.grpo_item_samples_per_s}\n` +
-      `  candidates per input: item ${result.item_candidates_mean.toFixed(1)}, query ${result.query_candidates_mean.toFixed(1)}\n` +
+      `  item candidates per input ${result.item_candidates_mean.toFixed(1)}, planner keywords per query ${result.query_keywords_mean.toFixed(1)}\n` +
       `  ratios: item sample / rank ${result.item_sample_vs_rank.toFixed(2)}, item cold / cached ${result.item_cold_vs_cached.toFixed(2)}, query sample / BM25 search ${result.query_sample_vs_bm25.toFixed(2)}, query cold / cached ${result.query_cold_vs_cached.toFixed(2)}\n`,
   );
 }

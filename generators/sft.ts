@@ -1,22 +1,21 @@
 /**
- * The SFT phase (the paper's Algorithm 1) for the embedded policies:
- * 1. the base generator writes M = 10 keywords per item; for the embedded policy the base
- *    generator is its untrained candidate ranking (deterministic);
- * 2. each training query's target is the N = 15 most frequent keywords pooled (as a
- *    multiset) over its relevant items' keywords (ties: keyword order);
- * 3. both policies are trained by maximum likelihood on (item, S_i) and (query, S_q); the
- *    query policy sees the item index built from the base item keywords as its opposite
- *    side, and learns word → keyword associations from its targets.
- * `exportTrl` writes the same data as JSONL in TRL's conversational prompt–completion
- * format, with the prompts of the LLM generator (generators/prompts/).
+ * The SFT phase (the paper's Algorithm 1) for the embedded generators (runSft below): the
+ * query planner's relevance model and α are fitted on the training queries, and the item
+ * policy learns the base generator's M keywords per item. `buildQueryTargets` keeps the
+ * paper's pooled query targets (the N = 15 most frequent keywords of a query's relevant
+ * items) for LLM training; `exportTrl` writes SFT data as JSONL in TRL's conversational
+ * prompt–completion format, with the prompts of the LLM generator (generators/prompts/).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULTS } from '../index/defaults.ts';
+import { DEFAULTS, K_MAX } from '../index/defaults.ts';
+import { DEFAULT_ANALYZER, type AnalyzerName } from '../index/analyzer.ts';
 import { silentLogger, type Logger } from '../index/log.ts';
-import type { Corpus, IndexEntry, Item, Query } from '../index/types.ts';
+import type { IndexEntry, Item, Query } from '../index/types.ts';
 import { KeywordView } from '../index/view.ts';
 import { EmbeddedPolicy, type SftReport } from './policy/model.ts';
+import { KeywordPlanner, type PlannerConfig } from './planner/planner.ts';
+import { RelevanceModel, type RelevanceFit, type RelevanceOptions } from './planner/relevance.ts';
 import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt } from './prompts.ts';
 import type { GenerateInput } from './types.ts';
 
@@ -58,173 +57,116 @@ export function buildQueryTargets(
   return out;
 }
 
-/**
- * Precision-favouring query targets: for each training query, the candidate keywords of
- * the query policy (its opposite side attached) chosen greedily to maximise the F1 of
- * the matched set (S_q ∪ {q}) against rel(q) on `itemView`, in the order chosen; a
- * keyword is added only while it raises F1 by more than `minGain`. Queries for which no
- * candidate helps get no target. Reachable by construction (every target is a candidate).
- */
-export function greedyQueryTargets(
-  queryPolicy: EmbeddedPolicy,
-  itemView: KeywordView,
-  trainQueries: readonly Query[],
-  relevant: ReadonlyMap<string, ReadonlySet<string>>,
-  N = DEFAULTS.sft.queryKeywords,
-  minGain = 1e-9,
-): Map<string, string[]> {
-  const out = new Map<string, string[]>();
-  const inSet = new Uint8Array(itemView.size);
-  const isRel = new Uint8Array(itemView.size);
-  for (const q of trainQueries) {
-    const relIds = relevant.get(q.id);
-    if (!relIds || relIds.size === 0) continue;
-    const nRel = relIds.size;
-    const relOrd: number[] = [];
-    for (const id of relIds) {
-      const o = itemView.ordinalOf(id);
-      if (o >= 0) {
-        isRel[o] = 1;
-        relOrd.push(o);
-      }
-    }
-    const base = itemView.match({ self: q.text, keywords: [] });
-    let nRet = 0;
-    let tp = 0;
-    const touched: number[] = [];
-    for (const e of base) {
-      inSet[e] = 1;
-      touched.push(e);
-      nRet++;
-      tp += isRel[e];
-    }
-    const cands = queryPolicy.candidateKeywords(queryInput(q));
-    const posts = cands.map((k) => itemView.match({ keywords: [k] }));
-    const used = new Uint8Array(cands.length);
-    const chosen: string[] = [];
-    let f1 = (2 * tp) / (nRet + nRel);
-    while (chosen.length < N) {
-      let best = -1;
-      let bestF = f1 + minGain;
-      let bestTie = '';
-      for (let c = 0; c < cands.length; c++) {
-        if (used[c]) continue;
-        let dn = 0;
-        let dt = 0;
-        for (const e of posts[c]) {
-          if (!inSet[e]) {
-            dn++;
-            dt += isRel[e];
-          }
-        }
-        if (dt === 0) continue;
-        const f = (2 * (tp + dt)) / (nRet + dn + nRel);
-        if (f > bestF || (f === bestF && best >= 0 && cands[c] < bestTie)) {
-          best = c;
-          bestF = f;
-          bestTie = cands[c];
-        }
-      }
-      if (best < 0) break;
-      used[best] = 1;
-      chosen.push(cands[best]);
-      for (const e of posts[best]) {
-        if (!inSet[e]) {
-          inSet[e] = 1;
-          touched.push(e);
-          nRet++;
-          tp += isRel[e];
-        }
-      }
-      f1 = bestF;
-    }
-    for (const e of touched) inSet[e] = 0;
-    for (const o of relOrd) isRel[o] = 0;
-    if (chosen.length > 0) out.set(q.id, chosen);
-  }
-  return out;
-}
-
 /** The item index entries (self = title) for a keyword assignment. */
 export function itemEntries(items: readonly Item[], keywords: ReadonlyMap<string, readonly string[]>): IndexEntry[] {
   return items.map((it) => ({ id: it.id, self: it.title, keywords: [...(keywords.get(it.id) ?? [])] }));
 }
 
 export interface SftRunOptions {
-  corpus: Pick<Corpus, 'items' | 'queries' | 'relevant'>;
-  /** Ids of the training queries (held-out queries must not be here). */
-  trainQueryIds: readonly string[];
-  M?: number;
-  N?: number;
+  /** Every item, and the training queries with their judgements (held-out and dev queries must not be here). */
+  items: readonly Item[];
+  trainQueries: readonly Query[];
+  relevant: ReadonlyMap<string, ReadonlySet<string>>;
+  /** Keywords per item from the base generator (M), or the values to choose from on training F1. */
+  M?: number | readonly number[];
   epochs?: number;
   lr?: number;
   seed?: number;
   kMax?: number;
-  /**
-   * Query targets: 'pooled' (the paper's top-N pooled keywords of the relevant items),
-   * 'greedy' (greedyQueryTargets: F1-maximising candidates, precision-favouring), or
-   * 'both' (greedy first, then the pooled ones that are candidates, up to N). Default 'both'.
-   */
-  queryTargets?: 'pooled' | 'greedy' | 'both';
+  analyzer?: AnalyzerName;
+  relevance?: Partial<Omit<RelevanceOptions, 'analyzer'>>;
+  planner?: Partial<PlannerConfig>;
   logger?: Logger;
+  progress?: (label: string) => void;
 }
 
 export interface SftResult {
   itemPolicy: EmbeddedPolicy;
-  queryPolicy: EmbeddedPolicy;
+  planner: KeywordPlanner;
+  relevance: RelevanceModel;
+  /** The base generator's keywords per item (the item policy's SFT targets) for the chosen M. */
   itemKeywords: Map<string, string[]>;
+  /** The chosen M and the training F1 (queries planned as held out, α tuned) of every M tried. */
+  M: number;
+  mCurve: [number, number][];
+  /** The planner's keywords of every training query (planned as held out) on the base item index: the query side's SFT targets for an LLM. */
   queryTargets: Map<string, string[]>;
-  /** The item index built from the base item keywords (the query policy's opposite side). */
-  itemView: KeywordView;
   itemReport: SftReport;
-  queryReport: SftReport;
+  relevanceFit: RelevanceFit;
 }
 
+/**
+ * SFT (the paper's Algorithm 1) for the embedded generators:
+ * 1. the relevance model p(item | query) is fitted on every (training query, item) pair
+ *    (generators/planner/relevance.ts) — the query planner's supervised fit;
+ * 2. the base generator (the item policy's untrained candidate ranking) writes M keywords
+ *    per item; with several M, each is tried: the planner tunes α on the training queries
+ *    (planned as held out) against the index of those keywords, and the M with the best
+ *    training F1 is kept;
+ * 3. the item policy is trained by maximum likelihood on (item, S_i).
+ * The caller indexes the items with the trained item policy and tunes α on that index.
+ */
 export function runSft(opts: SftRunOptions): SftResult {
   const log = opts.logger ?? silentLogger;
-  const { items, queries, relevant } = opts.corpus;
+  const { items, trainQueries, relevant } = opts;
   const seed = opts.seed ?? 1;
-  const epochs = opts.epochs ?? 5;
-  const cfg = opts.kMax ? { kMax: opts.kMax } : {};
-  const itemPolicy = new EmbeddedPolicy('item', cfg);
+  const epochs = opts.epochs ?? DEFAULTS.run.sftEpochs;
+  const analyzer = opts.analyzer ?? DEFAULT_ANALYZER;
+  const training = trainQueries.map((q) => [{ id: q.id, text: q.text }, [...(relevant.get(q.id) ?? [])]] as const);
+  opts.progress?.('fitting the relevance model');
+  const relevance = RelevanceModel.fit(items, training, { ...opts.relevance, analyzer, seed });
+  const relevanceFit = relevance.lastFit!;
+  log.info('sft: relevance model fitted', { pairs: relevanceFit.pairs, rows: relevanceFit.rows, iterations: relevanceFit.iterations });
+  const planner = new KeywordPlanner(relevance, { maxKeywords: opts.kMax ?? K_MAX, ...opts.planner });
+  const itemPolicy = new EmbeddedPolicy('item', opts.kMax ? { kMax: opts.kMax } : {});
   itemPolicy.fitStats(items.map(itemInput));
-  const itemKeywords = baseItemKeywords(itemPolicy, items, opts.M ?? DEFAULTS.sft.itemKeywords);
-  log.info('sft: base item keywords', { items: items.length, M: opts.M ?? DEFAULTS.sft.itemKeywords });
-  const train = new Set(opts.trainQueryIds);
-  const trainQueries = queries.filter((q) => train.has(q.id));
-  const queryTargets = buildQueryTargets(trainQueries, relevant, itemKeywords, opts.N ?? DEFAULTS.sft.queryKeywords);
+  const Ms = typeof opts.M === 'number' ? [opts.M] : [...(opts.M ?? DEFAULTS.sft.itemKeywordsGrid)];
+  const maxM = Math.max(...Ms);
+  const ranked = new Map<string, string[]>();
+  for (const it of items) ranked.set(it.id, itemPolicy.rank(itemInput(it), maxM));
+  const inputs = trainQueries.map(queryInput);
+  let best = { M: Ms[0], f1: -Infinity, view: null as KeywordView | null };
+  const mCurve: [number, number][] = [];
+  for (const M of Ms) {
+    opts.progress?.(`trying M = ${M} keywords per item`);
+    const view = KeywordView.build('item', 0, items.map((it) => ({ id: it.id, self: it.title, keywords: ranked.get(it.id)!.slice(0, M) })), { analyzer });
+    planner.attachOpposite(view);
+    const rel = relevantOrdinals(view, relevant);
+    const t = planner.tuneAlpha(inputs, (id) => rel.get(id) ?? EMPTY);
+    mCurve.push([M, t.f1]);
+    if (t.f1 > best.f1 + 1e-12) best = { M, f1: t.f1, view };
+  }
+  const itemKeywords = new Map<string, string[]>();
+  for (const [id, ks] of ranked) itemKeywords.set(id, ks.slice(0, best.M));
+  log.info('sft: base item keywords', { items: items.length, M: best.M, trainF1: best.f1 });
+  planner.attachOpposite(best.view);
+  const relBest = relevantOrdinals(best.view!, relevant);
+  planner.tuneAlpha(inputs, (id) => relBest.get(id) ?? EMPTY);
+  const queryTargets = new Map<string, string[]>();
+  for (const q of inputs) queryTargets.set(q.id, planner.plan(q, { asHeldOut: true }).keywords);
+  opts.progress?.('training the item policy');
   const itemReport = itemPolicy.trainSft(
     items.map((it) => ({ input: itemInput(it), target: itemKeywords.get(it.id) ?? [] })),
     { epochs, lr: opts.lr, seed },
   );
   log.info('sft: item policy trained', { loss: itemReport.epochLoss.at(-1), coverage: itemReport.coverage });
+  return { itemPolicy, planner, relevance, itemKeywords, M: best.M, mCurve, queryTargets, itemReport, relevanceFit };
+}
 
-  const itemView = KeywordView.build('item', 0, itemEntries(items, itemKeywords));
-  const queryPolicy = new EmbeddedPolicy('query', cfg);
-  queryPolicy.fitStats(queries.map(queryInput));
-  queryPolicy.attachOpposite(itemView);
-  const qExamples = trainQueries.filter((q) => queryTargets.has(q.id)).map((q) => ({ input: queryInput(q), target: queryTargets.get(q.id)! }));
-  queryPolicy.fitAssociations(qExamples);
-  const mode = opts.queryTargets ?? 'both';
-  let examples = qExamples;
-  let targetsUsed = queryTargets;
-  if (mode !== 'pooled') {
-    const N = opts.N ?? DEFAULTS.sft.queryKeywords;
-    const greedy = greedyQueryTargets(queryPolicy, itemView, trainQueries, relevant, N);
-    examples = trainQueries
-      .filter((q) => greedy.has(q.id) || (mode === 'both' && queryTargets.has(q.id)))
-      .map((q) => {
-        const g = greedy.get(q.id) ?? [];
-        if (mode === 'greedy') return { input: queryInput(q), target: g };
-        const cand = new Set(queryPolicy.candidateKeywords(queryInput(q)));
-        const extra = (queryTargets.get(q.id) ?? []).filter((k) => cand.has(k) && !g.includes(k));
-        return { input: queryInput(q), target: [...g, ...extra].slice(0, N) };
-      });
-    targetsUsed = new Map(examples.map((ex) => [ex.input.id, ex.target]));
+const EMPTY: ReadonlySet<number> = new Set();
+
+/** Relevant item ordinals (in a view) of each query. */
+export function relevantOrdinals(view: KeywordView, relevant: ReadonlyMap<string, ReadonlySet<string>>): Map<string, Set<number>> {
+  const out = new Map<string, Set<number>>();
+  for (const [q, ids] of relevant) {
+    const s = new Set<number>();
+    for (const id of ids) {
+      const o = view.ordinalOf(id);
+      if (o >= 0) s.add(o);
+    }
+    out.set(q, s);
   }
-  const queryReport = queryPolicy.trainSft(examples, { epochs, lr: opts.lr, seed: seed + 1 });
-  log.info('sft: query policy trained', { queries: qExamples.length, loss: queryReport.epochLoss.at(-1), coverage: queryReport.coverage });
-  return { itemPolicy, queryPolicy, itemKeywords, queryTargets: targetsUsed, itemView, itemReport, queryReport };
+  return out;
 }
 
 /**

@@ -127,13 +127,16 @@ export interface QueryJudgementData {
   relOff: Int32Array;
   rel: Int32Array;
   nRel: Int32Array;
+  /** Per query: the keywords that do not match when it is scored (its own names, leave-one-out), joined by newlines. */
+  excludeBlob: Uint8Array;
+  excludeOff: Int32Array;
 }
 
 export function buildQueryJudgements(
   itemView: KeywordView,
   queryText: ReadonlyMap<string, string>,
   relevant: ReadonlyMap<string, ReadonlySet<string>>,
-  opts: { shared?: boolean } = {},
+  opts: { shared?: boolean; exclude?: ReadonlyMap<string, readonly string[]> } = {},
 ): QueryJudgementData {
   const shared = opts.shared ?? false;
   const ids = [...queryText.keys()];
@@ -163,5 +166,9 @@ export function buildQueryJudgements(
     ids.map((id) => queryText.get(id)!),
     shared,
   );
-  return { numQueries: n, idsBlob: idTable.blob, idsOff: idTable.off, textBlob: textTable.blob, textOff: textTable.off, relOff, rel, nRel };
+  const excludeTable = encodeStrings(
+    ids.map((id) => (opts.exclude?.get(id) ?? []).join('\n')),
+    shared,
+  );
+  return { numQueries: n, idsBlob: idTable.blob, idsOff: idTable.off, textBlob: textTable.blob, textOff: textTable.off, relOff, rel, nRel, excludeBlob: excludeTable.blob, excludeOff: excludeTable.off };
 }

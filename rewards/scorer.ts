@@ -54,6 +54,12 @@ export interface ScorerOptions {
   invalidFormatReward?: number;
   /** Reward of an over-budget output (default 0 for queries, −1 for items). */
   overBudgetReward?: number;
+  /**
+   * Query side: whether the query's own string {q} matches (default true). False scores
+   * a training query as if it were held out (leave-one-out): once items carry training
+   * queries' strings, {q} would match exactly its relevant items.
+   */
+  matchSelf?: boolean;
 }
 
 /** Counts behind a query reward. */
@@ -108,6 +114,12 @@ export interface Judgements {
   queryText?: ReadonlyMap<string, string>;
   /** Queries whose F counts in the item reward (default: those with a relevant item). */
   counted?: ReadonlySet<string>;
+  /**
+   * Query side: keywords of a query that do not match when it is scored (they still
+   * count for the format and budget layers) — a training query's own names when it is
+   * scored as held out, since items may have adopted them.
+   */
+  exclude?: ReadonlyMap<string, readonly string[]>;
 }
 
 /** The plain data of a query-side scorer (typed arrays may sit on SharedArrayBuffer). */
@@ -146,12 +158,14 @@ export class QueryScorer implements RewardScorer<QueryRewardDetail> {
   readonly side = 'query' as const;
   private readonly ids: StringTable;
   private readonly texts: StringTable;
+  private readonly excluded: StringTable;
   private readonly beta: number;
 
   constructor(readonly data: QueryScorerData) {
     const j = data.judgements;
     this.ids = new StringTable(j.idsBlob, j.idsOff, j.numQueries);
     this.texts = new StringTable(j.textBlob, j.textOff, j.numQueries);
+    this.excluded = new StringTable(j.excludeBlob, j.excludeOff, j.numQueries);
     this.beta = data.options.beta ?? DEFAULTS.run.beta;
   }
 
@@ -169,12 +183,15 @@ export class QueryScorer implements RewardScorer<QueryRewardDetail> {
       const rel = j.rel.subarray(j.relOff[q], j.relOff[q + 1]);
       const nRel = j.nRel[q];
       const text = this.texts.all()[q];
+      const ex = this.excluded.all()[q];
+      const excluded = ex.length === 0 ? null : new Set(ex.split('\n').map((k) => norm.key(k)));
       const detail: QueryRewardDetail = { matched: 0, truePositives: 0, relevant: nRel, precision: 0, recall: 0 };
       const r = layered(
         s.keywords,
         (list) => norm.set(list),
         (p) => {
-          const res = queryResult(itemView, text, p.keywords, rel, nRel, this.beta);
+          const keywords = excluded ? p.keywords.filter((k) => !excluded.has(norm.key(k))) : p.keywords;
+          const res = queryResult(itemView, options.matchSelf === false ? undefined : text, keywords, rel, nRel, this.beta);
           detail.matched = res.nRet;
           detail.truePositives = res.tp;
           detail.precision = res.precision;
@@ -249,7 +266,12 @@ export function queryScorerData(
   opts: { queryView?: KeywordView | null; shared?: boolean } = {},
 ): QueryScorerData {
   const text = judgements.queryText ?? queryTextOf(opts.queryView);
-  return { side: 'query', itemView, judgements: buildQueryJudgements(itemView, text, judgements.relevant, { shared: opts.shared }), options: withDefaults(options) };
+  return {
+    side: 'query',
+    itemView,
+    judgements: buildQueryJudgements(itemView, text, judgements.relevant, { shared: opts.shared, ...(judgements.exclude ? { exclude: judgements.exclude } : {}) }),
+    options: withDefaults(options),
+  };
 }
 
 /**

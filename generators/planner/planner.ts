@@ -74,7 +74,8 @@ export interface PlannerConfig {
   /**
    * What a GRPO update may change: 'all' (θ per keyword, θ_stop, ln α and the relevance
    * weights w), 'terms' (θ per keyword only: the global parameters stay as the supervised
-   * fit and α tuning left them) or 'global' (θ_stop, ln α and w: no per-keyword term).
+   * fit and α tuning left them) or 'global' (θ_stop and ln α: two parameters shared by
+   * every query, the relevance weights staying as the supervised fit left them).
    */
   grpoParams: 'all' | 'terms' | 'global';
   /** L2 shrinkage of every parameter a GRPO step touches (towards its SFT value for w, 0 for the rest). */
@@ -465,7 +466,7 @@ export class KeywordPlanner implements KeywordGenerator {
         if (this.terms.size > 0) theta[c] = this.terms.get(view.keyword(cand[c])) ?? 0;
       }
       // w-gradient bookkeeping: Σ p(1−p)x over U, over all items, and per candidate over its items outside U
-      const wantW = opts.grad !== undefined && this.config.grpoParams !== 'terms';
+      const wantW = opts.grad !== undefined && this.config.grpoParams === 'all';
       const wantTerms = this.config.grpoParams !== 'global';
       const dim = this.relevance.dim;
       const map = this.viewToModel!;
@@ -722,6 +723,8 @@ export class KeywordPlanner implements KeywordGenerator {
     if (this.config.grpoParams !== 'terms') {
       this.stopBias = this.adagrad('stop', this.stopBias, g.stop, lr);
       this.alpha = Math.exp(this.adagrad('lnAlpha', Math.log(this.alpha), g.lnAlpha, lr));
+    }
+    if (this.config.grpoParams === 'all') {
       const w = this.relevance.getWeights();
       let changed = false;
       for (let j = 0; j < w.length; j++) {
@@ -752,12 +755,12 @@ export class KeywordPlanner implements KeywordGenerator {
   }
 
   /** A saved planner over the given items (their texts rebuild the relevance model's BM25 index). */
-  static fromJSON(json: unknown, items: readonly RelevanceItem[]): KeywordPlanner {
+  static fromJSON(json: unknown, items: readonly RelevanceItem[], reuse?: RelevanceModel | null): KeywordPlanner {
     const j = json as Partial<PlannerJSON> | null;
     if (!j || typeof j !== 'object' || j.format !== PLANNER_FORMAT) throw cogrError('DATA_FORMAT', `not a query planner (format field is not "${PLANNER_FORMAT}")`);
     if (j.version !== PLANNER_VERSION) throw cogrError('DB_VERSION', `query planner has format version ${String(j.version)}; this cogr reads version ${PLANNER_VERSION} only (rerun the co-evolution run)`);
     if (!j.config || !j.params) throw cogrError('DATA_FORMAT', 'query planner JSON is malformed (config, params)');
-    const p = new KeywordPlanner(RelevanceModel.fromJSON(j.relevance, items), j.config);
+    const p = new KeywordPlanner(RelevanceModel.fromJSON(j.relevance, items, reuse), j.config);
     p.setParams(j.params);
     return p;
   }

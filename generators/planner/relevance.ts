@@ -29,6 +29,9 @@ import { createRng } from '../../index/random.ts';
 import { fitLogistic, RowBuilder, sigmoid } from './logistic.ts';
 import { TextIndex } from './textIndex.ts';
 
+/** Bytes of feature rows a model keeps (rows cost items × features × 8 bytes per query; features do not depend on the weights). */
+const FEATURE_MEMO_BYTES = 256 << 20;
+
 export const TEXT_FEATURES = ['bias', 'sNorm', 'logRank', 'sIdf', 'matched'] as const;
 export const JUDGEMENT_FEATURES = ['logJudged', 'textShare', 'textMax', 'profileShare', 'profileMax', 'relmeanShare', 'relmeanMax'] as const;
 
@@ -213,6 +216,20 @@ export class RelevanceModel {
    * training query, its own judgements are left out.
    */
   features(query: RelevanceQuery): Float64Array {
+    const key = `${query.id}\u0001${query.text}`;
+    const hit = this.featureMemo.get(key);
+    if (hit) return hit;
+    const x = this.computeFeatures(query);
+    if (this.featureBytes + x.byteLength > FEATURE_MEMO_BYTES) {
+      this.featureMemo.clear();
+      this.featureBytes = 0;
+    }
+    this.featureMemo.set(key, x);
+    this.featureBytes += x.byteLength;
+    return x;
+  }
+
+  private computeFeatures(query: RelevanceQuery): Float64Array {
     const N = this.size;
     const d = this.dim;
     const x = new Float64Array(N * d);
@@ -293,6 +310,13 @@ export class RelevanceModel {
     });
   }
   private markEpoch = 0;
+  private readonly featureMemo = new Map<string, Float64Array>();
+  private featureBytes = 0;
+  /** Identifies options and training judgements (what the features depend on). */
+  get signature(): string {
+    return (this.sig ??= JSON.stringify([this.options, this.train.map((q, t) => [q.id, q.text, Array.from(this.trainRel[t], (i) => this.itemIds[i])])]));
+  }
+  private sig: string | null = null;
   /** The statistics of the last fit (null until fitted). */
   lastFit: RelevanceFit | null = null;
 
@@ -373,11 +397,21 @@ export class RelevanceModel {
     };
   }
 
-  static fromJSON(json: unknown, items: readonly RelevanceItem[]): RelevanceModel {
+  /**
+   * A saved model over the given items. `reuse`: a model built from the same items,
+   * options and training judgements (its BM25 indexes and cached features are kept; only
+   * the weights are replaced) — the loop reloads the same model at every step.
+   */
+  static fromJSON(json: unknown, items: readonly RelevanceItem[], reuse?: RelevanceModel | null): RelevanceModel {
     const j = json as Partial<RelevanceJSON> | null;
     if (!j || j.format !== 'cogr-relevance-model') throw cogrError('DATA_FORMAT', 'not a relevance model (format field is not "cogr-relevance-model")');
     if (j.version !== 1) throw cogrError('DB_VERSION', `relevance model has format version ${String(j.version)}; this cogr reads version 1`);
     if (!j.options || !isAnalyzerName(j.options.analyzer) || !Array.isArray(j.weights) || !Array.isArray(j.training)) throw cogrError('DATA_FORMAT', 'relevance model JSON is malformed');
+    const signature = JSON.stringify([j.options, j.training]);
+    if (reuse && reuse.signature === signature && reuse.size === items.length && reuse.dim === j.weights.length) {
+      reuse.setWeights(j.weights);
+      return reuse;
+    }
     const training = j.training.map(([id, text, rel]) => [{ id, text }, rel] as const);
     const m = new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...j.options }, Float64Array.from(j.weights));
     if (m.dim !== j.weights.length) throw cogrError('DATA_FORMAT', `relevance model has ${j.weights.length} weights for ${m.dim} features`);

@@ -3,7 +3,10 @@
  *
  * Item side: the 1–3-word n-grams of title + text (text cut to ITEM_TEXT_BUDGET) with no
  * stop word at either edge, plus the normalised title; at most `maxItemCandidates`, chosen
- * by a fixed tf·idf prior. Query side: the query's own n-grams, the query string itself,
+ * by a fixed tf·idf prior. Query side: the query's own n-grams, the query string itself,; with a query side attached (the
+ * item half-rounds), also the keywords the frozen query generation offers the item —
+ * those of training queries that judge it relevant or rank it high — with their own
+ * dense features (qJudged, qRanked, qPrec, fromQuery)
  * expansion keywords of the opposite (item) index's top-m BM25 entities for the query's
  * words, and association keywords learned from SFT data (word → keyword).
  *
@@ -38,7 +41,13 @@ export const DENSE = [
   'prec', // carriers among the top-m opposite entities / df (share of its postings there; query side)
   'precSq', // prec² (lets the log-linear score favour near-pure keywords)
   'dfRel', // log(1 + df) − log(1 + topM), clipped to [−3, 3], / 3 (df relative to the first-stage depth; query side)
+  'qJudged', // log(1 + training queries judging the item relevant that offer it) (item side, query-side keywords)
+  'qRanked', // log(1 + training queries ranking the item high that offer it) (item side)
+  'qPrec', // judging queries offering it / training queries carrying it in the query generation (item side)
+  'fromQuery', // offered by the query side (item side)
 ] as const;
+/** The query-side dense features (trainable with grpoParams 'sparse+query' and 'query'). */
+export const QUERY_SIDE_FEATURES: readonly (typeof DENSE)[number][] = ['qJudged', 'qRanked', 'qPrec', 'fromQuery'];
 export const D = DENSE.length;
 export const DI: Record<(typeof DENSE)[number], number> = Object.fromEntries(DENSE.map((n, i) => [n, i])) as never;
 
@@ -50,6 +59,8 @@ export interface CandidateConfig {
   topM: number;
   maxExpansion: number;
   maxAssoc: number;
+  /** Most query-side keywords offered per item (item side). */
+  maxQuerySide: number;
 }
 export const DEFAULT_CANDIDATES: CandidateConfig = {
   maxNgram: 3,
@@ -58,7 +69,24 @@ export const DEFAULT_CANDIDATES: CandidateConfig = {
   topM: 20,
   maxExpansion: 48,
   maxAssoc: 24,
+  maxQuerySide: 48,
 };
+
+/**
+ * What the item side borrows from the frozen query side: for an item id, the keywords
+ * the query generation offers it (from training queries that judge the item relevant or
+ * rank it high), each with how many judging and high-ranking queries offer it and the
+ * share of the keyword's carriers that judge the item relevant.
+ */
+export interface QuerySide {
+  offers(itemId: string): readonly QueryOffer[];
+}
+export interface QueryOffer {
+  keyword: string;
+  judged: number;
+  ranked: number;
+  precision: number;
+}
 
 /** Word statistics of one side's inputs (for the idf feature). */
 export interface WordStats {
@@ -153,6 +181,7 @@ export function extractCandidates(
   stats: WordStats | null,
   opposite: OppositeIndex | null,
   assoc: Associations | null,
+  querySide: QuerySide | null = null,
 ): RawCandidate[] {
   const { title, text } = inputWords(side, input);
   const all = [...title, ...text];
@@ -222,6 +251,16 @@ export function extractCandidates(
     f[DI.inTitle] = side === 'item' ? 1 : 0;
     f[DI.firstPos] = 0;
     if (normalizeKeyword(self) === null) out.delete(self); // over the keyword limits: cannot be emitted
+  }
+  if (side === 'item' && querySide) {
+    for (const o of querySide.offers(input.id).slice(0, cfg.maxQuerySide)) {
+      if (normalizeKeyword(o.keyword) !== o.keyword) continue;
+      const f = base(o.keyword);
+      f[DI.qJudged] = Math.log1p(o.judged);
+      f[DI.qRanked] = Math.log1p(o.ranked);
+      f[DI.qPrec] = o.precision;
+      f[DI.fromQuery] = 1;
+    }
   }
   if (side === 'query') {
     if (opposite) {

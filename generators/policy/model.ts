@@ -19,7 +19,7 @@ import { createRng, deriveSeed, type Rng } from '../../index/random.ts';
 import type { Side } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import type { GenerateInput, GenerateOptions, KeywordGenerator, KeywordSample } from '../types.ts';
-import { D, DEFAULT_CANDIDATES, extractCandidates, inputWords, type Associations, type WordStats } from './candidates.ts';
+import { D, DEFAULT_CANDIDATES, extractCandidates, inputWords, type Associations, type QuerySide, type WordStats } from './candidates.ts';
 import { OppositeIndex } from './opposite.ts';
 import { PolicyParams, sequenceOf, type CandidateSet, type PolicyConfig } from './params.ts';
 import { greedySequence, sampleSequence, sequenceLogProb } from './sampling.ts';
@@ -42,6 +42,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
   readonly config: PolicyConfig;
   readonly params: PolicyParams;
   private opposite: OppositeIndex | null = null;
+  private querySide: QuerySide | null = null;
   private stats: WordStats | null = null;
   private assoc: Associations | null = null;
   private cache = new Map<string, CandidateSet>();
@@ -55,7 +56,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
       keywordFeatures: true,
       pairFeatures: true,
       greedyStop: 'argmax',
-      grpoParams: side === 'item' ? 'sparse' : 'all',
+      grpoParams: side === 'item' ? 'query' : 'all',
       ...config,
     };
     if (!Number.isInteger(this.config.kMax) || this.config.kMax < 1) throw cogrError('INVALID_ARGUMENT', `kMax must be a positive integer, got ${this.config.kMax}`);
@@ -75,6 +76,16 @@ export class EmbeddedPolicy implements KeywordGenerator {
   /** Attach the opposite side's frozen view (or detach with null); clears the candidate cache. */
   attachOpposite(view: KeywordView | null): void {
     this.opposite = view ? new OppositeIndex(view) : null;
+    this.cache.clear();
+  }
+  /**
+   * Attach (or detach) what the item side may borrow from the frozen query side: the
+   * keywords the query generation offers each item (candidates.ts QuerySide). Clears the
+   * candidate cache.
+   */
+  attachQuerySide(querySide: QuerySide | null): void {
+    if (querySide && this.side !== 'item') throw cogrError('INVALID_ARGUMENT', 'only an item policy borrows keywords from the query side');
+    this.querySide = querySide;
     this.cache.clear();
   }
   /** Fit the word statistics (idf feature) on this side's inputs; clears the candidate cache. */
@@ -131,7 +142,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
     const title = input.title ?? '';
     let cs = this.cache.get(key);
     if (cs && cs.text === input.text && cs.title === title) return cs;
-    const raw = extractCandidates(this.side, input, this.config, this.stats, this.opposite, this.assoc);
+    const raw = extractCandidates(this.side, input, this.config, this.stats, this.opposite, this.assoc, this.querySide);
     const n = raw.length;
     const dense = new Float64Array(n * D);
     const spOff = new Int32Array(n + 1);

@@ -25,12 +25,16 @@ export interface PolicyConfig extends CandidateConfig {
   /** Greedy decoding's stop rule (see greedySequence in sampling.ts): 'mass' or 'argmax'. */
   greedyStop: 'mass' | 'argmax';
   /**
-   * Parameters a GRPO update may change: 'all', or 'sparse' (the per-keyword and pair
-   * weights only; dense and stop weights keep their SFT values). Default: 'sparse' on the
-   * item side, where the reward sees only training queries and shared dense/stop weights
-   * would carry its "fewer keywords is safer" signal to every item; 'all' on the query side.
+   * Parameters a GRPO update may change: 'all'; 'sparse' (the per-keyword and pair
+   * weights only; dense and stop weights keep their SFT values); 'sparse+query' (also the
+   * dense weights of the query-side features, item side); or 'query' (only those four
+   * dense weights). Default 'query' on the item side: the reward sees only training
+   * queries, so per-keyword or shared text weights would tune every item's own keywords
+   * to the training queries' current plans (measured: held-out F1 fell on MED and
+   * NFCorpus), while the query-side weights decide only which offered keywords an item
+   * adopts; 'all' on the query side.
    */
-  grpoParams: 'all' | 'sparse';
+  grpoParams: 'all' | 'sparse' | 'sparse+query' | 'query';
 }
 
 export const STOP_B = D;
@@ -103,6 +107,8 @@ function grow(a: Float64Array): Float64Array {
   return b;
 }
 
+const NONE_TRAIN: ReadonlySet<number> = new Set();
+
 export class PolicyParams {
   w: Float64Array;
   private g2: Float64Array;
@@ -114,8 +120,10 @@ export class PolicyParams {
   private readonly keys: string[] = new Array(SPARSE0).fill('');
   /** Changes with every update: cached scores of an older version are stale. */
   version = 0;
-  /** Gradients of parameters below this index are not accumulated (GRPO with grpoParams 'sparse'). */
+  /** Gradients of parameters below this index are not accumulated (GRPO with grpoParams 'sparse'), except those in `alsoTrain`. */
   gradFrom = 0;
+  /** Dense indices below `gradFrom` that still train (grpoParams 'sparse+query' and 'query': the query-side features). */
+  alsoTrain: ReadonlySet<number> = NONE_TRAIN;
 
   constructor(side: Side) {
     const cap = 1024;
@@ -188,7 +196,7 @@ export class PolicyParams {
   }
 
   addGrad(i: number, v: number): void {
-    if (i < this.gradFrom) return;
+    if (i < this.gradFrom && !this.alsoTrain.has(i)) return;
     if (!this.mark[i]) {
       this.mark[i] = 1;
       this.touched.push(i);
@@ -199,14 +207,14 @@ export class PolicyParams {
   /** Adds v · φ(c) (dense and sparse features of candidate c) to the gradient. */
   addCandGrad(cs: CandidateSet, c: number, v: number): void {
     const o = c * D;
-    if (this.gradFrom === 0) for (let d = 0; d < D; d++) if (cs.dense[o + d] !== 0) this.addGrad(d, v * cs.dense[o + d]);
+    if (this.gradFrom === 0 || this.alsoTrain.size > 0) for (let d = 0; d < D; d++) if (cs.dense[o + d] !== 0) this.addGrad(d, v * cs.dense[o + d]);
     for (let j = cs.spOff[c]; j < cs.spOff[c + 1]; j++) this.addGrad(cs.spIdx[j], v);
   }
 
   /** Adagrad ascent step on the accumulated gradient (minus L2), then clear it; `from`: first parameter that may change. */
   step(lr: number, l2: number, from = 0): void {
     for (const i of this.touched) {
-      if (i < from) {
+      if (i < from && !this.alsoTrain.has(i)) {
         this.grad[i] = 0;
         this.mark[i] = 0;
         continue;

@@ -9,7 +9,8 @@ import { D, type Associations, type WordStats } from './candidates.ts';
 import { STOP_A, STOP_B, type PolicyConfig, type PolicyParams } from './params.ts';
 
 export const POLICY_FORMAT = 'cogr-embedded-policy';
-export const POLICY_VERSION = 2;
+/** 3: four query-side dense features (qJudged, qRanked, qPrec, fromQuery) for the item side. */
+export const POLICY_VERSION = 3;
 
 export interface PolicyJSON {
   format: typeof POLICY_FORMAT;

@@ -9,6 +9,10 @@ import { createRng, shuffle } from '../../index/random.ts';
 import type { GenerateInput } from '../types.ts';
 import { SPARSE0, sequenceOf, type CandidateSet, type PolicyConfig, type PolicyParams } from './params.ts';
 import { sequenceLogProb } from './sampling.ts';
+import { DI, QUERY_SIDE_FEATURES } from './candidates.ts';
+
+/** Dense indices of the query-side features (trainable with grpoParams 'sparse+query'). */
+const QUERY_SIDE_INDICES: ReadonlySet<number> = new Set(QUERY_SIDE_FEATURES.map((n) => DI[n]));
 
 export interface SftExample {
   input: GenerateInput;
@@ -123,7 +127,8 @@ export function grpoUpdate(p: Trainable, batch: readonly GrpoSample[], opts: Grp
     return { b, cs, seq, ref };
   });
   const stats: GrpoStats = { objective: 0, meanRatio: 0, clipFraction: 0, kl: 0, skipped: 0 };
-  params.gradFrom = config.grpoParams === 'sparse' ? SPARSE0 : 0;
+  params.gradFrom = config.grpoParams === 'all' ? 0 : config.grpoParams === 'query' ? Number.MAX_SAFE_INTEGER : SPARSE0;
+  params.alsoTrain = config.grpoParams === 'sparse+query' || config.grpoParams === 'query' ? QUERY_SIDE_INDICES : new Set();
   try {
     for (let it = 0; it < steps; it++) {
       let obj = 0;
@@ -162,6 +167,7 @@ export function grpoUpdate(p: Trainable, batch: readonly GrpoSample[], opts: Grp
     }
   } finally {
     params.gradFrom = 0;
+    params.alsoTrain = new Set();
   }
   return stats;
 }

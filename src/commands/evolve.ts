@@ -18,6 +18,7 @@ import { openDb } from '../../index/db.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { writeDriftReport } from '../drift/fromStore.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
+import { DEFAULT_ANALYZER } from '../../index/analyzer.ts';
 import { stderrLogger } from '../../index/log.ts';
 import type { Corpus } from '../../index/types.ts';
 import { Bm25Index } from '../baseline/bm25.ts';
@@ -25,7 +26,7 @@ import { bm25OnSplit, type SplitBaseline } from '../evolve/baseline.ts';
 import { parseRunConfig, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { runCoevolution, type RunResult } from '../evolve/run.ts';
-import { f1Points, type StepRecord } from '../run/state.ts';
+import { bestStep, f1Points, type StepRecord } from '../run/state.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { renderTable } from '../table.ts';
@@ -54,6 +55,13 @@ interface RunFlags {
   groupingDelta?: string;
   workers?: string;
   evalFraction?: string;
+  analyzer?: string;
+  devFraction?: string;
+  adoptZ?: string;
+  sftItemKeywords?: string;
+  plannerParams?: string;
+  plannerLr?: string;
+  itemQuerySide?: string;
   json?: boolean;
   fresh?: boolean;
   quiet?: boolean;
@@ -70,14 +78,21 @@ function addRunOptions(cmd: Command, dbHelp: string): Command {
     .option('--rounds <n>', `co-evolution rounds R (paper: ${r.rounds})`)
     .option('--group-size <n>', `GRPO samples per input G (paper: ${r.groupSize})`)
     .option('--k-max <n>', `keyword budget K_max on both sides (paper: ${DEFAULTS.kMax})`)
-    .option('--query-epochs <n>', `query-side GRPO epochs per round (paper: ${r.queryEpochs})`)
-    .option('--item-epochs <n>', `item-side GRPO epochs per round (paper: ${r.itemEpochs})`)
+    .option('--query-epochs <n>', `query-side GRPO epochs per round (default ${r.queryEpochs}; the paper: 10)`)
+    .option('--item-epochs <n>', `item-side GRPO epochs per round (default ${r.itemEpochs}; the paper: 5)`)
     .option('--sft-epochs <n>', 'SFT epochs')
     .option('--items-per-epoch <n>', 'items sampled per item-side epoch (0 = all)')
     .option('--lr <x>', 'learning rate of the GRPO updates')
     .option('--kl <x>', 'KL coefficient to the SFT policy')
     .option('--beta <x>', 'F-beta instead of F1 in the rewards and metrics')
     .option('--decode <mode>', 'indexing/evaluation decoding: greedy | sample')
+    .option('--analyzer <name>', `how keywords match: english (Porter2 stems) | none (surface forms) (default ${DEFAULT_ANALYZER})`)
+    .option('--dev-fraction <x>', `share of the training queries carved out as the dev split that decides adoption (default ${r.devFraction}; 0: every step adopted)`)
+    .option('--adopt-z <z>', `a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (default ${r.adoptZ})`)
+    .option('--sft-item-keywords <m>', `keywords per item from the base generator: a number, or auto (the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}; default)`)
+    .option('--planner-params <which>', `what the planner's GRPO moves: global (stop term and α) | terms (per-keyword terms) | all (and the relevance weights) (default ${DEFAULTS.planner.grpoParams})`)
+    .option('--planner-lr <x>', `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`)
+    .option('--item-query-side <what>', `what the query side offers items: labels (the names of training queries) | keywords (all their keywords) (default ${r.itemQuerySide})`)
     .option('--grouping <mode>', 'GRPO groups: exact (each input) | semantic (near-identical inputs pooled, CoSearch; default exact)')
     .option('--grouping-delta <x>', `semantic grouping: token-F1 threshold δ (default ${DEFAULTS.grouping.delta})`)
     .option('--workers <n>', 'reward worker threads (default: number of cores)')
@@ -108,6 +123,13 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
   set('groupingDelta', num('--grouping-delta', flags.groupingDelta, false));
   set('workers', num('--workers', flags.workers, true));
   set('evalFraction', num('--eval-fraction', flags.evalFraction, false));
+  set('analyzer', flags.analyzer);
+  set('devFraction', num('--dev-fraction', flags.devFraction, false));
+  set('adoptZ', num('--adopt-z', flags.adoptZ, false));
+  if (flags.sftItemKeywords !== undefined) set('sftItemKeywords', flags.sftItemKeywords === 'auto' ? 'auto' : num('--sft-item-keywords', flags.sftItemKeywords, true));
+  set('plannerParams', flags.plannerParams);
+  set('plannerLr', num('--planner-lr', flags.plannerLr, false));
+  set('itemQuerySide', flags.itemQuerySide);
   return parseRunConfig(input);
 }
 
@@ -139,11 +161,14 @@ async function runOne(dbPath: string, corpus: Corpus, config: RunConfig, flags: 
 const f4 = (x: number): string => x.toFixed(4);
 
 export function renderSteps(steps: readonly StepRecord[], baseline: SplitBaseline | null): string {
+  const best = bestStep(steps);
   const rows = steps.map((s) => [
     s.step,
     String(s.round),
     s.phase,
     `${s.itemGeneration}/${s.queryGeneration}`,
+    s.dev ? f4(s.dev.f1) : '',
+    s.phase === 'sft' ? '' : s.adopted ? 'yes' : 'no',
     f4(s.metrics.precision),
     f4(s.metrics.recall),
     f4(s.metrics.f1),
@@ -154,17 +179,19 @@ export function renderSteps(steps: readonly StepRecord[], baseline: SplitBaselin
     String(s.vocabulary.query),
     s.train ? s.train.seconds.toFixed(1) : '',
   ]);
-  if (baseline) rows.push([`BM25 (cut-off ${baseline.cutoff})`, '', 'baseline', '', f4(baseline.precision), f4(baseline.recall), f4(baseline.f1), f4(baseline.ndcg10), '', '', '', '', '']);
+  if (best) rows.push([`cogr (best dev: ${best.step})`, '', 'result', `${best.itemGeneration}/${best.queryGeneration}`, best.dev ? f4(best.dev.f1) : '', '', f4(best.metrics.precision), f4(best.metrics.recall), f4(best.metrics.f1), f4(best.metrics.ndcg10), best.metrics.meanKeywords.toFixed(1), best.metrics.meanMatched.toFixed(1), '', '', '']);
+  if (baseline) rows.push([`BM25 (cut-off ${baseline.cutoff})`, '', 'baseline', '', '', '', f4(baseline.precision), f4(baseline.recall), f4(baseline.f1), f4(baseline.ndcg10), '', String(baseline.cutoff), '', '', '']);
   return renderTable(
-    ['step', 'round', 'trained', 'gen i/q', 'P', 'R', 'F1', 'nDCG@10', 'kw/q', 'matched/q', 'item vocab', 'query vocab', 'seconds'],
+    ['step', 'round', 'trained', 'gen i/q', 'dev F1', 'adopted', 'P', 'R', 'F1', 'nDCG@10', 'kw/q', 'matched/q', 'item vocab', 'query vocab', 'seconds'],
     rows,
-    { right: [1, 4, 5, 6, 7, 8, 9, 10, 11, 12] },
+    { right: [1, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14] },
   );
 }
 
 interface FoldOutcome {
   fold: number;
   evalQueries: number;
+  devQueries: number;
   baseline: SplitBaseline;
   steps: StepRecord[];
 }
@@ -175,31 +202,59 @@ function weightedMean(parts: { w: number; v: number }[]): number {
   return W === 0 ? 0 : parts.reduce((s, p) => s + p.w * p.v, 0) / W;
 }
 
+/**
+ * The k-fold summary (`cogr evolve --json`): per step, means over all held-out queries
+ * (folds weighted by their held-out queries) and over all dev queries (`dev_f1`), how
+ * many folds adopted it, mean matched-set size and keywords per query; `final` is each
+ * fold's best dev step (its last adopted one), averaged the same way; per fold, its final
+ * F1 beside its BM25 baseline. F1 is the mean of per-query F1 (it can sit below both mean
+ * P and mean R).
+ */
 export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOutcome[]) {
-  const metricsOf = (pick: (f: FoldOutcome) => { f1: number; precision: number; recall: number; ndcg10: number }) => ({
+  type M = { f1: number; precision: number; recall: number; ndcg10: number; meanMatched?: number; meanKeywords?: number };
+  const metricsOf = (pick: (f: FoldOutcome) => M) => ({
     f1: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).f1 }))),
     precision: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).precision }))),
     recall: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).recall }))),
     ndcg10: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).ndcg10 }))),
+    meanMatched: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).meanMatched ?? 0 }))),
+    meanKeywords: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).meanKeywords ?? 0 }))),
   });
   const stepCount = Math.min(...folds.map((f) => f.steps.length));
   const rounds = Array.from({ length: stepCount }, (_, i) => {
     const s0 = folds[0].steps[i];
-    return { round: s0.round, side: s0.phase, step: s0.step, ...metricsOf((f) => f.steps[i].metrics) };
+    return {
+      round: s0.round,
+      side: s0.phase,
+      step: s0.step,
+      ...metricsOf((f) => f.steps[i].metrics),
+      dev_f1: weightedMean(folds.map((f) => ({ w: f.steps[i].dev?.queries ?? 0, v: f.steps[i].dev?.f1 ?? 0 }))),
+      adopted: folds.filter((f) => f.steps[i].adopted).length,
+    };
   });
+  const bestOf = (f: FoldOutcome) => bestStep(f.steps) ?? f.steps[f.steps.length - 1];
+  const final = folds.length && stepCount > 0 ? { ...metricsOf((f) => bestOf(f).metrics), dev_f1: weightedMean(folds.map((f) => ({ w: bestOf(f).dev?.queries ?? 0, v: bestOf(f).dev?.f1 ?? 0 }))), steps: folds.map((f) => bestOf(f).step) } : null;
+  const baseline = metricsOf((f) => ({ ...f.baseline, meanMatched: f.baseline.cutoff, meanKeywords: 0 }));
   return {
     dataset,
     folds: folds.length,
     config,
-    baseline: metricsOf((f) => f.baseline),
+    baseline,
     rounds,
-    final: rounds.length ? { ...rounds[rounds.length - 1] } : null,
-    perFold: folds.map((f) => ({
-      fold: f.fold,
-      evalQueries: f.evalQueries,
-      baseline: f.baseline,
-      steps: f.steps.map((s) => ({ step: s.step, round: s.round, side: s.phase, ...s.metrics, vocabulary: s.vocabulary })),
-    })),
+    final,
+    foldsAboveBaseline: folds.filter((f) => bestOf(f).metrics.f1 > f.baseline.f1).length,
+    perFold: folds.map((f) => {
+      const b = bestOf(f);
+      return {
+        fold: f.fold,
+        evalQueries: f.evalQueries,
+        devQueries: f.devQueries,
+        baseline: f.baseline,
+        final: { step: b.step, f1: b.metrics.f1, precision: b.metrics.precision, recall: b.metrics.recall, dev_f1: b.dev?.f1 ?? null },
+        aboveBaseline: b.metrics.f1 > f.baseline.f1,
+        steps: f.steps.map((s) => ({ step: s.step, round: s.round, side: s.phase, dev_f1: s.dev?.f1 ?? null, adopted: s.adopted, alpha: s.alpha ?? null, ...s.metrics, vocabulary: s.vocabulary })),
+      };
+    }),
   };
 }
 
@@ -254,16 +309,20 @@ export function register(program: Command): void {
       const dbPath = flags.db ? join(flags.db, `fold-${k}`) : join(cogrHome(), 'evolve', slug(config.dataset), `fold-${k}`, 'db');
       stderrLogger.info(`fold ${k + 1}/${folds}: ${dbPath}`);
       const res = await runOne(dbPath, corpus, config, flags);
-      outcomes.push({ fold: k, evalQueries: res.split.eval.length, baseline: bm25OnSplit(corpus, res.split, DEFAULTS.baseline.maxCutoff, bm25), steps: res.steps });
+      outcomes.push({ fold: k, evalQueries: res.split.eval.length, devQueries: res.split.dev.length, baseline: bm25OnSplit(corpus, res.split, DEFAULTS.baseline.maxCutoff, bm25), steps: res.steps });
     }
     const summary = summarizeFolds(base.dataset, base, outcomes);
     if (flags.json) {
       process.stdout.write(JSON.stringify(summary) + '\n');
       return;
     }
-    const rows = summary.rounds.map((r) => [r.step, String(r.round), r.side, f4(r.precision), f4(r.recall), f4(r.f1), f4(r.ndcg10)]);
-    rows.push(['BM25 (tuned cut-off)', '', 'baseline', f4(summary.baseline.precision), f4(summary.baseline.recall), f4(summary.baseline.f1), f4(summary.baseline.ndcg10)]);
-    process.stdout.write(`\nCoGR on ${corpus.name}, ${outcomes.length} fold(s) of ${folds}: means over all held-out queries\n\n`);
-    process.stdout.write(renderTable(['step', 'round', 'trained', 'P', 'R', 'F1', 'nDCG@10'], rows, { right: [1, 3, 4, 5, 6] }));
+    const n = outcomes.length;
+    const rows = summary.rounds.map((r) => [r.step, String(r.round), r.side, f4(r.dev_f1), `${r.adopted}/${n}`, f4(r.precision), f4(r.recall), f4(r.f1), f4(r.ndcg10), r.meanKeywords.toFixed(1), r.meanMatched.toFixed(1)]);
+    if (summary.final) rows.push(['cogr (best dev step per fold)', '', 'result', f4(summary.final.dev_f1), '', f4(summary.final.precision), f4(summary.final.recall), f4(summary.final.f1), f4(summary.final.ndcg10), summary.final.meanKeywords.toFixed(1), summary.final.meanMatched.toFixed(1)]);
+    rows.push(['BM25 (tuned cut-off)', '', 'baseline', '', '', f4(summary.baseline.precision), f4(summary.baseline.recall), f4(summary.baseline.f1), f4(summary.baseline.ndcg10), '', summary.baseline.meanMatched.toFixed(1)]);
+    process.stdout.write(`\nCoGR on ${corpus.name}, ${n} fold(s) of ${folds}: means over all held-out queries (dev F1: over the dev queries carved from each fold's training queries)\n\n`);
+    process.stdout.write(renderTable(['step', 'round', 'trained', 'dev F1', 'adopted', 'P', 'R', 'F1', 'nDCG@10', 'kw/q', 'matched/q'], rows, { right: [1, 3, 5, 6, 7, 8, 9, 10] }));
+    const per = summary.perFold.map((f) => [String(f.fold), f.final.step, f4(f.final.f1), f4(f.baseline.f1), f.aboveBaseline ? 'yes' : 'no']);
+    process.stdout.write('\n' + renderTable(['fold', 'best dev step', 'F1', 'BM25 F1', 'above'], per, { right: [0, 2, 3] }));
   });
 }

@@ -6,10 +6,12 @@
  *
  * Reads JSONL lines {"id", "text", "title"?} and prints, with --json, one JSON object
  * mapping each id to its list of sampled keyword sets (a readable line per sample
- * otherwise). The embedded generator uses an untrained policy unless --policy (from the
- * project database) or --policy-file (a PolicyJSON file) is given; --opposite attaches the
- * opposite side's index generation from the database (query-side expansion candidates);
- * with --policy on the query side, the latest item generation is attached by default.
+ * otherwise). Embedded, item side: an untrained item policy unless --policy (from the
+ * project database) or --policy-file (a PolicyJSON file) is given; --opposite attaches a
+ * query generation (features of the item policy). Embedded, query side: the query planner
+ * saved by `cogr sft`, `cogr demo` or `cogr evolve` (--policy round, default latest), over
+ * the dataset it was fitted on (its items rebuild the relevance model), planning against
+ * the item generation --opposite names (default: the latest).
  * The openai generator reads OPENAI_BASE_URL, OPENAI_API_KEY and COGR_MODEL unless the
  * flags are given, and caches generations in the project database (`llm-cache`).
  */
@@ -21,12 +23,12 @@ import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
-import type { Side } from '../../index/types.ts';
 import { OpenAIGenerator, llmOptionsFromEnv } from '../../generators/llm.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import type { GenerateInput, KeywordGenerator } from '../../generators/types.ts';
 import { idSchema, readJsonl } from '../datasets/common.ts';
-import { llmCache, loadPolicy, policyStore } from '../run/policies.ts';
+import { llmCache, loadPlanner, loadPolicy, plannerSource, policyStore } from '../run/policies.ts';
+import { loadRunCorpus } from '../run/corpus.ts';
 import { dbPath, parseChoice, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption, withLlmOptions, type LlmFlags } from './options.ts';
 
 const LineSchema = z.object({ id: idSchema, text: z.string(), title: z.string().optional() });
@@ -67,7 +69,19 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
   try {
     if (needDb) db = await openDb(dbPath(flags.db), { logger: stderrLogger });
     let gen: KeywordGenerator;
-    if (generator === 'embedded') {
+    if (generator === 'embedded' && side === 'query') {
+      if (flags.policyFile !== undefined) throw cogrError('INVALID_ARGUMENT', '--policy-file: the embedded query generator is a saved query planner; use --policy <round|latest> with the database it is in');
+      if (!db) db = await openDb(dbPath(flags.db), { logger: stderrLogger, createIfMissing: false });
+      const store = policyStore(db);
+      const source = await plannerSource(store);
+      if (!source) throw cogrError('NOT_FOUND', `no query planner in ${db.path} (run cogr sft, cogr demo or cogr evolve first)`);
+      const { corpus } = await loadRunCorpus(source, stderrLogger);
+      const planner = await loadPlanner(store, parseLatestOr('--policy', flags.policy ?? 'latest'), corpus.items);
+      const items = new KeywordIndexStore(db);
+      if ((await items.latest('item')) === null) throw cogrError('NOT_FOUND', `no item index in ${db.path} for the query planner to plan against (see cogr sft --commit-index)`);
+      planner.attachOpposite(await items.openView('item', parseLatestOr('--opposite', flags.opposite ?? 'latest')));
+      gen = planner;
+    } else if (generator === 'embedded') {
       let policy: EmbeddedPolicy;
       if (flags.policy !== undefined) {
         policy = await loadPolicy(policyStore(db!), side, parseLatestOr('--policy', flags.policy));
@@ -84,16 +98,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
         policy = new EmbeddedPolicy(side);
         policy.fitStats(inputs);
       }
-      const other: Side = side === 'query' ? 'item' : 'query';
-      if (flags.opposite !== undefined) {
-        policy.attachOpposite(await new KeywordIndexStore(db!).openView(other, parseLatestOr('--opposite', flags.opposite)));
-      } else if (db && side === 'query') {
-        const store = new KeywordIndexStore(db);
-        if ((await store.latest(other)) !== null) policy.attachOpposite(await store.openView(other, 'latest'));
-        else stderrLogger.warn('no item index in the database: the query policy has no expansion candidates (see cogr sft --commit-index)');
-      } else if (side === 'query') {
-        stderrLogger.warn('no item index attached: the query policy has no expansion candidates (use --policy or --opposite with a database)');
-      }
+      if (flags.opposite !== undefined) policy.attachOpposite(await new KeywordIndexStore(db!).openView('query', parseLatestOr('--opposite', flags.opposite)));
       gen = policy;
     } else {
       if (flags.policy !== undefined || flags.policyFile !== undefined) throw cogrError('INVALID_ARGUMENT', '--policy and --policy-file apply to --generator embedded only');
@@ -126,9 +131,9 @@ export function register(program: Command): void {
         .option('--temperature <t>', 'sampling temperature (0 = greedy for embedded)', String(DEFAULTS.decoding.index.temperature))
         .option('--top-p <p>', `nucleus mass of sampling (default ${DEFAULTS.decoding.index.topP}; 1 = none)`)
         .option('--seed <n>', 'sampling seed', String(DEFAULTS.run.seed))
-        .option('--policy <round>', 'embedded: load the saved policy of this round (or "latest") from the project database')
-        .option('--policy-file <path>', 'embedded: load a policy JSON file')
-        .option('--opposite <generation>', 'embedded: attach the opposite side index generation (or "latest") from the database'),
+        .option('--policy <round>', 'embedded: the saved item policy or query planner of this round (or "latest") from the project database')
+        .option('--policy-file <path>', 'embedded, item side: load a policy JSON file')
+        .option('--opposite <generation>', 'embedded: the opposite side index generation (or "latest") from the database: the query generation for the item policy, the item generation the planner plans against (default latest)'),
     ),
   )
     .option('--concurrency <n>', `openai: parallel requests (default ${DEFAULTS.llm.concurrency})`)

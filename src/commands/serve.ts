@@ -12,12 +12,13 @@
  * endpoint.
  */
 import type { Command } from 'commander';
+import type { Item } from '../../index/types.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
 import { stderrLogger, type Logger } from '../../index/log.ts';
 import { llmOptionsFromEnv, OpenAIGenerator } from '../../generators/llm.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
-import { listPolicyRounds, loadPolicy, policyStore } from '../run/policies.ts';
+import { listPolicyRounds, loadPlanner, policyStore } from '../run/policies.ts';
 import { readRunAt } from '../run/state.ts';
 import { buildSearchServer } from '../server/app.ts';
 import { storeDriftProvider } from '../server/drift.ts';
@@ -34,11 +35,12 @@ interface ServeFlags extends ServerFlags, LlmFlags {
   maxQueryLength?: string;
 }
 
-/** The query keyword source of a round: its saved embedded policy, an LLM endpoint, or none. */
+/** The query keyword source of a round: its saved query planner, an LLM endpoint, or none. */
 export function keywordSourceFactory(
   generator: string,
   flags: LlmFlags,
   log: Logger,
+  items?: readonly Item[],
 ): (ctx: KeywordSourceContext) => Promise<QueryKeywordSource | null> {
   const kind = parseChoice('--generator', generator, ['embedded', 'openai', 'none'] as const);
   if (kind === 'none') return async () => null;
@@ -49,19 +51,23 @@ export function keywordSourceFactory(
   }
   return async ({ round, db, item }) => {
     const store = policyStore(db);
-    const rounds = await listPolicyRounds(store, 'query');
+    const rounds = await listPolicyRounds(store, 'planner');
     if (rounds.length === 0) {
-      log.warn('no query policy saved in the database: searches use the raw query only (fallback no_generator)');
+      log.warn('no query planner saved in the database: searches use the raw query only (fallback no_generator)');
       return null;
     }
-    // The round's policy, or the newest one saved at or before it.
+    if (!items) {
+      log.warn('the query planner needs the run\'s items (no stored run and no --dataset): searches use the raw query only (fallback no_generator)');
+      return null;
+    }
+    // The round's planner, or the newest one saved at or before it.
     const usable = round === null ? rounds : rounds.filter((r) => r <= round);
     const pick = usable.length ? usable[usable.length - 1] : rounds[0];
-    const policy = await loadPolicy(store, 'query', pick);
-    policy.attachOpposite(item);
-    log.info('query keywords from the embedded policy', { policyRound: pick, servedRound: round });
+    const planner = await loadPlanner(store, pick, items);
+    planner.attachOpposite(item);
+    log.info('query keywords from the query planner', { plannerRound: pick, servedRound: round });
     // Greedy decoding: the same query always gets the same keywords (and caches well).
-    return generatorKeywordSource(policy, { temperature: 0 });
+    return generatorKeywordSource(planner, { temperature: 0 });
   };
 }
 
@@ -74,7 +80,7 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
     dbPath: server.dbPath,
     round: server.round,
     ...(corpus ? { corpus } : {}),
-    keywordSource: keywordSourceFactory(flags.generator, flags, log),
+    keywordSource: keywordSourceFactory(flags.generator, flags, log, corpus?.items),
     log,
   });
   const live = new LiveSnapshot(loader, log);
@@ -100,7 +106,7 @@ export function register(program: Command): void {
       d,
       'round to serve',
       'the admin endpoints',
-    ).option('--generator <kind>', "query keywords from: embedded (the round's saved policy), openai (an endpoint), none (raw query only)", 'embedded'),
+    ).option('--generator <kind>', "query keywords from: embedded (the round's saved query planner), openai (an endpoint), none (raw query only)", 'embedded'),
   )
     .option('--dataset <name|path>', "dataset of the index: item titles and structured fields for field predicates (default: the stored run's)")
     .option('--budget-ms <ms>', `time budget for generating a query's keywords (default ${d.keywordBudgetMs})`)

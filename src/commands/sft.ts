@@ -1,14 +1,17 @@
 /**
  * `cogr sft --dataset <name|path> [--format f] [--seed n] [--eval-fraction f] [--epochs n]
- *   [--m 10] [--n 15] [--export <dir>] [--commit-index] [--db <path>] [--json]`
+ *   [--m auto|n] [--n 15] [--query-targets planner|pooled] [--export <dir>] [--commit-index]
+ *   [--db <path>] [--json]`
  *
- * The SFT phase (Algorithm 1) for the embedded policies on the training queries of a
+ * The SFT phase (Algorithm 1) for the embedded generators on the training queries of a
  * seeded train/eval split (the same split as `cogr evolve` with the same seed and
- * fraction): base item keywords (M per item), query targets (N per training query), both
- * policies trained and saved as round 0 in the project database (`policies` sublevel).
- * `--commit-index` also commits the base item keywords as a new item index generation
- * (what the query policy was trained against). `--export <dir>` also writes item.jsonl and query.jsonl in TRL's conversational
- * prompt–completion format.
+ * fraction): the query planner's relevance model and α, the base item keywords (M per
+ * item, chosen on training F1 with `--m auto`) and the item policy trained on them, both
+ * saved as round 0 in the project database (`policies` sublevel). `--commit-index` also
+ * commits the base item keywords as a new item index generation. `--export <dir>` also
+ * writes item.jsonl and query.jsonl in TRL's conversational prompt–completion format, the
+ * query targets being the planner's keywords (default) or the paper's pooled targets (the
+ * N most frequent keywords of a query's relevant items).
  */
 import type { Command } from 'commander';
 import { openDb } from '../../index/db.ts';
@@ -16,9 +19,9 @@ import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
-import { exportTrl, itemEntries, runSft } from '../../generators/sft.ts';
+import { buildQueryTargets, exportTrl, itemEntries, runSft } from '../../generators/sft.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
-import { policyStore, savePolicy } from '../run/policies.ts';
+import { policyStore, savePlanner, savePolicy } from '../run/policies.ts';
 import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
 import { dbPath, parseIntFlag, withDatasetOptions, withDbOption, type DatasetFlags } from './options.ts';
 
@@ -28,6 +31,7 @@ interface SftFlags extends DatasetFlags {
   epochs: string;
   m: string;
   n: string;
+  queryTargets: string;
   export?: string;
   commitIndex?: boolean;
   db?: string;
@@ -42,8 +46,9 @@ export function register(program: Command): void {
       .option('--seed <n>', 'split and training seed', String(DEFAULTS.run.seed))
       .option('--eval-fraction <f>', 'share of judged queries held out', String(DEFAULTS.run.evalFraction))
       .option('--epochs <n>', 'SFT epochs per policy', String(DEFAULTS.run.sftEpochs))
-      .option('--m <n>', 'keywords per item from the base generator (M)', String(DEFAULTS.sft.itemKeywords))
-      .option('--n <n>', 'keywords per query target (N)', String(DEFAULTS.sft.queryKeywords))
+      .option('--m <n>', `keywords per item from the base generator (M), or auto: the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}`, 'auto')
+      .option('--n <n>', 'keywords per pooled query target (N, with --query-targets pooled)', String(DEFAULTS.sft.queryKeywords))
+      .option('--query-targets <kind>', 'exported query targets: planner (its keywords, planned as held out) or pooled (the paper\'s)', 'planner')
       .option('--export <dir>', 'also write item.jsonl / query.jsonl in TRL conversational prompt–completion format')
       .option('--commit-index', 'also commit the item index built from the base item keywords as a new item generation'),
   )
@@ -51,40 +56,44 @@ export function register(program: Command): void {
     .action(async (flags: SftFlags) => {
       const seed = parseIntFlag('--seed', flags.seed, 0)!;
       const epochs = parseIntFlag('--epochs', flags.epochs, 0)!;
-      const M = parseIntFlag('--m', flags.m, 1)!;
+      const M = flags.m === 'auto' ? [...DEFAULTS.sft.itemKeywordsGrid] : parseIntFlag('--m', flags.m, 1)!;
       const N = parseIntFlag('--n', flags.n, 1)!;
+      if (flags.queryTargets !== 'planner' && flags.queryTargets !== 'pooled') throw cogrError('INVALID_ARGUMENT', `--query-targets: expected planner or pooled, got ${JSON.stringify(flags.queryTargets)}`);
       const evalFraction = Number(flags.evalFraction);
       if (!(evalFraction > 0 && evalFraction < 1)) throw cogrError('INVALID_ARGUMENT', `--eval-fraction: expected a number in (0, 1), got ${JSON.stringify(flags.evalFraction)}`);
       const { corpus } = await loadDataset(flags.dataset, { format: parseFormat(flags.format), logger: stderrLogger });
       const split = trainEvalSplit(judgedQueryIds(corpus), { seed, evalFraction });
-      const r = runSft({ corpus, trainQueryIds: split.train, M, N, epochs, seed, logger: stderrLogger });
+      const train = new Set(split.train);
+      const trainQueries = corpus.queries.filter((q) => train.has(q.id));
+      const r = runSft({ items: corpus.items, trainQueries, relevant: corpus.relevant, M, epochs, seed, logger: stderrLogger });
       const db = await openDb(dbPath(flags.db), { logger: stderrLogger });
       let itemGeneration: number | null = null;
       try {
         const store = policyStore(db);
         await savePolicy(store, 0, r.itemPolicy);
-        await savePolicy(store, 0, r.queryPolicy);
+        await savePlanner(store, 0, r.planner, { dataset: flags.dataset, ...(flags.format ? { format: flags.format } : {}) });
         if (flags.commitIndex) {
           const w = new KeywordIndexStore(db).writer('item', { mode: 'replace', base: null });
           for (const e of itemEntries(corpus.items, r.itemKeywords)) w.set(e.id, e.self, e.keywords);
-          itemGeneration = await w.commit({ source: 'sft-base', dataset: corpus.name, M });
+          itemGeneration = await w.commit({ source: 'sft-base', dataset: corpus.name, M: r.M });
         }
       } finally {
         await db.close();
       }
-      const exported = flags.export
-        ? exportTrl(flags.export, { items: corpus.items, itemKeywords: r.itemKeywords, queries: corpus.queries, queryTargets: r.queryTargets })
-        : null;
+      const queryTargets = flags.queryTargets === 'pooled' ? buildQueryTargets(trainQueries, corpus.relevant, r.itemKeywords, N) : r.queryTargets;
+      const exported = flags.export ? exportTrl(flags.export, { items: corpus.items, itemKeywords: r.itemKeywords, queries: corpus.queries, queryTargets }) : null;
       const summary = {
         dataset: corpus.name,
         items: corpus.items.length,
         trainQueries: split.train.length,
         evalQueries: split.eval.length,
-        queryTargets: r.queryTargets.size,
+        itemKeywords: r.M,
+        itemKeywordsCurve: r.mCurve,
         itemLoss: r.itemReport.epochLoss,
-        queryLoss: r.queryReport.epochLoss,
         itemTargetCoverage: r.itemReport.coverage,
-        queryTargetCoverage: r.queryReport.coverage,
+        relevance: r.relevanceFit,
+        alpha: r.planner.alpha,
+        queryTargets: queryTargets.size,
         savedRound: 0,
         itemGeneration,
         exported: exported && flags.export ? { dir: flags.export, ...exported } : null,
@@ -93,9 +102,10 @@ export function register(program: Command): void {
       else {
         process.stdout.write(
           `SFT on ${summary.dataset}: ${summary.items} items, ${summary.trainQueries} training queries (${summary.evalQueries} held out)\n` +
+            `relevance model: ${summary.relevance.pairs} (query, item) pairs in ${summary.relevance.rows} rows, ${summary.relevance.iterations} Newton steps; planner α ${summary.alpha}\n` +
+            `item keywords M = ${summary.itemKeywords} (training F1 by M: ${summary.itemKeywordsCurve.map(([m, f]) => `${m}: ${f.toFixed(4)}`).join(', ')})\n` +
             `item policy: loss ${summary.itemLoss.map((x) => x.toFixed(3)).join(' → ')}, target coverage ${summary.itemTargetCoverage.toFixed(3)}\n` +
-            `query policy: loss ${summary.queryLoss.map((x) => x.toFixed(3)).join(' → ')}, target coverage ${summary.queryTargetCoverage.toFixed(3)}\n` +
-            `saved both policies as round 0` +
+            `saved the item policy and the planner as round 0` +
             (itemGeneration !== null ? `; committed the base item index as item generation ${itemGeneration}` : '') +
             (exported ? `; wrote ${exported.item} item and ${exported.query} query examples to ${flags.export}` : '') +
             '\n',

@@ -1,16 +1,18 @@
 /**
- * Held-out evaluation of a (query policy, item generation) pair: each held-out query's
- * keywords are decoded by the query policy (greedy, or sampled at the run's decode
- * temperature and top-p, seeded per query), the whole
- * matched set is retrieved by the CoGR rule and ranked by BM25; P/R/F1 of the whole
- * set and the ranked metrics are macro-averaged (src/metrics.ts).
+ * Held-out evaluation of a (query generator, item generation) pair: each held-out query's
+ * keywords come from the query planner (greedy, or sampled at the run's decode
+ * temperature, seeded per query), the whole matched set is retrieved by the CoGR rule
+ * and ranked by BM25; P/R/F1 of the whole set and the ranked metrics are macro-averaged
+ * (src/metrics.ts). F1 is the mean of per-query F1, so it can sit below both mean P and
+ * mean R.
  */
 import { createRng, deriveSeed } from '../../index/random.ts';
 import type { Corpus, Query } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
-import type { EmbeddedPolicy } from '../../generators/policy/model.ts';
+import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
+import { fBetaFromCounts } from '../../rewards/setMetrics.ts';
 import type { RunConfig } from '../run/config.ts';
 import type { HeldOutMetrics } from '../run/state.ts';
 
@@ -19,13 +21,24 @@ export interface QueryKeywordsFn {
 }
 
 /**
- * Decode a query's keywords with the policy as the run's config says: greedy, or sampled
- * at the decode temperature and seeded per query.
+ * A query's keywords from the planner as the run's config says: greedy, or sampled at
+ * the decode temperature and seeded per query.
  */
-export function policyKeywords(policy: EmbeddedPolicy, seed: number, config: Pick<RunConfig, 'decode' | 'decodeTemperature' | 'topP'>): QueryKeywordsFn {
-  if (config.decode === 'greedy') return (q) => policy.decode(queryInput(q), { greedy: true }).keywords;
-  const { decodeTemperature: temperature, topP } = config;
-  return (q) => policy.decode(queryInput(q), { temperature, topP, rng: createRng(deriveSeed(seed, 'eval', q.id)) }).keywords;
+export function plannerKeywords(planner: KeywordPlanner, seed: number, config: Pick<RunConfig, 'decode' | 'decodeTemperature'>): QueryKeywordsFn {
+  if (config.decode === 'greedy') return (q) => planner.plan(queryInput(q)).keywords;
+  const temperature = config.decodeTemperature;
+  return (q) => planner.plan(queryInput(q), { temperature, rng: createRng(deriveSeed(seed, 'eval', q.id)) }).keywords;
+}
+
+/** F_β of each query's whole matched set (the planner's keywords and {q}), in order. */
+export function perQueryF(itemView: KeywordView, queries: readonly Query[], keywordsOf: QueryKeywordsFn, relevant: ReadonlyMap<string, ReadonlySet<string>>, beta = 1): number[] {
+  return queries.map((q) => {
+    const m = itemView.match({ self: q.text, keywords: keywordsOf(q) });
+    const rel = relevant.get(q.id) ?? new Set<string>();
+    let tp = 0;
+    for (const e of m) if (rel.has(itemView.id(e))) tp++;
+    return fBetaFromCounts(m.length, rel.size, tp, beta);
+  });
 }
 
 export function evaluateHeldOut(

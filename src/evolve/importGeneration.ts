@@ -13,9 +13,9 @@ import { deriveSeed } from '../../index/random.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus, Side } from '../../index/types.ts';
 import { jsonlRecords } from '../datasets/common.ts';
-import { loadPolicy, policyStore } from '../run/policies.ts';
+import { loadPlanner, policyStore } from '../run/policies.ts';
 import { readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
-import { evaluateHeldOut, policyKeywords, type QueryKeywordsFn } from './evaluate.ts';
+import { evaluateHeldOut, plannerKeywords, type QueryKeywordsFn } from './evaluate.ts';
 
 const ImportLine = z.object({
   id: z.union([z.string().min(1), z.number()]).transform(String),
@@ -53,15 +53,16 @@ export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, p
     for (const [id, v] of lines) w.set(id, v.title ?? byItem.get(id)!.title, v.keywords);
     generation = await w.commit({ step: 'import', source: path });
     const view = await store.openView('item', generation);
-    const qp = await loadPolicy(policies, 'query', 'latest');
-    qp.attachOpposite(view);
-    metrics = evaluateHeldOut(view, evalQueries, policyKeywords(qp, deriveSeed(run.config.seed, 'import'), run.config), corpus, run.config.beta);
+    const planner = await loadPlanner(policies, 'latest', corpus.items);
+    planner.attachOpposite(view);
+    metrics = evaluateHeldOut(view, evalQueries, plannerKeywords(planner, deriveSeed(run.config.seed, 'import'), run.config), corpus, run.config.beta);
   } else {
-    // Held-out queries never enter a generation (they would reach item rewards).
+    // Held-out and dev queries never enter a generation (they would reach item rewards).
     const w = store.writer('query', { base: await store.latest('query') });
     let written = 0;
+    const dev = new Set(run.split.dev);
     for (const [id, v] of lines) {
-      if (!trainSet.has(id)) continue;
+      if (!trainSet.has(id) || dev.has(id)) continue;
       w.set(id, byQuery.get(id)!.text, v.keywords);
       written++;
     }

@@ -2,13 +2,16 @@
  * Rollouts for an external RL trainer (TRL, verl, OpenRLHF) against the frozen
  * generations of a stored run.
  *
- * `writeRollouts`: for round r of a side, every training entity (training queries on the
- * query side, all items on the item side) gets G sampled completions from the generator
- * (the embedded policy of round r−1, or an OpenAI-compatible LLM), each scored with the
- * layered reward (format → budget → result) against the frozen opposite generation the
- * round trains against (query side: item generation of round r−1; item side: query
- * generation r, counterfactual reward relative to item generation r−1), with group-
- * normalised advantages. A GRPO group is one entity's G completions, or with semantic
+ * `writeRollouts`: for round r of a side, every training entity (the training queries
+ * outside the dev split on the query side, all items on the item side) gets G sampled
+ * completions from the generator (the run's embedded generator the half-round starts
+ * from — the query planner, planning each training query as held out, or the item policy
+ * with the query side's offers — or an OpenAI-compatible LLM), each scored with the
+ * layered reward (format → budget → result) against the frozen generations the half-round
+ * trains against (the last adopted step before it: query side, its item generation, each
+ * training query scored as held out — its own {q} not matched and its own names left out
+ * of its keywords; item side, its query generation with the counterfactual reward
+ * relative to its item generation), with group-normalised advantages. A GRPO group is one entity's G completions, or with semantic
  * grouping (`grouping: 'semantic'`, CoSearch) the completions of all near-identical
  * entities (token F1 of the query texts / item titles ≥ δ, at least k_min of them), whose
  * rewards are normalised together; `group_id` names the group by its first entity. One
@@ -33,7 +36,8 @@ import { createItemScorer, createQueryScorer } from '../../rewards/scorer.ts';
 import type { ProgressSink } from '../progress.ts';
 import { silentProgress } from '../progress.ts';
 import { scorerOptions } from '../run/config.ts';
-import { loadPolicy, policyStore } from '../run/policies.ts';
+import { loadPlanner, loadPolicy, policyStore } from '../run/policies.ts';
+import { ownNames, queryOffers } from './run.ts';
 import { frozenFor, readStoredRun } from '../run/state.ts';
 
 export interface RolloutOptions {
@@ -78,26 +82,43 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
   const queryView = frozen.queryGeneration === null ? null : await store.openView('query', frozen.queryGeneration);
   const G = opts.samples ?? config.groupSize;
   const temperature = opts.temperature ?? config.rolloutTemperature;
-  const trainSet = new Set(run.split.train);
+  // The training queries the run trains on: outside the dev split.
+  const dev = new Set(run.split.dev);
+  const core = run.split.train.filter((id) => !dev.has(id));
+  const trainSet = new Set(core);
   const trainRelevant = new Map<string, Set<string>>();
-  for (const id of run.split.train) trainRelevant.set(id, new Set(corpus.relevant.get(id) ?? []));
+  for (const id of core) trainRelevant.set(id, new Set(corpus.relevant.get(id) ?? []));
+  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
+  const coreQueries = core.map((id) => byId.get(id)!);
 
+  const store2 = policyStore(db);
+  const planner = await loadPlanner(store2, frozen.plannerRound, corpus.items);
+  planner.attachOpposite(itemView);
   let generator = opts.generator;
   if (!generator) {
-    const policy = await loadPolicy(policyStore(db), opts.side, opts.round - 1);
-    policy.attachOpposite(opts.side === 'query' ? itemView : queryView);
-    generator = policy;
+    if (opts.side === 'query') {
+      planner.leaveOneOut = true;
+      generator = planner;
+    } else {
+      const policy = await loadPolicy(store2, 'item', frozen.itemPolicyRound);
+      policy.attachOpposite(queryView);
+      policy.attachQuerySide(queryOffers({ items: corpus.items, queries: coreQueries, relevant: trainRelevant, config }, planner, queryView!));
+      generator = policy;
+    }
   }
   const template = loadPromptTemplate(opts.side);
-  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
-  let inputs: GenerateInput[] =
-    opts.side === 'query' ? run.split.train.map((id) => queryInput(byId.get(id)!)) : corpus.items.map((it) => itemInput(it));
+  let inputs: GenerateInput[] = opts.side === 'query' ? coreQueries.map((q) => queryInput(q)) : corpus.items.map((it) => itemInput(it));
   if (opts.limit && opts.limit > 0) inputs = inputs.slice(0, opts.limit);
 
-  // The side's scorer against the frozen generations the round trains against.
+  // The side's scorer against the frozen generations the round trains against; a training
+  // query is scored as held out (no {q}, its own names left out of the keywords).
   const scorer =
     opts.side === 'query'
-      ? createQueryScorer(itemView, { relevant: trainRelevant, queryText: new Map(inputs.map((x) => [x.id, x.text])) }, scorerOptions(config))
+      ? createQueryScorer(
+          itemView,
+          { relevant: trainRelevant, queryText: new Map(inputs.map((x) => [x.id, x.text])), exclude: new Map(inputs.map((x) => [x.id, ownNames(planner, x.text)])) },
+          { ...scorerOptions(config), matchSelf: false },
+        )
       : createItemScorer(itemView, queryView!, { relevant: trainRelevant, counted: trainSet }, scorerOptions(config));
 
   // GRPO groups of the inputs (each input alone, or near-identical inputs pooled), in batches of whole groups.

@@ -1,49 +1,65 @@
 /**
- * The co-evolution loop (the paper's Algorithm 2) with the embedded policies.
+ * The co-evolution loop (the paper's Algorithm 2) with the embedded generators: the query
+ * planner (generators/planner/) and the item policy (generators/policy/).
  *
- *   sft        SFT of both policies (Algorithm 1); item generation 0 = the SFT item
- *              policy's keywords; query generation 0 = the SFT query policy's keywords of
- *              the training queries.
- *   rR-query   GRPO on the query policy against the frozen item generation R−1
- *              (reward: F1 of the matched set); query generation R.
- *   rR-item    GRPO on the item policy against the frozen query generation R, with the
- *              incremental counterfactual reward relative to item generation R−1;
- *              item generation R.
- * After every step the held-out queries are evaluated (query policy of the step against
- * the item generation of the step) and the metrics stored with the step record.
+ *   sft        SFT (generators/sft.ts): the planner's relevance model is fitted on the
+ *              training queries, the item policy learns the base generator's M keywords
+ *              per item (M chosen on training F1), item generation 0 = its keywords, α is
+ *              tuned on that index; query generation 0 = the planner's keywords of the
+ *              training queries (planned as held out).
+ *   rR-query   the planner against the frozen item generation: α re-tuned on the training
+ *              queries, then GRPO (reward: F1 of the matched set, each training query
+ *              scored as held out) on its per-keyword terms, stop term, α and relevance
+ *              weights; query generation R.
+ *   rR-item    GRPO on the item policy against the frozen query generation, with the
+ *              incremental counterfactual reward; the query side offers each item the
+ *              keywords (by default: the names) of the training queries that judge it
+ *              relevant or rank it high, and the reward decides which it keeps; item
+ *              generation R.
+ * Model selection: a dev split is carved (seeded) from the training queries and never
+ * trained on. After every step the dev queries are planned against the step's item
+ * generation; a half-round whose dev F1 falls below the best adopted so far is not
+ * adopted — its generations and generators stay stored, but the next half-round starts
+ * from the last adopted step. The run's result (`best`) is the last adopted step. The
+ * held-out queries are evaluated after every step and reach nothing else.
  *
- * Leakage: held-out queries and their judgements reach nothing but the evaluation. SFT
- * sees only training queries (their text, for word statistics, and their judgements,
- * for targets); query generations hold training queries only, so the item reward, the
- * query-side opposite vocabulary and the query reward all see training data only.
+ * Leakage: held-out and dev queries and their judgements reach nothing but their
+ * evaluation. Query generations hold the training queries outside the dev split; a
+ * training query is always planned and rewarded as if held out (its own {q} and label
+ * removed from the postings, its own judgements out of its features).
  *
- * Determinism and resume: every step starts from the policies saved by the previous
- * step (reloaded from the database even in an uninterrupted run) and draws its random
- * numbers from a stream derived from (seed, step, ...). Re-running a step after a crash
- * therefore reproduces exactly what it would have produced.
+ * Determinism and resume: every step starts from the generators saved by the adopted step
+ * it builds on (reloaded from the database even in an uninterrupted run) and draws its
+ * random numbers from a stream derived from (seed, step, ...). Re-running a step after a
+ * crash therefore reproduces exactly what it would have produced.
  */
 import { availableParallelism } from 'node:os';
 import type { CogrDb } from '../../index/db.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
 import { createRng, deriveSeed, shuffle } from '../../index/random.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
+import { normalizeKeyword } from '../../index/normalize.ts';
 import type { Corpus, Item, Query, Side } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
-import { loadPolicy, policyStore, savePolicy } from '../run/policies.ts';
-import { itemInput, queryInput, runSft } from '../../generators/sft.ts';
+import type { QueryOffer, QuerySide } from '../../generators/policy/candidates.ts';
+import { KeywordPlanner, topByP, type PlannerGrpoSample } from '../../generators/planner/planner.ts';
+import type { RelevanceModel } from '../../generators/planner/relevance.ts';
+import { itemInput, queryInput, relevantOrdinals, runSft } from '../../generators/sft.ts';
 import type { GenerateInput, KeyValueStore } from '../../generators/types.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
-import { itemScorerData, queryScorerData } from '../../rewards/scorer.ts';
+import { createQueryScorer, itemScorerData } from '../../rewards/scorer.ts';
 import { RewardPool } from '../../workers/pool.ts';
 import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
-import { configDifferences, parseRunConfig, scorerOptions, type RunConfig, type RunConfigInput } from '../run/config.ts';
-import { evaluateHeldOut, policyKeywords } from './evaluate.ts';
-import { RunState, stepNames, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
+import { configDifferences, parseRunConfig, scorerOptions, sftItemKeywordGrid, type RunConfig, type RunConfigInput } from '../run/config.ts';
+import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '../run/policies.ts';
+import { adoptionTest, bestStep, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
+import { evaluateHeldOut, perQueryF, plannerKeywords } from './evaluate.ts';
 
 export interface RunOptions {
   logger?: Logger;
@@ -59,6 +75,8 @@ export interface RunResult {
   config: RunConfig;
   split: RunSplit;
   steps: StepRecord[];
+  /** The adopted step with the best dev F1 (the run's result); null before SFT. */
+  best: StepRecord | null;
   /** True when every step of the configured rounds is committed. */
   complete: boolean;
 }
@@ -75,26 +93,32 @@ interface Ctx {
   corpus: Corpus;
   config: RunConfig;
   split: RunSplit;
-  trainQueries: Query[];
+  /** Training queries outside the dev split: the only queries anything is trained on. */
+  coreQueries: Query[];
+  devQueries: Query[];
   evalQueries: Query[];
-  /** Judgements of the training queries only. */
-  trainRelevant: Map<string, Set<string>>;
+  /** Judgements of the core training queries only. */
+  coreRelevant: Map<string, Set<string>>;
   pool: () => RewardPool;
+  /** The relevance model of the planners this run loads (one set of training judgements: its indexes and features are reused). */
+  relevance: RelevanceModel | null;
   logger: Logger;
   progress: ProgressSink;
   signal?: AbortSignal;
 }
 
+/** The run's split: held-out queries (a fold or a fraction), and a dev split carved from the training queries. */
 export function computeSplit(corpus: Corpus, config: RunConfig): RunSplit {
   const ids = judgedQueryIds(corpus);
   if (ids.length < 2) throw cogrError('INVALID_ARGUMENT', `dataset ${corpus.name} has ${ids.length} judged queries; a run needs at least 2`);
+  let s: { train: string[]; eval: string[] };
   if (config.fold >= 0) {
     if (config.fold >= config.folds) throw cogrError('INVALID_ARGUMENT', `fold ${config.fold} is out of range for ${config.folds} folds (0-based)`);
-    const s = kFolds(ids, config.folds, config.seed)[config.fold];
-    return { train: [...s.train], eval: [...s.eval] };
-  }
-  const s = trainEvalSplit(ids, { evalFraction: config.evalFraction, seed: config.seed });
-  return { train: [...s.train], eval: [...s.eval] };
+    s = kFolds(ids, config.folds, config.seed)[config.fold];
+  } else s = trainEvalSplit(ids, { evalFraction: config.evalFraction, seed: config.seed });
+  // A dev split needs a few training queries on both sides of it.
+  const dev = config.devFraction > 0 && s.train.length >= 4 ? trainEvalSplit(s.train, { evalFraction: config.devFraction, seed: deriveSeed(config.seed, 'dev') }).eval : [];
+  return { train: [...s.train], dev: [...dev], eval: [...s.eval] };
 }
 
 function checkAbort(signal?: AbortSignal): void {
@@ -127,13 +151,16 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
     await state.setSplit(split);
   }
   const byId = new Map(corpus.queries.map((q) => [q.id, q]));
-  const trainQueries = split.train.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
-  const evalQueries = split.eval.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
-  if (trainQueries.length !== split.train.length || evalQueries.length !== split.eval.length) {
+  const pick = (ids: readonly string[]) => ids.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
+  const devSet = new Set(split.dev);
+  const coreQueries = pick(split.train.filter((id) => !devSet.has(id)));
+  const devQueries = pick(split.dev);
+  const evalQueries = pick(split.eval);
+  if (coreQueries.length + devQueries.length !== split.train.length || evalQueries.length !== split.eval.length) {
     throw cogrError('DB_CORRUPT', `the stored split of ${db.path} names queries that dataset ${corpus.name} does not have`);
   }
-  const trainRelevant = new Map<string, Set<string>>();
-  for (const id of split.train) trainRelevant.set(id, new Set(corpus.relevant.get(id) ?? []));
+  const coreRelevant = new Map<string, Set<string>>();
+  for (const q of coreQueries) coreRelevant.set(q.id, new Set(corpus.relevant.get(q.id) ?? []));
 
   let pool: RewardPool | null = null;
   const ctx: Ctx = {
@@ -144,10 +171,12 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
     corpus,
     config,
     split,
-    trainQueries,
+    coreQueries,
+    devQueries,
     evalQueries,
-    trainRelevant,
+    coreRelevant,
     pool: () => (pool ??= RewardPool.create({ size: config.workers ?? availableParallelism(), logger })),
+    relevance: null,
     logger,
     progress: opts.progress ?? silentProgress,
     signal: opts.signal,
@@ -166,7 +195,7 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
       ran++;
       opts.onStep?.(rec);
     }
-    return { config, split, steps: done, complete: done.length >= names.length };
+    return { config, split, steps: done, best: bestStep(done), complete: done.length >= names.length };
   } finally {
     if (pool) await (pool as RewardPool).destroy();
   }
@@ -174,8 +203,11 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
 
 /** Delete generations that a killed step committed after the last step record. */
 async function rollBackUncommitted(ctx: Ctx, done: StepRecord[]): Promise<void> {
-  const last = done.at(-1);
-  const keep: Record<Side, number> = { item: last ? last.itemGeneration : -1, query: last ? last.queryGeneration : -1 };
+  const keep: Record<Side, number> = { item: -1, query: -1 };
+  for (const s of done) {
+    keep.item = Math.max(keep.item, s.itemGeneration);
+    keep.query = Math.max(keep.query, s.queryGeneration);
+  }
   for (const side of ['item', 'query'] as const) {
     const gens = await ctx.store.listGenerations(side);
     for (const g of [...gens].reverse()) {
@@ -195,19 +227,32 @@ function parseStep(name: string): { round: number; phase: 'sft' | Side } {
   return { round: Number(m[1]), phase: m[2] as Side };
 }
 
+/** The round of the generator of a side as of an adopted step: the last adopted step that trained it (SFT = 0). */
+function generatorRound(done: readonly StepRecord[], side: Side): number {
+  let round = 0;
+  for (const s of done) if (s.adopted && s.phase === side) round = s.round;
+  return round;
+}
+
 async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<StepRecord> {
   const { round, phase } = parseStep(name);
   const t0 = Date.now();
   ctx.logger.info(`step ${name}: start`);
-  let rec: Omit<StepRecord, 'finishedAt'>;
+  let rec: Omit<StepRecord, 'finishedAt' | 'adopted'>;
   if (phase === 'sft') rec = await sftStep(ctx);
-  else if (phase === 'query') rec = await queryStep(ctx, round, done.at(-1)!);
-  else rec = await itemStep(ctx, round, done.at(-1)!);
+  else if (phase === 'query') rec = await queryStep(ctx, round, done);
+  else rec = await itemStep(ctx, round, done);
+  const best = bestStep(done);
+  // A half-round is adopted when its dev gain over the best adopted step is not negative
+  // and not within the noise of the dev queries (adoptionTest).
+  const test = phase === 'sft' ? null : adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ);
+  const adopted = test === null || test.adopted;
+  if (test && rec.dev) rec.devGain = { gain: test.gain, se: test.se };
   const m = rec.metrics;
   ctx.logger.info(
-    `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
+    `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  dev F1=${rec.dev ? rec.dev.f1.toFixed(4) : '—'}${phase === 'sft' ? '' : adopted ? ' (adopted)' : ' (not adopted)'}  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
   );
-  return { ...rec, finishedAt: new Date().toISOString() };
+  return { ...rec, adopted, finishedAt: new Date().toISOString() };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -219,7 +264,7 @@ async function commitGeneration(
   meta: Record<string, unknown>,
   base: number | null,
 ): Promise<number> {
-  const w = ctx.store.writer(side, { base, mode: 'replace' });
+  const w = ctx.store.writer(side, base === null ? { base, mode: 'replace', analyzer: ctx.config.analyzer } : { base, mode: 'replace' });
   for (const e of entries) w.set(e.id, e.self, e.keywords);
   return w.commit(meta);
 }
@@ -241,63 +286,79 @@ function decodeItems(ctx: Ctx, policy: EmbeddedPolicy, step: string): { id: stri
   return out;
 }
 
-function decodeQueries(ctx: Ctx, policy: EmbeddedPolicy, step: string): { id: string; self: string; keywords: string[] }[] {
-  const { seed } = ctx.config;
-  return ctx.trainQueries.map((q) => ({
-    id: q.id,
-    self: q.text,
-    keywords: policy.decode(queryInput(q), decodeOptions(ctx.config, deriveSeed(seed, step, 'index', q.id))).keywords,
-  }));
+/** The query generation: the planner's keywords of every core training query, planned as held out. */
+function planQueries(ctx: Ctx, planner: KeywordPlanner): { id: string; self: string; keywords: string[] }[] {
+  return ctx.coreQueries.map((q) => ({ id: q.id, self: q.text, keywords: planner.plan(queryInput(q), { asHeldOut: true }).keywords }));
 }
 
-function evaluate(ctx: Ctx, queryPolicy: EmbeddedPolicy, itemView: KeywordView, step: string): HeldOutMetrics {
-  queryPolicy.attachOpposite(itemView);
-  const kw = policyKeywords(queryPolicy, deriveSeed(ctx.config.seed, step), ctx.config);
-  return evaluateHeldOut(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta);
+/** Held-out and dev metrics of the planner against an item generation. */
+function evaluate(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, step: string): { metrics: HeldOutMetrics; dev: DevMetrics | null } {
+  planner.attachOpposite(itemView);
+  const kw = plannerKeywords(planner, deriveSeed(ctx.config.seed, step), ctx.config);
+  const metrics = evaluateHeldOut(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta);
+  if (ctx.devQueries.length === 0) return { metrics, dev: null };
+  const d = evaluateHeldOut(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta);
+  const perQuery = perQueryF(itemView, ctx.devQueries, kw, ctx.corpus.relevant, ctx.config.beta);
+  return { metrics, dev: { queries: d.queries, f1: d.f1, precision: d.precision, recall: d.recall, meanMatched: d.meanMatched, meanKeywords: d.meanKeywords, perQuery } };
 }
 
-async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt'>> {
+/** α tuned on the core training queries (planned as held out) against the attached item generation. */
+function tuneAlpha(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): void {
+  const rel = relevantOrdinals(itemView, ctx.coreRelevant);
+  const none = new Set<number>();
+  planner.tuneAlpha(ctx.coreQueries.map(queryInput), (id) => rel.get(id) ?? none);
+}
+
+async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
   const { config } = ctx;
-  // Only training queries (text and judgements) enter SFT.
+  // Only the core training queries (text and judgements) enter SFT.
   const sft = runSft({
-    corpus: { items: ctx.corpus.items, queries: ctx.trainQueries, relevant: ctx.trainRelevant },
-    trainQueryIds: ctx.split.train,
-    M: config.sftItemKeywords,
-    N: config.sftQueryKeywords,
+    items: ctx.corpus.items,
+    trainQueries: ctx.coreQueries,
+    relevant: ctx.coreRelevant,
+    M: sftItemKeywordGrid(config),
     epochs: config.sftEpochs,
-    lr: config.lr * 2,
+    lr: DEFAULTS.sft.lr,
     seed: deriveSeed(config.seed, 'sft'),
     kMax: config.kMax,
+    analyzer: config.analyzer,
+    relevance: { neighbours: config.relevanceNeighbours, judgements: config.relevanceJudgements },
+    planner: { topItems: config.plannerTopItems, lambda: config.plannerLambda, grpoParams: config.plannerParams },
     logger: ctx.logger,
+    progress: (label) => ctx.logger.info(`sft: ${label}`),
   });
+  ctx.relevance = sft.relevance;
   const itemEntries = decodeItems(ctx, sft.itemPolicy, 'sft');
   const itemGen = await commitGeneration(ctx, 'item', itemEntries, { step: 'sft', round: 0 }, null);
   const itemView = await ctx.store.openView('item', itemGen);
-  sft.queryPolicy.attachOpposite(itemView);
-  const queryGen = await commitGeneration(ctx, 'query', decodeQueries(ctx, sft.queryPolicy, 'sft'), { step: 'sft', round: 0 }, null);
+  sft.planner.attachOpposite(itemView);
+  tuneAlpha(ctx, sft.planner, itemView);
+  const queryGen = await commitGeneration(ctx, 'query', planQueries(ctx, sft.planner), { step: 'sft', round: 0 }, null);
   const queryView = await ctx.store.openView('query', queryGen);
   await savePolicy(ctx.policies, 0, sft.itemPolicy);
-  await savePolicy(ctx.policies, 0, sft.queryPolicy);
-  // Evaluate with the policy as saved (reloaded), as every later step does.
-  const queryPolicy = await loadPolicy(ctx.policies, 'query', 0);
-  const metrics = evaluate(ctx, queryPolicy, itemView, 'sft');
+  await savePlanner(ctx.policies, 0, sft.planner, { dataset: config.dataset, ...(config.format ? { format: config.format } : {}) });
+  const { metrics, dev } = evaluate(ctx, sft.planner, itemView, 'sft');
   return {
     step: 'sft',
     round: 0,
     phase: 'sft',
     itemGeneration: itemGen,
     queryGeneration: queryGen,
+    base: null,
+    dev,
+    alpha: sft.planner.alpha,
     metrics,
     vocabulary: { item: vocabularySize(itemView), query: vocabularySize(queryView) },
     train: null,
     sft: {
       epochs: config.sftEpochs,
       itemExamples: ctx.corpus.items.length,
-      queryExamples: sft.queryTargets.size,
       itemLoss: sft.itemReport.epochLoss,
-      queryLoss: sft.queryReport.epochLoss,
       itemCoverage: sft.itemReport.coverage,
-      queryCoverage: sft.queryReport.coverage,
+      itemKeywords: sft.M,
+      itemKeywordsCurve: sft.mCurve,
+      relevance: sft.relevanceFit,
+      queryExamples: ctx.coreQueries.length,
     },
   };
 }
@@ -312,24 +373,6 @@ function vocabularySize(view: KeywordView): number {
 
 function emptyStats(epochs: number): TrainStats {
   return { epochs, samples: 0, meanReward: 0, lastEpochReward: 0, degenerateGroups: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 }, seconds: 0 };
-}
-
-interface PhaseSpec<T extends { id: string }> {
-  side: Side;
-  step: string;
-  epochs: number;
-  batchSize: number;
-  policy: EmbeddedPolicy;
-  reference: EmbeddedPolicy | undefined;
-  inputOf: (e: T) => GenerateInput;
-  /** The text semantic grouping compares (query text, item title). */
-  groupText: (e: T) => string;
-  /** The entities trained on (all of them; an epoch may sample a part). */
-  entities: readonly T[];
-  entitiesForEpoch: (rng: () => number) => T[];
-  /** The registered scorer on the worker pool (rewards/scorer.ts). */
-  contextId: number;
-  rewardLabel: (meanReward: number) => string;
 }
 
 /** The semantic GRPO group of every entity (an index; the entities of one group share it). */
@@ -359,6 +402,31 @@ function epochBatches<T extends { id: string }>(entities: readonly T[], batchSiz
   });
 }
 
+/** One sampled keyword set of a rollout. */
+interface Rollout {
+  keywords: string[];
+  logProb: number;
+}
+
+interface PhaseSpec<T extends { id: string }> {
+  side: Side;
+  step: string;
+  epochs: number;
+  batchSize: number;
+  /** The text semantic grouping compares (query text, item title). */
+  groupText: (e: T) => string;
+  /** The entities trained on (all of them; an epoch may sample a part). */
+  entities: readonly T[];
+  entitiesForEpoch: (rng: () => number) => T[];
+  /** G samples of one entity at the rollout temperature. */
+  sample: (e: T, rng: (s: number) => () => number) => Rollout[];
+  /** Layered rewards and reasons of a batch of samples (one reward scorer: rewards/scorer.ts). */
+  score: (samples: { id: string; keywords: string[] }[]) => Promise<{ rewards: (number | null)[]; reasons: (string | null)[] }>;
+  /** One clipped-surrogate update on the batch's samples with their advantages. */
+  update: (samples: { entity: T; rollout: Rollout; advantage: number }[]) => void;
+  rewardLabel: (meanReward: number) => string;
+}
+
 /**
  * GRPO epochs of one half-round: per minibatch, G samples per entity at the rollout
  * temperature (seeded per epoch, entity and sample), layered rewards (format → budget →
@@ -377,40 +445,30 @@ async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): 
     let epochN = 0;
     for (const { batch, groups: groupIdx } of epochBatches(entities, p.batchSize, groupOf)) {
       checkAbort(ctx.signal);
-      const samples = batch.map((e) =>
-        Array.from({ length: config.groupSize }, (_, s) =>
-          p.policy.sample(p.inputOf(e), { temperature: config.rolloutTemperature, rng: createRng(deriveSeed(config.seed, p.step, epoch, e.id, s)) }),
-        ),
-      );
-      // Layered rewards (format → budget → result) of every sample, scored on the pool.
-      const scored = await ctx.pool().rewards(
-        batch.flatMap((e, i) => samples[i].map((x) => ({ id: e.id, keywords: x.keywords }))),
-        { contextId: p.contextId, signal: ctx.signal },
-      );
+      const samples = batch.map((e) => p.sample(e, (s) => createRng(deriveSeed(config.seed, p.step, epoch, e.id, s))));
+      const scored = await p.score(batch.flatMap((e, i) => samples[i].map((x) => ({ id: e.id, keywords: x.keywords }))));
       const groups = samples.map((g, i) =>
         g.map((_, s) => {
           const k = i * config.groupSize + s;
           const reason = scored.reasons[k];
           const reward = scored.rewards[k];
           if (reason === null || reward === null) throw cogrError('INTERNAL', `${p.side} ${batch[i].id}: the scorer does not know this entity`);
-          stats.reasons[reason]++;
+          stats.reasons[reason as keyof TrainStats['reasons']]++;
           return reward;
         }),
       );
       const adv = pooledAdvantages(groups, groupIdx, { dropDegenerate: config.dropDegenerateGroups });
       stats.degenerateGroups += adv.degenerate;
-      const grpo: GrpoSample[] = [];
+      const update: { entity: T; rollout: Rollout; advantage: number }[] = [];
       batch.forEach((e, i) => {
         for (const r of groups[i]) {
           epochSum += r;
           epochN++;
         }
         const a = adv.advantages[i];
-        if (a) samples[i].forEach((x, s) => grpo.push({ input: p.inputOf(e), keywords: x.keywords, oldLogProb: x.logProb, advantage: a[s] }));
+        if (a) samples[i].forEach((x, s) => update.push({ entity: e, rollout: x, advantage: a[s] }));
       });
-      if (grpo.length > 0) {
-        p.policy.grpoUpdate(grpo, { clip: config.clip, klCoef: config.klCoef, reference: p.reference, lr: config.lr, temperature: config.rolloutTemperature });
-      }
+      if (update.length > 0) p.update(update);
       ctx.progress.tick(batch.length);
     }
     stats.samples += epochN;
@@ -422,64 +480,72 @@ async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): 
   return stats;
 }
 
-/**
- * The policy a round trains (the one saved by round − 1, reloaded so that a resumed run
- * starts from exactly the same state) and, with a KL term, the SFT reference; both see
- * the frozen opposite generation.
- */
-async function policiesForRound(
-  ctx: Ctx,
-  side: Side,
-  round: number,
-  opposite: KeywordView,
-): Promise<{ policy: EmbeddedPolicy; reference: EmbeddedPolicy | undefined }> {
-  const policy = await loadPolicy(ctx.policies, side, round - 1);
-  const reference = ctx.config.klCoef > 0 ? await loadPolicy(ctx.policies, side, 0) : undefined;
-  policy.attachOpposite(opposite);
-  reference?.attachOpposite(opposite);
-  return { policy, reference };
+/** A saved planner of the run, reusing the run's relevance model (same training judgements: its indexes and feature rows). */
+async function loadRunPlanner(ctx: Ctx, round: number): Promise<KeywordPlanner> {
+  const planner = await loadPlanner(ctx.policies, round, ctx.corpus.items, ctx.relevance);
+  ctx.relevance = planner.relevance as RelevanceModel;
+  return planner;
 }
 
-async function queryStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit<StepRecord, 'finishedAt'>> {
+/** The step record of the adopted step a half-round builds on (the last adopted one). */
+function baseStep(done: readonly StepRecord[]): StepRecord {
+  const b = bestStep(done);
+  if (!b) throw cogrError('INTERNAL', 'a half-round needs an adopted SFT step');
+  return b;
+}
+
+async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
   const { config } = ctx;
   const step = `r${round}-query`;
   const t0 = Date.now();
-  const itemView = await ctx.store.openView('item', prev.itemGeneration, { shared: true });
-  const { policy, reference } = await policiesForRound(ctx, 'query', round, itemView);
-  const pool = ctx.pool();
-  const contextId = pool.setContext(
-    queryScorerData(itemView, { relevant: ctx.trainRelevant, queryText: new Map(ctx.trainQueries.map((q) => [q.id, q.text])) }, scorerOptions(config), { shared: true }),
+  const base = baseStep(done);
+  const itemView = await ctx.store.openView('item', base.itemGeneration);
+  const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+  planner.attachOpposite(itemView);
+  // The planner first fits α to the frozen item generation, then GRPO fine-tunes it.
+  tuneAlpha(ctx, planner, itemView);
+  // Rewards: F1 of the matched set, every training query scored as held out (no {q}; its label is left out too).
+  const scorer = createQueryScorer(
+    itemView,
+    { relevant: ctx.coreRelevant, queryText: new Map(ctx.coreQueries.map((q) => [q.id, q.text])), exclude: new Map(ctx.coreQueries.map((q) => [q.id, ownNames(planner, q.text)])) },
+    { ...scorerOptions(config), matchSelf: false },
   );
   const stats = await trainPhase(ctx, {
     side: 'query',
     step,
     epochs: config.queryEpochs,
     batchSize: QUERY_BATCH,
-    policy,
-    reference,
-    inputOf: queryInput,
     groupText: (q) => q.text,
-    entities: ctx.trainQueries,
-    entitiesForEpoch: (rng) => shuffle(ctx.trainQueries, rng),
-    contextId,
+    entities: ctx.coreQueries,
+    entitiesForEpoch: (rng) => shuffle(ctx.coreQueries, rng),
+    sample: (q, rng) =>
+      Array.from({ length: config.groupSize }, (_, s) => {
+        const r = planner.plan(queryInput(q), { temperature: config.rolloutTemperature, rng: rng(s), asHeldOut: true });
+        return { keywords: r.keywords, logProb: r.logProb };
+      }),
+    score: async (samples) => scorer.score(samples),
+    update: (samples) => {
+      const batch: PlannerGrpoSample[] = samples.map((x) => ({ input: queryInput(x.entity), keywords: x.rollout.keywords, oldLogProb: x.rollout.logProb, advantage: x.advantage, asHeldOut: true }));
+      planner.grpoUpdate(batch, { clip: config.clip, lr: config.plannerLr, temperature: config.rolloutTemperature });
+    },
     rewardLabel: (m) => `mean F1 reward ${m.toFixed(4)}`,
   });
-  pool.dropContext(contextId);
-  // The trained policy decodes directly: its saved JSON holds exactly these weights
-  // (doubles round-trip through JSON), so reloading would only redo candidate extraction.
-  await savePolicy(ctx.policies, round, policy);
-  const queryGen = await commitGeneration(ctx, 'query', decodeQueries(ctx, policy, step), { step, round }, prev.queryGeneration);
+  await savePlanner(ctx.policies, round, planner);
+  const queryGen = await commitGeneration(ctx, 'query', planQueries(ctx, planner), { step, round }, base.queryGeneration);
   const queryView = await ctx.store.openView('query', queryGen);
-  const metrics = evaluate(ctx, policy, itemView, step);
+  const { metrics, dev } = evaluate(ctx, planner, itemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {
     step,
     round,
     phase: 'query',
-    itemGeneration: prev.itemGeneration,
+    itemGeneration: base.itemGeneration,
     queryGeneration: queryGen,
+    base: base.step,
+    dev,
+    alpha: planner.alpha,
     metrics,
-    vocabulary: { item: prev.vocabulary.item, query: vocabularySize(queryView) },
+    vocabulary: { item: base.vocabulary.item, query: vocabularySize(queryView) },
     train: stats,
   };
 }
@@ -489,14 +555,98 @@ function itemsForEpoch(items: readonly Item[], perEpoch: number, rng: () => numb
   return perEpoch > 0 && perEpoch < order.length ? order.slice(0, perEpoch) : order;
 }
 
-async function itemStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit<StepRecord, 'finishedAt'>> {
+/** What `queryOffers` needs of a run. */
+export interface OfferSource {
+  items: readonly Item[];
+  /** The training queries the query generation holds (outside the dev split) and their judgements. */
+  queries: readonly Query[];
+  relevant: ReadonlyMap<string, ReadonlySet<string>>;
+  config: Pick<RunConfig, 'itemQuerySide' | 'itemRankDepth'>;
+}
+
+/**
+ * What the frozen query generation offers each item: for every training query that judges
+ * the item relevant or ranks it among its top `itemRankDepth` items by relevance (the
+ * planner's p, the query planned as held out), the query's name (its string when within
+ * the keyword limits, else its label) or, with itemQuerySide 'keywords', every keyword of
+ * its set; with how many judging and high-ranking queries offer each keyword and the share
+ * of the keyword's carriers in the query generation that judge the item relevant.
+ */
+export function queryOffers(src: OfferSource, planner: KeywordPlanner, queryView: KeywordView): QuerySide {
+  const { config } = src;
+  const offered = new Map<string, Map<string, QueryOffer>>();
+  const carriers = (keyword: string) => {
+    const o = queryView.ordinalOfKeyword(keyword);
+    return o < 0 ? 0 : queryView.keywordDf(o);
+  };
+  const offer = (itemId: string, q: Query, field: 'judged' | 'ranked') => {
+    let keywords: string[];
+    if (config.itemQuerySide === 'labels') {
+      const name = planner.label(q.text) ?? normalizeKeyword(q.text);
+      keywords = name === null ? [] : [name];
+    } else {
+      const o = queryView.ordinalOf(q.id);
+      keywords = o < 0 ? [] : queryView.keywordsOf(o);
+    }
+    let m = offered.get(itemId);
+    if (!m) offered.set(itemId, (m = new Map()));
+    for (const k of keywords) {
+      const key = queryView.keyOf(k);
+      if (key === null) continue;
+      let x = m.get(key);
+      if (!x) m.set(key, (x = { keyword: k, judged: 0, ranked: 0, precision: 0 }));
+      x[field]++;
+    }
+  };
+  const itemIds = new Set(src.items.map((it) => it.id));
+  const view = planner.attached;
+  for (const q of src.queries) {
+    for (const id of src.relevant.get(q.id) ?? []) if (itemIds.has(id)) offer(id, q, 'judged');
+    if (config.itemRankDepth > 0 && view) {
+      const p = planner.probabilities(queryInput(q));
+      for (const e of topByP(p, config.itemRankDepth)) offer(view.id(e), q, 'ranked');
+    }
+  }
+  const lists = new Map<string, QueryOffer[]>();
+  for (const [id, m] of offered) {
+    const list = [...m.values()];
+    for (const x of list) x.precision = x.judged / Math.max(1, carriers(x.keyword));
+    list.sort((a, b) => b.judged - a.judged || b.ranked - a.ranked || (a.keyword < b.keyword ? -1 : a.keyword > b.keyword ? 1 : 0));
+    lists.set(id, list);
+  }
+  return { offers: (id) => lists.get(id) ?? [] };
+}
+
+/**
+ * A training query's own names — its string and its label — which a reward that scores it
+ * as held out leaves out of its keywords (items may have adopted them).
+ */
+export function ownNames(planner: KeywordPlanner | null, text: string): string[] {
+  const out: string[] = [];
+  const label = planner?.label(text) ?? null;
+  if (label) out.push(label);
+  const self = normalizeKeyword(text);
+  if (self) out.push(self);
+  return out;
+}
+
+async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
   const { config } = ctx;
   const step = `r${round}-item`;
   const t0 = Date.now();
-  const itemView = await ctx.store.openView('item', prev.itemGeneration, { shared: true });
-  const queryView = await ctx.store.openView('query', prev.queryGeneration, { shared: true });
-  const { policy, reference } = await policiesForRound(ctx, 'item', round, queryView);
-  const judgements = { relevant: ctx.trainRelevant, counted: new Set(ctx.split.train) };
+  const base = baseStep(done);
+  const itemView = await ctx.store.openView('item', base.itemGeneration, { shared: true });
+  const queryView = await ctx.store.openView('query', base.queryGeneration, { shared: true });
+  const policy = await loadPolicy(ctx.policies, 'item', generatorRound(done, 'item'));
+  const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'item', 0) : undefined;
+  const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+  planner.attachOpposite(itemView);
+  const offers = queryOffers({ items: ctx.corpus.items, queries: ctx.coreQueries, relevant: ctx.coreRelevant, config }, planner, queryView);
+  for (const p of [policy, reference]) {
+    p?.attachOpposite(queryView);
+    p?.attachQuerySide(offers);
+  }
+  const judgements = { relevant: ctx.coreRelevant, counted: new Set(ctx.coreQueries.map((q) => q.id)) };
   const relevance = buildRelevance(queryView, itemView, judgements.relevant, judgements.counted, { shared: true });
   const pool = ctx.pool();
   const cache = await pool.buildItemCache({ itemView, queryView, relevance }, { signal: ctx.signal });
@@ -506,30 +656,35 @@ async function itemStep(ctx: Ctx, round: number, prev: StepRecord): Promise<Omit
     step,
     epochs: config.itemEpochs,
     batchSize: ITEM_BATCH,
-    policy,
-    reference,
-    inputOf: itemInput,
     groupText: (it) => it.title,
     entities: ctx.corpus.items,
     entitiesForEpoch: (rng) => itemsForEpoch(ctx.corpus.items, config.itemsPerEpoch, rng),
-    contextId,
+    sample: (it, rng) => Array.from({ length: config.groupSize }, (_, s) => policy.sample(itemInput(it), { temperature: config.rolloutTemperature, rng: rng(s) })),
+    score: (samples) => pool.rewards(samples, { contextId, signal: ctx.signal }),
+    update: (samples) => {
+      const batch: GrpoSample[] = samples.map((x) => ({ input: itemInput(x.entity), keywords: x.rollout.keywords, oldLogProb: x.rollout.logProb, advantage: x.advantage }));
+      policy.grpoUpdate(batch, { clip: config.clip, klCoef: config.klCoef, reference, lr: config.lr, temperature: config.rolloutTemperature });
+    },
     rewardLabel: (m) => `mean ΔΣF1 reward ${m.toExponential(3)}`,
   });
   pool.dropContext(contextId);
   await savePolicy(ctx.policies, round, policy);
-  const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, policy, step), { step, round }, prev.itemGeneration);
+  const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, policy, step), { step, round }, base.itemGeneration);
   const newItemView = await ctx.store.openView('item', itemGen);
-  const queryPolicy = await loadPolicy(ctx.policies, 'query', round);
-  const metrics = evaluate(ctx, queryPolicy, newItemView, step);
+  const { metrics, dev } = evaluate(ctx, planner, newItemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {
     step,
     round,
     phase: 'item',
     itemGeneration: itemGen,
-    queryGeneration: prev.queryGeneration,
+    queryGeneration: base.queryGeneration,
+    base: base.step,
+    dev,
     metrics,
-    vocabulary: { item: vocabularySize(newItemView), query: prev.vocabulary.query },
+    vocabulary: { item: vocabularySize(newItemView), query: base.vocabulary.query },
     train: stats,
   };
 }
+
+export type { GenerateInput };

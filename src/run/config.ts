@@ -1,11 +1,13 @@
 /**
  * Configuration of one co-evolution run, validated with zod at the boundary. Defaults
- * (index/defaults.ts) follow the paper: R = 5 rounds, G = 8 samples per input,
- * K_max = 30, 10 query-side and 5 item-side epochs per round, rollouts at temperature
- * 1.0, indexing and evaluation at 0.7, top-p 0.8, GRPO clip ε = 0.2.
+ * (index/defaults.ts) follow the paper where it gives one — R = 5 rounds, G = 8 samples
+ * per input, K_max = 30, rollouts at temperature 1.0, indexing and evaluation at 0.7,
+ * top-p 0.8, GRPO clip ε = 0.2 — with 3 GRPO epochs per half-round (the paper's 10 / 5
+ * trained LLMs; see DEFAULTS.run).
  */
 import { z } from 'zod';
 import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
+import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/analyzer.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
 
@@ -40,9 +42,30 @@ export const RunConfigSchema = z
     clip: z.number().positive().default(DEFAULTS.run.clip),
     klCoef: z.number().nonnegative().default(DEFAULTS.run.klCoef),
     beta: z.number().positive().default(DEFAULTS.run.beta),
-    /** SFT: keywords per item (M) and per query target (N). */
-    sftItemKeywords: z.number().int().min(1).default(DEFAULTS.sft.itemKeywords),
-    sftQueryKeywords: z.number().int().min(1).default(DEFAULTS.sft.queryKeywords),
+    /** SFT: keywords per item (M) from the base generator, or 'auto' (the M of DEFAULTS.sft.itemKeywordsGrid with the best training F1). */
+    sftItemKeywords: z.union([z.number().int().min(1).max(200), z.literal('auto')]).default('auto'),
+    /** How keywords are matched (index/analyzer.ts). */
+    analyzer: z.enum(ANALYZERS).default(DEFAULT_ANALYZER),
+    /** Share of the training queries carved out (seeded) as the dev split that decides which half-rounds are adopted. */
+    devFraction: z.number().min(0).max(0.5).default(DEFAULTS.run.devFraction),
+    /** The adoption test's z: a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (run/state.ts adoptionTest). */
+    adoptZ: z.number().min(0).max(10).default(DEFAULTS.run.adoptZ),
+    /** The query planner: items whose keywords are candidates, the scale λ of its log-gain, its GRPO learning rate and parameters. */
+    plannerTopItems: z.number().int().min(1).max(10_000).default(DEFAULTS.planner.topItems),
+    plannerLambda: z.number().positive().default(DEFAULTS.planner.lambda),
+    plannerLr: z.number().positive().default(DEFAULTS.planner.lr),
+    plannerParams: z.enum(['all', 'terms', 'global']).default(DEFAULTS.planner.grpoParams),
+    /** The relevance model: nearest training queries per similarity, and whether training judgements are features. */
+    relevanceNeighbours: z.number().int().min(1).max(1000).default(DEFAULTS.relevance.neighbours),
+    relevanceJudgements: z.boolean().default(DEFAULTS.relevance.judgements),
+    /**
+     * What the query side offers items in item half-rounds: 'labels' (each judging or
+     * high-ranking training query's own name: its string, or its label when the string
+     * is over the keyword limits) or 'keywords' (every keyword of those queries).
+     */
+    itemQuerySide: z.enum(['labels', 'keywords']).default(DEFAULTS.run.itemQuerySide),
+    /** A training query "ranks an item high" when the item is among its top this-many by relevance. */
+    itemRankDepth: z.number().int().min(0).max(1000).default(DEFAULTS.run.itemRankDepth),
     workers: z.number().int().min(1).max(64).optional(),
     dropDegenerateGroups: z.boolean().default(DEFAULTS.run.dropDegenerateGroups),
     /**
@@ -95,7 +118,17 @@ export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = [
   'klCoef',
   'beta',
   'sftItemKeywords',
-  'sftQueryKeywords',
+  'analyzer',
+  'devFraction',
+  'adoptZ',
+  'plannerTopItems',
+  'plannerLambda',
+  'plannerLr',
+  'plannerParams',
+  'relevanceNeighbours',
+  'relevanceJudgements',
+  'itemQuerySide',
+  'itemRankDepth',
   'dropDegenerateGroups',
   'grouping',
   'groupingDelta',
@@ -113,4 +146,9 @@ export function configDifferences(stored: RunConfig, wanted: RunConfig): string[
 /** The reward options of a run: its budget and F-beta. */
 export function scorerOptions(config: Pick<RunConfig, 'kMax' | 'beta'>): ScorerOptions {
   return { kMax: config.kMax, beta: config.beta };
+}
+
+/** The M values SFT tries (one when the config names it). */
+export function sftItemKeywordGrid(config: Pick<RunConfig, 'sftItemKeywords'>): readonly number[] {
+  return config.sftItemKeywords === 'auto' ? DEFAULTS.sft.itemKeywordsGrid : [config.sftItemKeywords];
 }

@@ -1,13 +1,19 @@
 /**
- * Policies saved per (side, round) in a KeyValueStore (the project database's `policies`
- * sublevel in the CLI). Keys: `<side>:<round, 6 digits>` → PolicyJSON (which carries its own
- * format version; an old one is refused on load), and `<side>:rounds` → the sorted list of
- * saved rounds. Round 0 is the SFT policy; round r ≥ 1 the policy after RL round r.
+ * Generators saved per round in a KeyValueStore (the project database's `policies`
+ * sublevel in the CLI):
+ *   item:<round, 6 digits>     the item policy (PolicyJSON)
+ *   planner:<round, 6 digits>  the query planner (PlannerJSON: parameters and relevance model)
+ *   <kind>:rounds              the sorted list of saved rounds of that kind
+ * Each document carries its own format version; an old one is refused on load. Round 0 is
+ * SFT; round r ≥ 1 what RL round r trained. A planner is loaded over the run's items (their
+ * texts rebuild its relevance model's BM25 index).
  */
 import type { CogrDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
+import { KeywordPlanner } from '../../generators/planner/planner.ts';
+import type { RelevanceItem, RelevanceModel } from '../../generators/planner/relevance.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
 
 export const POLICY_SUBLEVEL = 'policies';
@@ -24,17 +30,69 @@ export function llmCache(db: CogrDb): KeyValueStore {
   return db.sublevel(LLM_CACHE_SUBLEVEL);
 }
 
-function roundKey(side: Side, round: number): string {
-  return `${side}:${String(round).padStart(6, '0')}`;
+type Kind = Side | 'planner';
+
+function roundKey(kind: Kind, round: number): string {
+  return `${kind}:${String(round).padStart(6, '0')}`;
 }
 
 function checkRound(round: number): void {
   if (!Number.isInteger(round) || round < 0) throw cogrError('INVALID_ARGUMENT', `round must be an integer ≥ 0, got ${round}`);
 }
 
-export async function listPolicyRounds(store: KeyValueStore, side: Side): Promise<number[]> {
-  const v = await store.get(`${side}:rounds`);
+export async function listPolicyRounds(store: KeyValueStore, kind: Kind): Promise<number[]> {
+  const v = await store.get(`${kind}:rounds`);
   return Array.isArray(v) ? (v as number[]) : [];
+}
+
+async function addRound(store: KeyValueStore, kind: Kind, round: number): Promise<void> {
+  const rounds = new Set(await listPolicyRounds(store, kind));
+  rounds.add(round);
+  await store.put(
+    `${kind}:rounds`,
+    [...rounds].sort((a, b) => a - b),
+  );
+}
+
+async function resolveRound(store: KeyValueStore, kind: Kind, round: number | 'latest', what: string, hint: string): Promise<number> {
+  if (round !== 'latest') {
+    checkRound(round);
+    return round;
+  }
+  const rounds = await listPolicyRounds(store, kind);
+  if (rounds.length === 0) throw cogrError('NOT_FOUND', `no ${what} has been saved (${hint})`);
+  return rounds[rounds.length - 1];
+}
+
+/** The dataset a planner's relevance model was fitted over (its items rebuild the planner). */
+export interface PlannerSource {
+  dataset: string;
+  format?: string;
+}
+
+/** Save a round's planner, and the dataset it was fitted over when given (`planner:source`). */
+export async function savePlanner(store: KeyValueStore, round: number, planner: KeywordPlanner, source?: PlannerSource): Promise<void> {
+  checkRound(round);
+  await store.put(roundKey('planner', round), planner.toJSON());
+  if (source) await store.put('planner:source', source);
+  await addRound(store, 'planner', round);
+}
+
+/** The dataset the saved planners were fitted over, when recorded. */
+export async function plannerSource(store: KeyValueStore): Promise<PlannerSource | null> {
+  const v = (await store.get('planner:source')) as PlannerSource | undefined;
+  return v && typeof v.dataset === 'string' ? v : null;
+}
+
+/** Load the query planner of a round (`'latest'`: the highest saved) over the run's items. */
+export async function loadPlanner(store: KeyValueStore, round: number | 'latest', items: readonly RelevanceItem[], reuse?: RelevanceModel | null): Promise<KeywordPlanner> {
+  const r = await resolveRound(store, 'planner', round, 'query planner', 'run cogr demo, cogr evolve or cogr sft first');
+  const json = await store.get(roundKey('planner', r));
+  if (json === undefined) {
+    const rounds = await listPolicyRounds(store, 'planner');
+    throw cogrError('NOT_FOUND', `no query planner for round ${r} (saved rounds: ${rounds.length ? rounds.join(', ') : 'none'})`);
+  }
+  return KeywordPlanner.fromJSON(json, items, reuse);
 }
 
 export async function savePolicy(store: KeyValueStore, round: number, policy: EmbeddedPolicy): Promise<void> {

@@ -3,7 +3,7 @@
  * `run` sublevel, read and written only through `RunState`:
  *   version         → RUN_STATE_VERSION (written with the config, checked on every read)
  *   config          → RunConfig (validated; identity fields must match on resume)
- *   split           → {train, eval} query ids (fixed at the first step)
+ *   split           → {train, dev, eval} query ids (fixed at the first step; dev ⊂ train)
  *   steps           → StepRecord[] (one per committed step, in order)
  *   imports         → ImportRecord[] (generations imported from external models)
  * Policies live in the `policies` sublevel (policies.ts), generations in the keyword
@@ -22,7 +22,8 @@ import type { Side } from '../../index/types.ts';
 import { RunConfigSchema, type RunConfig } from './config.ts';
 
 export const RUN_SUBLEVEL = 'run';
-export const RUN_STATE_VERSION = 1;
+/** 2: dev split, adoption per step, the query planner (run-state 1 runs are refused). */
+export const RUN_STATE_VERSION = 2;
 
 export interface HeldOutMetrics {
   queries: number;
@@ -40,18 +41,50 @@ export interface HeldOutMetrics {
   ranked: Record<string, number>;
 }
 
-/** What the SFT step trained (deterministic, so a resumed run records the same). */
+/** Whole-set quality of the dev queries (a part of the training queries, held out from training). */
+export interface DevMetrics {
+  queries: number;
+  f1: number;
+  precision: number;
+  recall: number;
+  meanMatched: number;
+  meanKeywords: number;
+  /** F (F1 unless the run sets beta) of every dev query, in the split's dev order (the adoption test pairs them). */
+  perQuery: number[];
+}
+
+/**
+ * The adoption test of a half-round against the best adopted step so far, on the dev
+ * queries: with d_q = F_candidate(q) − F_best(q), the candidate is adopted when the mean
+ * gain is not negative and not smaller than z standard errors of it,
+ *   mean(d) ≥ 0  and  mean(d) ≥ z · sd(d)/√n,
+ * so a dev F1 that falls is never adopted, and neither is a rise within the noise of a few
+ * dev queries (z = 0: any rise or tie is adopted). Without dev queries every step is.
+ */
+export function adoptionTest(candidate: DevMetrics | null, best: DevMetrics | null, z: number): { adopted: boolean; gain: number; se: number } {
+  if (!candidate || !best || candidate.perQuery.length === 0 || candidate.perQuery.length !== best.perQuery.length) return { adopted: true, gain: 0, se: 0 };
+  const n = candidate.perQuery.length;
+  const d = candidate.perQuery.map((f, i) => f - best.perQuery[i]);
+  const mean = d.reduce((a, b) => a + b, 0) / n;
+  const sd = n > 1 ? Math.sqrt(d.reduce((a, b) => a + (b - mean) * (b - mean), 0) / (n - 1)) : 0;
+  const se = sd / Math.sqrt(n);
+  return { adopted: mean >= 0 && mean >= z * se, gain: mean, se };
+}
+
+/** What the SFT step fitted (deterministic, so a resumed run records the same). */
 export interface SftStats {
   epochs: number;
-  /** Training examples: items, training queries with a target. */
+  /** Item policy: examples, mean negative log-likelihood per example and epoch, share of targets among its candidates. */
   itemExamples: number;
-  queryExamples: number;
-  /** Mean negative log-likelihood per example, per epoch. */
   itemLoss: number[];
-  queryLoss: number[];
-  /** Share of target keywords found among the policies' candidates. */
   itemCoverage: number;
-  queryCoverage: number;
+  /** Keywords per item from the base generator, and the training F1 of every M tried. */
+  itemKeywords: number;
+  itemKeywordsCurve: [number, number][];
+  /** The relevance model's fit: (query, item) pairs, distinct rows, Newton iterations, mean log-likelihood, weights. */
+  relevance: { pairs: number; rows: number; iterations: number; logLik: number; weights: Record<string, number> };
+  /** Training queries the planner was fitted on. */
+  queryExamples: number;
 }
 
 /** What a GRPO half-round trained. */
@@ -85,6 +118,16 @@ export interface StepRecord {
   phase: 'sft' | Side;
   itemGeneration: number;
   queryGeneration: number;
+  /** The adopted step this one started from (null for SFT). */
+  base: string | null;
+  /** Whether later steps build on this one: SFT always; a half-round when its dev F1 does not fall below the best adopted so far. */
+  adopted: boolean;
+  /** Quality on the dev queries (null without a dev split: every step is then adopted). */
+  dev: DevMetrics | null;
+  /** The adoption test against the best adopted step (half-rounds with dev queries): mean per-query dev gain and its standard error. */
+  devGain?: { gain: number; se: number };
+  /** The planner's α after this step (query-side steps and SFT). */
+  alpha?: number;
   metrics: HeldOutMetrics;
   vocabulary: { item: number; query: number };
   /** The GRPO half-round's statistics; null for the SFT step. */
@@ -96,6 +139,8 @@ export interface StepRecord {
 
 export interface RunSplit {
   train: string[];
+  /** Training queries carved out to choose which half-rounds are adopted (never trained on). */
+  dev: string[];
   eval: string[];
 }
 
@@ -192,6 +237,13 @@ export interface StoredRun {
   steps: StepRecord[];
 }
 
+/** The adopted step with the best dev F1 (the last adopted one: adoption never lowers it); null before SFT. */
+export function bestStep(steps: readonly StepRecord[]): StepRecord | null {
+  let best: StepRecord | null = null;
+  for (const s of steps) if (s.adopted) best = s;
+  return best;
+}
+
 /** The run stored in a database; NOT_FOUND when it holds none. */
 export async function readStoredRun(db: CogrDb): Promise<StoredRun> {
   const state = new RunState(db);
@@ -201,15 +253,31 @@ export async function readStoredRun(db: CogrDb): Promise<StoredRun> {
   return { config, split, steps: await state.steps() };
 }
 
-/** The generations round r of a side trains against (query side: item generation r−1; item side: also query generation r). */
-export function frozenFor(run: StoredRun, side: Side, round: number): { itemGeneration: number; queryGeneration: number | null } {
+/**
+ * What half-round `r<round>-<side>` builds on: the last adopted step before it, its frozen
+ * item generation and (item side) query generation, and the rounds of the generators it
+ * starts from (the last adopted step that trained each; SFT = 0).
+ */
+export function frozenFor(run: StoredRun, side: Side, round: number): { base: string; itemGeneration: number; queryGeneration: number | null; plannerRound: number; itemPolicyRound: number } {
   if (!Number.isInteger(round) || round < 1) throw cogrError('INVALID_ARGUMENT', `--round: expected an integer ≥ 1, got ${round}`);
-  const before = run.steps.find((s) => s.step === (round === 1 ? 'sft' : `r${round - 1}-item`));
-  if (!before) throw cogrError('NOT_FOUND', `round ${round} needs step ${round === 1 ? 'sft' : `r${round - 1}-item`}, which this run has not committed (steps: ${run.steps.map((s) => s.step).join(', ') || 'none'})`);
-  if (side === 'query') return { itemGeneration: before.itemGeneration, queryGeneration: null };
-  const q = run.steps.find((s) => s.step === `r${round}-query`);
-  if (!q) throw cogrError('NOT_FOUND', `item-side rollouts of round ${round} need step r${round}-query, which this run has not committed`);
-  return { itemGeneration: before.itemGeneration, queryGeneration: q.queryGeneration };
+  const name = `r${round}-${side}`;
+  const names = stepNames(round);
+  const at = names.indexOf(name);
+  const before = run.steps.slice(0, at);
+  if (before.length < at) {
+    const missing = names[before.length];
+    throw cogrError('NOT_FOUND', `${name} builds on step ${missing}, which this run has not committed (steps: ${run.steps.map((s) => s.step).join(', ') || 'none'})`);
+  }
+  const base = bestStep(before);
+  if (!base) throw cogrError('NOT_FOUND', `${name} needs an adopted step before it`);
+  let plannerRound = 0;
+  let itemPolicyRound = 0;
+  for (const s of before) {
+    if (!s.adopted) continue;
+    if (s.phase === 'query') plannerRound = s.round;
+    if (s.phase === 'item') itemPolicyRound = s.round;
+  }
+  return { base: base.step, itemGeneration: base.itemGeneration, queryGeneration: side === 'item' ? base.queryGeneration : null, plannerRound, itemPolicyRound };
 }
 
 /**

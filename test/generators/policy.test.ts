@@ -133,7 +133,7 @@ describe('EmbeddedPolicy: training', () => {
   });
 
   it('a GRPO update raises the probability of positive-advantage samples', () => {
-    const p = new EmbeddedPolicy('item', { kMax: 5 });
+    const p = new EmbeddedPolicy('item', { kMax: 5, grpoParams: 'all' });
     const x = makeItems(1, 7)[0].input;
     const rng = createRng(3);
     const group = Array.from({ length: 8 }, () => p.sample(x, { temperature: 1, rng }));

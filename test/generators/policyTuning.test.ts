@@ -1,6 +1,5 @@
 /**
- * The embedded policy's generalisation and speed changes: precision-favouring SFT targets,
- * precision features of the expansion candidates, the greedy stop rules, item-side GRPO
+ * The embedded policy's generalisation and speed changes: precision features of the expansion candidates, the greedy stop rules, item-side GRPO
  * restricted to sparse weights, the n-gram fast path and the id-keyed candidate cache.
  */
 import { describe, expect, it } from 'vitest';
@@ -9,7 +8,6 @@ import { createRng } from '../../index/random.ts';
 import { KeywordView } from '../../index/view.ts';
 import { DI, DEFAULT_CANDIDATES, extractCandidates } from '../../generators/policy/candidates.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
-import { greedyQueryTargets, queryInput, runSft } from '../../generators/sft.ts';
 
 const view = KeywordView.build('item', 0, [
   { id: 'a', self: 'aspirin trial', keywords: ['myocardial infarction', 'antiplatelet therapy'] },
@@ -18,53 +16,6 @@ const view = KeywordView.build('item', 0, [
   { id: 'd', self: 'bone density', keywords: ['osteoporosis', 'antiplatelet therapy'] },
   { id: 'e', self: 'fracture risk', keywords: ['osteoporosis'] },
 ]);
-
-describe('SFT targets that favour precision', () => {
-  it('greedy targets add candidates only while the F1 of the matched set rises, best first', () => {
-    const p = new EmbeddedPolicy('query');
-    p.fitStats([{ id: 'q', text: 'aspirin infarction' }]);
-    p.attachOpposite(view);
-    const q = { id: 'q', text: 'aspirin infarction' };
-    // rel = {a, b}: 'myocardial infarction' matches a, b, c (F1 0.8), the best single step;
-    // after it nothing raises F1 ('aspirin trial' and 'cholesterol lowering' add no new item).
-    const t = greedyQueryTargets(p, view, [q], new Map([['q', new Set(['a', 'b'])]]));
-    const target = t.get('q')!;
-    const cands = new Set(p.candidateKeywords(queryInput(q)));
-    for (const k of target) expect(cands.has(k)).toBe(true);
-    const f1 = (kws: string[]) => {
-      const m = view.match({ self: q.text, keywords: kws });
-      let tp = 0;
-      for (const e of m) if (e === view.ordinalOf('a') || e === view.ordinalOf('b')) tp++;
-      return (2 * tp) / (m.length + 2);
-    };
-    for (let i = 1; i <= target.length; i++) expect(f1(target.slice(0, i))).toBeGreaterThan(f1(target.slice(0, i - 1)));
-    expect(target).toEqual(['myocardial infarction']);
-    expect(f1(target)).toBeCloseTo(0.8, 12);
-    expect(target).not.toContain('osteoporosis');
-    // No relevant item reachable: no target.
-    const none = greedyQueryTargets(p, view, [q], new Map([['q', new Set(['zzz'])]]));
-    expect(none.has('q')).toBe(false);
-  });
-
-  it("runSft's modes: 'greedy' and 'both' targets are all candidates (coverage 1)", () => {
-    const items = ['a b', 'c d', 'a c', 'b d', 'e f'].map((t, i) => ({ id: `i${i}`, title: `t${i}`, text: `${t} common words here` }));
-    const queries = [
-      { id: 'q1', text: 'a b' },
-      { id: 'q2', text: 'c d' },
-      { id: 'q3', text: 'e f' },
-    ];
-    const relevant = new Map([
-      ['q1', new Set(['i0', 'i2'])],
-      ['q2', new Set(['i1'])],
-      ['q3', new Set(['i4'])],
-    ]);
-    for (const mode of ['greedy', 'both'] as const) {
-      const r = runSft({ corpus: { items, queries, relevant }, trainQueryIds: ['q1', 'q2', 'q3'], epochs: 2, seed: 1, queryTargets: mode });
-      expect(r.queryReport.coverage).toBe(1);
-      for (const t of r.queryTargets.values()) expect(t.length).toBeLessThanOrEqual(15);
-    }
-  });
-});
 
 describe('query candidates: precision features', () => {
   it('prec = carriers among the top-m / df; dfRel grows with df', () => {
@@ -121,8 +72,8 @@ describe('decoding and training options', () => {
     }
   });
 
-  it('the default per side: sparse GRPO on items, all parameters on queries', () => {
-    expect(new EmbeddedPolicy('item').config.grpoParams).toBe('sparse');
+  it('the default per side: only the query-side weights on items, all parameters on queries', () => {
+    expect(new EmbeddedPolicy('item').config.grpoParams).toBe('query');
     expect(new EmbeddedPolicy('query').config.grpoParams).toBe('all');
     const p = new EmbeddedPolicy('query', { pairFeatures: false, keywordFeatures: false });
     p.attachOpposite(view);
@@ -165,5 +116,47 @@ describe('candidate extraction fast path', () => {
     expect(b).not.toContain('alpha beta');
     const c = p.candidateKeywords({ id: 'same', title: 'other', text: 'gamma delta' });
     expect(c).toContain('other');
+  });
+});
+
+describe('item side: keywords offered by the query side', () => {
+  const input = { id: 'i1', title: 'statin therapy', text: 'statin therapy lowers cholesterol in older patients' };
+  const offers = new Map([['i1', [{ keyword: 'statin breast cancer', judged: 2, ranked: 0, precision: 1 }, { keyword: 'heart disease', judged: 0, ranked: 3, precision: 0 }]]]);
+
+  it('are candidates with their query-side features', () => {
+    const p = new EmbeddedPolicy('item');
+    expect(p.candidateKeywords(input)).not.toContain('statin breast cancer');
+    p.attachQuerySide({ offers: (id) => offers.get(id) ?? [] });
+    const raw = extractCandidates('item', input, DEFAULT_CANDIDATES, null, null, null, { offers: (id) => offers.get(id) ?? [] });
+    const by = new Map(raw.map((r) => [r.keyword, r.dense]));
+    expect(by.get('statin breast cancer')![DI.qJudged]).toBeCloseTo(Math.log1p(2), 12);
+    expect(by.get('statin breast cancer')![DI.qPrec]).toBe(1);
+    expect(by.get('statin breast cancer')![DI.fromQuery]).toBe(1);
+    expect(by.get('heart disease')![DI.qRanked]).toBeCloseTo(Math.log1p(3), 12);
+    expect(by.get('statin therapy')![DI.fromQuery]).toBe(0);
+    expect(p.candidateKeywords(input)).toContain('statin breast cancer');
+  });
+
+  it("GRPO with grpoParams 'query' moves only the query-side weights, towards adopting a rewarded offer", () => {
+    const p = new EmbeddedPolicy('item', { kMax: 6 });
+    p.attachQuerySide({ offers: (id) => offers.get(id) ?? [] });
+    const before = p.denseWeights();
+    const rng = createRng(5);
+    const group = Array.from({ length: 16 }, () => p.sample(input, { temperature: 1, rng }));
+    // reward: 1 when the set adopts the judged offer
+    const r: number[] = group.map((g) => (g.keywords.includes('statin breast cancer') ? 1 : 0));
+    const mean = r.reduce((a, b) => a + b, 0) / r.length;
+    expect(r.some((x) => x === 1)).toBe(true);
+    const lpBefore = p.logProb(input, ['statin breast cancer']);
+    p.grpoUpdate(group.map((g, i) => ({ input, keywords: g.keywords, oldLogProb: g.logProb, advantage: r[i] - mean })), { lr: 0.5 });
+    const after = p.denseWeights();
+    for (const [k, v] of Object.entries(after)) {
+      if (['qJudged', 'qRanked', 'qPrec', 'fromQuery'].includes(k)) continue;
+      expect(v).toBe(before[k]);
+    }
+    expect(after.qJudged).toBeGreaterThan(before.qJudged);
+    // no per-keyword weight moved (only non-zero sparse weights are listed)
+    expect(p.params.sparse().length).toBe(0);
+    expect(p.logProb(input, ['statin breast cancer'])).toBeGreaterThan(lpBefore);
   });
 });

@@ -7,6 +7,7 @@ import type { Item, Query } from '../../index/types.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { listPolicyRounds, loadPolicy, savePolicy } from '../../src/run/policies.ts';
 import { baseItemKeywords, buildQueryTargets, exportTrl, queryInput, runSft } from '../../generators/sft.ts';
+import { setF1 } from '../../generators/planner/planner.ts';
 import { memoryStore } from '../../generators/types.ts';
 
 // A synthetic corpus: each topic has its own vocabulary; items mix their topic's words with
@@ -61,33 +62,32 @@ describe('SFT (Algorithm 1)', () => {
     }
   });
 
-  it('trains both policies; the query policy generalises to held-out queries', () => {
+  it('fits the planner and the item policy; M is chosen on training F1; the planner generalises to held-out queries', () => {
     const c = corpus(2);
-    const train = c.queries.filter((_, i) => i % 4 !== 0).map((q) => q.id);
-    const held = c.queries.filter((_, i) => i % 4 === 0);
-    const r = runSft({ corpus: c, trainQueryIds: train, epochs: 4, seed: 3, queryTargets: 'pooled' });
-    expect(r.queryTargets.size).toBe(train.length);
-    for (const id of train) expect(r.queryTargets.get(id)!.length).toBeLessThanOrEqual(15);
+    // Every topic keeps six training queries; the last two of each are held out.
+    const trainQueries = c.queries.slice(0, 48);
+    const held = c.queries.slice(48);
+    const relevant = new Map(trainQueries.map((q) => [q.id, c.relevant.get(q.id)!]));
+    const r = runSft({ items: c.items, trainQueries, relevant, M: [3, 6], epochs: 4, seed: 3 });
+    expect(r.mCurve.map(([m]) => m)).toEqual([3, 6]);
+    const bestF1 = Math.max(...r.mCurve.map(([, f]) => f));
+    expect(r.mCurve.find(([m]) => m === r.M)![1]).toBe(bestF1);
+    for (const k of r.itemKeywords.values()) expect(k.length).toBeLessThanOrEqual(r.M);
     expect(r.itemReport.coverage).toBe(1);
-    expect(r.queryReport.epochLoss.at(-1)!).toBeLessThan(r.queryReport.epochLoss[0]);
-    // Held-out targets, built the same way, are more likely under the trained policy.
-    const heldTargets = buildQueryTargets(held, c.relevant, r.itemKeywords, 15);
-    const untrained = new EmbeddedPolicy('query');
-    untrained.fitStats(c.queries.map(queryInput));
-    untrained.attachOpposite(r.itemView);
-    let trained = 0;
-    let base = 0;
-    let counted = 0;
+    expect(r.itemReport.epochLoss.at(-1)!).toBeLessThan(r.itemReport.epochLoss[0]);
+    expect(r.relevanceFit.pairs).toBe(trainQueries.length * c.items.length);
+    expect(r.queryTargets.size).toBe(trainQueries.length);
+    // Held-out queries (never seen by SFT): the planner's matched sets beat the raw query's.
+    const view = r.planner.attached!;
+    let planned = 0;
+    let raw = 0;
     for (const q of held) {
-      const cands = new Set(r.queryPolicy.candidateKeywords(queryInput(q)));
-      const target = heldTargets.get(q.id)!.filter((k) => cands.has(k) && untrained.candidateKeywords(queryInput(q)).includes(k));
-      if (target.length === 0) continue;
-      counted++;
-      trained += r.queryPolicy.logProb(queryInput(q), target);
-      base += untrained.logProb(queryInput(q), target);
+      const rel = new Set([...c.relevant.get(q.id)!].map((id) => view.ordinalOf(id)));
+      planned += setF1(r.planner.plan(queryInput(q)).matched, rel);
+      raw += setF1(view.match({ self: q.text, keywords: [] }), rel);
     }
-    expect(counted).toBeGreaterThan(8);
-    expect(trained / counted).toBeGreaterThan(base / counted);
+    expect(planned / held.length).toBeGreaterThan(0.3);
+    expect(planned).toBeGreaterThan(raw);
   });
 
   it('exports TRL conversational prompt–completion JSONL with the LLM prompts', () => {

@@ -37,9 +37,8 @@ async function snapshot(db: CogrDb) {
   }
   const policies: Record<string, unknown> = {};
   const sub = db.sublevel(POLICY_SUBLEVEL);
-  for (const side of ['item', 'query'] as const) {
-    for (const r of await listPolicyRounds(sub, side)) policies[`${side}:${r}`] = (await loadPolicy(sub, side, r)).toJSON();
-  }
+  for (const r of await listPolicyRounds(sub, 'item')) policies[`item:${r}`] = (await loadPolicy(sub, 'item', r)).toJSON();
+  for (const r of await listPolicyRounds(sub, 'planner')) policies[`planner:${r}`] = await sub.get(`planner:${String(r).padStart(6, '0')}`);
   return { steps, gens, policies };
 }
 
@@ -69,15 +68,31 @@ describe('co-evolution loop', () => {
       [2, 2],
     ]);
     expect(Object.keys(snap.gens).sort()).toEqual(['item:0', 'item:1', 'item:2', 'query:0', 'query:1', 'query:2']);
-    expect(Object.keys(snap.policies).sort()).toEqual(['item:0', 'item:1', 'item:2', 'query:0', 'query:1', 'query:2']);
+    expect(Object.keys(snap.policies).sort()).toEqual(['item:0', 'item:1', 'item:2', 'planner:0', 'planner:1', 'planner:2']);
     const corpus = synthCorpus();
-    // query generations hold the training queries only
-    const train = new Set(res.split.train);
+    // a dev split carved from the training queries; query generations hold the other training queries only
+    expect(res.split.dev.length).toBe(Math.round(res.split.train.length * 0.2));
+    const dev = new Set(res.split.dev);
+    for (const id of dev) expect(res.split.train).toContain(id);
+    const train = new Set(res.split.train.filter((id) => !dev.has(id)));
     for (const g of [0, 1, 2]) {
       const ids = (snap.gens[`query:${g}`] as { id: string }[]).map((e) => e.id);
       expect(ids.length).toBe(train.size);
       for (const id of ids) expect(train.has(id)).toBe(true);
     }
+    // every step is evaluated on the dev queries; SFT is adopted, and no adopted step lowers the best dev F1 so far
+    expect(res.steps[0].adopted).toBe(true);
+    let bestDev = -1;
+    for (const s of res.steps) {
+      expect(s.dev!.queries).toBe(dev.size);
+      expect(s.dev!.perQuery).toHaveLength(dev.size);
+      if (s.phase !== 'sft') expect(s.devGain).toBeDefined();
+      if (s.adopted) {
+        expect(s.dev!.f1).toBeGreaterThanOrEqual(bestDev);
+        bestDev = s.dev!.f1;
+      }
+    }
+    expect(res.best).toEqual(res.steps.filter((s) => s.adopted).at(-1));
     expect((snap.gens['item:0'] as unknown[]).length).toBe(corpus.items.length);
     for (const s of res.steps) {
       expect(s.metrics.queries).toBe(res.split.eval.length);
@@ -163,6 +178,8 @@ describe('co-evolution loop', () => {
     const other = await runToEnd(tempDb(), altered);
     expect(other.snap.gens).toEqual(reference.snap.gens);
     expect(other.snap.policies).toEqual(reference.snap.policies);
+    // Model selection reads dev judgements only: the same dev metrics and adoption decisions.
+    expect(other.res.steps.map((s) => [s.dev, s.adopted])).toEqual(reference.res.steps.map((s) => [s.dev, s.adopted]));
     // ... while the held-out evaluation does see them.
     expect(other.res.steps.map((s) => s.metrics.f1)).not.toEqual(reference.res.steps.map((s) => s.metrics.f1));
   });
@@ -172,8 +189,8 @@ describe('co-evolution loop', () => {
     expect(semantic.res.complete).toBe(true);
     expect(semantic.res.config.grouping).toBe('semantic');
     // SFT does not group; the GRPO half-rounds train on other advantages.
-    expect(semantic.snap.policies['query:0']).toEqual(reference.snap.policies['query:0']);
-    expect(semantic.snap.policies['query:1']).not.toEqual(reference.snap.policies['query:1']);
+    expect(semantic.snap.policies['planner:0']).toEqual(reference.snap.policies['planner:0']);
+    expect(semantic.snap.policies['planner:1']).not.toEqual(reference.snap.policies['planner:1']);
     expect(semantic.snap.policies['item:1']).not.toEqual(reference.snap.policies['item:1']);
   });
 });

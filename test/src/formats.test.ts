@@ -14,6 +14,7 @@ import { EmbeddedPolicy, POLICY_VERSION } from '../../generators/policy/model.ts
 import { policyStore } from '../../src/run/policies.ts';
 import { readStoredRun, RUN_STATE_VERSION, RUN_SUBLEVEL } from '../../src/run/state.ts';
 import { formatSummary } from '../fixtures/formats/summary.ts';
+import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
 const FIXTURES = join(__dirname, '../fixtures/formats');
 const json = (x: unknown): unknown => JSON.parse(JSON.stringify(x));
@@ -37,7 +38,23 @@ describe('committed databases', () => {
     expect(dbs).toContain(`db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}`);
   });
   for (const name of dbs) {
-    const version = Number(/^db-v(\d+)-/.exec(name)![1]);
+    const [, v, rv] = /^db-v(\d+)-run-v(\d+)$/.exec(name)!;
+    const version = Number(v);
+    const runVersion = Number(rv);
+    if (version === DB_FORMAT_VERSION && runVersion < RUN_STATE_VERSION) {
+      it(`${name} (an older run state) opens, and its run is refused with the version message`, async () => {
+        const db = await openDb(copy(name));
+        try {
+          await expect(readStoredRun(db)).rejects.toMatchObject({
+            code: 'DB_VERSION',
+            message: `the co-evolution run in ${db.path} has run-state version ${runVersion}, expected ${RUN_STATE_VERSION}; refusing to read it`,
+          });
+        } finally {
+          await db.close();
+        }
+      });
+      continue;
+    }
     if (version < DB_FORMAT_VERSION) {
       it(`${name} (an older format) is refused with the version message and how to rebuild`, async () => {
         const path = copy(name);
@@ -51,7 +68,7 @@ describe('committed databases', () => {
     it(`${name} opens and reads back its run, generations, searches and policies`, async () => {
       const db = await openDb(copy(name));
       try {
-        const got = await formatSummary(await readStoredRun(db), new KeywordIndexStore(db), policyStore(db));
+        const got = await formatSummary(await readStoredRun(db), new KeywordIndexStore(db), policyStore(db), synthCorpus().items);
         expect(json(got)).toEqual(JSON.parse(readFileSync(join(FIXTURES, `${name}.expected.json`), 'utf8')));
       } finally {
         await db.close();

@@ -46,7 +46,7 @@ beforeAll(() => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('cogr sft and cogr generate', () => {
-  it('sft saves round-0 policies and the base item index; generate serves them as JSON', async () => {
+  it('sft saves the round-0 item policy, query planner and base item index; generate serves the planner as JSON', async () => {
     const sft = await cogr(['sft', '--dataset', join(dir, 'tiny'), '--format', 'jsonl', '--epochs', '2', '--commit-index', '--export', join(dir, 'trl'), '--json']);
     expect(sft.code).toBe(0);
     const summary = JSON.parse(sft.stdout);
@@ -62,7 +62,7 @@ describe('cogr sft and cogr generate', () => {
     expect(await runGenerate({ ...flags, policy: 'latest' })).toEqual(out); // same round, same seed
     const missing = await runGenerate({ ...flags, policy: '4' }).catch((e) => e);
     expect(isCogrError(missing, 'NOT_FOUND')).toBe(true);
-    expect(missing.message).toMatch(/no query policy for round 4/);
+    expect(missing.message).toMatch(/no query planner for round 4/);
   });
 
   it('loads --policy-file and reports bad flags and input lines clearly', async () => {
@@ -72,7 +72,7 @@ describe('cogr sft and cogr generate', () => {
     const ok = await runGenerate({ ...base, side: 'item', policyFile: join(dir, 'p.json'), temperature: '0' });
     expect(ok.a[0]).toContain('lens proteins');
     const wrongSide = await runGenerate({ ...base, side: 'query', policyFile: join(dir, 'p.json') }).catch((e) => e);
-    expect(wrongSide.message).toMatch(/--policy-file holds a item policy/);
+    expect(wrongSide.message).toMatch(/--policy-file: the embedded query generator is a saved query planner/);
     writeFileSync(join(dir, 'bad.jsonl'), '{"id": "a"}\n');
     const bad = await runGenerate({ ...base, side: 'item', from: join(dir, 'bad.jsonl') }).catch((e) => e);
     expect(isCogrError(bad, 'DATA_FORMAT')).toBe(true);

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb, type CogrDb } from '../../index/db.ts';
 import { isCogrError } from '../../index/errors.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
+import { getAnalyzer } from '../../index/analyzer.ts';
 import { OpenAIGenerator } from '../../generators/llm.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
 import { itemRewardFull } from '../../rewards/itemReward.ts';
@@ -13,10 +14,12 @@ import { fBetaFromCounts } from '../../rewards/setMetrics.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
 import { importGeneration } from '../../src/evolve/importGeneration.ts';
 import { writeRollouts } from '../../src/evolve/rollouts.ts';
+import { frozenFor, readStoredRun } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
 const corpus = synthCorpus();
+const en = getAnalyzer('english');
 let dir = '';
 let db: CogrDb;
 let train: string[] = [];
@@ -29,7 +32,8 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cogr-rollouts-'));
   db = await openDb(join(dir, 'db'));
   const res = await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 1 });
-  train = res.split.train;
+  // The training queries a run trains on: those outside its dev split.
+  train = res.split.train.filter((id) => !res.split.dev.includes(id));
   evalIds = res.split.eval;
   // A chat-completions server whose answers are good JSON, a plain list, or prose.
   server = createServer((req, res) => {
@@ -77,10 +81,13 @@ describe('rollouts', () => {
       expect(l.prompt[1].content).toContain(corpus.queries.find((q) => q.id === l.entity_id)!.text);
       expect(l.completion[0].role).toBe('assistant');
       if (l.reason !== 'ok') continue;
-      // recompute F1 of the matched set naively from the stored item generation
+      // recompute F1 of the matched set naively from the stored item generation: a training
+      // query is scored as held out — its own string neither matches as {q} nor as a keyword
       const q = corpus.queries.find((x) => x.id === l.entity_id)!;
-      const probe = new Set([...l.keywords, q.text.toLowerCase()]);
-      const matched = items.filter((e) => e.keywords.some((k) => probe.has(k)) || probe.has(e.self.toLowerCase())).map((e) => e.id);
+      const key = (k: string) => en.key(k.toLowerCase());
+      const own = key(q.text);
+      const probe = new Set((l.keywords as string[]).map(key).filter((k) => k !== own));
+      const matched = items.filter((e) => e.keywords.some((k) => probe.has(key(k))) || probe.has(key(e.self))).map((e) => e.id);
       const rel = corpus.relevant.get(q.id)!;
       const tp = matched.filter((m) => rel.has(m)).length;
       expect(l.reward).toBeCloseTo(fBetaFromCounts(matched.length, rel.size, tp), 12);
@@ -115,14 +122,15 @@ describe('rollouts', () => {
     expect(exact.groups).toBe(train.length);
   });
 
-  it('item side: rewards equal the full counterfactual recompute against query generation r', async () => {
+  it('item side: rewards equal the full counterfactual recompute against the generations the half-round builds on', async () => {
     const out = join(dir, 'i.jsonl');
     await writeRollouts(db, corpus, { side: 'item', round: 1, out, samples: 3, limit: 10 });
     const lines = readLines(out);
     expect(lines.length).toBe(30);
     const store = new KeywordIndexStore(db);
-    const itemView = await store.openView('item', 0);
-    const queryView = await store.openView('query', 1);
+    const frozen = frozenFor(await readStoredRun(db), 'item', 1);
+    const itemView = await store.openView('item', frozen.itemGeneration);
+    const queryView = await store.openView('query', frozen.queryGeneration!);
     const trainRel = new Map(train.map((id) => [id, corpus.relevant.get(id)!]));
     const ctx = { itemView, queryView, relevance: buildRelevance(queryView, itemView, trainRel, new Set(train)), kMax: 30, beta: 1 };
     for (const l of lines) {
@@ -147,7 +155,7 @@ describe('rollouts', () => {
   });
 
   it('refuses a round the run has not reached, naming the missing step', async () => {
-    await expect(writeRollouts(db, corpus, { side: 'query', round: 3, out: join(dir, 'x.jsonl') })).rejects.toThrow(/r2-item/);
+    await expect(writeRollouts(db, corpus, { side: 'query', round: 3, out: join(dir, 'x.jsonl') })).rejects.toThrow(/r3-query builds on step r2-query/);
   });
 });
 
@@ -169,6 +177,7 @@ describe('import-generation', () => {
     writeFileSync(file, corpus.queries.map((q) => JSON.stringify({ id: q.id, keywords: q.text.split(' ') })).join('\n') + '\n');
     const rec = await importGeneration(db, corpus, 'query', file);
     const ids = (await new KeywordIndexStore(db).entries('query', rec.generation)).map((x) => x.id).sort();
+    // held-out and dev queries stay out of query generations
     expect(ids).toEqual([...train].sort());
     expect(rec.heldOutFromFile).toBe(evalIds.length);
   });

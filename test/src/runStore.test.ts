@@ -22,9 +22,9 @@ describe('the run store', () => {
       const state = new RunState(db);
       const config = parseRunConfig({ dataset: 'med', format: 'smart' });
       await state.setConfig(config);
-      await state.setSplit({ train: ['1', '2'], eval: ['3'] });
+      await state.setSplit({ train: ['1', '2'], dev: [], eval: ['3'] });
       expect(await state.version()).toBe(RUN_STATE_VERSION);
-      expect(await readStoredRun(db)).toEqual({ config, split: { train: ['1', '2'], eval: ['3'] }, steps: [] });
+      expect(await readStoredRun(db)).toEqual({ config, split: { train: ['1', '2'], dev: [], eval: ['3'] }, steps: [] });
       expect(await state.imports()).toEqual([]);
     } finally {
       await db.close();
