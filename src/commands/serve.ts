@@ -6,10 +6,11 @@
  *              [--token <T>] [--watch <seconds>] [--dataset <name|path>]
  *              [--budget-ms 250] [--max-k 1000] [--max-query-length 512] [--body-limit 65536]
  *
- * The database is read into memory and closed again; `--watch` polls for a newer
- * generation and `POST /v1/admin/reload` loads it on demand. Binds to loopback unless
- * `--host` says otherwise. The bearer token (flag or COGR_TOKEN) guards the admin
- * endpoint.
+ * The published generation files are read into memory (the LevelDB is never opened, so
+ * serve runs beside a writer); `--watch` polls for a newer generation and `POST
+ * /v1/admin/reload` loads it on demand. The embedded query generator runs in
+ * `--keyword-workers` worker threads. Binds to loopback unless `--host` says otherwise.
+ * The bearer token (flag or COGR_TOKEN) guards the admin endpoint.
  */
 import type { Command } from 'commander';
 import { DEFAULTS } from '../../index/defaults.ts';
@@ -17,9 +18,10 @@ import { stderrLogger, type Logger } from '../../index/log.ts';
 import { llmOptionsFromEnv, OpenAIGenerator } from '../../generators/llm.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
-import { listPolicyRounds, loadPolicy, policyStore } from '../run/policies.ts';
 import { readRunAt } from '../run/state.ts';
 import { buildSearchServer } from '../server/app.ts';
+import { KeywordWorkerPool } from '../server/keywordPool.ts';
+import { loadQueryGenerator } from '../server/queryGenerator.ts';
 import { storeDriftProvider } from '../server/drift.ts';
 import { listenUntilSignal } from '../server/listen.ts';
 import { LiveSnapshot, type QueryKeywordSource } from '../server/state.ts';
@@ -32,13 +34,18 @@ interface ServeFlags extends ServerFlags, LlmFlags {
   budgetMs?: string;
   maxK?: string;
   maxQueryLength?: string;
+  keywordWorkers?: string;
 }
 
-/** The query keyword source of a round: its saved embedded policy, an LLM endpoint, or none. */
+/**
+ * The query keyword source of a round: its saved embedded policy (run in the keyword
+ * workers, off the event loop), an LLM endpoint, or none.
+ */
 export function keywordSourceFactory(
   generator: string,
   flags: LlmFlags,
   log: Logger,
+  pool: () => KeywordWorkerPool,
 ): (ctx: KeywordSourceContext) => Promise<QueryKeywordSource | null> {
   const kind = parseChoice('--generator', generator, ['embedded', 'openai', 'none'] as const);
   if (kind === 'none') return async () => null;
@@ -47,38 +54,26 @@ export function keywordSourceFactory(
     const src = generatorKeywordSource(gen, DEFAULTS.decoding.index);
     return async () => src;
   }
-  return async ({ round, db, item }) => {
-    const store = policyStore(db);
-    const rounds = await listPolicyRounds(store, 'query');
-    if (rounds.length === 0) {
+  const loaded: string[] = [];
+  let n = 0;
+  return async ({ round, policies, item, items }) => {
+    const doc = await loadQueryGenerator(policies, round);
+    if (!doc) {
       log.warn('no query policy saved in the database: searches use the raw query only (fallback no_generator)');
       return null;
     }
-    // The round's policy, or the newest one saved at or before it.
-    const usable = round === null ? rounds : rounds.filter((r) => r <= round);
-    const pick = usable.length ? usable[usable.length - 1] : rounds[0];
-    const policy = await loadPolicy(store, 'query', pick);
-    policy.attachOpposite(item);
-    log.info('query keywords from the embedded policy', { policyRound: pick, servedRound: round });
-    // Greedy decoding: the same query always gets the same keywords (and caches well).
-    return generatorKeywordSource(policy, { temperature: 0 });
+    const key = `${++n}:policy-${doc.round}:item-${item.generation}`;
+    await pool().load(key, { doc, view: item.data, items });
+    // Keep the previous generator too: requests in flight on the old snapshot finish on it.
+    loaded.push(key);
+    while (loaded.length > 2) pool().release(loaded.shift()!);
+    log.info('query keywords from the embedded policy, in the keyword workers', { policyRound: doc.round, servedRound: round, workers: pool().size });
+    return { name: 'embedded', keywords: (text, signal) => pool().plan(key, text, signal) };
   };
 }
 
 export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): Promise<void> {
   const server = parseServerFlags(flags, 64 * 1024 * 1024);
-  // Titles and item fields come from the dataset: --dataset, else the stored run's (in its recorded format).
-  const run = flags.dataset ? null : await readRunAt(server.dbPath);
-  const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : run ? (await loadRunCorpus(run.config, log)).corpus : undefined;
-  const loader = storeSnapshotLoader({
-    dbPath: server.dbPath,
-    round: server.round,
-    ...(corpus ? { corpus } : {}),
-    keywordSource: keywordSourceFactory(flags.generator, flags, log),
-    log,
-  });
-  const live = new LiveSnapshot(loader, log);
-  await live.reload();
   const limits: Record<string, number> = {};
   const set = (k: string, v: number | undefined) => {
     if (v !== undefined) limits[k] = v;
@@ -87,9 +82,32 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   set('maxK', parseIntFlag('--max-k', flags.maxK, 1, 1_000_000));
   set('maxQueryLength', parseIntFlag('--max-query-length', flags.maxQueryLength, 1, 100_000));
   set('bodyLimit', server.bodyLimit);
+  const workers = parseIntFlag('--keyword-workers', flags.keywordWorkers, 1, 64);
+  // Titles and item fields come from the dataset: --dataset, else the stored run's (in its recorded format).
+  const run = flags.dataset ? null : await readRunAt(server.dbPath);
+  const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : run ? (await loadRunCorpus(run.config, log)).corpus : undefined;
+  let keywordPool: KeywordWorkerPool | null = null;
+  const pool = () => (keywordPool ??= new KeywordWorkerPool({ logger: log, ...(workers !== undefined ? { size: workers } : {}) }));
+  const loader = storeSnapshotLoader({
+    dbPath: server.dbPath,
+    round: server.round,
+    ...(corpus ? { corpus } : {}),
+    keywordSource: keywordSourceFactory(flags.generator, flags, log, pool),
+    log,
+  });
+  const live = new LiveSnapshot(loader, log);
+  try {
+    await live.reload();
+  } catch (e) {
+    await (keywordPool as KeywordWorkerPool | null)?.close();
+    throw e;
+  }
   const app = buildSearchServer({ live, log, limits, drift: storeDriftProvider(server.dbPath), ...(server.token ? { token: server.token } : {}) });
   if (server.watch) live.watch(server.watch);
-  await listenUntilSignal(app, server.host, server.port, 'cogr serve', log, () => live.stopWatch());
+  await listenUntilSignal(app, server.host, server.port, 'cogr serve', log, () => {
+    live.stopWatch();
+    void (keywordPool as KeywordWorkerPool | null)?.close();
+  });
 }
 
 export function register(program: Command): void {
@@ -106,5 +124,6 @@ export function register(program: Command): void {
     .option('--budget-ms <ms>', `time budget for generating a query's keywords (default ${d.keywordBudgetMs})`)
     .option('--max-k <n>', `largest k a request may ask for (default ${d.maxK})`)
     .option('--max-query-length <n>', `longest query text in characters (default ${d.maxQueryLength})`)
+    .option('--keyword-workers <n>', 'worker threads generating query keywords with the embedded policy (default: cores − 1, 1 to 4)')
     .action(async (flags: ServeFlags) => runServe(flags));
 }

@@ -2,21 +2,31 @@
  * Policies saved per (side, round) in a KeyValueStore (the project database's `policies`
  * sublevel in the CLI). Keys: `<side>:<round, 6 digits>` → PolicyJSON (which carries its own
  * format version; an old one is refused on load), and `<side>:rounds` → the sorted list of
- * saved rounds. Round 0 is the SFT policy; round r ≥ 1 the policy after RL round r.
+ * saved rounds. Round 0 is the SFT policy; round r ≥ 1 the policy after RL round r. The
+ * project database's store also publishes every value as a sealed file for readers
+ * (published.ts: `publishedPolicyStore` reads them without the database).
  */
 import type { CogrDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
+import { publishPolicyValue } from './published.ts';
 
 export const POLICY_SUBLEVEL = 'policies';
 /** The generation cache of the LLM generator (generators/llm.ts). */
 export const LLM_CACHE_SUBLEVEL = 'llm-cache';
 
-/** The policy store of a project database. */
+/** The policy store of a project database; every value put is also published for readers (published.ts). */
 export function policyStore(db: CogrDb): KeyValueStore {
-  return db.sublevel(POLICY_SUBLEVEL);
+  const sub = db.sublevel(POLICY_SUBLEVEL);
+  return {
+    get: (key) => sub.get(key),
+    async put(key, value) {
+      await sub.put(key, value);
+      await publishPolicyValue(db.path, key, value);
+    },
+  };
 }
 
 /** The LLM generation cache of a project database. */

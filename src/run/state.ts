@@ -7,7 +7,8 @@
  *   steps           → StepRecord[] (one per committed step, in order)
  *   imports         → ImportRecord[] (generations imported from external models)
  * Policies live in the `policies` sublevel (policies.ts), generations in the keyword
- * index (index/store.ts). A step is committed when its record is written, which happens
+ * index (index/store.ts). Every change also rewrites `published/run.json`, the copy
+ * readers use without the database (published.ts). A step is committed when its record is written, which happens
  * last; on resume, anything a killed step left behind (generations newer than the last
  * record) is deleted and the step runs again from the saved policies, so a resumed run
  * ends with the same results as an uninterrupted one.
@@ -15,11 +16,11 @@
  * This folder sits below both the loop (src/evolve/) and the servers (src/server/):
  * whatever reads a stored run goes through here.
  */
-import { existsSync } from 'node:fs';
-import { openDb, type CogrDb, type JsonSublevel } from '../../index/db.ts';
+import type { CogrDb, JsonSublevel } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
 import { RunConfigSchema, type RunConfig } from './config.ts';
+import { publishRunState, readPublishedRun } from './published.ts';
 
 export const RUN_SUBLEVEL = 'run';
 export const RUN_STATE_VERSION = 1;
@@ -128,6 +129,19 @@ export class RunState {
   }
   private async put<K extends keyof RunValues>(key: K, value: RunValues[K]): Promise<void> {
     await this.sub.put(key, value);
+    await this.publish();
+  }
+
+  /** Rewrite run.json, the readers' copy of the run state (published.ts). */
+  async publish(): Promise<void> {
+    const get = async <K extends keyof RunValues>(key: K) => (await this.sub.get(key)) as RunValues[K] | undefined;
+    await publishRunState(this.db, {
+      runStateVersion: (await get('version')) ?? null,
+      config: (await get('config')) ?? null,
+      split: (await get('split')) ?? null,
+      steps: (await get('steps')) ?? [],
+      imports: (await get('imports')) ?? [],
+    });
   }
 
   /** A run written by another version of the run state is refused (DB_VERSION), never misread. */
@@ -232,18 +246,21 @@ export async function storedF1Points(db: CogrDb): Promise<{ round: number; side:
 }
 
 /**
- * The config and split of the run stored at a database path, or null when there is no
- * database or it holds no run. Opens the database only for the read.
+ * The run published at a database path (its config, split and steps, from
+ * `published/run.json`), read without opening the database; null when there is no
+ * database or it holds no run. Another run-state version is refused (DB_VERSION).
  */
-export async function readRunAt(dbPath: string): Promise<{ config: RunConfig; split: RunSplit } | null> {
-  if (!existsSync(dbPath)) return null;
-  const db = await openDb(dbPath, { createIfMissing: false });
-  try {
-    const state = new RunState(db);
-    const config = await state.config();
-    const split = await state.split();
-    return config && split ? { config, split } : null;
-  } finally {
-    await db.close();
+export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
+  const doc = await readPublishedRun(dbPath);
+  if (!doc || !doc.config || !doc.split) return null;
+  if (doc.runStateVersion !== RUN_STATE_VERSION) {
+    throw cogrError(
+      'DB_VERSION',
+      `the co-evolution run in ${dbPath} has run-state version ${JSON.stringify(doc.runStateVersion)}, expected ${RUN_STATE_VERSION}; refusing to read it`,
+      { path: dbPath, found: doc.runStateVersion, expected: RUN_STATE_VERSION },
+    );
   }
+  const r = RunConfigSchema.safeParse(doc.config);
+  if (!r.success) throw cogrError('DB_CORRUPT', `the published run config of ${dbPath} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return { config: r.data, split: doc.split, steps: doc.steps };
 }

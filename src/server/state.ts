@@ -32,8 +32,16 @@ export interface GenerationInfo {
   /** The co-evolution round recorded with the generation, when there is one. */
   round: number | null;
   entities: number;
-  /** Vocabulary size, known for generations held in memory (null otherwise). */
-  keywords: number | null;
+  /** Vocabulary size: distinct keywords, self keywords included (from the generation's manifest). */
+  keywords: number;
+}
+
+/** A generation whose files failed their check when the snapshot was loaded. */
+export interface GenerationProblem {
+  side: Side;
+  generation: number;
+  code: string;
+  message: string;
 }
 
 export interface Snapshot {
@@ -45,8 +53,12 @@ export interface Snapshot {
   query: KeywordView | null;
   /** Every item-side generation held in memory, ascending (includes `item`). */
   itemGenerations: readonly KeywordView[];
-  /** Every committed generation of both sides (including ones not held in memory). */
+  /** Every committed generation of both sides whose files pass their check (including ones not held in memory). */
   generations: readonly GenerationInfo[];
+  /** Generations whose files failed their check (never served); empty when all pass. */
+  problems: readonly GenerationProblem[];
+  /** Why the served generation is not the newest one, null when it is. */
+  reason: string | null;
   /** Structured item fields from the dataset (item id → field → value). */
   fields: ReadonlyMap<string, Readonly<Record<string, string>>>;
   /** Item titles/texts for display, when the dataset is known (item id → title). */
@@ -92,6 +104,7 @@ export class LiveSnapshot {
   private inFlight: Promise<ReloadOutcome> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private readonly listeners: ((s: Snapshot, version: number) => void)[] = [];
+  private readonly preparers: ((s: Snapshot) => Promise<void>)[] = [];
   private readonly outcomeListeners: ((o: ReloadOutcome) => void)[] = [];
 
   constructor(
@@ -118,6 +131,14 @@ export class LiveSnapshot {
 
   onSwap(fn: (s: Snapshot, version: number) => void): void {
     this.listeners.push(fn);
+  }
+
+  /**
+   * Work to finish on a new snapshot before it is swapped in (look-up structures,
+   * generators in the keyword workers), so that no request pays for it.
+   */
+  onPrepare(fn: (s: Snapshot) => Promise<void>): void {
+    this.preparers.push(fn);
   }
 
   /** Called after every reload attempt that had a snapshot to fall back on. */
@@ -150,8 +171,9 @@ export class LiveSnapshot {
           this.lastError = null;
           return { swapped: false, version: this.version, item: { generation: s.item.generation, previous } };
         }
+        for (const p of this.preparers) await p(s);
         this.swap(s);
-        this.log.info('serving generation', { item: s.item.generation, round: s.round, version: this.version });
+        this.log.info('serving generation', { item: s.item.generation, query: s.query?.generation ?? null, round: s.round, version: this.version, ...(s.reason ? { reason: s.reason } : {}) });
         return { swapped: true, version: this.version, item: { generation: s.item.generation, previous } };
       } catch (e) {
         const err = isCogrError(e)
