@@ -128,8 +128,37 @@ export class RunState {
     return (await this.sub.get(key)) as RunValues[K] | undefined;
   }
   private async put<K extends keyof RunValues>(key: K, value: RunValues[K]): Promise<void> {
+    await this.guard();
     await this.sub.put(key, value);
     await this.publish();
+  }
+
+  private guarded = false;
+  /**
+   * Before the first write: a published run.json that holds more committed steps than the
+   * database means the database lost committed data (e.g. its write-ahead log); the
+   * writer refuses instead of writing over what readers still hold.
+   */
+  private async guard(): Promise<void> {
+    if (this.guarded) return;
+    let doc: Awaited<ReturnType<typeof readPublishedRun>> = null;
+    try {
+      doc = await readPublishedRun(this.db.path);
+    } catch {
+      // A damaged run.json is written again from the database.
+    }
+    if (doc?.config) {
+      const hasConfig = (await this.sub.get('config')) !== undefined;
+      const steps = ((await this.sub.get('steps')) as StepRecord[] | undefined)?.length ?? 0;
+      if (!hasConfig || steps < doc.steps.length) {
+        throw cogrError(
+          'DB_CORRUPT',
+          `the published run state (run.json) holds ${doc.steps.length} committed step(s), the database ${this.db.path} ${hasConfig ? `only ${steps}` : 'no run'}: the database lost committed data (a damaged or deleted write-ahead log?); \`cogr verify\` says what is intact, \`cogr verify --repair\` makes the files agree with the database`,
+          { path: this.db.path },
+        );
+      }
+    }
+    this.guarded = true;
   }
 
   /** Rewrite run.json, the readers' copy of the run state (published.ts). */

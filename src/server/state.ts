@@ -13,6 +13,7 @@
  * (e.g. the database is locked by a writer) keeps the old snapshot, is reported in
  * `status()` and retried by the watch timer.
  */
+import { watch, type FSWatcher } from 'node:fs';
 import type { Side } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import type { Logger } from '../../index/log.ts';
@@ -75,6 +76,8 @@ export interface SnapshotLoader {
   load(): Promise<Snapshot>;
   /** A description for logs (the database path). */
   readonly description: string;
+  /** A folder whose changes may mean a new generation (watched with fs.watch besides polling). */
+  readonly watchPath?: string;
 }
 
 export interface LiveStatus {
@@ -103,6 +106,9 @@ export class LiveSnapshot {
   private lastError: { code: string; message: string } | null = null;
   private inFlight: Promise<ReloadOutcome> | null = null;
   private timer: NodeJS.Timeout | null = null;
+  private watcher: FSWatcher | null = null;
+  private debounce: NodeJS.Timeout | null = null;
+  private again = false;
   private readonly listeners: ((s: Snapshot, version: number) => void)[] = [];
   private readonly preparers: ((s: Snapshot) => Promise<void>)[] = [];
   private readonly outcomeListeners: ((o: ReloadOutcome) => void)[] = [];
@@ -192,22 +198,68 @@ export class LiveSnapshot {
       })
       .finally(() => {
         this.inFlight = null;
+        // A change seen while this reload ran: look again.
+        if (this.again) {
+          this.again = false;
+          this.changed();
+        }
       });
     return this.inFlight;
   }
 
-  /** Poll for a newer generation every `seconds` (also retries a failed reload). */
+  /**
+   * Poll for a newer generation every `seconds` (also retries a failed reload), and
+   * reload as soon as the loader's folder changes (fs.watch), so that each generation a
+   * writer commits is served within moments. A change during a reload triggers one more.
+   */
   watch(seconds: number): void {
     this.stopWatch();
     this.timer = setInterval(() => {
+      this.watchFolder();
       void this.reload().catch(() => {});
     }, Math.max(1, seconds) * 1000);
     this.timer.unref();
+    this.watchFolder();
+    // Catch up with whatever was committed while the first snapshot loaded.
+    this.changed();
+  }
+
+  private watchFolder(): void {
+    const path = this.loader.watchPath;
+    if (!path || this.watcher) return;
+    try {
+      const w = watch(path, { persistent: false }, () => this.changed());
+      // The folder went away (a run started over with --fresh): polling watches it again once it is back.
+      w.on('error', () => {
+        w.close();
+        if (this.watcher === w) this.watcher = null;
+      });
+      this.watcher = w;
+    } catch {
+      /* not there yet: the next poll tries again */
+    }
+  }
+
+  private changed(): void {
+    if (this.debounce) return;
+    this.debounce = setTimeout(() => {
+      this.debounce = null;
+      if (this.inFlight) {
+        this.again = true;
+        return;
+      }
+      void this.reload().catch(() => {});
+    }, 20);
+    this.debounce.unref();
   }
 
   stopWatch(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.watcher?.close();
+    this.watcher = null;
+    if (this.debounce) clearTimeout(this.debounce);
+    this.debounce = null;
   }
 
   status(): LiveStatus {

@@ -127,6 +127,7 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
 
   return {
     description: opts.dbPath,
+    watchPath: publishedDir(opts.dbPath),
     async load(): Promise<Snapshot> {
       await files.checkExists();
       const problems: GenerationProblem[] = [];
