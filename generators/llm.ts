@@ -25,7 +25,7 @@ import { silentLogger, type Logger } from '../index/log.ts';
 import { createRng, deriveSeed, type Rng } from '../index/random.ts';
 import type { Side } from '../index/types.ts';
 import { KeywordListSchema, parseKeywordOutput } from './parse.ts';
-import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt, type ChatMessage, type PromptTemplate } from './prompts.ts';
+import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt, type ChatMessage, type PromptTemplate, type SearchContext } from './prompts.ts';
 import { DEFAULTS, K_MAX } from '../index/defaults.ts';
 import { type GenerateInput, type GenerateOptions, type KeyValueStore, type KeywordGenerator, type KeywordSample } from './types.ts';
 
@@ -53,8 +53,8 @@ export type LlmOptions = z.input<typeof LlmOptionsSchema>;
 export interface LlmDeps {
   cache?: KeyValueStore;
   logger?: Logger;
-  /** The paper's search-context ablation: top search-result titles for a query input. */
-  searchContext?: (input: GenerateInput) => readonly string[] | Promise<readonly string[]>;
+  /** The paper's "+ search results" variant: top search results (titles, keywords) for a query input. */
+  searchContext?: (input: GenerateInput) => readonly string[] | SearchContext | Promise<readonly string[] | SearchContext>;
 }
 
 export interface LlmUsage {

@@ -66,11 +66,28 @@ function fill(t: string, vars: Record<string, string>, path: string): string {
   });
 }
 
-/** The chat messages for one input; `searchContext` lists top search-result titles (query side). */
-export function renderPrompt(t: PromptTemplate, input: GenerateInput, searchContext: readonly string[] = [], kMax = K_MAX): ChatMessage[] {
-  const ctx = searchContext.length
-    ? 'Top search results for this query:\n' + searchContext.map((s, i) => `${i + 1}. ${cut(s, TITLE_BUDGET)}`).join('\n')
-    : '';
+/**
+ * The paper's "+ search results" context of a query prompt: the titles of the top items for
+ * the query and, optionally, keywords of the index that retrieve them (the query planner's
+ * greedy plan).
+ */
+export interface SearchContext {
+  items: readonly string[];
+  keywords?: readonly string[];
+}
+
+/** The `{{search_context}}` text: empty without a context. */
+export function renderSearchContext(c: readonly string[] | SearchContext): string {
+  const ctx: SearchContext = Array.isArray(c) ? { items: c as readonly string[] } : (c as SearchContext);
+  const parts: string[] = [];
+  if (ctx.items.length) parts.push('Top search results for this query:\n' + ctx.items.map((s, i) => `${i + 1}. ${cut(s, TITLE_BUDGET)}`).join('\n'));
+  if (ctx.keywords && ctx.keywords.length) parts.push('Index keywords that retrieve them: ' + ctx.keywords.map((k) => cut(k, 100)).join('; '));
+  return parts.join('\n');
+}
+
+/** The chat messages for one input; `searchContext` gives top search results (query side). */
+export function renderPrompt(t: PromptTemplate, input: GenerateInput, searchContext: readonly string[] | SearchContext = [], kMax = K_MAX): ChatMessage[] {
+  const ctx = renderSearchContext(searchContext);
   const vars: Record<string, string> = {
     query: cut(input.text, QUERY_TEXT_BUDGET),
     title: cut(input.title ?? '', TITLE_BUDGET),

@@ -14,11 +14,13 @@
  * CogrError('DB_LOCKED'). Neither case reads or writes anything else.
  */
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { rm } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
 import { cogrError } from './errors.ts';
 import { silentLogger, type Logger } from './log.ts';
+import { PUBLISHED_DIR } from './published.ts';
 
 /**
  * Version of the on-disk layout of every sublevel this project writes.
@@ -52,6 +54,12 @@ export interface CogrDb {
   readonly logger: Logger;
   /** A sublevel with utf8 keys and JSON values; the same name gives the same instance. */
   sublevel<V = unknown>(name: string): JsonSublevel<V>;
+  /**
+   * Delete everything this database holds, under its lock (the caller has it open): the
+   * published files first (readers stop seeing them), then every cell; the format record
+   * is written again. What `--fresh` does.
+   */
+  clear(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -98,6 +106,14 @@ class LevelCogrDb implements CogrDb {
       this.subs.set(name, s);
     }
     return s as JsonSublevel<V>;
+  }
+
+  async clear(): Promise<void> {
+    await rm(join(this.path, PUBLISHED_DIR), { recursive: true, force: true });
+    await this.level.clear();
+    const rec: FormatRecord = { version: DB_FORMAT_VERSION, createdAt: new Date().toISOString() };
+    await this.level.put(DB_META_KEY, JSON.stringify(rec));
+    this.logger.info('cleared the database', { path: this.path });
   }
 
   async close(): Promise<void> {

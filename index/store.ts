@@ -37,7 +37,9 @@
  *
  * Reads (views, entries, postings, df, diff) run on an explicit LevelDB snapshot; writes
  * (commit, delete) are serialised per store instance. A database is held by one process
- * at a time (LevelDB's lock, see db.ts).
+ * at a time (LevelDB's lock, see db.ts). Readers in other processes use the generation
+ * files each commit publishes (published.ts: written after the batch; a delete removes
+ * them before its batch), never the LevelDB.
  */
 import type { AbstractSnapshot } from 'abstract-level';
 import { z } from 'zod';
@@ -48,27 +50,23 @@ import { keywordWords, makeKeywordNormalizer } from './normalize.ts';
 import { ANALYZERS, DEFAULT_ANALYZER, getAnalyzer, type Analyzer, type AnalyzerName } from './analyzer.ts';
 import { SIDES, type IndexEntry, type Side } from './types.ts';
 import { KeywordView } from './view.ts';
-import { buildViewData } from './viewBuild.ts';
+import { buildViewData, type ViewData } from './viewBuild.ts';
+import { DB_FORMAT_VERSION } from './db.ts';
+import {
+  diffEntries,
+  fileStem,
+  PublishedIndex,
+  publicInfo,
+  publishedNumbers,
+  publishGeneration,
+  unpublishGeneration,
+  type GenerationDiff,
+  type GenerationInfo,
+} from './published.ts';
+
+export type { GenerationDiff, GenerationInfo } from './published.ts';
 
 export const KWI_SUBLEVEL = 'kwi';
-
-export interface GenerationInfo {
-  side: Side;
-  generation: number;
-  /** The generation this one was built from (null for a build from empty). May since have been deleted. */
-  parent: number | null;
-  createdAt: string;
-  /** Number of entities. */
-  size: number;
-  /** Σ document lengths in words (BM25 integer statistic). */
-  totalLength: number;
-  /** Number of entities written (set, replaced or removed) by this generation's commit. */
-  changed: number;
-  /** Caller's metadata (label, round, generator, ...), fixed at commit. */
-  meta: Record<string, unknown>;
-  /** How this generation's match keys are made. */
-  analyzer: AnalyzerName;
-}
 
 interface GenerationManifest extends GenerationInfo {
   /** Internal: the generation whose cells this one inherits (changes when a generation is deleted). */
@@ -81,20 +79,6 @@ interface LiveRecord {
   l: number;
 }
 type StoredRecord = LiveRecord | { x: 1 };
-
-export interface GenerationDiff {
-  side: Side;
-  from: number;
-  to: number;
-  added: string[];
-  removed: string[];
-  /** Ids present in both whose keyword set or self keyword differ. */
-  changed: string[];
-  /** Σ over ids of |S_to \ S_from| (a missing entity has the empty set). */
-  keywordsAdded: number;
-  /** Σ over ids of |S_from \ S_to|. */
-  keywordsDropped: number;
-}
 
 export interface WriterOptions {
   /** Generation to build from: a number, null for empty, or omitted for the latest (empty when none). */
@@ -275,6 +259,9 @@ export class KeywordIndexStore {
   private readonly sub: JsonSublevel<unknown>;
   private readonly logger: Logger;
   private queue: Promise<unknown> = Promise.resolve();
+  /** The view data each side published last: opening that generation again needs no scan. */
+  private readonly lastPublished = new Map<Side, ViewData>();
+  private reconciled = false;
 
   constructor(db: CogrDb, opts: { logger?: Logger } = {}) {
     this.db = db;
@@ -321,6 +308,8 @@ export class KeywordIndexStore {
     checkSide(side);
     const parsed = viewOptionsSchema.safeParse(opts);
     if (!parsed.success) throw cogrError('INVALID_ARGUMENT', zodMessage(parsed.error, 'view options'));
+    const published = this.lastPublished.get(side);
+    if (published && published.generation === generation) return new KeywordView(published);
     return this.withSnapshot(async (snap) => {
       const man = await this.resolve(side, generation, snap);
       const entries = await this.entriesAt(side, man, snap);
@@ -369,49 +358,99 @@ export class KeywordIndexStore {
     return this.withSnapshot(async (snap) => {
       const ea = await this.entriesAt(side, await this.resolve(side, a, snap), snap);
       const eb = await this.entriesAt(side, await this.resolve(side, b, snap), snap);
-      const ma = new Map(ea.map((e) => [e.id, e]));
-      const mb = new Map(eb.map((e) => [e.id, e]));
-      const out: GenerationDiff = { side, from: a, to: b, added: [], removed: [], changed: [], keywordsAdded: 0, keywordsDropped: 0 };
-      for (const [id, x] of ma) {
-        const y = mb.get(id);
-        const sx = new Set(x.keywords);
-        const sy = new Set(y ? y.keywords : []);
-        let add = 0;
-        let drop = 0;
-        for (const k of sy) if (!sx.has(k)) add++;
-        for (const k of sx) if (!sy.has(k)) drop++;
-        out.keywordsAdded += add;
-        out.keywordsDropped += drop;
-        if (!y) out.removed.push(id);
-        else if (add > 0 || drop > 0 || x.self !== y.self) out.changed.push(id);
-      }
-      for (const [id, y] of mb) {
-        if (ma.has(id)) continue;
-        out.added.push(id);
-        out.keywordsAdded += new Set(y.keywords).size;
-      }
-      out.added.sort();
-      return out;
+      return diffEntries(side, a, b, ea, eb);
     });
   }
 
-  /** Delete one generation; every other generation reads exactly as before. */
+  /**
+   * Delete one generation; every other generation reads exactly as before. Its files
+   * are removed first (readers stop seeing it), then its cells.
+   */
   async deleteGeneration(side: Side, generation: number): Promise<void> {
     checkSide(side);
     checkGeneration(generation);
-    await this.exclusive(() => this.withSnapshot((snap) => this.deleteLocked(side, generation, snap)));
+    await this.exclusive(async () => {
+      await this.reconcile();
+      await this.withSnapshot((snap) => this.resolve(side, generation, snap));
+      await unpublishGeneration(this.db.path, side, generation);
+      if (this.lastPublished.get(side)?.generation === generation) this.lastPublished.delete(side);
+      await this.withSnapshot((snap) => this.deleteLocked(side, generation, snap));
+    });
+  }
+
+  /**
+   * Write the files of a committed generation again from the database (`cogr verify
+   * --repair`); the commit writes them in the first place.
+   */
+  async republish(side: Side, generation: number): Promise<void> {
+    checkSide(side);
+    checkGeneration(generation);
+    await this.exclusive(() => this.publish(side, generation));
   }
 
   // ---- internals -------------------------------------------------------------------
 
-  /** @internal Called by IndexWriter.commit. */
+  /** @internal Called by IndexWriter.commit: one LevelDB batch, then the generation's files. */
   async _commit(
     side: Side,
     opts: Readonly<WriterOptions>,
     changes: ReadonlyMap<string, LiveRecord | null>,
     meta: Record<string, unknown>,
   ): Promise<Omit<CommitResult, 'rejectedKeywords'>> {
-    return this.exclusive(() => this.withSnapshot((snap) => this.commitLocked(side, opts, changes, meta, snap)));
+    return this.exclusive(async () => {
+      await this.reconcile();
+      const res = await this.withSnapshot((snap) => this.commitLocked(side, opts, changes, meta, snap));
+      await this.publish(side, res.generation);
+      return res;
+    });
+  }
+
+  /** Build a committed generation's view from its cells and write its files (published.ts). */
+  private async publish(side: Side, generation: number): Promise<void> {
+    await this.withSnapshot(async (snap) => {
+      const man = await this.resolve(side, generation, snap);
+      const entries = await this.entriesAt(side, man, snap);
+      if (entries.length !== man.size) {
+        throw cogrError('DB_CORRUPT', `${side} generation ${man.generation} has ${entries.length} entities, its manifest says ${man.size}`);
+      }
+      const data = buildViewData(side, generation, entries, { shared: true, analyzer: man.analyzer });
+      await publishGeneration(this.db.path, publicInfo(man), data, entries, DB_FORMAT_VERSION);
+      this.lastPublished.set(side, data);
+    });
+  }
+
+  /**
+   * Before the first write of this store: every committed generation has its files (a
+   * process killed between a commit and its files, or a database written before files
+   * existed, gets them now), and no published generation is missing from the database
+   * (that would mean the database lost committed data; a writer must not go on and
+   * reuse its number).
+   */
+  private async reconcile(): Promise<void> {
+    if (this.reconciled) return;
+    const published = await publishedNumbers(this.db.path);
+    const missing: [Side, number][] = [];
+    await this.withSnapshot(async (snap) => {
+      for (const side of SIDES) {
+        const stored = new Set((await this.manifests(side, snap)).map((m) => m.generation));
+        const files = new Set(published[side]);
+        for (const g of files) {
+          if (!stored.has(g)) {
+            throw cogrError(
+              'DB_CORRUPT',
+              `${side} generation ${g} is published (${fileStem(side, g)}.json in ${new PublishedIndex(this.db.path).dir}) but the database ${this.db.path} does not hold it: the database lost committed data (a damaged or deleted write-ahead log?); \`cogr verify\` says what is intact, \`cogr verify --repair\` makes the files agree with the database`,
+              { side, generation: g },
+            );
+          }
+        }
+        for (const g of stored) if (!files.has(g)) missing.push([side, g]);
+      }
+    });
+    for (const [side, g] of missing) {
+      this.logger.info('publishing the files of a committed generation', { side, generation: g });
+      await this.publish(side, g);
+    }
+    this.reconciled = true;
   }
 
   private async commitLocked(
@@ -671,18 +710,4 @@ export class KeywordIndexStore {
     this.queue = run.catch(() => undefined);
     return run;
   }
-}
-
-function publicInfo(m: GenerationManifest): GenerationInfo {
-  return {
-    side: m.side,
-    generation: m.generation,
-    parent: m.parent,
-    createdAt: m.createdAt,
-    size: m.size,
-    totalLength: m.totalLength,
-    changed: m.changed,
-    meta: m.meta,
-    analyzer: m.analyzer,
-  };
 }

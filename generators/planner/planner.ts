@@ -613,6 +613,20 @@ export class KeywordPlanner implements KeywordGenerator {
     }
   }
 
+  /**
+   * The "+ search results" context of an LLM query prompt: the ids of the `items` most
+   * probable items for the query (p descending, ties by ordinal) and the keywords of its
+   * greedy plan (the index keywords that retrieve them).
+   */
+  searchContext(input: GenerateInput, items: number): { itemIds: string[]; keywords: string[] } {
+    const view = this.requireView();
+    const p = this.probabilities(input);
+    const order = Array.from({ length: p.length }, (_, i) => i)
+      .sort((a, b) => p[b] - p[a] || a - b)
+      .slice(0, Math.max(0, items));
+    return { itemIds: order.map((o) => view.id(o)), keywords: this.plan(input).keywords };
+  }
+
   /** Plan one query (greedy unless a temperature and rng are given). */
   plan(input: GenerateInput, opts: PlanOptions = {}): PlanResult {
     return this.run(input, opts);

@@ -1,12 +1,13 @@
 /**
  * `cogr datasets [--json]`: the shipped and registered datasets with their sizes.
- * `cogr datasets add <name> <path> [--format f]`: register a folder under a name (it
- * is loaded once to check it) in $COGR_HOME/datasets.json.
+ * `cogr datasets add <name> <path> [--format f]`: register a folder under a name in
+ * $COGR_HOME/datasets.json; it is loaded first, and a folder that does not load is not
+ * registered. `cogr datasets remove <name>`: forget a registered name.
  */
 import type { Command } from 'commander';
 import { isCogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
-import { listDatasets, loadDataset, parseFormat, registerDataset } from '../datasets/index.ts';
+import { checkRegistration, listDatasets, loadDataset, parseFormat, registerDataset, unregisterDataset } from '../datasets/index.ts';
 import { judgedQueryIds } from '../splits.ts';
 import { renderTable } from '../table.ts';
 
@@ -84,9 +85,10 @@ export function register(program: Command): void {
     .option('--format <format>', 'smart | trec | beir | wands | jsonl')
     .action(async (name: string, path: string, opts: { format?: string }) => {
       const format = parseFormat(opts.format);
-      const entry = registerDataset(name, path, format);
-      // Load it once so a broken folder is reported now rather than at first use.
-      const { corpus, format: used, warnings } = await loadDataset(name, { ...(format ? { format } : {}), logger: stderrLogger });
+      // Check the name and load the folder first: a broken dataset is reported and never registered.
+      const abs = checkRegistration(name, path);
+      const { corpus, format: used, warnings } = await loadDataset(abs, { ...(format ? { format } : {}), logger: stderrLogger });
+      const entry = registerDataset(name, abs, format);
       process.stdout.write(
         `registered ${entry.name} (${used}) -> ${entry.path}: ${corpus.items.length} items, ${corpus.queries.length} queries, ${judgedQueryIds(corpus).length} judged` +
           (warnings.unknownItemIds + warnings.unknownQueryIds > 0
@@ -94,5 +96,12 @@ export function register(program: Command): void {
             : '') +
           '\n',
       );
+    });
+  cmd
+    .command('remove <name>')
+    .description('forget a registered dataset (its folder is left alone)')
+    .action((name: string) => {
+      const d = unregisterDataset(name);
+      process.stdout.write(`removed ${d.name} (${d.path} is left alone)\n`);
     });
 }

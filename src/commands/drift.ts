@@ -7,14 +7,12 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { openDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
-import { stderrLogger } from '../../index/log.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
+import { PublishedIndex } from '../../index/published.ts';
 import { parseF1Points, type DriftReport, type F1Point } from '../drift/analyze.ts';
 import { parseDriftQuery, writeDriftReport } from '../drift/fromStore.ts';
 import { formatDriftSummary } from '../drift/summary.ts';
-import { storedF1Points } from '../run/state.ts';
+import { f1Points, readRunAt } from '../run/state.ts';
 import { dbPath, withDbOption } from './options.ts';
 
 export interface DriftCliOptions {
@@ -41,29 +39,27 @@ export function readF1Metrics(file: string): F1Point[] {
 
 /** Run the command: returns the report and the text it printed. */
 export async function runDriftCommand(o: DriftCliOptions): Promise<{ report: DriftReport; output: string }> {
-  const opts = parseDriftQuery({ from: o.from, to: o.to, limit: o.limit });
+  const opts = parseDriftQuery({ from: o.from, to: o.to, limit: o.limit }, 'cli');
   const fromFile = o.metrics ? readF1Metrics(o.metrics) : null;
-  const db = await openDb(dbPath(o.db), { createIfMissing: false, logger: stderrLogger });
-  try {
-    // Held-out F1 per round: from --metrics, else from the co-evolution run stored in the database.
-    const f1ByRound = fromFile ?? (await storedF1Points(db));
-    const store = new KeywordIndexStore(db);
-    const toStdout = o.json === '-';
-    const report = await writeDriftReport(store, {
-      ...opts,
-      f1ByRound,
-      ...(o.json && !toStdout ? { jsonPath: o.json } : {}),
-      ...(o.html ? { htmlPath: o.html } : {}),
-    });
-    let output = toStdout ? JSON.stringify(report, null, 2) + '\n' : formatDriftSummary(report);
-    if (!toStdout) {
-      if (o.html) output += `\nHTML report written to ${o.html}\n`;
-      if (o.json) output += `JSON report written to ${o.json}\n`;
-    }
-    return { report, output };
-  } finally {
-    await db.close();
+  const path = dbPath(o.db);
+  // The published generation files and run state: no database lock, beside a running writer.
+  const store = new PublishedIndex(path);
+  await store.checkExists();
+  // Held-out F1 per round: from --metrics, else from the co-evolution run stored in the database.
+  const f1ByRound = fromFile ?? f1Points((await readRunAt(path))?.steps ?? []);
+  const toStdout = o.json === '-';
+  const report = await writeDriftReport(store, {
+    ...opts,
+    f1ByRound,
+    ...(o.json && !toStdout ? { jsonPath: o.json } : {}),
+    ...(o.html ? { htmlPath: o.html } : {}),
+  });
+  let output = toStdout ? JSON.stringify(report, null, 2) + '\n' : formatDriftSummary(report);
+  if (!toStdout) {
+    if (o.html) output += `\nHTML report written to ${o.html}\n`;
+    if (o.json) output += `JSON report written to ${o.json}\n`;
   }
+  return { report, output };
 }
 
 export function register(program: Command): void {

@@ -3,18 +3,21 @@
  * alternating GRPO rounds with the embedded policies, persisted and resumable.
  *
  *   cogr demo [--dataset nfcorpus] [--rounds 3] [--fresh] [--json] [run options]
- *   cogr evolve --dataset <name|path> [--folds 5] [--fold k] [--json] [run options]
+ *   cogr evolve --dataset <name|path> [--folds 5] [--fold k] [--fresh] [--json] [run options]
  *
  * Each run lives in its own database ($COGR_HOME/db for the demo, so that `cogr serve`,
  * `cogr drift` and `cogr rollouts` find it without flags; $COGR_HOME/evolve/<dataset>/
- * fold-<k>/db for evolve; or --db); running the same command again resumes
- * from the last committed step, and a second concurrent run on the same database is
- * refused (DB_LOCKED).
+ * fold-<k>/db for evolve, <dataset> being the dataset's name or, for a folder, its last
+ * segment and a hash of its absolute path; or --db); running the same command again
+ * resumes from the last committed step, and a second concurrent run on the same database
+ * is refused (DB_LOCKED). The run holds the database lock from before `--fresh` clears it
+ * until it ends; options, dataset and split are checked before the database is touched.
+ * Folds count from 0 everywhere.
  */
-import { rmSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
-import { openDb } from '../../index/db.ts';
+import { openDb, type CogrDb } from '../../index/db.ts';
+import { cogrError } from '../../index/errors.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { writeDriftReport } from '../drift/fromStore.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
@@ -25,7 +28,8 @@ import { Bm25Index } from '../baseline/bm25.ts';
 import { bm25OnSplit, type SplitBaseline } from '../evolve/baseline.ts';
 import { parseRunConfig, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
-import { runCoevolution, type RunResult } from '../evolve/run.ts';
+import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
+import { datasetIdentity } from '../datasets/index.ts';
 import { bestStep, f1Points, type StepRecord } from '../run/state.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
@@ -133,29 +137,38 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
   return parseRunConfig(input);
 }
 
-function slug(dataset: string): string {
-  return basename(resolve(dataset)).replace(/[^A-Za-z0-9._-]+/g, '_') || 'dataset';
+/**
+ * Open a run's database and hold its lock for the whole run; with `--fresh`, clear it
+ * first, under that lock: a run in progress in another process makes this fail with
+ * DB_LOCKED before anything is deleted.
+ */
+async function openRunDb(dbPath: string, fresh: boolean): Promise<CogrDb> {
+  const db = await openDb(dbPath, { logger: stderrLogger });
+  if (fresh) {
+    try {
+      await db.clear();
+    } catch (e) {
+      await db.close();
+      throw e;
+    }
+  }
+  return db;
 }
 
-async function runOne(dbPath: string, corpus: Corpus, config: RunConfig, flags: RunFlags, reportPath?: string): Promise<RunResult> {
-  const db = await openDb(dbPath, { logger: stderrLogger });
-  try {
-    const res = await runCoevolution(db, corpus, config, {
-      logger: stderrLogger,
-      progress: createProgress({ enabled: !flags.quiet }),
+async function runOne(db: CogrDb, corpus: Corpus, config: RunConfig, flags: RunFlags, reportPath?: string): Promise<RunResult> {
+  const res = await runCoevolution(db, corpus, config, {
+    logger: stderrLogger,
+    progress: createProgress({ enabled: !flags.quiet }),
+  });
+  if (reportPath) {
+    // The charts: held-out F1 per half-round and the vocabularies' drift, one HTML file.
+    await writeDriftReport(new KeywordIndexStore(db), {
+      htmlPath: reportPath,
+      f1ByRound: f1Points(res.steps),
+      title: `cogr ${config.dataset}: held-out F1 and vocabulary drift`,
     });
-    if (reportPath) {
-      // The charts: held-out F1 per half-round and the vocabularies' drift, one HTML file.
-      await writeDriftReport(new KeywordIndexStore(db), {
-        htmlPath: reportPath,
-        f1ByRound: f1Points(res.steps),
-        title: `cogr ${config.dataset}: held-out F1 and vocabulary drift`,
-      });
-    }
-    return res;
-  } finally {
-    await db.close();
   }
+  return res;
 }
 
 const f4 = (x: number): string => x.toFixed(4);
@@ -266,16 +279,25 @@ export function register(program: Command): void {
       DEFAULTS.demo.dataset,
     )
       .option('--eval-fraction <x>', `share of judged queries held out (default ${DEFAULTS.run.evalFraction})`)
-      .option('--fresh', 'delete the stored demo run first'),
+      .option('--fresh', 'delete the stored demo run first (under the database lock: refused while another run uses it)'),
     'the run database (default: $COGR_HOME/db)',
   ).action(async (flags: RunFlags) => {
-    const config = configFrom(flags, DEMO_DEFAULTS);
+    // The dataset by its identity (a name, or its absolute path): two spellings are one run.
+    const identity = datasetIdentity(flags.dataset ?? String(DEMO_DEFAULTS.dataset));
+    const config = configFrom({ ...flags, dataset: identity.id }, DEMO_DEFAULTS);
     const dbPath = dbPathFlag(flags.db);
-    if (flags.fresh) rmSync(dbPath, { recursive: true, force: true });
+    // Everything is checked before the database is opened, created or cleared.
     const { corpus } = await loadRunCorpus(config, stderrLogger);
+    computeSplit(corpus, config);
     const t0 = Date.now();
     const reportPath = join(dirname(dbPath), 'demo-report.html');
-    const res = await runOne(dbPath, corpus, config, flags, reportPath);
+    const db = await openRunDb(dbPath, flags.fresh ?? false);
+    let res: RunResult;
+    try {
+      res = await runOne(db, corpus, config, flags, reportPath);
+    } finally {
+      await db.close();
+    }
     const baseline = bm25OnSplit(corpus, res.split);
     const seconds = (Date.now() - t0) / 1000;
     if (flags.json) {
@@ -294,22 +316,35 @@ export function register(program: Command): void {
   addRunOptions(
     withDatasetOptions(program.command('evolve'))
       .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
-      .option('--fold <k>', 'run only this fold (0-based)'),
+      .option('--fold <k>', 'run only this fold; folds count from 0 (0 to folds − 1) everywhere: flags, progress, folders, JSON')
+      .option('--fresh', 'delete the stored run of each fold first (under its database lock)'),
     'folder of the per-fold run databases (default: $COGR_HOME/evolve/<dataset>/fold-<k>/db)',
   ).action(async (flags: RunFlags & { folds: string; fold?: string }) => {
     const folds = num('--folds', flags.folds, true)!;
     const only = num('--fold', flags.fold, true);
-    const base = configFrom(flags, { dataset: flags.dataset ?? '' }, { folds });
+    const identity = datasetIdentity(flags.dataset!);
+    const base = configFrom({ ...flags, dataset: identity.id }, { dataset: identity.id }, { folds });
+    if (only !== undefined && (only < 0 || only >= folds)) {
+      throw cogrError('INVALID_ARGUMENT', `--fold: expected an integer in [0, ${folds - 1}] (folds count from 0), got ${JSON.stringify(flags.fold)}`);
+    }
+    const which = only === undefined ? Array.from({ length: folds }, (_, k) => k) : [only];
+    // Everything is checked before any database is opened, created or cleared.
     const { corpus } = await loadRunCorpus(base, stderrLogger);
+    const configs = which.map((k) => parseRunConfig({ ...base, fold: k }));
+    for (const c of configs) computeSplit(corpus, c);
     const bm25 = new Bm25Index(corpus.items);
     const outcomes: FoldOutcome[] = [];
-    const which = only === undefined ? Array.from({ length: folds }, (_, k) => k) : [only];
-    for (const k of which) {
-      const config = parseRunConfig({ ...base, fold: k });
-      const dbPath = flags.db ? join(flags.db, `fold-${k}`) : join(cogrHome(), 'evolve', slug(config.dataset), `fold-${k}`, 'db');
-      stderrLogger.info(`fold ${k + 1}/${folds}: ${dbPath}`);
-      const res = await runOne(dbPath, corpus, config, flags);
-      outcomes.push({ fold: k, evalQueries: res.split.eval.length, devQueries: res.split.dev.length, baseline: bm25OnSplit(corpus, res.split, DEFAULTS.baseline.maxCutoff, bm25), steps: res.steps });
+    for (const config of configs) {
+      const k = config.fold;
+      const dbPath = flags.db ? join(flags.db, `fold-${k}`) : join(cogrHome(), 'evolve', identity.folder, `fold-${k}`, 'db');
+      stderrLogger.info(`fold ${k} (folds 0 to ${folds - 1}): ${dbPath}`);
+      const db = await openRunDb(dbPath, flags.fresh ?? false);
+      try {
+        const res = await runOne(db, corpus, config, flags);
+        outcomes.push({ fold: k, evalQueries: res.split.eval.length, devQueries: res.split.dev.length, baseline: bm25OnSplit(corpus, res.split, DEFAULTS.baseline.maxCutoff, bm25), steps: res.steps });
+      } finally {
+        await db.close();
+      }
     }
     const summary = summarizeFolds(base.dataset, base, outcomes);
     if (flags.json) {

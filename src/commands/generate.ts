@@ -2,7 +2,8 @@
  * `cogr generate --side item|query [--generator embedded|openai] --from <file.jsonl>
  *   [--samples n] [--temperature t] [--top-p p] [--seed n] [--policy <round|latest>]
  *   [--policy-file <path>] [--opposite <generation|latest>] [--db <path>]
- *   [--base-url url] [--model name] [--api-key key] [--concurrency n] [--no-cache] [--json]`
+ *   [--base-url url] [--model name] [--api-key key] [--concurrency n] [--search-context n]
+ *   [--no-cache] [--json]`
  *
  * Reads JSONL lines {"id", "text", "title"?} and prints, with --json, one JSON object
  * mapping each id to its list of sampled keyword sets (a readable line per sample
@@ -13,7 +14,9 @@
  * the dataset it was fitted on (its items rebuild the relevance model), planning against
  * the item generation --opposite names (default: the latest).
  * The openai generator reads OPENAI_BASE_URL, OPENAI_API_KEY and COGR_MODEL unless the
- * flags are given, and caches generations in the project database (`llm-cache`).
+ * flags are given, and caches generations in the project database (`llm-cache`). With
+ * --search-context n (query side) each prompt also holds the titles of the stored query
+ * planner's n most probable items and its plan's keywords (the paper's "+ search results").
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
@@ -26,6 +29,9 @@ import { KeywordIndexStore } from '../../index/store.ts';
 import { OpenAIGenerator, llmOptionsFromEnv } from '../../generators/llm.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import type { GenerateInput, KeywordGenerator } from '../../generators/types.ts';
+import type { KeywordPlanner } from '../../generators/planner/planner.ts';
+import type { SearchContext } from '../../generators/prompts.ts';
+import type { Corpus } from '../../index/types.ts';
 import { idSchema, readJsonl } from '../datasets/common.ts';
 import { llmCache, loadPlanner, loadPolicy, plannerSource, policyStore } from '../run/policies.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
@@ -51,8 +57,22 @@ interface GenerateFlags extends LlmFlags {
   opposite?: string;
   db?: string;
   concurrency?: string;
+  searchContext?: string;
   cache: boolean;
   json?: boolean;
+}
+
+/** The query planner stored in a project database (--policy round), over the run's items, planning against an item generation (--opposite). */
+async function storedPlanner(db: CogrDb, flags: GenerateFlags): Promise<{ planner: KeywordPlanner; corpus: Corpus }> {
+  const store = policyStore(db);
+  const source = await plannerSource(store);
+  if (!source) throw cogrError('NOT_FOUND', `no query planner in ${db.path} (run cogr sft, cogr demo or cogr evolve first)`);
+  const { corpus } = await loadRunCorpus(source, stderrLogger);
+  const planner = await loadPlanner(store, parseLatestOr('--policy', flags.policy ?? 'latest'), corpus.items);
+  const items = new KeywordIndexStore(db);
+  if ((await items.latest('item')) === null) throw cogrError('NOT_FOUND', `no item index in ${db.path} for the query planner to plan against (see cogr sft --commit-index)`);
+  planner.attachOpposite(await items.openView('item', parseLatestOr('--opposite', flags.opposite ?? 'latest')));
+  return { planner, corpus };
 }
 
 export async function runGenerate(flags: GenerateFlags): Promise<Record<string, string[][]>> {
@@ -64,23 +84,17 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
   const topP = parseNumberFlag('--top-p', flags.topP, { min: 0, max: 1 });
   const seed = parseIntFlag('--seed', flags.seed, 0) ?? DEFAULTS.run.seed;
   if (flags.policy !== undefined && flags.policyFile !== undefined) throw cogrError('INVALID_ARGUMENT', '--policy and --policy-file: give one, not both');
-  const needDb = flags.policy !== undefined || flags.opposite !== undefined || (generator === 'openai' && flags.cache);
+  const searchContext = parseIntFlag('--search-context', flags.searchContext, 1, 100);
+  const needDb = flags.policy !== undefined || flags.opposite !== undefined || (generator === 'openai' && flags.cache) || searchContext !== undefined;
   let db: CogrDb | null = null;
   try {
     if (needDb) db = await openDb(dbPath(flags.db), { logger: stderrLogger });
     let gen: KeywordGenerator;
+    if (searchContext !== undefined && (generator !== 'openai' || side !== 'query')) throw cogrError('INVALID_ARGUMENT', '--search-context applies to --generator openai --side query');
     if (generator === 'embedded' && side === 'query') {
       if (flags.policyFile !== undefined) throw cogrError('INVALID_ARGUMENT', '--policy-file: the embedded query generator is a saved query planner; use --policy <round|latest> with the database it is in');
       if (!db) db = await openDb(dbPath(flags.db), { logger: stderrLogger, createIfMissing: false });
-      const store = policyStore(db);
-      const source = await plannerSource(store);
-      if (!source) throw cogrError('NOT_FOUND', `no query planner in ${db.path} (run cogr sft, cogr demo or cogr evolve first)`);
-      const { corpus } = await loadRunCorpus(source, stderrLogger);
-      const planner = await loadPlanner(store, parseLatestOr('--policy', flags.policy ?? 'latest'), corpus.items);
-      const items = new KeywordIndexStore(db);
-      if ((await items.latest('item')) === null) throw cogrError('NOT_FOUND', `no item index in ${db.path} for the query planner to plan against (see cogr sft --commit-index)`);
-      planner.attachOpposite(await items.openView('item', parseLatestOr('--opposite', flags.opposite ?? 'latest')));
-      gen = planner;
+      gen = (await storedPlanner(db, flags)).planner;
     } else if (generator === 'embedded') {
       let policy: EmbeddedPolicy;
       if (flags.policy !== undefined) {
@@ -104,9 +118,19 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
       if (flags.policy !== undefined || flags.policyFile !== undefined) throw cogrError('INVALID_ARGUMENT', '--policy and --policy-file apply to --generator embedded only');
       const o = llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey });
       const concurrency = parseIntFlag('--concurrency', flags.concurrency, 1, 256);
+      let context: ((input: GenerateInput) => SearchContext) | undefined;
+      if (searchContext !== undefined) {
+        // The paper's "+ search results": the stored planner's top items and its plan's keywords.
+        const { planner, corpus } = await storedPlanner(db!, flags);
+        const titles = new Map(corpus.items.map((it) => [it.id, it.title || it.text.slice(0, 200)]));
+        context = (input) => {
+          const c = planner.searchContext(input, searchContext);
+          return { items: c.itemIds.map((id) => titles.get(id) ?? id), keywords: c.keywords };
+        };
+      }
       gen = new OpenAIGenerator(
         { ...o, ...(concurrency ? { concurrency } : {}) },
-        { cache: db && flags.cache ? llmCache(db) : undefined, logger: stderrLogger },
+        { cache: db && flags.cache ? llmCache(db) : undefined, logger: stderrLogger, ...(context ? { searchContext: context } : {}) },
       );
     }
     const res = await gen.generate(side, inputs, { samples, temperature, topP: topP ?? DEFAULTS.decoding.index.topP, seed });
@@ -136,6 +160,7 @@ export function register(program: Command): void {
         .option('--opposite <generation>', 'embedded: the opposite side index generation (or "latest") from the database: the query generation for the item policy, the item generation the planner plans against (default latest)'),
     ),
   )
+    .option('--search-context <n>', 'openai, query side: put the titles of the stored query planner\'s n top items and its plan\'s keywords in the prompt (the paper\'s "+ search results")')
     .option('--concurrency <n>', `openai: parallel requests (default ${DEFAULTS.llm.concurrency})`)
     .option('--no-cache', 'openai: do not use the generation cache in the project database')
     .option('--json', 'print one JSON object {id: [[keyword, ...], ...]}')

@@ -9,7 +9,9 @@
  *   explain --query <raw> --keywords "<kw1>|..." --id <id> [--generation g] [--json]
  *   list    [--json]      diff --from a --to b [--json]      delete --generation g
  * Every sub-command takes --db <dir> (default $COGR_HOME/db) and --side (default item);
- * search and explain also --k1 and --b (BM25, defaults 1.2 and 0.75).
+ * search and explain also --k1 and --b (BM25, defaults 1.2 and 0.75). import and delete
+ * write through the LevelDB (and its lock); search, explain, list and diff read the
+ * published generation files (index/published.ts), checked on open, without the lock.
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -18,6 +20,7 @@ import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
+import { PublishedIndex, type GenerationInfo } from '../../index/published.ts';
 import type { Side } from '../../index/types.ts';
 import type { Bm25Params, Probe } from '../../index/view.ts';
 import { idSchema, jsonlRecords } from '../datasets/common.ts';
@@ -65,6 +68,11 @@ async function withStore<T>(o: CommonOpts, create: boolean, fn: (store: KeywordI
   } finally {
     await db.close();
   }
+}
+
+/** The published generation files: what search, explain, list and diff read (no database lock). */
+function published(o: CommonOpts): PublishedIndex {
+  return new PublishedIndex(dbPath(o.db));
 }
 
 function probeOf(o: { query?: string; keywords?: string }): Probe {
@@ -126,10 +134,9 @@ export function register(program: Command): void {
       const k = parseIntFlag('--k', o.k, 0)!;
       const params = bm25Of(o);
       const gen = parseLatestOr('--generation', o.generation);
-      const { generation, res } = await withStore(o, false, async (store) => {
-        const view = await store.openView(side, gen);
-        return { generation: view.generation, res: view.search(probeOf(o), { k, all: o.all ?? false, params }) };
-      });
+      const view = await published(o).openView(side, gen);
+      const generation = view.generation;
+      const res = view.search(probeOf(o), { k, all: o.all ?? false, params });
       const items = res.items.map((x) => ({ id: x.id, score: x.score }));
       if (o.json) {
         out(JSON.stringify({ generation, matched: res.matched, items }));
@@ -152,10 +159,9 @@ export function register(program: Command): void {
       const side = parseSide('--side', o.side);
       const params = bm25Of(o);
       const gen = parseLatestOr('--generation', o.generation);
-      const { generation, ex } = await withStore(o, false, async (store) => {
-        const view = await store.openView(side, gen);
-        return { generation: view.generation, ex: view.explain(probeOf(o), o.id, params) };
-      });
+      const view = await published(o).openView(side, gen);
+      const generation = view.generation;
+      const ex = view.explain(probeOf(o), o.id, params);
       if (!ex) throw cogrError('NOT_FOUND', `id ${JSON.stringify(o.id)} is not in ${side} generation ${generation}`, { id: o.id });
       if (o.json) {
         out(JSON.stringify({ generation, ...ex }));
@@ -174,9 +180,12 @@ export function register(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (o: CommonOpts & { json?: boolean }) => {
       const side = parseSide('--side', o.side);
-      const gens = await withStore(o, false, (store) => store.listGenerations(side));
+      const gens = await published(o).listGenerations(side);
+      const present = new Set(gens.map((g) => g.generation));
+      // A parent deleted since (`index delete`) is said to be so.
+      const parentOf = (g: GenerationInfo) => (g.parent === null ? '-' : present.has(g.parent) ? String(g.parent) : `${g.parent} (deleted)`);
       if (o.json) {
-        out(JSON.stringify({ side, generations: gens }));
+        out(JSON.stringify({ side, generations: gens.map((g) => ({ ...g, parentDeleted: g.parent !== null && !present.has(g.parent) })) }));
         return;
       }
       if (gens.length === 0) {
@@ -188,7 +197,7 @@ export function register(program: Command): void {
           ['generation', 'parent', 'size', 'changed', 'avg length', 'created', 'meta'],
           gens.map((g) => [
             String(g.generation),
-            g.parent === null ? '-' : String(g.parent),
+            parentOf(g),
             String(g.size),
             String(g.changed),
             g.size === 0 ? '0' : (g.totalLength / g.size).toFixed(2),
@@ -208,7 +217,7 @@ export function register(program: Command): void {
       const side = parseSide('--side', o.side);
       const a = generationFlag('--from', o.from);
       const b = generationFlag('--to', o.to);
-      const d = await withStore(o, false, (store) => store.diff(side, a, b));
+      const d = await published(o).diff(side, a, b);
       if (o.json) {
         out(JSON.stringify(d));
         return;

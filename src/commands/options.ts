@@ -117,9 +117,9 @@ export interface ServerFlags {
 }
 
 /** What both servers take: database, round, address, token, watch interval and body limit. */
-export function withServerOptions(cmd: Command, defaults: { port: number; host: string; bodyLimit: number }, roundHelp: string, tokenHelp: string): Command {
+export function withServerOptions(cmd: Command, defaults: { port: number; host: string; bodyLimit: number }, roundHelp: string, tokenHelp: string, defaultRound: 'best' | 'latest' = 'latest'): Command {
   return withDbOption(cmd)
-    .option('--round <round>', `${roundHelp}: "latest" or a number`, 'latest')
+    .option('--round <round>', `${roundHelp}: "best" (the co-evolution run's best step on its dev queries; the latest without a run), "latest" or a number`, defaultRound)
     .option('--port <port>', 'TCP port (0 = any free port)', String(defaults.port))
     .option('--host <host>', 'interface to bind (loopback by default)', defaults.host)
     .option('--token <token>', `bearer token for ${tokenHelp} (default $COGR_TOKEN)`)
@@ -131,7 +131,7 @@ export function withServerOptions(cmd: Command, defaults: { port: number; host: 
 export function parseServerFlags(flags: ServerFlags, maxBody: number) {
   return {
     dbPath: dbPath(flags.db),
-    round: parseLatestOr('--round', flags.round),
+    round: flags.round === 'best' ? ('best' as const) : parseLatestOr('--round', flags.round),
     port: parseIntFlag('--port', flags.port, 0, 65535)!,
     host: flags.host,
     token: flags.token ?? process.env.COGR_TOKEN,

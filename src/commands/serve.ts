@@ -1,26 +1,27 @@
 /**
  * `cogr serve`: serve a trained round's keyword retrieval over HTTP (src/server/app.ts).
  *
- *   cogr serve [--db <dir>] [--round latest|<n>] [--port 8080] [--host 127.0.0.1]
+ *   cogr serve [--db <dir>] [--round best|latest|<n>] [--port 8080] [--host 127.0.0.1]
  *              [--generator embedded|openai|none] [--base-url <url> --model <m> --api-key <k>]
  *              [--token <T>] [--watch <seconds>] [--dataset <name|path>]
  *              [--budget-ms 250] [--max-k 1000] [--max-query-length 512] [--body-limit 65536]
  *
- * The database is read into memory and closed again; `--watch` polls for a newer
- * generation and `POST /v1/admin/reload` loads it on demand. Binds to loopback unless
- * `--host` says otherwise. The bearer token (flag or COGR_TOKEN) guards the admin
- * endpoint.
+ * The published generation files are read into memory (the LevelDB is never opened, so
+ * serve runs beside a writer); `--watch` polls for a newer generation and `POST
+ * /v1/admin/reload` loads it on demand. The embedded query generator runs in
+ * `--keyword-workers` worker threads. Binds to loopback unless `--host` says otherwise.
+ * The bearer token (flag or COGR_TOKEN) guards the admin endpoint.
  */
 import type { Command } from 'commander';
-import type { Item } from '../../index/types.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
 import { stderrLogger, type Logger } from '../../index/log.ts';
 import { llmOptionsFromEnv, OpenAIGenerator } from '../../generators/llm.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
-import { listPolicyRounds, loadPlanner, policyStore } from '../run/policies.ts';
 import { readRunAt } from '../run/state.ts';
 import { buildSearchServer } from '../server/app.ts';
+import { KeywordWorkerPool } from '../server/keywordPool.ts';
+import { loadQueryGenerator } from '../server/queryGenerator.ts';
 import { storeDriftProvider } from '../server/drift.ts';
 import { listenUntilSignal } from '../server/listen.ts';
 import { LiveSnapshot, type QueryKeywordSource } from '../server/state.ts';
@@ -33,14 +34,18 @@ interface ServeFlags extends ServerFlags, LlmFlags {
   budgetMs?: string;
   maxK?: string;
   maxQueryLength?: string;
+  keywordWorkers?: string;
 }
 
-/** The query keyword source of a round: its saved query planner, an LLM endpoint, or none. */
+/**
+ * The query keyword source of a round: its saved query planner (run in the keyword
+ * workers, off the event loop), an LLM endpoint, or none.
+ */
 export function keywordSourceFactory(
   generator: string,
   flags: LlmFlags,
   log: Logger,
-  items?: readonly Item[],
+  pool: () => KeywordWorkerPool,
 ): (ctx: KeywordSourceContext) => Promise<QueryKeywordSource | null> {
   const kind = parseChoice('--generator', generator, ['embedded', 'openai', 'none'] as const);
   if (kind === 'none') return async () => null;
@@ -49,42 +54,30 @@ export function keywordSourceFactory(
     const src = generatorKeywordSource(gen, DEFAULTS.decoding.index);
     return async () => src;
   }
-  return async ({ round, db, item }) => {
-    const store = policyStore(db);
-    const rounds = await listPolicyRounds(store, 'planner');
-    if (rounds.length === 0) {
+  const loaded: string[] = [];
+  let n = 0;
+  return async ({ round, plannerRound, policies, item, items }) => {
+    const doc = await loadQueryGenerator(policies, round, plannerRound);
+    if (!doc) {
       log.warn('no query planner saved in the database: searches use the raw query only (fallback no_generator)');
       return null;
     }
     if (!items) {
-      log.warn('the query planner needs the run\'s items (no stored run and no --dataset): searches use the raw query only (fallback no_generator)');
+      log.warn("the query planner needs the run's items (no stored run and no --dataset): searches use the raw query only (fallback no_generator)");
       return null;
     }
-    // The round's planner, or the newest one saved at or before it.
-    const usable = round === null ? rounds : rounds.filter((r) => r <= round);
-    const pick = usable.length ? usable[usable.length - 1] : rounds[0];
-    const planner = await loadPlanner(store, pick, items);
-    planner.attachOpposite(item);
-    log.info('query keywords from the query planner', { plannerRound: pick, servedRound: round });
-    // Greedy decoding: the same query always gets the same keywords (and caches well).
-    return generatorKeywordSource(planner, { temperature: 0 });
+    const key = `${++n}:policy-${doc.round}:item-${item.generation}`;
+    await pool().load(key, { doc, view: item.data, items });
+    // Keep the previous generator too: requests in flight on the old snapshot finish on it.
+    loaded.push(key);
+    while (loaded.length > 2) pool().release(loaded.shift()!);
+    log.info('query keywords from the query planner, in the keyword workers', { plannerRound: doc.round, servedRound: round, workers: pool().size });
+    return { name: 'embedded', keywords: (text, signal) => pool().plan(key, text, signal) };
   };
 }
 
 export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): Promise<void> {
   const server = parseServerFlags(flags, 64 * 1024 * 1024);
-  // Titles and item fields come from the dataset: --dataset, else the stored run's (in its recorded format).
-  const run = flags.dataset ? null : await readRunAt(server.dbPath);
-  const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : run ? (await loadRunCorpus(run.config, log)).corpus : undefined;
-  const loader = storeSnapshotLoader({
-    dbPath: server.dbPath,
-    round: server.round,
-    ...(corpus ? { corpus } : {}),
-    keywordSource: keywordSourceFactory(flags.generator, flags, log, corpus?.items),
-    log,
-  });
-  const live = new LiveSnapshot(loader, log);
-  await live.reload();
   const limits: Record<string, number> = {};
   const set = (k: string, v: number | undefined) => {
     if (v !== undefined) limits[k] = v;
@@ -93,9 +86,32 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   set('maxK', parseIntFlag('--max-k', flags.maxK, 1, 1_000_000));
   set('maxQueryLength', parseIntFlag('--max-query-length', flags.maxQueryLength, 1, 100_000));
   set('bodyLimit', server.bodyLimit);
+  const workers = parseIntFlag('--keyword-workers', flags.keywordWorkers, 1, 64);
+  // Titles and item fields come from the dataset: --dataset, else the stored run's (in its recorded format).
+  const run = flags.dataset ? null : await readRunAt(server.dbPath);
+  const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : run ? (await loadRunCorpus(run.config, log)).corpus : undefined;
+  let keywordPool: KeywordWorkerPool | null = null;
+  const pool = () => (keywordPool ??= new KeywordWorkerPool({ logger: log, ...(workers !== undefined ? { size: workers } : {}) }));
+  const loader = storeSnapshotLoader({
+    dbPath: server.dbPath,
+    round: server.round,
+    ...(corpus ? { corpus } : {}),
+    keywordSource: keywordSourceFactory(flags.generator, flags, log, pool),
+    log,
+  });
+  const live = new LiveSnapshot(loader, log);
+  try {
+    await live.reload();
+  } catch (e) {
+    await (keywordPool as KeywordWorkerPool | null)?.close();
+    throw e;
+  }
   const app = buildSearchServer({ live, log, limits, drift: storeDriftProvider(server.dbPath), ...(server.token ? { token: server.token } : {}) });
   if (server.watch) live.watch(server.watch);
-  await listenUntilSignal(app, server.host, server.port, 'cogr serve', log, () => live.stopWatch());
+  await listenUntilSignal(app, server.host, server.port, 'cogr serve', log, () => {
+    live.stopWatch();
+    void (keywordPool as KeywordWorkerPool | null)?.close();
+  });
 }
 
 export function register(program: Command): void {
@@ -106,11 +122,13 @@ export function register(program: Command): void {
       d,
       'round to serve',
       'the admin endpoints',
+      'best',
     ).option('--generator <kind>', "query keywords from: embedded (the round's saved query planner), openai (an endpoint), none (raw query only)", 'embedded'),
   )
     .option('--dataset <name|path>', "dataset of the index: item titles and structured fields for field predicates (default: the stored run's)")
     .option('--budget-ms <ms>', `time budget for generating a query's keywords (default ${d.keywordBudgetMs})`)
     .option('--max-k <n>', `largest k a request may ask for (default ${d.maxK})`)
     .option('--max-query-length <n>', `longest query text in characters (default ${d.maxQueryLength})`)
+    .option('--keyword-workers <n>', 'worker threads generating query keywords with the query planner (default: cores − 1, 1 to 4)')
     .action(async (flags: ServeFlags) => runServe(flags));
 }

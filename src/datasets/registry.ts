@@ -5,6 +5,7 @@
  *   {"version": 1, "datasets": {"<name>": {"path": "/abs/folder", "format": "beir"}}}
  * (`format` optional: detected from the files when absent).
  */
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
@@ -77,20 +78,60 @@ export function listDatasets(): DatasetEntry[] {
   return out;
 }
 
-/** Record a dataset under a name in $COGR_HOME/datasets.json (replacing an earlier entry). */
-export function registerDataset(name: string, path: string, format?: DatasetFormat): DatasetEntry {
+/** Check a name and a folder for registration (nothing is written). */
+export function checkRegistration(name: string, path: string): string {
   if (!NAME.test(name)) {
     throw cogrError('INVALID_ARGUMENT', `name: ${JSON.stringify(name)} must be 1-64 letters, digits, ".", "_" or "-"`);
   }
   if (name in SHIPPED_DATASETS) throw cogrError('INVALID_ARGUMENT', `name: ${JSON.stringify(name)} is a shipped dataset`);
   const abs = resolve(path);
   if (!existsSync(abs) || !statSync(abs).isDirectory()) throw cogrError('DATA_MISSING', `${abs}: not a folder`, { path: abs });
-  const reg = readRegistry();
-  reg.datasets[name] = format ? { path: abs, format } : { path: abs };
+  return abs;
+}
+
+function writeRegistry(reg: RegistryFile): void {
   const file = registryPath(true);
   writeFileSync(`${file}.tmp`, JSON.stringify(reg, null, 2) + '\n');
   renameSync(`${file}.tmp`, file);
+}
+
+/** Record a dataset under a name in $COGR_HOME/datasets.json (replacing an earlier entry). */
+export function registerDataset(name: string, path: string, format?: DatasetFormat): DatasetEntry {
+  const abs = checkRegistration(name, path);
+  const reg = readRegistry();
+  reg.datasets[name] = format ? { path: abs, format } : { path: abs };
+  writeRegistry(reg);
   return { name, path: abs, ...(format ? { format } : {}), shipped: false };
+}
+
+/** Forget a registered dataset (its folder is left alone); NOT_FOUND when no such name is registered. */
+export function unregisterDataset(name: string): DatasetEntry {
+  if (name in SHIPPED_DATASETS) throw cogrError('INVALID_ARGUMENT', `name: ${JSON.stringify(name)} is a shipped dataset and cannot be removed`);
+  const reg = readRegistry();
+  const d = reg.datasets[name];
+  if (!d) {
+    const names = Object.keys(reg.datasets).sort();
+    throw cogrError('NOT_FOUND', `name: no registered dataset ${JSON.stringify(name)} (registered: ${names.length ? names.join(', ') : 'none'})`, { name });
+  }
+  delete reg.datasets[name];
+  writeRegistry(reg);
+  return { name, path: d.path, ...(d.format ? { format: d.format } : {}), shipped: false };
+}
+
+/**
+ * What makes two spellings of a dataset the same run: a shipped or registered name is its
+ * own identity; a folder is known by the name it is registered (or shipped) under, else by
+ * its resolved absolute path. `folder` is a file-name-safe form of it (a name, or the
+ * folder's last segment and a hash of its absolute path, so that two folders that end the
+ * same never collide).
+ */
+export function datasetIdentity(nameOrPath: string): { id: string; folder: string; entry: DatasetEntry } {
+  const entry = resolveDataset(nameOrPath);
+  const known = listDatasets();
+  const named = known.find((d) => d.name === nameOrPath) ?? known.find((d) => resolve(d.path) === entry.path);
+  if (named) return { id: named.name, folder: named.name, entry: named };
+  const hash = createHash('sha256').update(entry.path).digest('hex').slice(0, 8);
+  return { id: entry.path, folder: `${basename(entry.path).replace(/[^A-Za-z0-9._-]+/g, '_') || 'dataset'}-${hash}`, entry };
 }
 
 /**

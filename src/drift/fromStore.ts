@@ -61,15 +61,22 @@ function intParam(name: string, v: unknown, allowLatest: boolean): number | null
   const s = Array.isArray(v) ? v[v.length - 1] : v;
   if (allowLatest && s === 'latest') return null;
   if (typeof s === 'number' && Number.isSafeInteger(s) && s >= 0) return s;
-  if (typeof s === 'string' && /^\d+$/.test(s) && Number.isSafeInteger(Number(s))) return Number(s);
+  if (typeof s === 'string' && /^[0-9]+$/.test(s) && Number.isSafeInteger(Number(s))) return Number(s);
   throw cogrError('INVALID_ARGUMENT', `${name} must be a non-negative integer${allowLatest ? " or 'latest'" : ''}, got ${JSON.stringify(s)}`);
 }
 
-/** Options from query-string values (`from`, `to` = number | 'latest', `limit`). */
-export function parseDriftQuery(query: Record<string, unknown>): DriftOptions {
-  const from = intParam('from', query.from, false);
-  const to = intParam('to', query.to, true);
-  const limit = intParam('limit', query.limit, false);
+/**
+ * Options from query-string values (`from`, `to` = number | 'latest', `limit`); errors
+ * name the parameter as the caller knows it: `to` over HTTP, `--to` on the command line.
+ */
+export function parseDriftQuery(query: Record<string, unknown>, names: 'http' | 'cli' = 'http'): DriftOptions {
+  const n = (p: string) => (names === 'cli' ? `--${p}` : p);
+  const from = intParam(n('from'), query.from, false);
+  const to = intParam(n('to'), query.to, true);
+  const limit = intParam(n('limit'), query.limit, false);
+  if (to !== undefined && to !== null && to < (from ?? 0)) {
+    throw cogrError('INVALID_ARGUMENT', `${n('to')}: must be ≥ ${n('from')} (${from ?? 0}), got ${to}`);
+  }
   const opts: DriftOptions = {};
   if (from !== undefined && from !== null) opts.from = from;
   if (to !== undefined) opts.to = to;

@@ -6,7 +6,9 @@
  *   <kind>:rounds              the sorted list of saved rounds of that kind
  * Each document carries its own format version; an old one is refused on load. Round 0 is
  * SFT; round r ≥ 1 what RL round r trained. A planner is loaded over the run's items (their
- * texts rebuild its relevance model's BM25 index).
+ * texts rebuild its relevance model's BM25 index). The project database's store also
+ * publishes every value as a sealed file for readers (published.ts: `publishedPolicyStore`
+ * reads them without the database).
  */
 import type { CogrDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
@@ -15,14 +17,22 @@ import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import type { RelevanceItem, RelevanceModel } from '../../generators/planner/relevance.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
+import { publishPolicyValue } from './published.ts';
 
 export const POLICY_SUBLEVEL = 'policies';
 /** The generation cache of the LLM generator (generators/llm.ts). */
 export const LLM_CACHE_SUBLEVEL = 'llm-cache';
 
-/** The policy store of a project database. */
+/** The policy store of a project database; every value put is also published for readers (published.ts). */
 export function policyStore(db: CogrDb): KeyValueStore {
-  return db.sublevel(POLICY_SUBLEVEL);
+  const sub = db.sublevel(POLICY_SUBLEVEL);
+  return {
+    get: (key) => sub.get(key),
+    async put(key, value) {
+      await sub.put(key, value);
+      await publishPolicyValue(db.path, key, value);
+    },
+  };
 }
 
 /** The LLM generation cache of a project database. */

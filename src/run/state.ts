@@ -7,7 +7,8 @@
  *   steps           → StepRecord[] (one per committed step, in order)
  *   imports         → ImportRecord[] (generations imported from external models)
  * Policies live in the `policies` sublevel (policies.ts), generations in the keyword
- * index (index/store.ts). A step is committed when its record is written, which happens
+ * index (index/store.ts). Every change also rewrites `published/run.json`, the copy
+ * readers use without the database (published.ts). A step is committed when its record is written, which happens
  * last; on resume, anything a killed step left behind (generations newer than the last
  * record) is deleted and the step runs again from the saved policies, so a resumed run
  * ends with the same results as an uninterrupted one.
@@ -15,11 +16,11 @@
  * This folder sits below both the loop (src/evolve/) and the servers (src/server/):
  * whatever reads a stored run goes through here.
  */
-import { existsSync } from 'node:fs';
-import { openDb, type CogrDb, type JsonSublevel } from '../../index/db.ts';
+import type { CogrDb, JsonSublevel } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
 import { RunConfigSchema, type RunConfig } from './config.ts';
+import { publishRunState, readPublishedRun } from './published.ts';
 
 export const RUN_SUBLEVEL = 'run';
 /** 2: dev split, adoption per step, the query planner (run-state 1 runs are refused). */
@@ -172,7 +173,49 @@ export class RunState {
     return (await this.sub.get(key)) as RunValues[K] | undefined;
   }
   private async put<K extends keyof RunValues>(key: K, value: RunValues[K]): Promise<void> {
+    await this.guard();
     await this.sub.put(key, value);
+    await this.publish();
+  }
+
+  private guarded = false;
+  /**
+   * Before the first write: a published run.json that holds more committed steps than the
+   * database means the database lost committed data (e.g. its write-ahead log); the
+   * writer refuses instead of writing over what readers still hold.
+   */
+  private async guard(): Promise<void> {
+    if (this.guarded) return;
+    let doc: Awaited<ReturnType<typeof readPublishedRun>> = null;
+    try {
+      doc = await readPublishedRun(this.db.path);
+    } catch {
+      // A damaged run.json is written again from the database.
+    }
+    if (doc?.config) {
+      const hasConfig = (await this.sub.get('config')) !== undefined;
+      const steps = ((await this.sub.get('steps')) as StepRecord[] | undefined)?.length ?? 0;
+      if (!hasConfig || steps < doc.steps.length) {
+        throw cogrError(
+          'DB_CORRUPT',
+          `the published run state (run.json) holds ${doc.steps.length} committed step(s), the database ${this.db.path} ${hasConfig ? `only ${steps}` : 'no run'}: the database lost committed data (a damaged or deleted write-ahead log?); \`cogr verify\` says what is intact, \`cogr verify --repair\` makes the files agree with the database`,
+          { path: this.db.path },
+        );
+      }
+    }
+    this.guarded = true;
+  }
+
+  /** Rewrite run.json, the readers' copy of the run state (published.ts). */
+  async publish(): Promise<void> {
+    const get = async <K extends keyof RunValues>(key: K) => (await this.sub.get(key)) as RunValues[K] | undefined;
+    await publishRunState(this.db, {
+      runStateVersion: (await get('version')) ?? null,
+      config: (await get('config')) ?? null,
+      split: (await get('split')) ?? null,
+      steps: (await get('steps')) ?? [],
+      imports: (await get('imports')) ?? [],
+    });
   }
 
   /** A run written by another version of the run state is refused (DB_VERSION), never misread. */
@@ -244,6 +287,20 @@ export function bestStep(steps: readonly StepRecord[]): StepRecord | null {
   return best;
 }
 
+/**
+ * What serving a run's best step means: the last adopted step (adoption never lets dev F1
+ * fall, so it is the best dev step), its item and query generations, and the round of the
+ * query planner it used (the last adopted query-side step up to it; SFT = 0). Null when
+ * no step is adopted.
+ */
+export function bestServing(steps: readonly StepRecord[]): { step: string; round: number; itemGeneration: number; queryGeneration: number; plannerRound: number } | null {
+  const best = bestStep(steps);
+  if (!best) return null;
+  let plannerRound = 0;
+  for (const s of steps.slice(0, steps.indexOf(best) + 1)) if (s.adopted && s.phase === 'query') plannerRound = s.round;
+  return { step: best.step, round: best.round, itemGeneration: best.itemGeneration, queryGeneration: best.queryGeneration, plannerRound };
+}
+
 /** The run stored in a database; NOT_FOUND when it holds none. */
 export async function readStoredRun(db: CogrDb): Promise<StoredRun> {
   const state = new RunState(db);
@@ -300,18 +357,21 @@ export async function storedF1Points(db: CogrDb): Promise<{ round: number; side:
 }
 
 /**
- * The config and split of the run stored at a database path, or null when there is no
- * database or it holds no run. Opens the database only for the read.
+ * The run published at a database path (its config, split and steps, from
+ * `published/run.json`), read without opening the database; null when there is no
+ * database or it holds no run. Another run-state version is refused (DB_VERSION).
  */
-export async function readRunAt(dbPath: string): Promise<{ config: RunConfig; split: RunSplit } | null> {
-  if (!existsSync(dbPath)) return null;
-  const db = await openDb(dbPath, { createIfMissing: false });
-  try {
-    const state = new RunState(db);
-    const config = await state.config();
-    const split = await state.split();
-    return config && split ? { config, split } : null;
-  } finally {
-    await db.close();
+export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
+  const doc = await readPublishedRun(dbPath);
+  if (!doc || !doc.config || !doc.split) return null;
+  if (doc.runStateVersion !== RUN_STATE_VERSION) {
+    throw cogrError(
+      'DB_VERSION',
+      `the co-evolution run in ${dbPath} has run-state version ${JSON.stringify(doc.runStateVersion)}, expected ${RUN_STATE_VERSION}; refusing to read it`,
+      { path: dbPath, found: doc.runStateVersion, expected: RUN_STATE_VERSION },
+    );
   }
+  const r = RunConfigSchema.safeParse(doc.config);
+  if (!r.success) throw cogrError('DB_CORRUPT', `the published run config of ${dbPath} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return { config: r.data, split: doc.split, steps: doc.steps };
 }

@@ -134,7 +134,7 @@ const KeywordsUsedSchema = z.object({
   source: z.string().describe('generator name, or "raw" on fallback'),
   cached: z.boolean(),
 });
-const FallbackSchema = z.object({ reason: z.enum(['timeout', 'error', 'no_generator', 'empty']), message: z.string() }).nullable();
+const FallbackSchema = z.object({ reason: z.enum(['timeout', 'busy', 'error', 'no_generator', 'empty']), message: z.string() }).nullable();
 export const SearchResponseSchema = z.object({
   round: z.number().nullable(),
   generation: z.number(),
@@ -160,10 +160,24 @@ const ItemResponseSchema = z.object({
   generations: z.array(z.object({ generation: z.number(), self: z.string(), keywords: z.array(z.string()) })),
 });
 const GenerationsResponseSchema = z.object({
-  served: z.object({ round: z.number().nullable(), item: z.number(), query: z.number().nullable() }),
+  served: z.object({
+    round: z.number().nullable(),
+    item: z.number(),
+    query: z.number().nullable(),
+    reason: z.string().nullable().describe('why the served generation is not the newest, null when it is'),
+  }),
   generations: z.array(
-    z.object({ side: z.enum(['item', 'query']), generation: z.number(), round: z.number().nullable(), entities: z.number(), keywords: z.number().nullable() }),
+    z.object({
+      side: z.enum(['item', 'query']),
+      generation: z.number(),
+      round: z.number().nullable(),
+      entities: z.number(),
+      keywords: z.number().describe('vocabulary size (distinct keywords, self keywords included)'),
+    }),
   ),
+  problems: z
+    .array(z.object({ side: z.enum(['item', 'query']), generation: z.number(), code: z.string(), message: z.string() }))
+    .describe('generations whose files failed their check (never served)'),
 });
 const KeywordsResponseSchema = z.object({
   prefix: z.string(),
@@ -376,8 +390,9 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   app.get('/v1/generations', async () => {
     const snap = live.get();
     return {
-      served: { round: snap.round, item: snap.item.generation, query: snap.query ? snap.query.generation : null },
+      served: { round: snap.round, item: snap.item.generation, query: snap.query ? snap.query.generation : null, reason: snap.reason },
       generations: snap.generations,
+      problems: snap.problems,
     };
   });
 

@@ -1,24 +1,33 @@
 /**
- * `GET /v1/drift?from=&to=&limit=`: the same JSON report as `cogr drift --json -`. The
- * database is opened only for the request and closed again (the server never holds the
- * LevelDB lock), and held-out F1 per round comes from the stored co-evolution run.
+ * `GET /v1/drift?from=&to=&limit=`: the same JSON report as `cogr drift --json -`, read
+ * from the published generation files (index/published.ts) and the published run state
+ * (held-out F1 per round), never from the LevelDB: any number of requests run beside a
+ * writer. Generations are immutable, so a report is kept per (options, published
+ * generations, committed steps): repeated and concurrent requests share one computation.
  */
-import { openDb } from '../../index/db.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
+import { PublishedIndex } from '../../index/published.ts';
 import type { DriftReport } from '../drift/analyze.ts';
 import { driftReportFromStore, parseDriftQuery } from '../drift/fromStore.ts';
-import { storedF1Points } from '../run/state.ts';
+import { f1Points, readRunAt } from '../run/state.ts';
+import { LruCache } from './queryKeywords.ts';
 
 export type DriftProvider = (query: Record<string, unknown>) => Promise<DriftReport>;
 
 export function storeDriftProvider(dbPath: string): DriftProvider {
+  const files = new PublishedIndex(dbPath);
+  const reports = new LruCache<Promise<DriftReport>>(16);
   return async (query) => {
     const opts = parseDriftQuery(query);
-    const db = await openDb(dbPath, { createIfMissing: false });
-    try {
-      return await driftReportFromStore(new KeywordIndexStore(db), { ...opts, f1ByRound: await storedF1Points(db) });
-    } finally {
-      await db.close();
+    const run = await readRunAt(dbPath);
+    const key = JSON.stringify([opts, await files.numbers('item'), await files.numbers('query'), run?.steps.map((s) => s.finishedAt) ?? []]);
+    let report = reports.get(key);
+    if (!report) {
+      report = driftReportFromStore(files, { ...opts, f1ByRound: f1Points(run?.steps ?? []) });
+      reports.set(key, report);
+      report.catch(() => {
+        if (reports.get(key) === report) reports.delete(key);
+      });
     }
+    return report;
   };
 }

@@ -11,9 +11,17 @@ import type { RouteDoc } from './openapi.ts';
 import type { LiveSnapshot } from './state.ts';
 
 export const HealthSchema = z.object({
-  status: z.enum(['ok', 'degraded']).describe('degraded: the last reload failed, the previous generation is still served'),
+  status: z
+    .enum(['ok', 'degraded'])
+    .describe('degraded: the last reload failed (the previous generation is still served), or a newer generation failed its file check and an older one is served'),
   round: z.number().nullable(),
   generation: z.number(),
+  served: z
+    .object({ item: z.number(), query: z.number().nullable(), reason: z.string().nullable().describe('why the served generation is not the newest, null when it is') })
+    .describe('the generations served'),
+  problems: z
+    .array(z.object({ side: z.enum(['item', 'query']), generation: z.number(), code: z.string(), message: z.string() }))
+    .describe('generations whose files failed their check (never served)'),
   version: z.number().describe('number of successful loads'),
   loadedAt: z.string().nullable(),
   lastAttemptAt: z.string().nullable(),
@@ -44,7 +52,7 @@ export function registerOpsRoutes(
   app.post('/v1/admin/reload', { preHandler: bearerGuard(o.token) }, async (_req, reply) => {
     const out = await live.reload();
     if (out.error) {
-      const code = out.error.code === 'DB_LOCKED' || out.error.code === 'DB_VERSION' ? out.error.code : 'INTERNAL';
+      const code = (['DB_LOCKED', 'DB_VERSION', 'DB_CORRUPT', 'NOT_FOUND'] as const).find((c) => c === out.error!.code) ?? 'INTERNAL';
       return sendError(
         reply,
         cogrError(code, `reload failed, still serving generation ${out.item.generation}: ${out.error.message}`, {
@@ -60,9 +68,11 @@ export function registerOpsRoutes(
     const snap = live.get();
     const st = live.status();
     return {
-      status: st.stale ? 'degraded' : 'ok',
+      status: st.stale || snap.reason !== null ? 'degraded' : 'ok',
       round: snap.round,
       generation: snap.item.generation,
+      served: { item: snap.item.generation, query: snap.query ? snap.query.generation : null, reason: snap.reason },
+      problems: snap.problems,
       version: st.version,
       loadedAt: st.loadedAt,
       lastAttemptAt: st.lastAttemptAt,

@@ -4,12 +4,17 @@
  * search falls back to the raw query string as its only keyword, and says so.
  *
  * The cache is keyed by (snapshot version, normalised query text), so a generation
- * switch never serves keywords of the previous round's generator.
+ * switch never serves keywords of the previous round's generator. Requests for the same
+ * text while its keywords are being generated share that one generation; an answer that
+ * arrives after its budget still fills the cache; when every request waiting for it has
+ * run out of time, the generation is cancelled (a queued one never reaches a worker).
  */
 import { normalizeKeywordSet, normalizeSelf } from '../../index/normalize.ts';
+import { isCogrError } from '../../index/errors.ts';
+import { KeywordPoolBusy } from './keywordPool.ts';
 import type { QueryKeywordSource } from './state.ts';
 
-export type FallbackReason = 'timeout' | 'error' | 'no_generator' | 'empty';
+export type FallbackReason = 'timeout' | 'busy' | 'error' | 'no_generator' | 'empty';
 
 export interface ResolvedKeywords {
   /** Normalised generated keywords (empty on fallback). */
@@ -41,6 +46,9 @@ export class LruCache<V> {
       this.map.delete(oldest);
     }
   }
+  delete(key: string): void {
+    this.map.delete(key);
+  }
   get size(): number {
     return this.map.size;
   }
@@ -58,8 +66,16 @@ export interface KeywordResolverOptions {
   onFallback?: (reason: FallbackReason) => void;
 }
 
+/** One generation in flight, shared by every request that asks for the same text meanwhile. */
+interface InFlight {
+  promise: Promise<string[]>;
+  controller: AbortController;
+  waiting: number;
+}
+
 export class QueryKeywordResolver {
   private readonly cache: LruCache<string[]>;
+  private readonly inflight = new Map<string, InFlight>();
   constructor(private readonly opts: KeywordResolverOptions) {
     this.cache = new LruCache(opts.cacheSize);
   }
@@ -67,6 +83,27 @@ export class QueryKeywordResolver {
   private fallback(reason: FallbackReason, message: string): ResolvedKeywords {
     this.opts.onFallback?.(reason);
     return { keywords: [], source: 'raw', cached: false, fallback: { reason, message } };
+  }
+
+  /** Start (or join) the generation of one text; its answer fills the cache even when it comes too late for its first caller. */
+  private start(source: QueryKeywordSource, key: string, text: string): InFlight {
+    let f = this.inflight.get(key);
+    if (f) return f;
+    const controller = new AbortController();
+    const promise = Promise.resolve().then(() => source.keywords(text, controller.signal));
+    f = { promise, controller, waiting: 0 };
+    this.inflight.set(key, f);
+    promise.then(
+      (out) => this.cache.set(key, normalizeKeywordSet(out).keywords),
+      () => {},
+    );
+    const done = f;
+    void promise
+      .finally(() => {
+        if (this.inflight.get(key) === done) this.inflight.delete(key);
+      })
+      .catch(() => {});
+    return f;
   }
 
   async resolve(source: QueryKeywordSource | null, version: number, text: string): Promise<ResolvedKeywords> {
@@ -80,23 +117,30 @@ export class QueryKeywordResolver {
       return { keywords: hit, source: source.name, cached: true, fallback: null };
     }
     this.opts.onCacheMiss?.();
-    const ac = new AbortController();
+    const f = this.start(source, key, text);
+    f.waiting++;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => {
-        ac.abort();
-        resolve('timeout');
-      }, this.opts.budgetMs);
+      timer = setTimeout(() => resolve('timeout'), this.opts.budgetMs);
     });
     try {
-      const out = await Promise.race([source.keywords(text, ac.signal), timeout]);
-      if (out === 'timeout') return this.fallback('timeout', `keyword generation exceeded ${this.opts.budgetMs} ms`);
+      const out = await Promise.race([f.promise, timeout]);
+      if (out === 'timeout') {
+        // Nobody waits any more: a request still queued for a worker is dropped.
+        if (--f.waiting === 0) {
+          f.controller.abort();
+          if (this.inflight.get(key) === f) this.inflight.delete(key);
+        }
+        return this.fallback('timeout', `keyword generation exceeded ${this.opts.budgetMs} ms`);
+      }
+      f.waiting--;
       const { keywords } = normalizeKeywordSet(out);
-      this.cache.set(key, keywords);
       if (keywords.length === 0) return this.fallback('empty', 'the generator returned no valid keyword');
       return { keywords, source: source.name, cached: false, fallback: null };
     } catch (e) {
-      if (ac.signal.aborted) return this.fallback('timeout', `keyword generation exceeded ${this.opts.budgetMs} ms`);
+      f.waiting--;
+      if (e instanceof KeywordPoolBusy) return this.fallback('busy', e.message);
+      if (isCogrError(e, 'ABORTED')) return this.fallback('timeout', `keyword generation exceeded ${this.opts.budgetMs} ms`);
       return this.fallback('error', e instanceof Error ? e.message : String(e));
     } finally {
       clearTimeout(timer);

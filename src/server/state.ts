@@ -13,6 +13,7 @@
  * (e.g. the database is locked by a writer) keeps the old snapshot, is reported in
  * `status()` and retried by the watch timer.
  */
+import { watch, type FSWatcher } from 'node:fs';
 import type { Side } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import type { Logger } from '../../index/log.ts';
@@ -32,8 +33,16 @@ export interface GenerationInfo {
   /** The co-evolution round recorded with the generation, when there is one. */
   round: number | null;
   entities: number;
-  /** Vocabulary size, known for generations held in memory (null otherwise). */
-  keywords: number | null;
+  /** Vocabulary size: distinct keywords, self keywords included (from the generation's manifest). */
+  keywords: number;
+}
+
+/** A generation whose files failed their check when the snapshot was loaded. */
+export interface GenerationProblem {
+  side: Side;
+  generation: number;
+  code: string;
+  message: string;
 }
 
 export interface Snapshot {
@@ -45,8 +54,12 @@ export interface Snapshot {
   query: KeywordView | null;
   /** Every item-side generation held in memory, ascending (includes `item`). */
   itemGenerations: readonly KeywordView[];
-  /** Every committed generation of both sides (including ones not held in memory). */
+  /** Every committed generation of both sides whose files pass their check (including ones not held in memory). */
   generations: readonly GenerationInfo[];
+  /** Generations whose files failed their check (never served); empty when all pass. */
+  problems: readonly GenerationProblem[];
+  /** Why the served generation is not the newest one, null when it is. */
+  reason: string | null;
   /** Structured item fields from the dataset (item id → field → value). */
   fields: ReadonlyMap<string, Readonly<Record<string, string>>>;
   /** Item titles/texts for display, when the dataset is known (item id → title). */
@@ -63,6 +76,8 @@ export interface SnapshotLoader {
   load(): Promise<Snapshot>;
   /** A description for logs (the database path). */
   readonly description: string;
+  /** A folder whose changes may mean a new generation (watched with fs.watch besides polling). */
+  readonly watchPath?: string;
 }
 
 export interface LiveStatus {
@@ -91,7 +106,11 @@ export class LiveSnapshot {
   private lastError: { code: string; message: string } | null = null;
   private inFlight: Promise<ReloadOutcome> | null = null;
   private timer: NodeJS.Timeout | null = null;
+  private watcher: FSWatcher | null = null;
+  private debounce: NodeJS.Timeout | null = null;
+  private again = false;
   private readonly listeners: ((s: Snapshot, version: number) => void)[] = [];
+  private readonly preparers: ((s: Snapshot) => Promise<void>)[] = [];
   private readonly outcomeListeners: ((o: ReloadOutcome) => void)[] = [];
 
   constructor(
@@ -118,6 +137,14 @@ export class LiveSnapshot {
 
   onSwap(fn: (s: Snapshot, version: number) => void): void {
     this.listeners.push(fn);
+  }
+
+  /**
+   * Work to finish on a new snapshot before it is swapped in (look-up structures,
+   * generators in the keyword workers), so that no request pays for it.
+   */
+  onPrepare(fn: (s: Snapshot) => Promise<void>): void {
+    this.preparers.push(fn);
   }
 
   /** Called after every reload attempt that had a snapshot to fall back on. */
@@ -150,8 +177,9 @@ export class LiveSnapshot {
           this.lastError = null;
           return { swapped: false, version: this.version, item: { generation: s.item.generation, previous } };
         }
+        for (const p of this.preparers) await p(s);
         this.swap(s);
-        this.log.info('serving generation', { item: s.item.generation, round: s.round, version: this.version });
+        this.log.info('serving generation', { item: s.item.generation, query: s.query?.generation ?? null, round: s.round, version: this.version, ...(s.reason ? { reason: s.reason } : {}) });
         return { swapped: true, version: this.version, item: { generation: s.item.generation, previous } };
       } catch (e) {
         const err = isCogrError(e)
@@ -170,22 +198,68 @@ export class LiveSnapshot {
       })
       .finally(() => {
         this.inFlight = null;
+        // A change seen while this reload ran: look again.
+        if (this.again) {
+          this.again = false;
+          this.changed();
+        }
       });
     return this.inFlight;
   }
 
-  /** Poll for a newer generation every `seconds` (also retries a failed reload). */
+  /**
+   * Poll for a newer generation every `seconds` (also retries a failed reload), and
+   * reload as soon as the loader's folder changes (fs.watch), so that each generation a
+   * writer commits is served within moments. A change during a reload triggers one more.
+   */
   watch(seconds: number): void {
     this.stopWatch();
     this.timer = setInterval(() => {
+      this.watchFolder();
       void this.reload().catch(() => {});
     }, Math.max(1, seconds) * 1000);
     this.timer.unref();
+    this.watchFolder();
+    // Catch up with whatever was committed while the first snapshot loaded.
+    this.changed();
+  }
+
+  private watchFolder(): void {
+    const path = this.loader.watchPath;
+    if (!path || this.watcher) return;
+    try {
+      const w = watch(path, { persistent: false }, () => this.changed());
+      // The folder went away (a run started over with --fresh): polling watches it again once it is back.
+      w.on('error', () => {
+        w.close();
+        if (this.watcher === w) this.watcher = null;
+      });
+      this.watcher = w;
+    } catch {
+      /* not there yet: the next poll tries again */
+    }
+  }
+
+  private changed(): void {
+    if (this.debounce) return;
+    this.debounce = setTimeout(() => {
+      this.debounce = null;
+      if (this.inFlight) {
+        this.again = true;
+        return;
+      }
+      void this.reload().catch(() => {});
+    }, 20);
+    this.debounce.unref();
   }
 
   stopWatch(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.watcher?.close();
+    this.watcher = null;
+    if (this.debounce) clearTimeout(this.debounce);
+    this.debounce = null;
   }
 
   status(): LiveStatus {

@@ -1,7 +1,8 @@
 /**
  * Crash safety: a child process committing a big generation is killed with SIGKILL at
- * random moments (mostly while the LevelDB batch is being written); on reopening, each
- * generation is either absent or complete and equal to what that child was committing.
+ * random moments (mostly while the LevelDB batch is being written, or its files); on
+ * reopening, each generation is either absent or complete and equal to what that child
+ * was committing, in the database and in the published files readers use.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,6 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../index/db.ts';
 import { createRng } from '../../index/random.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
+import { PublishedIndex } from '../../index/published.ts';
 import { buildViewData } from '../../index/viewBuild.ts';
 import { bigEntries } from '../fixtures/bigEntries.ts';
 
@@ -64,10 +66,18 @@ describe('a commit killed midway', () => {
       const r = await runChild(path, seed, delay);
       if (r.killed && !r.out.includes('done')) killedMid++;
     }
+    // Readers (the published files) see only complete generations, each one of ours.
+    const files = new PublishedIndex(path);
+    const publishedBefore = await files.listGenerations('item');
+    for (const g of publishedBefore) {
+      expect((await files.openView('item', g.generation)).data).toEqual(buildViewData('item', g.generation, bigEntries(g.meta.n as number, g.meta.seed as number)));
+    }
     const db = await openDb(path);
     try {
       const store = new KeywordIndexStore(db);
       const gens = await store.listGenerations('item');
+      // A generation is published only after its commit: never one the database lacks.
+      for (const g of publishedBefore) expect(gens.map((x) => x.generation)).toContain(g.generation);
       expect(gens[0].generation).toBe(0);
       const bySeed = new Set(gens.map((g) => g.meta.seed));
       expect(bySeed.has(1000)).toBe(true);
@@ -85,6 +95,8 @@ describe('a commit killed midway', () => {
       const g = await w.commit({ seed: 1, n: 50 });
       expect(g).toBeGreaterThan(gens[gens.length - 1].generation);
       expect((await store.openView('item', g)).size).toBe(bigEntries(50, 1).length);
+      // That first write published whatever a killed child committed but did not publish.
+      expect((await files.listGenerations('item')).map((x) => x.generation)).toEqual([...gens.map((x) => x.generation), g]);
     } finally {
       await db.close();
     }

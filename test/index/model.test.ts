@@ -2,7 +2,8 @@
  * Model-based property tests: random set / replace / remove / commit / delete sequences
  * against a naive in-memory model that recomputes the matched sets and BM25 from scratch
  * (its own implementation of the formula documented in index/view.ts), both for views
- * built in memory and for views opened from LevelDB across several generations.
+ * built in memory and for views opened from LevelDB across several generations, and for
+ * the published generation files (index/published.ts), which must read back the same.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../index/db.ts';
 import { normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
+import { PublishedIndex } from '../../index/published.ts';
 import type { IndexEntry } from '../../index/types.ts';
 import { KeywordView, type Bm25Params, type Probe } from '../../index/view.ts';
 import { buildViewData } from '../../index/viewBuild.ts';
@@ -217,7 +219,13 @@ describe('KeywordIndexStore against the naive model', () => {
             }
             const info = await store.generationInfo('item', g);
             expect(info.size).toBe(view.size);
+            // The published files read back as the database does, without it.
+            const files = new PublishedIndex(db.path);
+            expect(await files.entries('item', g)).toEqual(await store.entries('item', g));
+            expect((await files.openView('item', g)).data).toEqual(view.data);
+            expect(await files.generationInfo('item', g)).toEqual(info);
           }
+          expect(await new PublishedIndex(db.path).numbers('item').catch(() => [])).toEqual([...committed.keys()].sort((a, b) => a - b));
         } finally {
           await db.close();
         }

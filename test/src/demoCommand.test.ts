@@ -43,6 +43,11 @@ describe('cogr demo (the main job, small settings)', () => {
     expect(again.status).toBe(0);
     expect(again.stderr).not.toContain('step sft: start');
     expect((JSON.parse(again.stdout) as { steps: unknown }).steps).toEqual(firstSteps);
+    // The same dataset spelled as its folder is the same run (resumed, not refused).
+    const byPath = demo(['--dataset', join(__dirname, '../../data/med')]);
+    expect(byPath.status, byPath.stderr).toBe(0);
+    expect(byPath.stderr).not.toContain('step sft: start');
+    expect(JSON.parse(byPath.stdout)).toMatchObject({ dataset: 'med', steps: firstSteps });
     const other = spawnSync(process.execPath, [join(__dirname, '../../bin/cogr.mjs'), 'demo', '--dataset', 'cisi', '--quiet'], { encoding: 'utf8', env: { ...process.env, COGR_HOME: home } });
     expect(other.status).not.toBe(0);
     expect(other.stderr).toMatch(/error\[INVALID_ARGUMENT\].*dataset: stored "med", asked "cisi".*--fresh/);

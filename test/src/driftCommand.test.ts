@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../index/db.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
+import { PublishedIndex } from '../../index/published.ts';
 import { analyzeDrift, type DriftInput } from '../../src/drift/analyze.ts';
 import { driftReportFromStore, parseDriftQuery, writeDriftReport } from '../../src/drift/fromStore.ts';
 import { syntheticDriftInput } from '../../src/drift/synthetic.ts';
@@ -70,6 +71,8 @@ describe('drift over a LevelDB store', () => {
       // The store's generations use the default english analyzer.
       expect(fromStore).toEqual(analyzeDrift(english(input), { from: 1, to: 3 }));
       expect(fromStore.sides.item.generations.map((g) => g.generation)).toEqual([1, 2, 3]);
+      // The published generation files (what cogr drift and GET /v1/drift read) give the same report.
+      expect(await driftReportFromStore(new PublishedIndex(dbDir), { from: 1, to: 3, f1ByRound: input.f1ByRound })).toEqual(fromStore);
       const out = join(dir, 'loop', 'drift.json');
       const written = await writeDriftReport(store, { jsonPath: out, htmlPath: join(dir, 'loop', 'drift.html'), f1ByRound: input.f1ByRound });
       expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(written);
@@ -83,7 +86,10 @@ describe('drift over a LevelDB store', () => {
     expect(parseDriftQuery({})).toEqual({});
     expect(parseDriftQuery({ from: '2', to: 'latest', limit: '10' })).toEqual({ from: 2, to: null, limit: 10 });
     expect(() => parseDriftQuery({ from: 'x' })).toThrow(/from must be a non-negative integer/);
-    expect(() => parseDriftQuery({ from: '3', to: '1' })).toThrow(/to \(1\) must be ≥ from \(3\)/);
+    expect(() => parseDriftQuery({ from: '3', to: '1' })).toThrow('to: must be ≥ from (3), got 1');
+    // On the command line the same errors name the flags.
+    expect(() => parseDriftQuery({ from: '3', to: '1' }, 'cli')).toThrow('--to: must be ≥ --from (3), got 1');
+    expect(() => parseDriftQuery({ from: '0x1' }, 'cli')).toThrow('--from must be a non-negative integer');
     expect(() => parseDriftQuery({ limit: '0' })).toThrow(/limit/);
   });
 });
@@ -117,9 +123,9 @@ describe('cogr drift', () => {
     // One real process for the CLI's error line and exit code; the rest in process.
     const r = cli('--db', dbDir, '--from', '3', '--to', '1');
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^error\[INVALID_ARGUMENT\]: .*to \(1\) must be ≥ from \(3\)/);
+    expect(r.stderr).toBe('error[INVALID_ARGUMENT]: --to: must be ≥ --from (3), got 1\n');
     const run = (o: Partial<DriftCliOptions>) => runDriftCommand({ db: dbDir, from: '0', to: 'latest', limit: '50', ...o });
-    await expect(run({ db: join(dir, 'nope') })).rejects.toMatchObject({ code: 'NOT_FOUND', message: expect.stringMatching(/database .*nope does not exist/) });
+    await expect(run({ db: join(dir, 'nope') })).rejects.toMatchObject({ code: 'NOT_FOUND', message: expect.stringMatching(/no database at .*nope: run `cogr demo`/) });
     expect(existsSync(join(dir, 'nope'))).toBe(false);
     writeFileSync(join(dir, 'bad.json'), JSON.stringify([{ round: 1, side: 'both', f1: 0.3 }]));
     await expect(run({ metrics: join(dir, 'bad.json') })).rejects.toMatchObject({

@@ -11,6 +11,8 @@ import { listPolicyRounds, loadPolicy, POLICY_SUBLEVEL } from '../../src/run/pol
 import { runCoevolution, computeSplit } from '../../src/evolve/run.ts';
 import { parseRunConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { RunState } from '../../src/run/state.ts';
+import { loadQueryGenerator } from '../../src/server/queryGenerator.ts';
+import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
@@ -53,10 +55,12 @@ async function runToEnd(path: string, corpus: Corpus = synthCorpus(), maxSteps?:
 }
 
 let reference: Awaited<ReturnType<typeof runToEnd>>;
+let referencePath: string;
 
 describe('co-evolution loop', () => {
   it('runs SFT and the alternating rounds, storing generations, policies and held-out metrics', async () => {
-    reference = await runToEnd(tempDb());
+    referencePath = tempDb();
+    reference = await runToEnd(referencePath);
     const { res, snap } = reference;
     expect(res.complete).toBe(true);
     expect(res.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item', 'r2-query', 'r2-item']);
@@ -109,6 +113,27 @@ describe('co-evolution loop', () => {
     expect(q1.reasons.ok + q1.reasons.invalid_format + q1.reasons.over_budget).toBe(q1.samples);
     const i1 = res.steps[2].train!;
     expect(i1.samples).toBe(corpus.items.length * LOOP_TEST_CONFIG.groupSize!);
+  });
+
+  it("serving round 'best' serves the run's best dev step: its generations and the planner it used", async () => {
+    const { res } = reference;
+    const best = res.steps.filter((s) => s.adopted).at(-1)!;
+    let plannerRound = -1;
+    for (const s of res.steps.slice(0, res.steps.indexOf(best) + 1)) if (s.adopted && s.phase === 'query') plannerRound = s.round;
+    if (plannerRound < 0) plannerRound = 0;
+    const seen: KeywordSourceContext[] = [];
+    const loader = storeSnapshotLoader({ dbPath: referencePath, round: 'best', corpus: synthCorpus(), keywordSource: (ctx) => (seen.push(ctx), null) });
+    const snap = await loader.load();
+    expect(snap.item.generation).toBe(best.itemGeneration);
+    expect(snap.query?.generation).toBe(best.queryGeneration);
+    expect(snap.round).toBe(best.round);
+    expect(seen.at(-1)!.plannerRound).toBe(plannerRound);
+    // the served planner is the one that round saved, not the newest at or before the round
+    const doc = await loadQueryGenerator(seen.at(-1)!.policies, best.round, plannerRound);
+    expect(doc!.round).toBe(plannerRound);
+    // 'latest' serves the newest generations whatever the dev queries said
+    const latest = await storeSnapshotLoader({ dbPath: referencePath, round: 'latest' }).load();
+    expect(latest.item.generation).toBe(res.steps.at(-1)!.itemGeneration);
   });
 
   it('resumes an interrupted run from its last committed step with identical results', async () => {

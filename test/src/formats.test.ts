@@ -1,18 +1,22 @@
 /**
- * Format compatibility (in the style of tantivy's): databases and policy files written by
- * earlier versions, committed under test/fixtures/formats/ (see make.ts there), are opened
- * by this version and read back exactly; a file of another format version is refused
- * with the version message, never misread.
+ * Format compatibility (in the style of tantivy's): databases (with their published
+ * generation files) and policy files written by earlier versions, committed under
+ * test/fixtures/formats/ (see make.ts there), are opened by this version and read back
+ * exactly, by the writer's path and by the readers' path; a file of another format
+ * version is refused with the version message, never misread.
  */
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DB_FORMAT_VERSION, DB_META_KEY, DB_UPGRADE_HINT, openDb } from '../../index/db.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
+import { PUBLISHED_FORMAT_VERSION, PublishedIndex } from '../../index/published.ts';
+import { openSealedJson, sealJson } from '../../index/sealed.ts';
 import { EmbeddedPolicy, POLICY_VERSION } from '../../generators/policy/model.ts';
 import { policyStore } from '../../src/run/policies.ts';
-import { readStoredRun, RUN_STATE_VERSION, RUN_SUBLEVEL } from '../../src/run/state.ts';
+import { publishedPolicyStore } from '../../src/run/published.ts';
+import { readRunAt, readStoredRun, RUN_STATE_VERSION, RUN_SUBLEVEL } from '../../src/run/state.ts';
 import { formatSummary } from '../fixtures/formats/summary.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
@@ -32,13 +36,15 @@ function copy(name: string): string {
   return to;
 }
 
+const CURRENT = `db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}-files-v${PUBLISHED_FORMAT_VERSION}`;
+
 describe('committed databases', () => {
-  const dbs = readdirSync(FIXTURES).filter((f) => /^db-v\d+-run-v\d+$/.test(f));
+  const dbs = readdirSync(FIXTURES).filter((f) => /^db-v\d+-run-v\d+(-files-v\d+)?$/.test(f));
   it('there is one of the current versions', () => {
-    expect(dbs).toContain(`db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}`);
+    expect(dbs).toContain(CURRENT);
   });
   for (const name of dbs) {
-    const [, v, rv] = /^db-v(\d+)-run-v(\d+)$/.exec(name)!;
+    const [, v, rv] = /^db-v(\d+)-run-v(\d+)/.exec(name)!;
     const version = Number(v);
     const runVersion = Number(rv);
     if (version === DB_FORMAT_VERSION && runVersion < RUN_STATE_VERSION) {
@@ -74,10 +80,35 @@ describe('committed databases', () => {
         await db.close();
       }
     });
+    const files = /-files-v(\d+)$/.exec(name);
+    if (files && Number(files[1]) === PUBLISHED_FORMAT_VERSION) {
+      it(`${name}: readers read back the same from its generation files alone (the folder is not written)`, async () => {
+        const path = join(FIXTURES, name);
+        const got = await formatSummary((await readRunAt(path))!, new PublishedIndex(path), publishedPolicyStore(path), synthCorpus().items);
+        expect(json(got)).toEqual(JSON.parse(readFileSync(join(FIXTURES, `${name}.expected.json`), 'utf8')));
+      });
+    }
   }
 
+  it('a generation file of another format version is refused with the version message', async () => {
+    const path = copy(CURRENT);
+    const manifest = join(path, 'published', 'item-00000001.json');
+    const doc = openSealedJson(readFileSync(manifest), 'test', manifest) as Record<string, unknown>;
+    writeFileSync(manifest, sealJson({ ...doc, version: PUBLISHED_FORMAT_VERSION + 1 }));
+    await expect(new PublishedIndex(path).openView('item', 1)).rejects.toMatchObject({
+      code: 'DB_VERSION',
+      message: `item generation 1: manifest ${manifest} has generation-file format version ${PUBLISHED_FORMAT_VERSION + 1}, this cogr reads version ${PUBLISHED_FORMAT_VERSION}; rewrite the files with \`cogr verify --repair\``,
+    });
+    const run = join(path, 'published', 'run.json');
+    writeFileSync(run, sealJson({ ...(openSealedJson(readFileSync(run), 'test', run) as object), version: 0 }));
+    await expect(readRunAt(path)).rejects.toMatchObject({
+      code: 'DB_VERSION',
+      message: `the co-evolution run state: file ${run} has format version 0, this cogr reads version ${PUBLISHED_FORMAT_VERSION}; rewrite it with \`cogr verify --repair\``,
+    });
+  });
+
   it('a database of another format version is refused with the version message', async () => {
-    const path = copy(`db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}`);
+    const path = copy(CURRENT);
     const db = await openDb(path);
     await db.level.put(DB_META_KEY, JSON.stringify({ version: DB_FORMAT_VERSION + 1, createdAt: 'later' }));
     await db.close();
@@ -88,7 +119,7 @@ describe('committed databases', () => {
   });
 
   it('a run of another run-state version is refused with the version message', async () => {
-    const path = copy(`db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}`);
+    const path = copy(CURRENT);
     const db = await openDb(path);
     try {
       await db.sublevel(RUN_SUBLEVEL).put('version', RUN_STATE_VERSION + 1);
@@ -104,7 +135,7 @@ describe('committed databases', () => {
 
 describe('committed policy files', () => {
   const files = readdirSync(FIXTURES).filter((f) => /^policy-v\d+\.json$/.test(f));
-  const expected = JSON.parse(readFileSync(join(FIXTURES, `db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}.expected.json`), 'utf8')) as { decodes: Record<string, unknown> };
+  const expected = JSON.parse(readFileSync(join(FIXTURES, `${CURRENT}.expected.json`), 'utf8')) as { decodes: Record<string, unknown> };
   it('there is one of the current version, and it decodes as the policy it was saved from', () => {
     expect(files).toContain(`policy-v${POLICY_VERSION}.json`);
     const p = EmbeddedPolicy.fromJSON(JSON.parse(readFileSync(join(FIXTURES, `policy-v${POLICY_VERSION}.json`), 'utf8')));

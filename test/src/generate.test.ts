@@ -84,12 +84,14 @@ describe('cogr sft and cogr generate', () => {
 
   it('generate --generator openai talks to an OpenAI-compatible endpoint from the environment', async () => {
     let calls = 0;
+    const prompts: string[] = [];
     const server = createServer((req, res) => {
       let body = '';
       req.on('data', (c) => (body += c));
       req.on('end', () => {
         calls++;
         const b = JSON.parse(body);
+        prompts.push(b.messages.at(-1).content);
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(
           JSON.stringify({
@@ -120,6 +122,20 @@ describe('cogr sft and cogr generate', () => {
       });
       expect(b).toEqual(JSON.parse(a.stdout));
       expect(calls).toBe(2); // the second run is served from the cache in the project database
+      expect(prompts[0]).not.toMatch(/Top search results/);
+      // "+ search results": the stored planner's top items and its plan's keywords are in the prompt
+      const c = await runGenerate({ side: 'query', generator: 'openai', from: join(dir, 'q.jsonl'), baseUrl: env.OPENAI_BASE_URL, model: 'tiny', db: join(dir, 'home', 'db'), cache: false, searchContext: '3' });
+      expect(c).toEqual(b);
+      const withContext = prompts.slice(2);
+      expect(withContext).toHaveLength(2);
+      const q1 = withContext.find((p) => p.includes('crystalline lens'))!;
+      const [, list] = /Top search results for this query:\n((?:\d+\. .*\n?){3})/.exec(q1)!;
+      const titles = list.trim().split('\n').map((l) => l.replace(/^\d+\. /, ''));
+      expect(titles).toHaveLength(3);
+      // the tiny dataset's items of the lens topic have titles made of the topic's words
+      for (const t of titles) expect(t.split(' ').every((w) => ['crystalline', 'lens', 'vertebrates', 'eye'].includes(w))).toBe(true);
+      expect(q1).toMatch(/Index keywords that retrieve them: \S/);
+      await expect(runGenerate({ side: 'item', generator: 'openai', from: join(dir, 'q.jsonl'), baseUrl: env.OPENAI_BASE_URL, model: 'tiny', cache: false, searchContext: '3' })).rejects.toThrow(/--search-context applies to --generator openai --side query/);
     } finally {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));

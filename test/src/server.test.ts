@@ -1,4 +1,5 @@
 import { createServer } from 'node:http';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { OpenAIGenerator } from '../../generators/llm.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -230,12 +231,16 @@ describe('other endpoints', () => {
     expect(bad.status).toBe(400);
     expect(bad.body.error.message).toMatch(/^prefix:/);
     const g = await getJson(`${base}/v1/generations`);
-    expect(g.body.served).toEqual({ round: 1, item: 1, query: 0 });
+    expect(g.body.served).toEqual({ round: 1, item: 1, query: 0, reason: null });
     expect(g.body.generations.map((x: any) => [x.side, x.generation, x.round, x.entities])).toEqual([
       ['item', 0, 0, 40],
       ['item', 1, 1, 40],
       ['query', 0, 1, 1],
     ]);
+    // Every generation's vocabulary size, the query side's and those not held in memory too.
+    const vocab = [KeywordView.build('item', 0, cat.generations[0]).numKeywords, gen1.numKeywords, KeywordView.build('query', 0, [{ id: 'q1', self: 'red shoes', keywords: ['running shoes'] }]).numKeywords];
+    expect(g.body.generations.map((x: any) => x.keywords)).toEqual(vocab);
+    expect(g.body.problems).toEqual([]);
   });
 
   it('serves a pinned round', async () => {
@@ -346,23 +351,52 @@ describe('generation switching', () => {
     }
   });
 
-  it('keeps serving when the database is locked at reload time, reports it, and recovers', async () => {
+  it('reloads while a writer holds the database lock (readers read the published files)', async () => {
     const { base } = await start();
     const holder = await openDb(dbPath);
     try {
       const r = await getJson(`${base}/v1/admin/reload`, { method: 'POST' });
-      expect(r.status).toBe(409);
-      expect(r.body.error.code).toBe('DB_LOCKED');
-      expect(r.body.error.details).toEqual({ servedGeneration: 1, retry: true });
-      const h = await getJson(`${base}/health`);
-      expect(h.body.status).toBe('degraded');
-      expect(h.body.lastError.code).toBe('DB_LOCKED');
-      expect((await getJson(`${base}/v1/search?q=red`)).status).toBe(200);
+      expect(r.status).toBe(200);
+      expect((await getJson(`${base}/health`)).body).toMatchObject({ status: 'ok', served: { item: 1, query: 0, reason: null }, problems: [] });
     } finally {
       await holder.close();
     }
-    const ok = await getJson(`${base}/v1/admin/reload`, { method: 'POST' });
-    expect(ok.status).toBe(200);
-    expect((await getJson(`${base}/health`)).body.status).toBe('ok');
+  });
+
+  it('never serves a generation whose files fail their check as the newest, and says which it serves and why', async () => {
+    const { dir, cleanup } = tempDir('cogr-corrupt-');
+    try {
+      const path = join(dir, 'db');
+      await commitGeneration(path, 'item', cat.generations[0], 0);
+      const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
+      await live.reload();
+      const app = buildSearchServer({ live });
+      apps.push(app);
+      const base = await listen(app);
+      await commitGeneration(path, 'item', cat.generations[1], 1);
+      // One flipped byte in the new generation's view file.
+      const file = join(path, 'published', 'item-00000001.view');
+      const bytes = readFileSync(file);
+      bytes[bytes.length - 5] ^= 0x20;
+      writeFileSync(file, bytes);
+      expect((await getJson(`${base}/v1/admin/reload`, { method: 'POST' })).status).toBe(200);
+      const h = (await getJson(`${base}/health`)).body;
+      expect(h.status).toBe('degraded');
+      expect(h.generation).toBe(0);
+      expect(h.served.reason).toMatch(/^item generation 1 failed its check \(item generation 1: file .*item-00000001\.view is damaged: its content does not match the SHA-256 in its manifest .*\); serving item generation 0 instead$/);
+      expect(h.problems).toEqual([{ side: 'item', generation: 1, code: 'DB_CORRUPT', message: expect.stringContaining('item-00000001.view') }]);
+      const g = (await getJson(`${base}/v1/generations`)).body;
+      expect(g.served).toMatchObject({ item: 0, reason: h.served.reason });
+      expect(g.generations.map((x: { generation: number }) => x.generation)).toEqual([0]);
+      expect((await getJson(`${base}/v1/search?q=red`)).body.generation).toBe(0);
+      // A new server refuses nothing either: it starts on the newest generation that passes.
+      const fresh = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest' }));
+      await fresh.reload();
+      expect(fresh.get().item.generation).toBe(0);
+      // A pinned round whose generation fails is an error, not a silent substitute.
+      await expect(new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 1 })).reload()).rejects.toMatchObject({ code: 'DB_CORRUPT' });
+    } finally {
+      cleanup();
+    }
   });
 });

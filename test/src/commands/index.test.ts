@@ -2,9 +2,9 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { cogr } from '../_cli.ts';
 import { Level } from 'level';
-import { main } from '../../../src/cli.ts';
 import { DB_META_KEY } from '../../../index/db.ts';
 
 let dir: string;
@@ -16,22 +16,6 @@ afterEach(() => {
   process.exitCode = 0;
 });
 
-async function cogr(...args: string[]): Promise<{ out: string; err: string; code: number }> {
-  let out = '';
-  let err = '';
-  const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
-  const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => ((err += String(s)), true));
-  process.exitCode = 0;
-  try {
-    await main(['node', 'cogr', ...args]);
-  } finally {
-    o.mockRestore();
-    e.mockRestore();
-  }
-  const code = Number(process.exitCode ?? 0);
-  process.exitCode = 0;
-  return { out, err, code };
-}
 
 function jsonl(name: string, rows: unknown[]): string {
   const p = join(dir, name);
@@ -113,19 +97,26 @@ describe('cogr index', () => {
     const raw = new Level<string, string>(db);
     await raw.put(DB_META_KEY, JSON.stringify({ version: 0 }));
     await raw.close();
-    const r = await cogr('index', 'list', '--db', db);
+    // Writers open the database and read its version; readers only read published files.
+    const r = await cogr('index', 'import', '--db', db, '--from', jsonl('v.jsonl', [{ id: 'x', keywords: ['a'] }]));
     expect(r.code).toBe(1);
     expect(r.err).toMatch(/^error\[DB_VERSION\]: database .*db3 has format version 0, expected 2/);
   });
 
-  it('names the path of a database held by another process', async () => {
+  it('names the path of a database held by another process to a writer; readers go on beside it', async () => {
     const db = join(dir, 'db4');
+    expect((await cogr('index', 'import', '--db', db, '--from', jsonl('l.jsonl', [{ id: 'x', title: 'red shoe', keywords: ['shoe'] }]))).code).toBe(0);
     const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/hold-db.ts', db], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((resolve) => child.stdout!.on('data', (d) => String(d).includes('ready') && resolve()));
     try {
-      const r = await cogr('index', 'list', '--db', db);
+      const r = await cogr('index', 'delete', '--db', db, '--generation', '0');
       expect(r.code).toBe(1);
       expect(r.err).toContain(`error[DB_LOCKED]: database ${db} is in use by another process`);
+      const list = await cogr('index', 'list', '--db', db, '--json');
+      expect(list.code).toBe(0);
+      expect(JSON.parse(list.out).generations.map((g: { generation: number }) => g.generation)).toEqual([0]);
+      const search = await cogr('index', 'search', '--db', db, '--keywords', 'shoe', '--json');
+      expect(JSON.parse(search.out)).toMatchObject({ generation: 0, matched: 1 });
     } finally {
       child.kill('SIGKILL');
       await new Promise((r) => child.once('exit', r));

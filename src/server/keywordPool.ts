@@ -1,0 +1,222 @@
+/**
+ * Keyword generation off the event loop: a small pool of worker threads that answer
+ * "keywords for this query text" for the served generator, so that a request that needs
+ * many generations (a Boolean program with 64 `text` nodes) never blocks `/health` or the
+ * cached searches, and the keyword time budget can really fall back to the raw query.
+ *
+ * - `load(key, payload)` sends a generator's document (queryGenerator.ts), the served item
+ *   view's data (typed arrays on SharedArrayBuffer: shared, not copied) and the items to
+ *   every worker, which rebuilds the generator once and keeps it under `key`; it resolves
+ *   when every worker has it. `release(key)` drops it.
+ * - `plan(key, text, signal)` queues one request; a free worker takes the oldest. A request
+ *   whose signal fires while it waits is dropped from the queue (the budget ran out: no
+ *   worker spends time on it); one already running finishes and its answer is returned
+ *   to whoever still waits for it. The queue is bounded: beyond `maxQueue` a request is
+ *   refused at once (`KeywordPoolBusy`).
+ * - A worker that dies fails its request and is replaced (with every loaded generator).
+ */
+import { availableParallelism } from 'node:os';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { cogrError } from '../../index/errors.ts';
+import { silentLogger, type Logger } from '../../index/log.ts';
+import type { Item } from '../../index/types.ts';
+import type { ViewData } from '../../index/view.ts';
+import type { QueryGeneratorDocument } from './queryGenerator.ts';
+
+export interface KeywordPoolOptions {
+  /** Worker threads; default one less than the cores (at least 1, at most 4). */
+  size?: number;
+  /** Requests allowed to wait; default 256. */
+  maxQueue?: number;
+  logger?: Logger;
+  /** The worker module (path); default this folder's keywordWorker. */
+  workerEntry?: string;
+}
+
+export interface LoadPayload {
+  doc: QueryGeneratorDocument;
+  view: ViewData;
+  items: readonly Item[] | null;
+}
+
+/** Messages to a worker. */
+export type ToWorker = { t: 'load'; key: string; payload: LoadPayload } | { t: 'release'; key: string } | { t: 'plan'; id: number; key: string; text: string };
+/** Messages from a worker. */
+export type FromWorker = { t: 'loaded'; key: string; error?: string } | { t: 'result'; id: number; keywords: string[] } | { t: 'error'; id: number; message: string };
+
+/** The queue is full: the caller falls back at once. */
+export class KeywordPoolBusy extends Error {
+  constructor(queued: number) {
+    super(`the keyword workers are busy (${queued} requests waiting)`);
+    this.name = 'KeywordPoolBusy';
+  }
+}
+
+interface Task {
+  id: number;
+  key: string;
+  text: string;
+  resolve: (k: string[]) => void;
+  reject: (e: unknown) => void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | null;
+}
+
+interface Slot {
+  worker: Worker;
+  busy: Task | null;
+  loads: Map<string, { resolve: () => void; reject: (e: unknown) => void }>;
+}
+
+const OWN_EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+const DEFAULT_WORKER = fileURLToPath(new URL(`./keywordWorker${OWN_EXTENSION}`, import.meta.url));
+const TS_BOOT = fileURLToPath(new URL('./tsWorkerBoot.cjs', import.meta.url));
+
+function execArgv(entry: string): string[] {
+  if (!entry.endsWith('.ts')) return ['--enable-source-maps'];
+  return ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href];
+}
+
+export function defaultKeywordWorkers(): number {
+  return Math.max(1, Math.min(4, availableParallelism() - 1));
+}
+
+export class KeywordWorkerPool {
+  readonly size: number;
+  private readonly maxQueue: number;
+  private readonly log: Logger;
+  private readonly entry: string;
+  private readonly slots: Slot[] = [];
+  private readonly queue: Task[] = [];
+  private readonly loaded = new Map<string, LoadPayload>();
+  private nextId = 1;
+  private closed = false;
+
+  constructor(opts: KeywordPoolOptions = {}) {
+    this.size = opts.size ?? defaultKeywordWorkers();
+    if (!Number.isInteger(this.size) || this.size < 1) throw cogrError('INVALID_ARGUMENT', `keyword workers: expected an integer ≥ 1, got ${this.size}`);
+    this.maxQueue = opts.maxQueue ?? 256;
+    this.log = opts.logger ?? silentLogger;
+    this.entry = opts.workerEntry ?? DEFAULT_WORKER;
+    for (let i = 0; i < this.size; i++) this.slots.push(this.spawn());
+  }
+
+  private spawn(): Slot {
+    // A TypeScript entry (tests) is required from a CommonJS boot file under tsx's hooks.
+    const worker = this.entry.endsWith('.ts')
+      ? new Worker(TS_BOOT, { workerData: { cogrWorkerEntry: this.entry }, execArgv: execArgv(this.entry) })
+      : new Worker(this.entry, { execArgv: execArgv(this.entry) });
+    worker.unref();
+    const slot: Slot = { worker, busy: null, loads: new Map() };
+    worker.on('message', (m: FromWorker) => this.onMessage(slot, m));
+    worker.on('error', (e) => this.onExit(slot, e));
+    worker.on('exit', (code) => this.onExit(slot, new Error(`keyword worker exited with code ${code}`)));
+    // A replacement gets every generator still loaded before any request.
+    for (const [key, payload] of this.loaded) worker.postMessage({ t: 'load', key, payload } satisfies ToWorker);
+    return slot;
+  }
+
+  private onMessage(slot: Slot, m: FromWorker): void {
+    if (m.t === 'loaded') {
+      const l = slot.loads.get(m.key);
+      slot.loads.delete(m.key);
+      if (l) m.error === undefined ? l.resolve() : l.reject(cogrError('WORKER_ERROR', `keyword worker: loading the generator failed: ${m.error}`));
+      return;
+    }
+    const task = slot.busy;
+    if (!task || task.id !== m.id) return;
+    slot.busy = null;
+    if (m.t === 'result') task.resolve(m.keywords);
+    else task.reject(new Error(m.message));
+    this.dispatch();
+  }
+
+  private onExit(slot: Slot, e: unknown): void {
+    const i = this.slots.indexOf(slot);
+    if (i < 0) return;
+    this.slots.splice(i, 1);
+    const err = cogrError('WORKER_ERROR', `keyword worker failed: ${e instanceof Error ? e.message : String(e)}`);
+    slot.busy?.reject(err);
+    for (const l of slot.loads.values()) l.reject(err);
+    void slot.worker.terminate().catch(() => {});
+    if (this.closed) return;
+    this.log.warn('keyword worker failed; starting a new one', { error: err.message });
+    this.slots.push(this.spawn());
+    this.dispatch();
+  }
+
+  /** Rebuild a generator in every worker under `key`; resolves when all have it. */
+  async load(key: string, payload: LoadPayload): Promise<void> {
+    if (this.closed) throw cogrError('INTERNAL', 'the keyword pool is closed');
+    this.loaded.set(key, payload);
+    try {
+      await Promise.all(
+        this.slots.map(
+          (slot) =>
+            new Promise<void>((resolve, reject) => {
+              slot.loads.set(key, { resolve, reject });
+              slot.worker.postMessage({ t: 'load', key, payload } satisfies ToWorker);
+            }),
+        ),
+      );
+    } catch (e) {
+      this.release(key);
+      throw e;
+    }
+  }
+
+  release(key: string): void {
+    if (!this.loaded.delete(key)) return;
+    for (const slot of this.slots) slot.worker.postMessage({ t: 'release', key } satisfies ToWorker);
+  }
+
+  /** Keywords of `text` from the generator loaded as `key`. */
+  plan(key: string, text: string, signal?: AbortSignal): Promise<string[]> {
+    if (this.closed) return Promise.reject(cogrError('INTERNAL', 'the keyword pool is closed'));
+    if (!this.loaded.has(key)) return Promise.reject(cogrError('INTERNAL', `no generator loaded as ${key}`));
+    if (signal?.aborted) return Promise.reject(cogrError('ABORTED', 'keyword generation cancelled'));
+    if (this.queue.length >= this.maxQueue) return Promise.reject(new KeywordPoolBusy(this.queue.length));
+    return new Promise<string[]>((resolve, reject) => {
+      const task: Task = { id: this.nextId++, key, text, resolve, reject, signal, onAbort: null };
+      if (signal) {
+        task.onAbort = () => {
+          const i = this.queue.indexOf(task);
+          if (i >= 0) {
+            this.queue.splice(i, 1);
+            reject(cogrError('ABORTED', 'keyword generation cancelled while waiting for a worker'));
+          }
+        };
+        signal.addEventListener('abort', task.onAbort, { once: true });
+      }
+      this.queue.push(task);
+      this.dispatch();
+    });
+  }
+
+  /** Requests waiting for a worker. */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  private dispatch(): void {
+    for (const slot of this.slots) {
+      if (slot.busy) continue;
+      const task = this.queue.shift();
+      if (!task) return;
+      if (task.signal && task.onAbort) task.signal.removeEventListener('abort', task.onAbort);
+      slot.busy = task;
+      slot.worker.postMessage({ t: 'plan', id: task.id, key: task.key, text: task.text } satisfies ToWorker);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const err = cogrError('ABORTED', 'the keyword pool was closed');
+    for (const t of this.queue.splice(0)) t.reject(err);
+    const slots = this.slots.splice(0);
+    for (const s of slots) s.busy?.reject(err);
+    await Promise.all(slots.map((s) => s.worker.terminate().catch(() => 0)));
+  }
+}

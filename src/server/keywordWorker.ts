@@ -1,0 +1,40 @@
+/**
+ * The keyword worker (keywordPool.ts): keeps the generators it was sent, rebuilt once
+ * per generation (queryGenerator.ts), and answers one query text at a time.
+ */
+import { parentPort } from 'node:worker_threads';
+import { KeywordView } from '../../index/view.ts';
+import type { FromWorker, ToWorker } from './keywordPool.ts';
+import { rebuildQueryGenerator, type QueryPlanner } from './queryGenerator.ts';
+
+const port = parentPort;
+if (!port) throw new Error('keywordWorker.ts runs as a worker thread');
+const planners = new Map<string, QueryPlanner>();
+const reply = (m: FromWorker) => port.postMessage(m);
+
+port.on('message', (m: ToWorker) => {
+  if (m.t === 'load') {
+    try {
+      planners.set(m.key, rebuildQueryGenerator(m.payload.doc, new KeywordView(m.payload.view), m.payload.items));
+      reply({ t: 'loaded', key: m.key });
+    } catch (e) {
+      reply({ t: 'loaded', key: m.key, error: e instanceof Error ? e.message : String(e) });
+    }
+    return;
+  }
+  if (m.t === 'release') {
+    planners.delete(m.key);
+    return;
+  }
+  const planner = planners.get(m.key);
+  if (!planner) {
+    reply({ t: 'error', id: m.id, message: `no generator loaded as ${m.key}` });
+    return;
+  }
+  Promise.resolve()
+    .then(() => planner.plan(m.text))
+    .then(
+      (keywords) => reply({ t: 'result', id: m.id, keywords }),
+      (e: unknown) => reply({ t: 'error', id: m.id, message: e instanceof Error ? e.message : String(e) }),
+    );
+});

@@ -1,0 +1,59 @@
+/**
+ * The served round's query-side generator as a document that a keyword worker can
+ * rebuild (keywordPool.ts): loading it on the main thread (`loadQueryGenerator`, from the
+ * published policies) and rebuilding it in a worker (`rebuildQueryGenerator`, once per
+ * worker and generation) are the only two places that know what the generator is. Today
+ * it is the round's query planner (generators/planner), decoded greedily over the served
+ * item view; its relevance model is rebuilt over the dataset's items, so serving it needs
+ * them (the stored run's dataset or --dataset).
+ */
+import type { Item } from '../../index/types.ts';
+import type { KeywordView } from '../../index/view.ts';
+import type { KeyValueStore } from '../../generators/types.ts';
+import { KeywordPlanner } from '../../generators/planner/planner.ts';
+import { cogrError } from '../../index/errors.ts';
+import { listPolicyRounds } from '../run/policies.ts';
+
+/** What crosses to the workers: plain JSON. */
+export interface QueryGeneratorDocument {
+  kind: 'planner';
+  /** The planner round the document was saved as. */
+  round: number;
+  json: unknown;
+}
+
+/** A generator rebuilt in a worker: one query text in, its keywords out. */
+export interface QueryPlanner {
+  plan(text: string): string[] | Promise<string[]>;
+}
+
+/**
+ * The query generator serving `round` (the planner of round `exact` when given and saved —
+ * the run's best step fixes it —, else the round's, or the newest saved at or before it;
+ * the oldest when none is), or null when the database saved none.
+ */
+export async function loadQueryGenerator(policies: KeyValueStore, round: number | null, exact?: number): Promise<QueryGeneratorDocument | null> {
+  const rounds = await listPolicyRounds(policies, 'planner');
+  if (rounds.length === 0) return null;
+  const usable = round === null ? rounds : rounds.filter((r) => r <= round);
+  const pick = exact !== undefined && rounds.includes(exact) ? exact : usable.length ? usable[usable.length - 1] : rounds[0];
+  const json = await policies.get(`planner:${String(pick).padStart(6, '0')}`);
+  if (json === undefined) return null;
+  return { kind: 'planner', round: pick, json };
+}
+
+/** Rebuild a generator from its document against the served item view (in a keyword worker). */
+export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: KeywordView, items: readonly Item[] | null): QueryPlanner {
+  if (!items) throw cogrError('INVALID_ARGUMENT', "the query planner needs the dataset's items (serve it with the stored run's dataset or --dataset)");
+  const planner = KeywordPlanner.fromJSON(doc.json, items);
+  planner.attachOpposite(itemView);
+  return {
+    // Greedy decoding: the same query always gets the same keywords (and caches well).
+    async plan(text: string): Promise<string[]> {
+      const out = await planner.generate('query', [{ id: 'http', text }], { samples: 1, temperature: 0 });
+      const s = out[0]?.[0];
+      if (!s || s.format !== 'ok') throw new Error('the generator output is not a keyword list');
+      return s.keywords;
+    },
+  };
+}
