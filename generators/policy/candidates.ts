@@ -1,21 +1,17 @@
 /**
- * Candidate keywords and their features for the embedded policy.
+ * Candidate keywords and their features for the embedded (item-side) policy.
  *
- * Item side: the 1–3-word n-grams of title + text (text cut to ITEM_TEXT_BUDGET) with no
- * stop word at either edge, plus the normalised title; at most `maxItemCandidates`, chosen
- * by a fixed tf·idf prior. Query side: the query's own n-grams, the query string itself,; with a query side attached (the
- * item half-rounds), also the keywords the frozen query generation offers the item —
- * those of training queries that judge it relevant or rank it high — with their own
- * dense features (qJudged, qRanked, qPrec, fromQuery)
- * expansion keywords of the opposite (item) index's top-m BM25 entities for the query's
- * words, and association keywords learned from SFT data (word → keyword).
+ * The 1–3-word n-grams of title + text (text cut to ITEM_TEXT_BUDGET) with no stop word at
+ * either edge, plus the normalised title; at most `maxItemCandidates`, chosen by a fixed
+ * tf·idf prior. With a query side attached (the item half-rounds), also the keywords the
+ * frozen query generation offers the item — those of training queries that judge it
+ * relevant or rank it high — with their own dense features (qJudged, qRanked, qPrec,
+ * fromQuery). (The query side is the query planner, generators/planner.)
  *
  * Dense features (DENSE, fixed order) are documented next to their names; sparse features
- * are one per keyword ("k␁<kw>") and, on the query side, one per (query word, keyword)
- * pair ("p␁<word>␁<kw>"), each with value 1.
+ * are one per keyword ("k␁<kw>"), with value 1.
  */
 import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, keywordWords, normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
-import type { Side } from '../../index/types.ts';
 import { ITEM_TEXT_BUDGET } from '../prompts.ts';
 import type { GenerateInput } from '../types.ts';
 import type { OppositeIndex } from './opposite.ts';
@@ -30,17 +26,11 @@ export const DENSE = [
   'inTitle', // occurs in the item title
   'logTf', // log(1 + occurrences in the input)
   'firstPos', // first occurrence / input length, 1 when absent
-  'idf', // mean word idf among inputs of this side / 10
-  'inOpp', // present in the opposite index's vocabulary
+  'idf', // mean word idf among the items / 10
+  'inOpp', // present in the opposite (query) index's vocabulary
   'oppDf', // log(1 + df on the opposite index) / log(1 + N)
-  'share', // share of the top-m opposite entities carrying it (query side)
-  'support', // rank-weighted support among the top-m (query side)
   'overlap', // share of its words that occur in the input
-  'assoc', // max over input words of P(keyword in target | word) from SFT data (query side)
-  'expansion', // drawn from the opposite side (not an n-gram of the input)
-  'prec', // carriers among the top-m opposite entities / df (share of its postings there; query side)
-  'precSq', // prec² (lets the log-linear score favour near-pure keywords)
-  'dfRel', // log(1 + df) − log(1 + topM), clipped to [−3, 3], / 3 (df relative to the first-stage depth; query side)
+  'borrowed', // not an n-gram of the input nor its title (offered by the query side only)
   'qJudged', // log(1 + training queries judging the item relevant that offer it) (item side, query-side keywords)
   'qRanked', // log(1 + training queries ranking the item high that offer it) (item side)
   'qPrec', // judging queries offering it / training queries carrying it in the query generation (item side)
@@ -54,21 +44,12 @@ export const DI: Record<(typeof DENSE)[number], number> = Object.fromEntries(DEN
 export interface CandidateConfig {
   maxNgram: number;
   maxItemCandidates: number;
-  maxQueryNgrams: number;
-  /** Top-m opposite entities for expansion. */
-  topM: number;
-  maxExpansion: number;
-  maxAssoc: number;
-  /** Most query-side keywords offered per item (item side). */
+  /** Most query-side keywords offered per item. */
   maxQuerySide: number;
 }
 export const DEFAULT_CANDIDATES: CandidateConfig = {
   maxNgram: 3,
   maxItemCandidates: 64,
-  maxQueryNgrams: 24,
-  topM: 20,
-  maxExpansion: 48,
-  maxAssoc: 24,
   maxQuerySide: 48,
 };
 
@@ -88,29 +69,25 @@ export interface QueryOffer {
   precision: number;
 }
 
-/** Word statistics of one side's inputs (for the idf feature). */
+/** Word statistics of the items (for the idf feature). */
 export interface WordStats {
   n: number;
   df: Map<string, number>;
 }
-
-/** word → [(keyword, P(keyword | word))], best first. */
-export type Associations = Map<string, [string, number][]>;
 
 export interface RawCandidate {
   keyword: string;
   dense: Float64Array;
 }
 
-export function inputWords(side: Side, input: GenerateInput): { title: string[]; text: string[] } {
-  const text = side === 'item' ? input.text.slice(0, ITEM_TEXT_BUDGET) : input.text;
-  const t = normalizeSelf(text);
-  const title = side === 'item' ? normalizeSelf(input.title ?? '') : '';
+export function inputWords(input: GenerateInput): { title: string[]; text: string[] } {
+  const t = normalizeSelf(input.text.slice(0, ITEM_TEXT_BUDGET));
+  const title = normalizeSelf(input.title ?? '');
   return { title: title ? title.split(' ') : [], text: t ? t.split(' ') : [] };
 }
 
-export function selfKeyword(side: Side, input: GenerateInput): string {
-  return normalizeSelf(side === 'item' ? (input.title ?? '') : input.text);
+export function selfKeyword(input: GenerateInput): string {
+  return normalizeSelf(input.title ?? '');
 }
 
 function wordIdf(stats: WordStats | null, w: string): number {
@@ -173,17 +150,9 @@ function ngrams(words: string[], maxN: number, into: Map<string, Gram>, offset: 
   }
 }
 
-/** Candidates with dense features for one input. */
-export function extractCandidates(
-  side: Side,
-  input: GenerateInput,
-  cfg: CandidateConfig,
-  stats: WordStats | null,
-  opposite: OppositeIndex | null,
-  assoc: Associations | null,
-  querySide: QuerySide | null = null,
-): RawCandidate[] {
-  const { title, text } = inputWords(side, input);
+/** Candidates with dense features for one item. */
+export function extractCandidates(input: GenerateInput, cfg: CandidateConfig, stats: WordStats | null, opposite: OppositeIndex | null, querySide: QuerySide | null = null): RawCandidate[] {
+  const { title, text } = inputWords(input);
   const all = [...title, ...text];
   const len = Math.max(1, all.length);
   const wordSet = new Set(all);
@@ -196,7 +165,7 @@ export function extractCandidates(
   const grams = new Map<string, Gram>();
   ngrams(title, cfg.maxNgram, grams, 0, true, idfOf);
   ngrams(text, cfg.maxNgram, grams, title.length, false, idfOf);
-  const self = selfKeyword(side, input);
+  const self = selfKeyword(input);
   const out = new Map<string, Float64Array>();
   const meanIdf = (k: string) => {
     const ws = keywordWords(k);
@@ -219,16 +188,15 @@ export function extractCandidates(
       const df = opposite.keywordDf(k);
       f[DI.inOpp] = df > 0 ? 1 : 0;
       f[DI.oppDf] = opposite.scaledDf(k);
-      if (side === 'query') f[DI.dfRel] = Math.max(-3, Math.min(3, Math.log1p(df) - Math.log1p(cfg.topM))) / 3;
     }
-    f[DI.expansion] = 1;
+    f[DI.borrowed] = 1;
     out.set(k, f);
     return f;
   };
-  // Input n-grams (item: capped by a tf·idf prior; query: capped by idf).
+  // Input n-grams, capped by a tf·idf prior.
   let gramList = [...grams.entries()];
   const prior = (g: Gram) => Math.log1p(g.tf) * g.meanIdf * (g.inTitle ? 1.5 : 1) * (1 + 0.2 * (g.words.length - 1));
-  const cap = side === 'item' ? cfg.maxItemCandidates : cfg.maxQueryNgrams;
+  const cap = cfg.maxItemCandidates;
   if (gramList.length > cap) {
     gramList = gramList
       .map((e) => [e, prior(e[1])] as const)
@@ -239,7 +207,7 @@ export function extractCandidates(
   for (const [k, g] of gramList) {
     const f = base(k, g);
     f[DI.ngram] = 1;
-    f[DI.expansion] = 0;
+    f[DI.borrowed] = 0;
     f[DI.inTitle] = g.inTitle ? 1 : 0;
     f[DI.logTf] = Math.log1p(g.tf);
     f[DI.firstPos] = g.first / len;
@@ -247,12 +215,12 @@ export function extractCandidates(
   if (self.length > 0) {
     const f = base(self);
     f[DI.self] = 1;
-    f[DI.expansion] = 0;
-    f[DI.inTitle] = side === 'item' ? 1 : 0;
+    f[DI.borrowed] = 0;
+    f[DI.inTitle] = 1;
     f[DI.firstPos] = 0;
     if (normalizeKeyword(self) === null) out.delete(self); // over the keyword limits: cannot be emitted
   }
-  if (side === 'item' && querySide) {
+  if (querySide) {
     for (const o of querySide.offers(input.id).slice(0, cfg.maxQuerySide)) {
       if (normalizeKeyword(o.keyword) !== o.keyword) continue;
       const f = base(o.keyword);
@@ -260,37 +228,6 @@ export function extractCandidates(
       f[DI.qRanked] = Math.log1p(o.ranked);
       f[DI.qPrec] = o.precision;
       f[DI.fromQuery] = 1;
-    }
-  }
-  if (side === 'query') {
-    if (opposite) {
-      const exp = opposite
-        .expansion([...wordSet].filter((w) => !STOP_WORDS.has(w)), cfg.topM)
-        .filter((e) => normalizeKeyword(e.keyword) === e.keyword)
-        .sort((a, b) => b.support - a.support || b.share - a.share || (a.keyword < b.keyword ? -1 : 1))
-        .slice(0, cfg.maxExpansion);
-      for (const e of exp) {
-        const f = base(e.keyword);
-        f[DI.share] = e.share;
-        f[DI.support] = e.support;
-        f[DI.prec] = e.precision;
-        f[DI.precSq] = e.precision * e.precision;
-      }
-    }
-    if (assoc && assoc.size > 0) {
-      const best = new Map<string, number>();
-      for (const w of wordSet) {
-        for (const [k, p] of assoc.get(w) ?? []) if (p > (best.get(k) ?? 0)) best.set(k, p);
-      }
-      const ranked = [...best.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
-      let added = 0;
-      for (const [k, p] of ranked) {
-        if (!out.has(k)) {
-          if (added >= cfg.maxAssoc) continue;
-          added++;
-        }
-        base(k)[DI.assoc] = p;
-      }
     }
   }
   return [...out.entries()].map(([keyword, dense]) => ({ keyword, dense }));

@@ -1,5 +1,6 @@
 /**
- * EmbeddedPolicy: a small trainable stochastic keyword policy for one side, offline.
+ * EmbeddedPolicy: a small trainable stochastic keyword policy for the item side, offline
+ * (the query side is the query planner, generators/planner).
  *
  * The policy scores candidate keywords of its input with a log-linear model and samples
  * an ordered keyword set from them (Plackett–Luce without replacement with a stop
@@ -9,8 +10,8 @@
  *   sampling.ts    sampling, greedy decoding, exact sequence log-probabilities (and gradients)
  *   training.ts    SFT (maximum likelihood) and the GRPO clipped surrogate
  *   serialize.ts   the versioned JSON document
- * This module holds the policy's context (word statistics, learned associations, the
- * attached opposite view, the per-input candidate cache) and its public API, including
+ * This module holds the policy's context (word statistics, the attached opposite view and
+ * query side, the per-input candidate cache) and its public API, including
  * the KeywordGenerator interface.
  */
 import { cogrError } from '../../index/errors.ts';
@@ -19,12 +20,11 @@ import { createRng, deriveSeed, type Rng } from '../../index/random.ts';
 import type { Side } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import type { GenerateInput, GenerateOptions, KeywordGenerator, KeywordSample } from '../types.ts';
-import { D, DEFAULT_CANDIDATES, extractCandidates, inputWords, type Associations, type QuerySide, type WordStats } from './candidates.ts';
+import { D, DEFAULT_CANDIDATES, extractCandidates, inputWords, type QuerySide, type WordStats } from './candidates.ts';
 import { OppositeIndex } from './opposite.ts';
 import { PolicyParams, sequenceOf, type CandidateSet, type PolicyConfig } from './params.ts';
 import { greedySequence, sampleSequence, sequenceLogProb } from './sampling.ts';
 import { checkPolicyJSON, loadWeights, policyToJSON, statsFromJSON, type PolicyJSON } from './serialize.ts';
-import { STOP_WORDS } from './stopwords.ts';
 import { grpoUpdate, trainSft, type GrpoOptions, type GrpoSample, type GrpoStats, type SftExample, type SftOptions, type SftReport } from './training.ts';
 
 export type { PolicyConfig } from './params.ts';
@@ -44,23 +44,22 @@ export class EmbeddedPolicy implements KeywordGenerator {
   private opposite: OppositeIndex | null = null;
   private querySide: QuerySide | null = null;
   private stats: WordStats | null = null;
-  private assoc: Associations | null = null;
   private cache = new Map<string, CandidateSet>();
 
   constructor(side: Side, config: Partial<PolicyConfig> = {}) {
+    if (side !== 'item') throw cogrError('INVALID_ARGUMENT', `the embedded policy generates item keywords; query keywords come from the query planner (generators/planner), not a ${side} policy`);
     this.side = side;
     this.config = {
       ...DEFAULT_CANDIDATES,
       kMax: K_MAX,
       l2: 1e-4,
       keywordFeatures: true,
-      pairFeatures: true,
       greedyStop: 'argmax',
-      grpoParams: side === 'item' ? 'query' : 'all',
+      grpoParams: 'query',
       ...config,
     };
     if (!Number.isInteger(this.config.kMax) || this.config.kMax < 1) throw cogrError('INVALID_ARGUMENT', `kMax must be a positive integer, got ${this.config.kMax}`);
-    this.params = new PolicyParams(side);
+    this.params = new PolicyParams();
   }
 
   /** Number of parameters (dense + stop + sparse). */
@@ -84,50 +83,19 @@ export class EmbeddedPolicy implements KeywordGenerator {
    * candidate cache.
    */
   attachQuerySide(querySide: QuerySide | null): void {
-    if (querySide && this.side !== 'item') throw cogrError('INVALID_ARGUMENT', 'only an item policy borrows keywords from the query side');
     this.querySide = querySide;
     this.cache.clear();
   }
-  /** Fit the word statistics (idf feature) on this side's inputs; clears the candidate cache. */
+  /** Fit the word statistics (idf feature) on the items; clears the candidate cache. */
   fitStats(inputs: readonly GenerateInput[]): void {
     const df = new Map<string, number>();
     for (const x of inputs) {
-      const { title, text } = inputWords(this.side, x);
+      const { title, text } = inputWords(x);
       for (const w of new Set([...title, ...text])) df.set(w, (df.get(w) ?? 0) + 1);
     }
     this.stats = { n: inputs.length, df };
     this.cache.clear();
   }
-  /**
-   * Learn word → keyword associations from (input, target) pairs (query side):
-   * P(k ∈ target | w ∈ input) over examples, kept when the pair occurs ≥ minCount times.
-   */
-  fitAssociations(examples: readonly SftExample[], minCount = 2, perWord = 10): void {
-    const cw = new Map<string, number>();
-    const cwk = new Map<string, Map<string, number>>();
-    for (const ex of examples) {
-      const words = new Set(inputWords(this.side, ex.input).text.filter((w) => !STOP_WORDS.has(w)));
-      for (const w of words) {
-        cw.set(w, (cw.get(w) ?? 0) + 1);
-        let m = cwk.get(w);
-        if (!m) cwk.set(w, (m = new Map()));
-        for (const k of ex.target) m.set(k, (m.get(k) ?? 0) + 1);
-      }
-    }
-    const assoc: Associations = new Map();
-    for (const [w, m] of cwk) {
-      const n = cw.get(w)!;
-      const list = [...m.entries()]
-        .filter(([, c]) => c >= minCount)
-        .map(([k, c]) => [k, c / n] as [string, number])
-        .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
-        .slice(0, perWord);
-      if (list.length) assoc.set(w, list);
-    }
-    this.assoc = assoc;
-    this.cache.clear();
-  }
-
   /** Drop the cached candidate sets and features (they are rebuilt on demand). */
   clearCache(): void {
     this.cache.clear();
@@ -142,19 +110,17 @@ export class EmbeddedPolicy implements KeywordGenerator {
     const title = input.title ?? '';
     let cs = this.cache.get(key);
     if (cs && cs.text === input.text && cs.title === title) return cs;
-    const raw = extractCandidates(this.side, input, this.config, this.stats, this.opposite, this.assoc, this.querySide);
+    const raw = extractCandidates(input, this.config, this.stats, this.opposite, this.querySide);
     const n = raw.length;
     const dense = new Float64Array(n * D);
     const spOff = new Int32Array(n + 1);
     const sp: number[] = [];
-    const pairWords = this.side === 'query' ? [...new Set(inputWords(this.side, input).text)].filter((w) => !STOP_WORDS.has(w)) : [];
     const index = new Map<string, number>();
     for (let c = 0; c < n; c++) {
       dense.set(raw[c].dense, c * D);
       index.set(raw[c].keyword, c);
       spOff[c] = sp.length;
       if (this.config.keywordFeatures) sp.push(this.params.featureId('k\u0001' + raw[c].keyword));
-      if (this.config.pairFeatures) for (const w of pairWords) sp.push(this.params.featureId('p\u0001' + w + '\u0001' + raw[c].keyword));
     }
     spOff[n] = sp.length;
     cs = { title, text: input.text, keywords: raw.map((r) => r.keyword), index, dense, spOff, spIdx: Int32Array.from(sp), version: -1, scores: new Float64Array(n) };
@@ -258,16 +224,14 @@ export class EmbeddedPolicy implements KeywordGenerator {
 
   // ---------- persistence ----------
   toJSON(): PolicyJSON {
-    return policyToJSON(this.side, this.config, this.params, this.stats, this.assoc);
+    return policyToJSON(this.side, this.config, this.params, this.stats);
   }
 
   static fromJSON(json: unknown): EmbeddedPolicy {
     const j = checkPolicyJSON(json);
     const p = new EmbeddedPolicy(j.side, j.config ?? {});
     loadWeights(p.params, j);
-    const { stats, assoc } = statsFromJSON(j);
-    p.stats = stats;
-    p.assoc = assoc;
+    p.stats = statsFromJSON(j);
     return p;
   }
 

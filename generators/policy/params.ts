@@ -1,18 +1,17 @@
 /**
  * The embedded policy's parameters and its score.
  *
- *   s(c) = w_dense · φ(c) + θ_kw[c] + Σ_{w ∈ words(x)} θ_pair[w, c]      (pairs: query side)
+ *   s(c) = w_dense · φ(c) + θ_kw[c]
  *   stop score at step t = b_stop + a_stop · t / 10
  *
  * One weight vector holds the dense weights (DENSE order), the two stop weights and the
- * sparse weights, each sparse feature named by a key ("k␁<kw>", "p␁<word>␁<kw>") and
+ * sparse weights, each sparse feature named by a key ("k␁<kw>") and
  * numbered on first use. Training accumulates a gradient into a buffer (only the touched
  * entries) and takes Adagrad ascent steps with a small L2; `version` changes with every
  * step so that cached candidate scores are recomputed.
  */
 import { cogrError } from '../../index/errors.ts';
 import { normalizeKeyword } from '../../index/normalize.ts';
-import type { Side } from '../../index/types.ts';
 import { D, DENSE, DI, type CandidateConfig } from './candidates.ts';
 
 export interface PolicyConfig extends CandidateConfig {
@@ -20,19 +19,16 @@ export interface PolicyConfig extends CandidateConfig {
   l2: number;
   /** Sparse per-keyword features θ_kw[c]. */
   keywordFeatures: boolean;
-  /** Sparse (query word, keyword) pair features θ_pair[w, c] (query side). */
-  pairFeatures: boolean;
   /** Greedy decoding's stop rule (see greedySequence in sampling.ts): 'mass' or 'argmax'. */
   greedyStop: 'mass' | 'argmax';
   /**
-   * Parameters a GRPO update may change: 'all'; 'sparse' (the per-keyword and pair
-   * weights only; dense and stop weights keep their SFT values); 'sparse+query' (also the
-   * dense weights of the query-side features, item side); or 'query' (only those four
-   * dense weights). Default 'query' on the item side: the reward sees only training
-   * queries, so per-keyword or shared text weights would tune every item's own keywords
-   * to the training queries' current plans (measured: held-out F1 fell on MED and
-   * NFCorpus), while the query-side weights decide only which offered keywords an item
-   * adopts; 'all' on the query side.
+   * Parameters a GRPO update may change: 'all'; 'sparse' (the per-keyword weights only;
+   * dense and stop weights keep their SFT values); 'sparse+query' (also the dense weights
+   * of the query-side features); or 'query' (only those four dense weights). Default
+   * 'query': the reward sees only training queries, so per-keyword or shared text weights
+   * would tune every item's own keywords to the training queries' current plans
+   * (measured: held-out F1 fell on MED and NFCorpus), while the query-side weights decide
+   * only which offered keywords an item adopts.
    */
   grpoParams: 'all' | 'sparse' | 'sparse+query' | 'query';
 }
@@ -76,28 +72,15 @@ export function sequenceOf(cs: CandidateSet, keywords: readonly string[]): numbe
 }
 
 /** Initial dense weights: the untrained candidate ranking (the base generator for SFT). */
-function initialDense(side: Side): Float64Array {
+function initialDense(): Float64Array {
   const w = new Float64Array(D);
-  if (side === 'item') {
-    w[DI.idf] = 2;
-    w[DI.logTf] = 1;
-    w[DI.inTitle] = 0.7;
-    w[DI.self] = 0.5;
-    w[DI.len2] = 0.3;
-    w[DI.firstPos] = -0.5;
-    w[DI.oppDf] = 0.5;
-  } else {
-    w[DI.share] = 3;
-    w[DI.support] = 1;
-    w[DI.prec] = 1;
-    w[DI.precSq] = 1;
-    w[DI.inOpp] = 1;
-    w[DI.ngram] = 0.5;
-    w[DI.overlap] = 0.5;
-    w[DI.oppDf] = -0.5;
-    w[DI.assoc] = 2;
-    w[DI.self] = 0.5;
-  }
+  w[DI.idf] = 2;
+  w[DI.logTf] = 1;
+  w[DI.inTitle] = 0.7;
+  w[DI.self] = 0.5;
+  w[DI.len2] = 0.3;
+  w[DI.firstPos] = -0.5;
+  w[DI.oppDf] = 0.5;
   return w;
 }
 
@@ -125,14 +108,14 @@ export class PolicyParams {
   /** Dense indices below `gradFrom` that still train (grpoParams 'sparse+query' and 'query': the query-side features). */
   alsoTrain: ReadonlySet<number> = NONE_TRAIN;
 
-  constructor(side: Side) {
+  constructor() {
     const cap = 1024;
     this.w = new Float64Array(cap);
     this.g2 = new Float64Array(cap);
     this.grad = new Float64Array(cap);
     this.mark = new Uint8Array(cap);
-    this.w.set(initialDense(side));
-    this.w[STOP_B] = side === 'item' ? 1.5 : 2;
+    this.w.set(initialDense());
+    this.w[STOP_B] = 1.5;
     this.w[STOP_A] = 1;
   }
 

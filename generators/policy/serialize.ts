@@ -5,11 +5,15 @@
  */
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
-import { D, type Associations, type WordStats } from './candidates.ts';
+import { D, type WordStats } from './candidates.ts';
 import { STOP_A, STOP_B, type PolicyConfig, type PolicyParams } from './params.ts';
 
 export const POLICY_FORMAT = 'cogr-embedded-policy';
-/** 3: four query-side dense features (qJudged, qRanked, qPrec, fromQuery) for the item side. */
+/**
+ * 3: item side only (the query side is the query planner): the query side's dense features
+ * went, four query-side features for the item side came (qJudged, qRanked, qPrec,
+ * fromQuery).
+ */
 export const POLICY_VERSION = 3;
 
 export interface PolicyJSON {
@@ -21,10 +25,9 @@ export interface PolicyJSON {
   stop: [number, number];
   sparse: [string, number][];
   stats: { n: number; df: [string, number][] } | null;
-  assoc: [string, [string, number][]][];
 }
 
-export function policyToJSON(side: Side, config: PolicyConfig, params: PolicyParams, stats: WordStats | null, assoc: Associations | null): PolicyJSON {
+export function policyToJSON(side: Side, config: PolicyConfig, params: PolicyParams, stats: WordStats | null): PolicyJSON {
   return {
     format: POLICY_FORMAT,
     version: POLICY_VERSION,
@@ -34,7 +37,6 @@ export function policyToJSON(side: Side, config: PolicyConfig, params: PolicyPar
     stop: [params.w[STOP_B], params.w[STOP_A]],
     sparse: params.sparse(),
     stats: stats ? { n: stats.n, df: [...stats.df.entries()] } : null,
-    assoc: assoc ? [...assoc.entries()] : [],
   };
 }
 
@@ -44,8 +46,8 @@ export function checkPolicyJSON(json: unknown): PolicyJSON {
   if (!j || typeof j !== 'object' || j.format !== POLICY_FORMAT) throw cogrError('DATA_FORMAT', `not an embedded policy (format field is not "${POLICY_FORMAT}")`);
   if (j.version !== POLICY_VERSION)
     throw cogrError('DB_VERSION', `embedded policy has format version ${String(j.version)}; this cogr reads version ${POLICY_VERSION} only (retrain with cogr sft)`);
-  if ((j.side !== 'item' && j.side !== 'query') || !Array.isArray(j.dense) || j.dense.length !== D || !Array.isArray(j.sparse) || !Array.isArray(j.stop))
-    throw cogrError('DATA_FORMAT', 'embedded policy JSON is malformed (side, dense, stop or sparse)');
+  if (j.side !== 'item' || !Array.isArray(j.dense) || j.dense.length !== D || !Array.isArray(j.sparse) || !Array.isArray(j.stop))
+    throw cogrError('DATA_FORMAT', 'embedded policy JSON is malformed (side "item", dense, stop or sparse)');
   return j as PolicyJSON;
 }
 
@@ -61,9 +63,6 @@ export function loadWeights(params: PolicyParams, j: PolicyJSON): void {
   }
 }
 
-export function statsFromJSON(j: PolicyJSON): { stats: WordStats | null; assoc: Associations | null } {
-  return {
-    stats: j.stats ? { n: j.stats.n, df: new Map(j.stats.df) } : null,
-    assoc: j.assoc && j.assoc.length ? new Map(j.assoc) : null,
-  };
+export function statsFromJSON(j: PolicyJSON): WordStats | null {
+  return j.stats ? { n: j.stats.n, df: new Map(j.stats.df) } : null;
 }

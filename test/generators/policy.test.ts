@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/errors.ts';
 import { createRng } from '../../index/random.ts';
-import { KeywordView } from '../../index/view.ts';
 import { EmbeddedPolicy, POLICY_VERSION } from '../../generators/policy/model.ts';
 import type { GenerateInput } from '../../generators/types.ts';
 
@@ -113,23 +112,6 @@ describe('EmbeddedPolicy: training', () => {
     expect(report.coverage).toBe(1);
     expect(report.epochLoss.at(-1)!).toBeLessThan(report.epochLoss[0]);
     expect(after).toBeGreaterThan(before + 1);
-  });
-
-  it('query side: expansion candidates come from the attached item view’s top BM25 items', () => {
-    const view = KeywordView.build('item', 0, [
-      { id: 'a', self: 'aspirin trial', keywords: ['myocardial infarction', 'antiplatelet therapy'] },
-      { id: 'b', self: 'statin study', keywords: ['cholesterol lowering', 'myocardial infarction'] },
-      { id: 'c', self: 'bone density', keywords: ['osteoporosis'] },
-    ]);
-    const p = new EmbeddedPolicy('query');
-    const q = { id: 'q', text: 'aspirin after infarction' };
-    expect(p.candidateKeywords(q)).not.toContain('antiplatelet therapy');
-    p.attachOpposite(view);
-    const c = p.candidateKeywords(q);
-    expect(c).toContain('antiplatelet therapy');
-    expect(c).toContain('myocardial infarction');
-    expect(c).not.toContain('osteoporosis');
-    expect(p.rank(q, 1)).toEqual(['myocardial infarction']); // carried by both top items
   });
 
   it('a GRPO update raises the probability of positive-advantage samples', () => {

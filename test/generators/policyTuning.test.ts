@@ -1,6 +1,7 @@
 /**
- * The embedded policy's generalisation and speed changes: precision features of the expansion candidates, the greedy stop rules, item-side GRPO
- * restricted to sparse weights, the n-gram fast path and the id-keyed candidate cache.
+ * The embedded (item) policy's options and speed changes: the greedy stop rules, GRPO
+ * restricted to some parameters, the n-gram fast path, the id-keyed candidate cache and the
+ * keywords offered by the query side.
  */
 import { describe, expect, it } from 'vitest';
 import { normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
@@ -16,21 +17,6 @@ const view = KeywordView.build('item', 0, [
   { id: 'd', self: 'bone density', keywords: ['osteoporosis', 'antiplatelet therapy'] },
   { id: 'e', self: 'fracture risk', keywords: ['osteoporosis'] },
 ]);
-
-describe('query candidates: precision features', () => {
-  it('prec = carriers among the top-m / df; dfRel grows with df', () => {
-    const p = new EmbeddedPolicy('query');
-    p.attachOpposite(view);
-    const raw = extractCandidates('query', { id: 'q', text: 'aspirin statin' }, { ...DEFAULT_CANDIDATES, topM: 2 }, null, p['opposite'] as never, null);
-    const by = new Map(raw.map((r) => [r.keyword, r.dense]));
-    // top-2 for "aspirin statin" are a and b; 'cholesterol lowering' (df 1) lives only in b.
-    expect(by.get('cholesterol lowering')![DI.prec]).toBeCloseTo(1, 12);
-    // 'myocardial infarction' has df 3, two carriers in the top-2.
-    expect(by.get('myocardial infarction')![DI.prec]).toBeCloseTo(2 / 3, 12);
-    expect(by.get('myocardial infarction')![DI.precSq]).toBeCloseTo(4 / 9, 12);
-    expect(by.get('myocardial infarction')![DI.dfRel]).toBeGreaterThan(by.get('cholesterol lowering')![DI.dfRel]);
-  });
-});
 
 describe('decoding and training options', () => {
   const x = { id: 'x', title: 'renal failure', text: 'acute renal failure chronic kidney disease dialysis outcome renal failure' };
@@ -72,13 +58,14 @@ describe('decoding and training options', () => {
     }
   });
 
-  it('the default per side: only the query-side weights on items, all parameters on queries', () => {
+  it('trains only the query-side weights by default; there is no embedded query policy (the planner is the query side)', () => {
     expect(new EmbeddedPolicy('item').config.grpoParams).toBe('query');
-    expect(new EmbeddedPolicy('query').config.grpoParams).toBe('all');
-    const p = new EmbeddedPolicy('query', { pairFeatures: false, keywordFeatures: false });
+    expect(() => new EmbeddedPolicy('query')).toThrow(/query keywords come from the query planner/);
+    // without keyword features, candidates number no sparse parameters
+    const p = new EmbeddedPolicy('item', { keywordFeatures: false });
     p.attachOpposite(view);
-    p.candidateKeywords({ id: 'q', text: 'aspirin statin' });
-    expect(p.parameterCount).toBe(new EmbeddedPolicy('query').parameterCount);
+    p.candidateKeywords(x);
+    expect(p.parameterCount).toBe(new EmbeddedPolicy('item').parameterCount);
   });
 });
 
@@ -127,13 +114,16 @@ describe('item side: keywords offered by the query side', () => {
     const p = new EmbeddedPolicy('item');
     expect(p.candidateKeywords(input)).not.toContain('statin breast cancer');
     p.attachQuerySide({ offers: (id) => offers.get(id) ?? [] });
-    const raw = extractCandidates('item', input, DEFAULT_CANDIDATES, null, null, null, { offers: (id) => offers.get(id) ?? [] });
+    const raw = extractCandidates(input, DEFAULT_CANDIDATES, null, null, { offers: (id) => offers.get(id) ?? [] });
     const by = new Map(raw.map((r) => [r.keyword, r.dense]));
     expect(by.get('statin breast cancer')![DI.qJudged]).toBeCloseTo(Math.log1p(2), 12);
     expect(by.get('statin breast cancer')![DI.qPrec]).toBe(1);
     expect(by.get('statin breast cancer')![DI.fromQuery]).toBe(1);
     expect(by.get('heart disease')![DI.qRanked]).toBeCloseTo(Math.log1p(3), 12);
     expect(by.get('statin therapy')![DI.fromQuery]).toBe(0);
+    // an offer that is not an n-gram of the item is 'borrowed'; the item's own n-grams are not
+    expect(by.get('statin breast cancer')![DI.borrowed]).toBe(1);
+    expect(by.get('statin therapy')![DI.borrowed]).toBe(0);
     expect(p.candidateKeywords(input)).toContain('statin breast cancer');
   });
 

@@ -109,17 +109,17 @@ describe('SFT (Algorithm 1)', () => {
     }
   });
 
-  it('saves and loads policies per side and round', async () => {
+  it('saves and loads policies per round', async () => {
     const store = memoryStore();
-    const p = new EmbeddedPolicy('query');
-    p.setParam('share', 7);
+    const p = new EmbeddedPolicy('item');
+    p.setParam('idf', 7);
     await savePolicy(store, 0, p);
-    p.setParam('share', 8);
+    p.setParam('idf', 8);
     await savePolicy(store, 2, p);
-    expect(await listPolicyRounds(store, 'query')).toEqual([0, 2]);
-    expect((await loadPolicy(store, 'query', 0)).getParam('share')).toBe(7);
-    expect((await loadPolicy(store, 'query', 'latest')).getParam('share')).toBe(8);
-    await expect(loadPolicy(store, 'query', 1)).rejects.toThrow(/round 1.*0, 2/);
-    await expect(loadPolicy(store, 'item', 'latest')).rejects.toThrow(/no item policy/);
+    expect(await listPolicyRounds(store, 'item')).toEqual([0, 2]);
+    expect((await loadPolicy(store, 'item', 0)).getParam('idf')).toBe(7);
+    expect((await loadPolicy(store, 'item', 'latest')).getParam('idf')).toBe(8);
+    await expect(loadPolicy(store, 'item', 1)).rejects.toThrow(/round 1.*0, 2/);
+    await expect(loadPolicy(store, 'query', 'latest')).rejects.toThrow(/no query policy/);
   });
 });
