@@ -310,7 +310,7 @@ export function register(program: Command): void {
         `held-out P / R / F1 of the whole matched set after each half-round; database ${dbPath}\n\n`,
     );
     process.stdout.write(renderSteps(res.steps, baseline));
-    process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' to serve the last round\n`);
+    process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the best dev step\n`);
   });
 
   addRunOptions(

@@ -47,6 +47,9 @@ export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: Key
   if (!items) throw cogrError('INVALID_ARGUMENT', "the query planner needs the dataset's items (serve it with the stored run's dataset or --dataset)");
   const planner = KeywordPlanner.fromJSON(doc.json, items);
   planner.attachOpposite(itemView);
+  // Build the lazily made structures (text index, per-view maps) now, at load, not in the first request.
+  planner.plan({ id: '\u0000warm-up', text: 'warm up' });
+  planner.clearCache();
   return {
     // Greedy decoding: the same query always gets the same keywords (and caches well).
     async plan(text: string): Promise<string[]> {
