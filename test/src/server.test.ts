@@ -2,12 +2,13 @@ import { createServer } from 'node:http';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { OpenAIGenerator } from '../../generators/llm.ts';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDb } from '../../index/db.ts';
 import { KeywordView } from '../../index/view.ts';
 import { buildSearchServer } from '../../src/server/app.ts';
 import { LiveSnapshot, type QueryKeywordSource } from '../../src/server/state.ts';
 import { generatorKeywordSource, storeSnapshotLoader } from '../../src/server/storeLoader.ts';
+import { VocabularyIndex } from '../../src/server/vocab.ts';
 import { catalogue, commitGeneration, fakeSource, listen, tempDir } from './_serverFixture.ts';
 
 const cat = catalogue(40, 3);
@@ -347,6 +348,33 @@ describe('generation switching', () => {
       expect(seen.has(2)).toBe(true);
       expect((await getJson(`${base}/v1/search?q=red`)).body.generation).toBe(2);
     } finally {
+      cleanup();
+    }
+  });
+
+  it('builds the vocabulary look-up when a generation is loaded, before it is served, never in a request', async () => {
+    const { dir, cleanup } = tempDir('cogr-vocab-');
+    const build = vi.spyOn(VocabularyIndex, 'build');
+    try {
+      const path = join(dir, 'db');
+      await commitGeneration(path, 'item', cat.generations[0], 0);
+      const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
+      await live.reload();
+      const app = buildSearchServer({ live });
+      apps.push(app);
+      expect(build.mock.calls.map(([v]) => v.generation)).toEqual([0]);
+      await commitGeneration(path, 'item', cat.generations[1], 1);
+      expect((await live.reload()).swapped).toBe(true);
+      // Built for generation 1 before the reload returned (before the swap).
+      expect(build.mock.calls.map(([v]) => v.generation)).toEqual([0, 1]);
+      expect(build.mock.calls[1][0]).toBe(live.get().item);
+      const base = await listen(app);
+      const { body } = await getJson(`${base}/v1/keywords?prefix=gen1`);
+      expect(body.generation).toBe(1);
+      expect(body.keywords.map((x: any) => x.keyword)).toEqual(['gen1 special']);
+      expect(build).toHaveBeenCalledTimes(2);
+    } finally {
+      build.mockRestore();
       cleanup();
     }
   });
