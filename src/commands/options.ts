@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import type { Command } from 'commander';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
 import { cogrHome } from '../home.ts';
@@ -96,14 +97,19 @@ export interface LlmFlags {
   baseUrl?: string;
   model?: string;
   apiKey?: string;
+  llmTimeout?: string;
 }
 
-/** An OpenAI-compatible endpoint: flags first, then OPENAI_BASE_URL, COGR_MODEL, OPENAI_API_KEY. */
+/**
+ * An OpenAI-compatible endpoint: flags first, then OPENAI_BASE_URL, COGR_MODEL,
+ * OPENAI_API_KEY, COGR_LLM_TIMEOUT_MS (generators/llm.ts llmOptionsFromEnv reads them).
+ */
 export function withLlmOptions(cmd: Command): Command {
   return cmd
     .option('--base-url <url>', 'openai: endpoint base URL (default $OPENAI_BASE_URL)')
     .option('--model <name>', 'openai: model name (default $COGR_MODEL)')
-    .option('--api-key <key>', 'openai: API key (default $OPENAI_API_KEY)');
+    .option('--api-key <key>', 'openai: API key (default $OPENAI_API_KEY)')
+    .option('--llm-timeout <ms>', `openai: time-out of one request in milliseconds, then it is retried (default $COGR_LLM_TIMEOUT_MS, else ${DEFAULTS.llm.timeoutMs})`);
 }
 
 export interface ServerFlags {
