@@ -1,8 +1,11 @@
 /**
  * Pieces both HTTP servers share: one JSON error shape (`{error: CogrError.toJSON()}`
- * with the catalogue's status), fastify's own errors mapped onto it (body too large →
- * 413, malformed JSON → 400), request metrics, bearer-token checks and zod parsing with
- * messages that name the field.
+ * with the catalogue's status) for every answer — fastify's own errors (body too large →
+ * 413, unsupported type → 415), the router's (404, a path parameter too long → 414, a bad
+ * URL → 400) and the HTTP parser's (headers too large → 431, malformed request → 400) —,
+ * a JSON body parser that names the parse error and refuses prototype-polluting keys,
+ * request metrics, bearer-token checks and zod parsing with messages that name the field
+ * (integer query parameters in decimal digits only).
  */
 import { timingSafeEqual } from 'node:crypto';
 import { maxHeaderSize, STATUS_CODES } from 'node:http';
@@ -141,7 +144,7 @@ export function createApp(opts: AppOptions): FastifyInstance {
     logger: false,
     bodyLimit: opts.bodyLimit,
     return503OnClosing: false,
-    maxParamLength: MAX_PARAM_LENGTH,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     clientErrorHandler,
     // Errors of the router itself (a path that is not valid URL encoding, a parameter over the limit).
     frameworkErrors: (err, req, reply) => {
