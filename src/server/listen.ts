@@ -18,12 +18,13 @@ export async function listenUntilSignal(app: FastifyInstance, host: string, port
     onClose?.();
     await app.close().catch(() => {});
     const why: Record<string, string> = {
-      EADDRINUSE: 'is already in use (another server runs there: stop it, or choose another --port; --port 0 takes any free one)',
-      EACCES: 'is not allowed for this user (ports below 1024 need privileges: choose another --port)',
-      EADDRNOTAVAIL: 'is not an address of this machine (check --host)',
+      EADDRINUSE: 'the address is already in use (another server runs there: stop it, or choose another --port; --port 0 takes any free one)',
+      EACCES: 'the port is not allowed for this user (ports below 1024 need privileges: choose another --port)',
+      EADDRNOTAVAIL: 'the address is not one of this machine\'s (check --host)',
+      ENOTFOUND: 'the host name cannot be resolved (check --host)',
     };
     if (code !== undefined && code in why) {
-      throw cogrError('ADDRESS_UNAVAILABLE', `${what} cannot listen on ${host}:${port}: the address ${why[code]}`, { host, port, reason: code }, e);
+      throw cogrError('ADDRESS_UNAVAILABLE', `${what} cannot listen on ${host}:${port}: ${why[code]}`, { host, port, reason: code }, e);
     }
     throw e;
   }
