@@ -1,18 +1,27 @@
 /**
  * HTTP load test of `cogr serve` on loopback (autocannon), against a minimal raw-text
- * BM25 endpoint built on wink-bm25-text-search over the same items, in the same process.
+ * BM25 endpoint built on wink-bm25-text-search over the same items, in the same process;
+ * then a mixed workload against a real `cogr serve` process.
  *
  *   npm run bench -- serve [--json] [--duration 30] [--connections 64] [--k 10]
- *                          [--generator embedded|none]
+ *                          [--generator embedded|none] [--mixed-duration 10]
  *
  * Setup: NFCorpus (3,162 items). The item generation is each item's 10 best TF-IDF
- * unigrams/bigrams, committed to a temp LevelDB through KeywordIndexStore and served by
- * `buildSearchServer` exactly as `cogr serve` does. Query keywords come from an
- * untrained EmbeddedPolicy (fitted word statistics, item index attached, greedy), behind
- * the server's cache, or from the raw query only with `--generator none`. Requests cycle
- * through data/nfcorpus/q-titles.queries. Each target gets a 2 s warm-up first (JIT and
- * the keyword cache). `errors` counts connection errors, time-outs and non-2xx answers.
+ * unigrams/bigrams, committed to a temp LevelDB through KeywordIndexStore; an untrained
+ * EmbeddedPolicy (fitted word statistics) is saved as the round-0 query policy. The first
+ * part serves it with `buildSearchServer` and the keyword source `cogr serve` uses (the
+ * policy in keyword worker threads, item index attached, greedy, behind the server's
+ * cache), or the raw query only with `--generator none`. Requests cycle through
+ * data/nfcorpus/q-titles.queries. Each target gets a 2 s warm-up first (JIT and the
+ * keyword cache). `errors` counts connection errors, time-outs and non-2xx answers.
  * autocannon runs in this same process, so both targets share the 2 cores with it.
+ *
+ * Mixed workload (`mixed` in the JSON): `cogr serve` in its own process on the same
+ * database; 4 clients each send, one after the other, a POST /v1/search whose program is
+ * an `or` of 64 `text` nodes (about 27 KB, every text new, so each needs keyword
+ * generation), while autocannon sends cached GETs: `GET /health` and `GET /v1/search` over
+ * 50 queries whose keywords are cached (4 connections each). Reported: p50/p99 of the two
+ * GETs, and the programs answered.
  */
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -25,7 +34,13 @@ import { Bm25Index, itemText, tokenize } from '../src/baseline/bm25.ts';
 import { loadDataset } from '../src/datasets/index.ts';
 import { buildSearchServer } from '../src/server/app.ts';
 import { LiveSnapshot } from '../src/server/state.ts';
-import { generatorKeywordSource, storeSnapshotLoader } from '../src/server/storeLoader.ts';
+import { storeSnapshotLoader } from '../src/server/storeLoader.ts';
+import { keywordSourceFactory } from '../src/commands/serve.ts';
+import { KeywordWorkerPool } from '../src/server/keywordPool.ts';
+import { policyStore, savePolicy } from '../src/run/policies.ts';
+import { silentLogger } from '../index/log.ts';
+import { spawn } from 'node:child_process';
+import { packageRoot } from '../index/paths.ts';
 import { renderTable } from '../src/table.ts';
 import { parseBenchArgs } from './args.ts';
 import { nfcorpusTitleQueries } from './fixtures.ts';
@@ -143,27 +158,28 @@ export async function run(args: string[]): Promise<void> {
     .map((q) => q.text.trim())
     .filter((t) => t.length > 0);
   const kws = tfidfKeywords(corpus.items);
+  const mixedDuration = a.number('--mixed-duration', 10, { min: 1 });
   const dir = mkdtempSync(join(tmpdir(), 'cogr-bench-serve-'));
   const servers: FastifyInstance[] = [];
+  const pools: KeywordWorkerPool[] = [];
   try {
     const dbPath = join(dir, 'db');
     await withDb(dbPath, async (db) => {
       const w = new KeywordIndexStore(db).writer('item', { mode: 'replace' });
       corpus.items.forEach((it, i) => w.set(it.id, it.title, kws[i]));
       await w.commit({ round: 0, label: 'tf-idf top 10 (bench)' });
+      const policy = new EmbeddedPolicy('query');
+      policy.fitStats(corpus.queries.map((q) => ({ id: q.id, text: q.text })));
+      await savePolicy(policyStore(db), 0, policy);
     });
+    const pool = new KeywordWorkerPool({ logger: silentLogger });
+    pools.push(pool);
     const live = new LiveSnapshot(
       storeSnapshotLoader({
         dbPath,
         round: 'latest',
         corpus,
-        keywordSource: ({ item }) => {
-          if (generator === 'none') return null;
-          const policy = new EmbeddedPolicy('query');
-          policy.fitStats(corpus.queries.map((q) => ({ id: q.id, text: q.text })));
-          policy.attachOpposite(item);
-          return generatorKeywordSource(policy, { temperature: 0 });
-        },
+        keywordSource: keywordSourceFactory(generator, {}, silentLogger, () => pool),
       }),
     );
     await live.reload();
@@ -181,6 +197,9 @@ export async function run(args: string[]): Promise<void> {
     const peer = summary(await load(winkUrl, winkPath, queries, connections, duration));
     const metrics = await (await fetch(`${oursUrl}/metrics`)).text();
     const fallbacks = [...metrics.matchAll(/^cogr_query_keyword_fallbacks_total\{reason="([^"]+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]);
+    for (const s of servers.splice(0)) await s.close();
+    for (const p of pools.splice(0)) await p.close();
+    const mixed = await mixedWorkload(dbPath, corpus.items, queries, mixedDuration);
     const out = {
       bench: 'serve',
       dataset: 'nfcorpus',
@@ -194,6 +213,7 @@ export async function run(args: string[]): Promise<void> {
       keyword_fallbacks: Object.fromEntries(fallbacks),
       wink: peer,
       rps_ratio_vs_wink: peer.requests_per_second > 0 ? mine.requests_per_second / peer.requests_per_second : null,
+      mixed,
       node: process.version,
     };
     if (json) {
@@ -211,9 +231,96 @@ export async function run(args: string[]): Promise<void> {
         ),
       );
       process.stdout.write(`throughput ratio cogr / wink: ${out.rps_ratio_vs_wink?.toFixed(2)}; keyword fallbacks: ${JSON.stringify(out.keyword_fallbacks)}\n`);
+      process.stdout.write(`\nmixed workload, cogr serve process, ${mixedDuration} s: 4 clients sending 64-text programs beside cached GETs\n`);
+      process.stdout.write(
+        renderTable(
+          ['GET', 'req/s', 'p50 ms', 'p99 ms', 'errors'],
+          [
+            ['/health', mixed.health.requests_per_second.toFixed(0), String(mixed.health.p50_ms), String(mixed.health.p99_ms), String(mixed.health.errors)],
+            ['/v1/search (cached)', mixed.search.requests_per_second.toFixed(0), String(mixed.search.p50_ms), String(mixed.search.p99_ms), String(mixed.search.errors)],
+          ],
+          { rule: false },
+        ),
+      );
+      process.stdout.write(`programs: ${mixed.programs.answered} answered (${mixed.programs.failed} failed), ${mixed.programs.bytes} bytes each, mean ${mixed.programs.mean_ms.toFixed(0)} ms; keyword fallbacks: ${JSON.stringify(mixed.keyword_fallbacks)}\n`);
     }
   } finally {
     for (const s of servers) await s.close();
+    for (const p of pools) await p.close();
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** 64 new texts of about 400 characters for program number `p` (slices of item texts). */
+function programTexts(items: readonly Item[], p: number): string[] {
+  const out: string[] = [];
+  for (let j = 0; j < 64; j++) {
+    const n = p * 64 + j;
+    const it = items[n % items.length];
+    const text = `${it.title} ${it.text}`;
+    const start = (Math.floor(n / items.length) * 97) % Math.max(1, text.length - 420);
+    out.push(`${n} ${text.slice(start, start + 410)}`.slice(0, 500));
+  }
+  return out;
+}
+
+async function mixedWorkload(dbPath: string, items: readonly Item[], queries: readonly string[], duration: number) {
+  const bin = join(packageRoot(), 'bin', 'cogr.mjs');
+  const child = spawn(process.execPath, [bin, 'serve', '--db', dbPath, '--port', '0', '--dataset', 'nfcorpus'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  child.stderr!.on('data', (d) => (log += String(d)));
+  try {
+    const base = await new Promise<string>((resolve, reject) => {
+      const t = setInterval(() => {
+        const m = /listening address=(http:\/\/[^ \n]+)/.exec(log);
+        if (m) {
+          clearInterval(t);
+          resolve(m[1]);
+        } else if (child.exitCode !== null) {
+          clearInterval(t);
+          reject(new Error(`cogr serve failed: ${log}`));
+        }
+      }, 20);
+    });
+    // The cached GETs: 50 queries whose keywords are generated once now.
+    const cached = queries.slice(0, 50);
+    for (const q of cached) await fetch(`${base}/v1/search?q=${encodeURIComponent(q)}&k=10`);
+    let stop = false;
+    let p = 0;
+    const programs = { answered: 0, failed: 0, bytes: 0, totalMs: 0 };
+    const heavy = async () => {
+      while (!stop) {
+        const body = JSON.stringify({ program: { or: programTexts(items, p++).map((text) => ({ text })) }, k: 10 });
+        programs.bytes = Buffer.byteLength(body);
+        const t0 = performance.now();
+        const r = await fetch(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        await r.arrayBuffer();
+        programs.totalMs += performance.now() - t0;
+        if (r.status === 200) programs.answered++;
+        else programs.failed++;
+      }
+    };
+    const clients = Array.from({ length: 4 }, heavy);
+    // Let the programs fill the queue before measuring.
+    await new Promise((r) => setTimeout(r, 1000));
+    const [health, search] = await Promise.all([
+      autocannon({ url: base, connections: 4, duration, requests: [{ method: 'GET', path: '/health' }] }),
+      load(base, (q) => `/v1/search?q=${encodeURIComponent(q)}&k=10`, cached, 4, duration),
+    ]);
+    stop = true;
+    await Promise.all(clients);
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    const fallbacks = [...metrics.matchAll(/^cogr_query_keyword_fallbacks_total\{reason="([^"]+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]);
+    return {
+      duration_s: duration,
+      heavy_clients: 4,
+      health: summary(health),
+      search: summary(search),
+      programs: { answered: programs.answered, failed: programs.failed, bytes: programs.bytes, mean_ms: programs.totalMs / Math.max(1, programs.answered + programs.failed) },
+      keyword_fallbacks: Object.fromEntries(fallbacks),
+    };
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
   }
 }

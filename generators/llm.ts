@@ -9,8 +9,10 @@
  * - `n` samples per request; a server that returns fewer choices than asked is
  *   remembered and asked with repeated requests instead.
  * - A concurrency limit, retries with exponential back-off and jitter on 429, 5xx,
- *   time-outs and connection errors (the client's own retries are disabled so the
- *   counts are ours), then CogrError('LLM_ERROR') naming the endpoint and last status.
+ *   time-outs, connection errors and answers that are not a chat completion (a 200 whose
+ *   body is not JSON, or JSON without `choices`; the client's own retries are disabled so
+ *   the counts are ours), then CogrError('LLM_ERROR') naming the endpoint and last status.
+ * - The time-out per request: `timeoutMs` (flag `--llm-timeout`, env COGR_LLM_TIMEOUT_MS).
  * - A persistent cache keyed by sha256(model, side, messages, temperature, top_p,
  *   max_tokens, seed, sample index), so a re-run never pays twice. The seed is part of the
  *   key so that a new rollout seed draws new samples.
@@ -70,14 +72,34 @@ export interface LlmUsage {
   samples: number;
 }
 
-/** Resolve options from flags first, then the environment (OPENAI_BASE_URL, OPENAI_API_KEY, COGR_MODEL). */
-export function llmOptionsFromEnv(flags: { baseUrl?: string; model?: string; apiKey?: string }, env: NodeJS.ProcessEnv = process.env): LlmOptions {
+/** The longest request time-out accepted (one day). */
+export const MAX_LLM_TIMEOUT_MS = 86_400_000;
+
+/**
+ * Resolve options from flags first, then the environment (OPENAI_BASE_URL, OPENAI_API_KEY,
+ * COGR_MODEL, COGR_LLM_TIMEOUT_MS). The time-out is milliseconds in decimal digits; another
+ * value is refused naming the flag or the variable it came from.
+ */
+export function llmOptionsFromEnv(flags: { baseUrl?: string; model?: string; apiKey?: string; llmTimeout?: string }, env: NodeJS.ProcessEnv = process.env): LlmOptions {
+  const [timeoutFrom, timeoutRaw] = flags.llmTimeout !== undefined ? ['--llm-timeout', flags.llmTimeout] : ['COGR_LLM_TIMEOUT_MS', env.COGR_LLM_TIMEOUT_MS];
+  let timeoutMs: number | undefined;
+  if (timeoutRaw !== undefined) {
+    const s = timeoutRaw.trim();
+    timeoutMs = /^\d+$/.test(s) ? Number(s) : NaN;
+    if (!(timeoutMs >= 1 && timeoutMs <= MAX_LLM_TIMEOUT_MS)) {
+      throw cogrError('INVALID_ARGUMENT', `${timeoutFrom}: expected an integer in [1, ${MAX_LLM_TIMEOUT_MS}] (milliseconds), got ${JSON.stringify(timeoutRaw)}`);
+    }
+  }
   return {
     baseURL: flags.baseUrl ?? env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1',
     model: flags.model ?? env.COGR_MODEL ?? '',
     apiKey: flags.apiKey ?? env.OPENAI_API_KEY ?? 'not-needed',
+    ...(timeoutMs !== undefined ? { timeoutMs } : {}),
   };
 }
+
+/** A 200 answer that is not a chat completion: retried like a server error. */
+class NotACompletion extends Error {}
 
 class Semaphore {
   private active = 0;
@@ -269,12 +291,15 @@ export class OpenAIGenerator implements KeywordGenerator {
           body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming,
           { signal: opts.signal },
         )) as OpenAI.Chat.Completions.ChatCompletion;
+        // The client hands back the text of a non-JSON body (or throws a SyntaxError when it claims to be JSON).
+        if (typeof res !== 'object' || res === null) throw new NotACompletion('HTTP 200 with a body that is not JSON');
+        if (!Array.isArray(res.choices)) throw new NotACompletion('HTTP 200 with JSON that is not a chat completion (no choices)');
         if (res.usage) {
           this.usage.promptTokens += res.usage.prompt_tokens ?? 0;
           this.usage.completionTokens += res.usage.completion_tokens ?? 0;
           this.usage.totalTokens += res.usage.total_tokens ?? 0;
         }
-        const choices = Array.isArray(res.choices) ? [...res.choices].sort((a, b) => (a.index ?? 0) - (b.index ?? 0)) : [];
+        const choices = [...res.choices].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
         return choices.map((c) => {
           const lp = c.logprobs?.content;
           const logProb = Array.isArray(lp) && lp.length > 0 ? lp.reduce((a, t) => a + (t.logprob ?? 0), 0) : null;
@@ -285,7 +310,13 @@ export class OpenAIGenerator implements KeywordGenerator {
         if (e instanceof OpenAI.APIUserAbortError || opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled', undefined, e);
         let retryable = false;
         let retryAfterMs = 0;
-        if (e instanceof OpenAI.APIConnectionTimeoutError) {
+        if (e instanceof NotACompletion) {
+          lastStatus = e.message;
+          retryable = true;
+        } else if (e instanceof SyntaxError) {
+          lastStatus = 'HTTP 200 with a body that is not JSON';
+          retryable = true;
+        } else if (e instanceof OpenAI.APIConnectionTimeoutError) {
           lastStatus = `time-out after ${this.options.timeoutMs} ms`;
           retryable = true;
         } else if (e instanceof OpenAI.APIConnectionError) {

@@ -1,5 +1,8 @@
 /**
- * Tolerant parsing of a model's keyword output. Accepted, in order:
+ * Tolerant parsing of a model's keyword output. Reasoning comes out first: every
+ * `<think>…</think>` (or `<thinking>…</thinking>`) block, whatever precedes a closing tag
+ * whose opening tag was in the prompt, and an opening tag never closed (reasoning cut off)
+ * with all after it. Then accepted, in order:
  * 1. JSON: an object with a `keywords` array (the structured-output schema), or any
  *    array of strings, possibly inside a ```json fence or surrounded by prose;
  * 2. bullet (`-`, `*`, `•`) or numbered (`1.`, `1)`) lines;
@@ -69,8 +72,22 @@ function finish(list: string[], via: ParsedKeywords['via']): ParsedKeywords {
   return keywords.length > 0 ? { ok: true, keywords, via } : { ok: false, keywords: [], via: 'none' };
 }
 
+const THINK_BLOCK = /<(think|thinking)>[\s\S]*?<\/\1>/gi;
+const THINK_CLOSE = /<\/(think|thinking)>/gi;
+const THINK_OPEN = /<(think|thinking)>/i;
+
+/** The output without its reasoning (see the top of this file). */
+export function stripReasoning(raw: string): string {
+  let s = raw.replace(THINK_BLOCK, '\n');
+  let end = -1;
+  for (const m of s.matchAll(THINK_CLOSE)) end = m.index + m[0].length;
+  if (end >= 0) s = s.slice(end);
+  const open = THINK_OPEN.exec(s);
+  return open ? s.slice(0, open.index) : s;
+}
+
 export function parseKeywordOutput(raw: string): ParsedKeywords {
-  const s = raw.trim();
+  const s = stripReasoning(raw).trim();
   if (s.length === 0) return { ok: false, keywords: [], via: 'none' };
   const json = tryJson(s);
   if (json) return finish(json, 'json');

@@ -1,8 +1,11 @@
 /**
  * The one keyword normalisation used everywhere (indexes, generators, rewards, HTTP).
  *
- * 1. Unicode NFKC, then lower case (locale-independent). Lone UTF-16 surrogates (which
- *    cannot be stored as UTF-8) become U+FFFD.
+ * 1. Unicode format characters (general category Cf: zero-width space and joiners,
+ *    bidirectional controls such as U+202E, soft hyphen, BOM, tags) are dropped: they are
+ *    invisible, so two keywords that look the same are the same. Then Unicode NFKC, then
+ *    lower case (locale-independent). Lone UTF-16 surrogates (which cannot be stored as
+ *    UTF-8) become U+FFFD.
  * 2. Any run of white space or control characters (including tabs, newlines and NUL)
  *    becomes one space.
  * 3. Punctuation and symbols at either edge of the keyword, and at the edges of each
@@ -20,10 +23,11 @@ export const KEYWORD_MAX_CHARS = 100;
 const EDGE = /^[\p{P}\p{S}]+|[\p{P}\p{S}]+$/gu;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 const SPACE_OR_CONTROL = /[\s\p{Cc}]+/u;
+const FORMAT = /\p{Cf}/gu;
 
 function cleanWords(s: string): string[] {
   const words: string[] = [];
-  for (const raw of s.replace(LONE_SURROGATE, '\uFFFD').normalize('NFKC').toLowerCase().split(SPACE_OR_CONTROL)) {
+  for (const raw of s.replace(LONE_SURROGATE, '\uFFFD').replace(FORMAT, '').normalize('NFKC').toLowerCase().split(SPACE_OR_CONTROL)) {
     const w = raw.replace(EDGE, '');
     if (w.length > 0) words.push(w);
   }

@@ -258,6 +258,33 @@ export class KeywordView {
     return [...out];
   }
 
+  /**
+   * Keyword and word ordinals of a probe at once (`probeKeywordOrdinals` and
+   * `probeWordOrdinals` together), its self keyword analysed only once: for callers that
+   * need both, such as a Boolean program's `text` nodes.
+   */
+  probeOrdinals(probe: Probe): { keywords: number[]; words: number[] } {
+    const keywords = new Set<number>();
+    const words = new Set<number>();
+    const add = (key: string) => {
+      const o = this.kwTable.lookup(key);
+      if (o >= 0) keywords.add(o);
+      for (const w of keywordWords(key)) {
+        const wo = this.wordTable.lookup(w);
+        if (wo >= 0) words.add(wo);
+      }
+    };
+    for (const raw of probe.keywords) {
+      const k = this.norm.key(raw);
+      if (k !== null) add(k);
+    }
+    if (probe.self !== undefined) {
+      const s = this.norm.selfKey(probe.self);
+      if (s.length > 0) add(s);
+    }
+    return { keywords: [...keywords], words: [...words] };
+  }
+
   idf(wordOrdinal: number): number {
     const df = this.data.wordDf[wordOrdinal];
     return Math.log(1 + (this.size - df + 0.5) / (df + 0.5));

@@ -5,10 +5,11 @@
  * report on stdout instead. `--metrics` is a JSON array `[{round, side, f1}]` of held-out
  * F1 per round; without it, the F1 the co-evolution run in the database recorded is used.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { cogrError } from '../../index/errors.ts';
 import { PublishedIndex } from '../../index/published.ts';
+import { readText } from '../datasets/common.ts';
 import { parseF1Points, type DriftReport, type F1Point } from '../drift/analyze.ts';
 import { parseDriftQuery, writeDriftReport } from '../drift/fromStore.ts';
 import { formatDriftSummary } from '../drift/summary.ts';
@@ -28,9 +29,10 @@ export interface DriftCliOptions {
 /** Read `[{round, side, f1}]` from a JSON file; errors name the file. */
 export function readF1Metrics(file: string): F1Point[] {
   if (!existsSync(file)) throw cogrError('DATA_MISSING', `metrics file ${file} does not exist`, { file });
+  const text = readText(file); // strict UTF-8: a bad byte is DATA_FORMAT naming file:line:column
   let data: unknown;
   try {
-    data = JSON.parse(readFileSync(file, 'utf8'));
+    data = JSON.parse(text);
   } catch (e) {
     throw cogrError('DATA_FORMAT', `${file}: not valid JSON (${(e as Error).message})`, { file });
   }

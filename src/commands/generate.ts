@@ -116,7 +116,7 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
       gen = policy;
     } else {
       if (flags.policy !== undefined || flags.policyFile !== undefined) throw cogrError('INVALID_ARGUMENT', '--policy and --policy-file apply to --generator embedded only');
-      const o = llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey });
+      const o = llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey, llmTimeout: flags.llmTimeout });
       const concurrency = parseIntFlag('--concurrency', flags.concurrency, 1, 256);
       let context: ((input: GenerateInput) => SearchContext) | undefined;
       if (searchContext !== undefined) {

@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import type { Command } from 'commander';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
 import { cogrHome } from '../home.ts';
@@ -23,7 +24,7 @@ export function parseNumberFlag(flag: string, value: string | undefined, opts: N
   const bad =
     s === '' ||
     !Number.isFinite(n) ||
-    (opts.integer === true && !/^-?\d+$/.test(s)) ||
+    (opts.integer === true && (!/^-?\d+$/.test(s) || !Number.isSafeInteger(n))) ||
     (opts.min !== undefined && n < opts.min) ||
     (opts.max !== undefined && n > opts.max);
   if (bad) {
@@ -96,14 +97,19 @@ export interface LlmFlags {
   baseUrl?: string;
   model?: string;
   apiKey?: string;
+  llmTimeout?: string;
 }
 
-/** An OpenAI-compatible endpoint: flags first, then OPENAI_BASE_URL, COGR_MODEL, OPENAI_API_KEY. */
+/**
+ * An OpenAI-compatible endpoint: flags first, then OPENAI_BASE_URL, COGR_MODEL,
+ * OPENAI_API_KEY, COGR_LLM_TIMEOUT_MS (generators/llm.ts llmOptionsFromEnv reads them).
+ */
 export function withLlmOptions(cmd: Command): Command {
   return cmd
     .option('--base-url <url>', 'openai: endpoint base URL (default $OPENAI_BASE_URL)')
     .option('--model <name>', 'openai: model name (default $COGR_MODEL)')
-    .option('--api-key <key>', 'openai: API key (default $OPENAI_API_KEY)');
+    .option('--api-key <key>', 'openai: API key (default $OPENAI_API_KEY)')
+    .option('--llm-timeout <ms>', `openai: time-out of one request in milliseconds, then it is retried (default $COGR_LLM_TIMEOUT_MS, else ${DEFAULTS.llm.timeoutMs})`);
 }
 
 export interface ServerFlags {
@@ -127,6 +133,19 @@ export function withServerOptions(cmd: Command, defaults: { port: number; host: 
     .option('--body-limit <bytes>', `largest request body (default ${defaults.bodyLimit})`);
 }
 
+/**
+ * The bearer token: `--token`, else $COGR_TOKEN, else none (the admin endpoints open, on
+ * loopback by default). An empty or blank token is refused rather than read as "none":
+ * `--token ''` or `COGR_TOKEN=$UNSET_VARIABLE` must not leave them open silently.
+ */
+export function parseToken(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const [from, value] = flag !== undefined ? ['--token', flag] : ['COGR_TOKEN', env.COGR_TOKEN];
+  if (value !== undefined && value.trim() === '') {
+    throw cogrError('INVALID_ARGUMENT', `${from}: the token is empty; give a token, or leave ${from === '--token' ? 'the flag' : 'the variable'} unset to run without one`);
+  }
+  return value;
+}
+
 /** The parsed common server flags. */
 export function parseServerFlags(flags: ServerFlags, maxBody: number) {
   return {
@@ -134,7 +153,7 @@ export function parseServerFlags(flags: ServerFlags, maxBody: number) {
     round: flags.round === 'best' ? ('best' as const) : parseLatestOr('--round', flags.round),
     port: parseIntFlag('--port', flags.port, 0, 65535)!,
     host: flags.host,
-    token: flags.token ?? process.env.COGR_TOKEN,
+    token: parseToken(flags.token),
     watch: parseIntFlag('--watch', flags.watch, 1, 86_400),
     bodyLimit: parseIntFlag('--body-limit', flags.bodyLimit, 256, maxBody),
   };

@@ -63,7 +63,7 @@ export function register(program: Command): void {
         const { corpus } = await loadRunCorpus(run.config, stderrLogger);
         const generator =
           generatorKind === 'openai'
-            ? new OpenAIGenerator(llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey }), {
+            ? new OpenAIGenerator(llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey, llmTimeout: flags.llmTimeout }), {
                 cache: llmCache(db),
                 logger: stderrLogger,
               })

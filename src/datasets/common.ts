@@ -56,18 +56,79 @@ export interface ParsedDataset {
 
 const MAX_EXAMPLES = 5;
 
-/** Read a text file, failing with DATA_MISSING naming the file. CRLF becomes LF. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Byte offset of the first byte of the first ill-formed UTF-8 sequence in `b` (a byte
+ * that cannot start a sequence, a lead byte without its continuation bytes, an overlong
+ * form, a surrogate, a code point beyond U+10FFFF), −1 when `b` is well-formed.
+ */
+export function firstInvalidUtf8(b: Uint8Array): number {
+  const n = b.length;
+  let i = 0;
+  while (i < n) {
+    const c = b[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    let need: number;
+    let lo = 0x80;
+    let hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) need = 1;
+    else if (c >= 0xe0 && c <= 0xef) {
+      need = 2;
+      if (c === 0xe0) lo = 0xa0; // no overlong forms
+      if (c === 0xed) hi = 0x9f; // no surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      need = 3;
+      if (c === 0xf0) lo = 0x90;
+      if (c === 0xf4) hi = 0x8f; // nothing past U+10FFFF
+    } else return i;
+    for (let k = 1; k <= need; k++) {
+      const d = i + k < n ? b[i + k] : -1;
+      if (d < (k === 1 ? lo : 0x80) || d > (k === 1 ? hi : 0xbf)) return i;
+    }
+    i += need + 1;
+  }
+  return -1;
+}
+
+/** DATA_FORMAT at file:line:column (column in characters) of the first byte that is not UTF-8. */
+function notUtf8(path: string, buf: Uint8Array, at: number): Error {
+  let lineStart = 0;
+  let line = 1;
+  for (let i = 0; i < at; i++) {
+    if (buf[i] === 0x0a) {
+      line++;
+      lineStart = i + 1;
+    }
+  }
+  // The line up to the bad byte is valid UTF-8: count its characters.
+  const column = [...UTF8.decode(buf.subarray(lineStart, at))].length + 1;
+  const byte = buf[at].toString(16).toUpperCase().padStart(2, '0');
+  return cogrError(
+    'DATA_FORMAT',
+    `${path}:${line}:${column}: not valid UTF-8 (byte 0x${byte} at offset ${at}); data files must be UTF-8 (convert it, e.g. iconv -f latin1 -t utf-8)`,
+    { file: path, line, column, offset: at },
+  );
+}
+
+/**
+ * Read a text file, failing with DATA_MISSING naming the file. Strict UTF-8: the first
+ * byte that is not UTF-8 is DATA_FORMAT naming file:line:column (no other encoding is
+ * guessed). A leading BOM is dropped; CRLF becomes LF.
+ */
 export function readText(path: string): string {
   if (!existsSync(path) || !statSync(path).isFile()) {
     throw cogrError('DATA_MISSING', `${path}: file not found`, { file: path });
   }
   const buf = readFileSync(path);
-  // UTF-8 when valid, else Latin-1 (the SMART collections are Latin-1/ASCII).
   let text: string;
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(buf);
+    text = UTF8.decode(buf);
   } catch {
-    text = buf.toString('latin1');
+    throw notUtf8(path, buf, Math.max(0, firstInvalidUtf8(buf)));
   }
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   return text.replace(/\r\n?/g, '\n');

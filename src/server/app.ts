@@ -28,11 +28,13 @@ import { createServerMetrics, type ServerMetrics } from './metrics.ts';
 import { buildOpenApi, renderDocsHtml, SchemaConverter, type RouteDoc } from './openapi.ts';
 import {
   buildFieldIndex,
+  DEFAULT_PROGRAM_WORK,
   explainProgramHit,
   parseProgram,
   ProgramNodeSchema,
   programTexts,
   runProgram,
+  WorkMeter,
   type FieldIndex,
 } from './program.ts';
 import { QueryKeywordResolver, type ResolvedKeywords } from './queryKeywords.ts';
@@ -50,6 +52,8 @@ export const SearchLimitsSchema = z.strictObject({
   maxProgramNodes: z.number().int().min(1).max(10_000).default(128),
   maxProgramList: z.number().int().min(1).max(10_000).default(64),
   maxPrefixResults: z.number().int().min(1).max(10_000).default(100),
+  /** Cap of one Boolean program's work (program.ts WorkMeter units). */
+  maxProgramWork: z.number().int().min(1_000).default(DEFAULT_PROGRAM_WORK),
 });
 export type SearchLimits = z.output<typeof SearchLimitsSchema>;
 
@@ -208,13 +212,25 @@ function explainJson(ex: Explanation): z.infer<typeof ExplainSchema> {
   };
 }
 
-/** Per-snapshot lazily built structures (vocabulary and field indexes). */
+/**
+ * Per-snapshot look-up structures (vocabulary and field indexes), built when a snapshot
+ * is loaded (before it is swapped in; the first one as the server starts), never by the
+ * first request that needs them; a request arriving while they are still built waits
+ * for that one build.
+ */
 class SnapshotCaches {
-  private readonly vocab = new WeakMap<KeywordView, VocabularyIndex>();
+  private readonly vocab = new WeakMap<KeywordView, Promise<VocabularyIndex>>();
   private readonly fields = new WeakMap<Snapshot, FieldIndex>();
-  vocabulary(view: KeywordView): VocabularyIndex {
+  async prepare(s: Snapshot): Promise<void> {
+    this.fieldIndex(s);
+    // Decode the string tables once now (ids, keywords, words), not in a request.
+    s.item.ids();
+    s.item.vocabulary();
+    await this.vocabulary(s.item);
+  }
+  vocabulary(view: KeywordView): Promise<VocabularyIndex> {
     let v = this.vocab.get(view);
-    if (!v) this.vocab.set(view, (v = new VocabularyIndex(view)));
+    if (!v) this.vocab.set(view, (v = VocabularyIndex.build(view)));
     return v;
   }
   fieldIndex(s: Snapshot): FieldIndex {
@@ -285,6 +301,8 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   };
   setGauge(live.get());
   live.onSwap((s) => setGauge(s));
+  caches.prepare(live.get()).catch((e: unknown) => log.warn("building the look-up structures failed", { error: e instanceof Error ? e.message : String(e) }));
+  live.onPrepare((s) => caches.prepare(s));
   live.onReload((o) => metrics.reloads.inc({ outcome: o.error ? `failed_${o.error.code}` : o.swapped ? 'swapped' : 'unchanged' }));
 
   const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics });
@@ -345,7 +363,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     const resolved = await Promise.all(texts.map((t) => resolveText(snap, version, t)));
     const textKeywords = new Map<string, readonly string[]>();
     texts.forEach((t, i) => textKeywords.set(t, resolved[i].keywords));
-    const result = runProgram(program, { view: snap.item, fieldIndex: caches.fieldIndex(snap), textKeywords }, b.k);
+    const result = await runProgram(program, { view: snap.item, fieldIndex: caches.fieldIndex(snap), textKeywords }, b.k, new WorkMeter(limits.maxProgramWork));
     return {
       round: snap.round,
       generation: snap.item.generation,
@@ -384,7 +402,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   app.get('/v1/keywords', async (req) => {
     const snap = live.get();
     const p = parseOrThrow(schemas.keywordsQuery, req.query, 'INVALID_ARGUMENT');
-    return { prefix: p.prefix, generation: snap.item.generation, keywords: caches.vocabulary(snap.item).lookup(p.prefix, p.limit) };
+    return { prefix: p.prefix, generation: snap.item.generation, keywords: (await caches.vocabulary(snap.item)).lookup(p.prefix, p.limit) };
   });
 
   app.get('/v1/generations', async () => {

@@ -1,5 +1,6 @@
 /** Running a server from the command line: listen, log the address, close cleanly on SIGINT/SIGTERM. */
 import type { FastifyInstance } from 'fastify';
+import { cogrError } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
 
 function isLoopback(host: string): boolean {
@@ -8,7 +9,25 @@ function isLoopback(host: string): boolean {
 
 export async function listenUntilSignal(app: FastifyInstance, host: string, port: number, what: string, log: Logger, onClose?: () => void): Promise<void> {
   if (!isLoopback(host)) log.warn(`${what} listens on ${host}, reachable from other machines; set --token for the protected endpoints`);
-  const address = await app.listen({ host, port });
+  let address: string;
+  try {
+    address = await app.listen({ host, port });
+  } catch (e) {
+    // One line, not a stack: the address is taken, not allowed or not on this machine.
+    const code = (e as { code?: string }).code;
+    onClose?.();
+    await app.close().catch(() => {});
+    const why: Record<string, string> = {
+      EADDRINUSE: 'the address is already in use (another server runs there: stop it, or choose another --port; --port 0 takes any free one)',
+      EACCES: 'the port is not allowed for this user (ports below 1024 need privileges: choose another --port)',
+      EADDRNOTAVAIL: 'the address is not one of this machine\'s (check --host)',
+      ENOTFOUND: 'the host name cannot be resolved (check --host)',
+    };
+    if (code !== undefined && code in why) {
+      throw cogrError('ADDRESS_UNAVAILABLE', `${what} cannot listen on ${host}:${port}: ${why[code]}`, { host, port, reason: code }, e);
+    }
+    throw e;
+  }
   log.info(`${what} listening`, { address, docs: `${address}/docs` });
   await new Promise<void>((resolve) => {
     const stop = () => {

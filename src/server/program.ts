@@ -9,7 +9,9 @@
  *
  * Keyword and field values are compared after the project's normalisation. Evaluation
  * works on sorted arrays of entity ordinals (postings are already sorted); `not` is the
- * complement within all items. The result is ranked by BM25 of the words of the
+ * complement within all items. Evaluation and ranking count their work (WorkMeter): they
+ * yield to the event loop every slice of work and stop at a cap, so a program's cost is
+ * bounded and other requests go on meanwhile. The result is ranked by BM25 of the words of the
  * positive keyword predicates (those under an even number of `not`s; `text` counts
  * its generated keywords and its raw query), ties by id; a program without positive
  * keywords ranks by id with score 0.
@@ -267,11 +269,73 @@ export function buildFieldIndex(view: KeywordView, fields: ReadonlyMap<string, R
 
 // ---- evaluation ----
 
+/**
+ * The work of one program evaluation, counted in units (one unit ≈ one ordinal read in a
+ * set operation, or one (item, word) pair scored): every `slice` units the evaluation
+ * yields to the event loop, so one request never holds up the others (or `/health`) for
+ * long; beyond `limit` units it stops with a 400 naming the node it was at.
+ */
+export class WorkMeter {
+  spent = 0;
+  private sinceYield = 0;
+  constructor(
+    readonly limit: number = DEFAULT_PROGRAM_WORK,
+    readonly slice: number = 50_000,
+  ) {}
+  async add(units: number, path: string): Promise<void> {
+    this.spent += units;
+    this.sinceYield += units;
+    if (this.spent > this.limit) {
+      throw cogrError('INVALID_BODY', `${path}: the program needs more than ${this.limit} units of work (set operations and scoring over the items it matches); narrow it`, {
+        path,
+        limit: this.limit,
+      });
+    }
+    if (this.sinceYield >= this.slice) {
+      this.sinceYield = 0;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+}
+
+/** Default cap of one program's work (units of WorkMeter). */
+export const DEFAULT_PROGRAM_WORK = 20_000_000;
+
+/**
+ * Units charged per character of a `text` node (and of its generated keywords) for
+ * normalising and analysing it (NFKC, stemming): about what a set operation over as many
+ * ordinals costs, so that a program with many long texts yields between them.
+ */
+const TEXT_UNITS_PER_CHAR = 100;
+
 export interface ProgramContext {
   view: KeywordView;
   fieldIndex: FieldIndex;
   /** Generated keywords per `text` value (normalised); absent → raw text only. */
   textKeywords: ReadonlyMap<string, readonly string[]>;
+}
+
+/** A `text` node's probe in the view: its keyword ordinals (matching) and word ordinals (ranking). */
+interface TextProbe {
+  keywords: number[];
+  words: number[];
+}
+
+/** The context of one evaluation: each text analysed once, for matching and ranking alike. */
+interface EvalContext extends ProgramContext {
+  probes: Map<string, TextProbe>;
+}
+
+async function textProbe(ctx: EvalContext, text: string, meter: WorkMeter, path: string): Promise<TextProbe> {
+  let p = ctx.probes.get(text);
+  if (p) return p;
+  const keywords = ctx.textKeywords.get(text) ?? [];
+  let chars = text.length;
+  for (const k of keywords) chars += k.length;
+  await meter.add(1 + chars * TEXT_UNITS_PER_CHAR, path);
+  p = ctx.view.probeOrdinals({ self: text, keywords });
+  ctx.probes.set(text, p);
+  return p;
 }
 
 export interface ProgramHit {
@@ -295,20 +359,34 @@ function keywordSet(view: KeywordView, k: string): Int32Array {
   return o < 0 ? EMPTY : view.postings(o);
 }
 
-function unionAll(sets: Int32Array[]): Int32Array {
+async function unionAll(sets: Int32Array[], meter: WorkMeter, path: string): Promise<Int32Array> {
   let acc: Int32Array = EMPTY;
-  for (const s of sets) acc = unionSorted(acc, s);
+  for (const s of sets) {
+    await meter.add(acc.length + s.length, path);
+    acc = unionSorted(acc, s);
+  }
   return acc;
 }
 
-/** The matched set of a validated program, as sorted ordinals. */
-export function evaluateProgram(node: ProgramNode, ctx: ProgramContext, path = 'program'): Int32Array {
+/** The matched set of a validated program, as sorted ordinals (cooperative and capped: WorkMeter). */
+export async function evaluateProgram(node: ProgramNode, ctx: ProgramContext, meter: WorkMeter = new WorkMeter(), path = 'program'): Promise<Int32Array> {
+  return evaluate(node, { ...ctx, probes: new Map() }, meter, path);
+}
+
+async function evaluate(node: ProgramNode, ctx: EvalContext, meter: WorkMeter, path: string): Promise<Int32Array> {
   const { view } = ctx;
-  if ('keyword' in node) return keywordSet(view, node.keyword);
-  if ('any_of' in node) return unionAll(node.any_of.map((k) => keywordSet(view, k)));
+  if ('keyword' in node) {
+    const s = keywordSet(view, node.keyword);
+    await meter.add(1 + s.length, `${path}.keyword`);
+    return s;
+  }
+  if ('any_of' in node) return unionAll(node.any_of.map((k) => keywordSet(view, k)), meter, `${path}.any_of`);
   if ('text' in node) {
-    const kws = ctx.textKeywords.get(node.text) ?? [];
-    return view.match({ self: node.text, keywords: kws });
+    const probe = await textProbe(ctx, node.text, meter, `${path}.text`);
+    let cost = 1;
+    for (const o of probe.keywords) cost += view.keywordDf(o);
+    await meter.add(cost, `${path}.text`);
+    return view.matchOrdinals(probe.keywords);
   }
   if ('field' in node) {
     const f = node.field;
@@ -321,22 +399,30 @@ export function evaluateProgram(node: ProgramNode, ctx: ProgramContext, path = '
       );
     }
     if ('equals' in f) return byValue.get(normalizeSelf(f.equals)) ?? EMPTY;
-    if ('in' in f) return unionAll(f.in.map((v) => byValue.get(normalizeSelf(v)) ?? EMPTY));
+    if ('in' in f) return unionAll(f.in.map((v) => byValue.get(normalizeSelf(v)) ?? EMPTY), meter, `${path}.field`);
     const p = normalizeSelf(f.prefix);
+    await meter.add(byValue.size, `${path}.field`);
     const sets: Int32Array[] = [];
     for (const [v, s] of byValue) if (v.startsWith(p)) sets.push(s);
-    return unionAll(sets);
+    return unionAll(sets, meter, `${path}.field`);
   }
   if ('and' in node) {
     let acc: Int32Array | null = null;
     for (let i = 0; i < node.and.length; i++) {
-      const s = evaluateProgram(node.and[i], ctx, `${path}.and[${i}]`);
+      const s = await evaluate(node.and[i], ctx, meter, `${path}.and[${i}]`);
+      if (acc !== null) await meter.add(acc.length + s.length, `${path}.and[${i}]`);
       acc = acc === null ? s : intersectSorted(acc, s);
     }
     return acc ?? EMPTY;
   }
-  if ('or' in node) return unionAll(node.or.map((c, i) => evaluateProgram(c, ctx, `${path}.or[${i}]`)));
-  return complementSorted(evaluateProgram(node.not, ctx, `${path}.not`), view.size);
+  if ('or' in node) {
+    const sets: Int32Array[] = [];
+    for (let i = 0; i < node.or.length; i++) sets.push(await evaluate(node.or[i], ctx, meter, `${path}.or[${i}]`));
+    return unionAll(sets, meter, `${path}.or`);
+  }
+  const inner = await evaluate(node.not, ctx, meter, `${path}.not`);
+  await meter.add(view.size, `${path}.not`);
+  return complementSorted(inner, view.size);
 }
 
 /** Keywords and texts under an even number of `not`s. */
@@ -359,26 +445,74 @@ export function positiveTerms(node: ProgramNode, ctx: Pick<ProgramContext, 'text
   return { keywords: [...keywords], texts };
 }
 
-function rankingWords(view: KeywordView, keywords: readonly string[], texts: readonly string[]): number[] {
-  const words = new Set<number>(view.probeWordOrdinals({ keywords }));
-  for (const t of texts) for (const w of view.probeWordOrdinals({ keywords: [], self: t })) words.add(w);
+/** Word ordinals of the positive keywords and texts (each text's probe analysed once per evaluation). */
+async function rankingWords(ctx: EvalContext, keywords: readonly string[], texts: readonly string[], meter: WorkMeter): Promise<number[]> {
+  let chars = 0;
+  for (const k of keywords) chars += k.length;
+  await meter.add(1 + chars * TEXT_UNITS_PER_CHAR, 'program (ranking)');
+  const words = new Set<number>(ctx.view.probeWordOrdinals({ keywords }));
+  for (const t of texts) for (const w of (await textProbe(ctx, t, meter, 'program (ranking)')).words) words.add(w);
   return [...words];
 }
 
-/** Evaluate and rank: the matched set's size and the top k, best first, ties by id. */
-export function runProgram(node: ProgramNode, ctx: ProgramContext, k: number): ProgramResult {
-  const { view } = ctx;
-  const matched = evaluateProgram(node, ctx);
-  const { keywords, texts } = positiveTerms(node, ctx);
-  const words = rankingWords(view, keywords, texts);
-  const scores = words.length > 0 ? view.score(words, matched) : new Float64Array(matched.length);
-  const order = Array.from({ length: matched.length }, (_, i) => i);
-  order.sort((x, y) => scores[y] - scores[x] || matched[x] - matched[y]);
-  const items: ProgramHit[] = [];
-  for (let i = 0; i < Math.min(k, order.length); i++) {
-    const j = order[i];
-    items.push({ id: view.id(matched[j]), ordinal: matched[j], score: scores[j] });
+
+/** Positions of the best k of `scores` (score descending, then ordinal ascending), best first. */
+function bestK(scores: Float64Array, matched: Int32Array, k: number): number[] {
+  const better = (x: number, y: number) => scores[x] > scores[y] || (scores[x] === scores[y] && matched[x] < matched[y]);
+  if (k >= scores.length) {
+    const all = Array.from({ length: scores.length }, (_, i) => i);
+    return all.sort((x, y) => (better(x, y) ? -1 : better(y, x) ? 1 : 0));
   }
+  // A min-heap (by `better`) of the best k seen so far: the root is the worst of them.
+  const heap: number[] = [];
+  const down = (i: number) => {
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let w = i;
+      if (l < heap.length && better(heap[w], heap[l])) w = l;
+      if (r < heap.length && better(heap[w], heap[r])) w = r;
+      if (w === i) return;
+      [heap[i], heap[w]] = [heap[w], heap[i]];
+      i = w;
+    }
+  };
+  for (let i = 0; i < scores.length && k > 0; i++) {
+    if (heap.length < k) {
+      heap.push(i);
+      for (let j = heap.length - 1; j > 0; ) {
+        const p = (j - 1) >> 1;
+        if (!better(heap[p], heap[j])) break;
+        [heap[p], heap[j]] = [heap[j], heap[p]];
+        j = p;
+      }
+    } else if (better(i, heap[0])) {
+      heap[0] = i;
+      down(0);
+    }
+  }
+  return heap.sort((x, y) => (better(x, y) ? -1 : better(y, x) ? 1 : 0));
+}
+
+/** Evaluate and rank: the matched set's size and the top k, best first, ties by id (cooperative and capped). */
+export async function runProgram(node: ProgramNode, ctx: ProgramContext, k: number, meter: WorkMeter = new WorkMeter()): Promise<ProgramResult> {
+  const { view } = ctx;
+  const ectx: EvalContext = { ...ctx, probes: new Map() };
+  const matched = await evaluate(node, ectx, meter, 'program');
+  const { keywords, texts } = positiveTerms(node, ctx);
+  const words = await rankingWords(ectx, keywords, texts, meter);
+  const scores = new Float64Array(matched.length);
+  if (words.length > 0) {
+    // Scored in chunks of about one slice of the meter's work each (entities × words).
+    const chunk = Math.max(1, Math.floor(meter.slice / words.length));
+    for (let start = 0; start < matched.length; start += chunk) {
+      const part = matched.subarray(start, Math.min(matched.length, start + chunk));
+      await meter.add(part.length * words.length, 'program (ranking)');
+      scores.set(view.score(words, part), start);
+    }
+  }
+  await meter.add(matched.length * Math.max(1, Math.ceil(Math.log2(k + 1))), 'program (ranking)');
+  const items: ProgramHit[] = bestK(scores, matched, k).map((j) => ({ id: view.id(matched[j]), ordinal: matched[j], score: scores[j] }));
   return { matched: matched.length, items, rankingKeywords: keywords, rankingTexts: texts };
 }
 

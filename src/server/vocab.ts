@@ -17,10 +17,22 @@ export interface VocabHit {
 }
 
 export class VocabularyIndex {
-  private readonly index: Index;
-  constructor(private readonly view: KeywordView) {
-    this.index = new Index({ tokenize: 'forward', encoder: 'Exact' });
-    for (let i = 0; i < view.numKeywords; i++) this.index.add(i, view.surface(i));
+  private constructor(
+    private readonly view: KeywordView,
+    private readonly index: Index,
+  ) {}
+
+  /**
+   * Build the look-up of a view's vocabulary, yielding to the event loop every `chunk`
+   * keywords: built when a snapshot is loaded, beside the requests still being served.
+   */
+  static async build(view: KeywordView, chunk = 250): Promise<VocabularyIndex> {
+    const index = new Index({ tokenize: 'forward', encoder: 'Exact' });
+    for (let i = 0; i < view.numKeywords; i++) {
+      index.add(i, view.surface(i));
+      if ((i + 1) % chunk === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    return new VocabularyIndex(view, index);
   }
 
   lookup(prefix: string, limit: number): VocabHit[] {

@@ -5,11 +5,11 @@ import { join } from 'node:path';
 import { Level } from 'level';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/errors.ts';
-import { OpenAIGenerator, type LlmOptions } from '../../generators/llm.ts';
+import { llmOptionsFromEnv, OpenAIGenerator, type LlmOptions } from '../../generators/llm.ts';
 import { parseKeywordOutput } from '../../generators/parse.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
 
-type Reply = { status: number; body?: unknown; hang?: boolean; headers?: Record<string, string> };
+type Reply = { status: number; body?: unknown; hang?: boolean; headers?: Record<string, string>; raw?: string; contentType?: string };
 type Handler = (body: Record<string, any>, call: number) => Reply;
 
 let server: Server;
@@ -41,8 +41,8 @@ beforeAll(async () => {
       }
       const r = handler(body, calls.length);
       if (r.hang) return; // never answer: the client times out
-      res.writeHead(r.status, { 'content-type': 'application/json', ...(r.headers ?? {}) });
-      res.end(JSON.stringify(r.body ?? { error: { message: `status ${r.status}` } }));
+      res.writeHead(r.status, { 'content-type': r.contentType ?? 'application/json', ...(r.headers ?? {}) });
+      res.end(r.raw ?? JSON.stringify(r.body ?? { error: { message: `status ${r.status}` } }));
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
@@ -119,6 +119,40 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     expect(err.message).toContain(baseURL);
     expect(err.message).toContain('HTTP 500');
     expect(calls).toHaveLength(3);
+  });
+
+  it('retries a 200 whose body is not JSON (or not a chat completion), then fails with LLM_ERROR naming endpoint and status', async () => {
+    const bodies: Reply[] = [
+      { status: 200, raw: '<html>upstream hiccup</html>' }, // claims JSON: the client throws a SyntaxError
+      { status: 200, raw: '<html>upstream hiccup</html>', contentType: 'text/html' }, // the client hands back the text
+      { status: 200, body: { object: 'error' } }, // JSON without choices
+    ];
+    handler = (_b, call) => (call <= 3 ? bodies[call - 1] : { status: 200, body: completion(['{"keywords": ["after retries"]}']) });
+    const g = gen({ maxRetries: 3 });
+    const [samples] = await g.generate('query', [input], { samples: 1, temperature: 1 });
+    expect(samples[0].keywords).toEqual(['after retries']);
+    expect(g.usage).toMatchObject({ requests: 4, failures: 3, retries: 3 });
+    for (const reply of bodies) {
+      calls = [];
+      handler = () => reply;
+      const err = await gen({ maxRetries: 2 }).generate('query', [input], { samples: 1, temperature: 1 }).catch((e) => e);
+      expect(isCogrError(err, 'LLM_ERROR')).toBe(true);
+      expect(err.message).toContain(baseURL);
+      expect(err.message).toMatch(/last status HTTP 200 with (a body that is not JSON|JSON that is not a chat completion \(no choices\))$/);
+      expect(err.message).not.toMatch(/SyntaxError|Unexpected token/);
+      expect(calls).toHaveLength(3);
+    }
+  });
+
+  it('takes the request time-out from --llm-timeout or COGR_LLM_TIMEOUT_MS, decimal milliseconds only', () => {
+    expect(llmOptionsFromEnv({}, {}).timeoutMs).toBeUndefined();
+    expect(llmOptionsFromEnv({}, { COGR_LLM_TIMEOUT_MS: '1500' }).timeoutMs).toBe(1500);
+    expect(llmOptionsFromEnv({ llmTimeout: '250' }, { COGR_LLM_TIMEOUT_MS: '1500' }).timeoutMs).toBe(250);
+    expect(new OpenAIGenerator({ ...llmOptionsFromEnv({ llmTimeout: '250' }, {}), model: 'm' }).options.timeoutMs).toBe(250);
+    for (const bad of ['0', '1e3', '0x10', '-5', '2.5', '', 'soon', '86400001']) {
+      expect(() => llmOptionsFromEnv({ llmTimeout: bad }, {}), bad).toThrow(`--llm-timeout: expected an integer in [1, 86400000] (milliseconds), got ${JSON.stringify(bad)}`);
+    }
+    expect(() => llmOptionsFromEnv({}, { COGR_LLM_TIMEOUT_MS: '60s' })).toThrow(/^COGR_LLM_TIMEOUT_MS: expected an integer/);
   });
 
   it('retries a time-out and then reports it', async () => {

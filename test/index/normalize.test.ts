@@ -13,6 +13,24 @@ describe('keyword normalisation', () => {
     expect(normalizeKeyword('a\u0000b')).toBe('a b');
     expect(normalizeSelf('\ud800x Y')).toBe('x y');
   });
+  it('drops Unicode format characters (category Cf): bidi controls, zero-width characters, soft hyphens', () => {
+    expect(normalizeKeyword('re\u202Equiem')).toBe('requiem');
+    expect(normalizeKeyword('\u200Bbreast\u200C can\u200Dcer\u2060')).toBe('breast cancer');
+    expect(normalizeKeyword('\uFEFFstat\u00ADins\u2066')).toBe('statins');
+    expect(normalizeSelf('\u202ERed Shoes\u202C')).toBe('red shoes');
+    expect(normalizeKeyword('\u200B\u202E')).toBeNull();
+    // Dropped before NFKC, so a mark kept apart from its letter by a joiner still composes.
+    expect(normalizeKeyword('cafe\u200D\u0301')).toBe('café'.normalize('NFKC'));
+    expect(normalizeKeywordSet(['requiem', 're\u200Bquiem', 'requ\u202Eiem']).keywords).toEqual(['requiem']);
+    fc.assert(
+      fc.property(fc.string({ unit: fc.constantFrom('a', 'e', ' ', '-', '\u0301', '\u200B', '\u200D', '\u202E', '\uFEFF', '\u00AD', '\u{E0041}'), maxLength: 40 }), (s) => {
+        const a = normalizeSelf(s);
+        expect(a).not.toMatch(/\p{Cf}/u);
+        expect(normalizeSelf(a)).toBe(a);
+      }),
+      { numRuns: 300 },
+    );
+  });
   it('enforces the word and length limits on keywords only', () => {
     const long = Array.from({ length: KEYWORD_MAX_WORDS + 1 }, (_, i) => `w${i}`).join(' ');
     expect(normalizeKeyword(long)).toBeNull();

@@ -2,7 +2,9 @@ import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { firstInvalidUtf8 } from '../../src/datasets/common.ts';
 import { isCogrError, type ErrorCode } from '../../index/errors.ts';
 import { memoryLogger } from '../../index/log.ts';
 import { detectFormat, listDatasets, loadDataset, registerDataset } from '../../src/datasets/index.ts';
@@ -238,6 +240,67 @@ describe('JSONL (cogr format)', () => {
   });
 });
 
+describe('strict UTF-8', () => {
+  /** A JSONL dataset folder in the temp home whose items.jsonl has the given bytes. */
+  function jsonlWithItems(items: Buffer): string {
+    const d = join(home, 'enc');
+    mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, 'items.jsonl'), items);
+    writeFileSync(join(d, 'queries.jsonl'), '{"id": "q1", "text": "cafe"}\n');
+    writeFileSync(join(d, 'qrels.jsonl'), '{"query_id": "q1", "item_id": "i1"}\n');
+    return d;
+  }
+  it('the first byte that is not UTF-8 is DATA_FORMAT naming file:line:column; no Latin-1 guess', async () => {
+    const latin1 = Buffer.concat([
+      Buffer.from('{"id": "i1", "title": "café au lait", "text": "x"}\n{"id": "i2", "title": "ok", "text": "y"}\n{"id": "i3", "title": "caf', 'utf8'),
+      Buffer.from([0xe9]),
+      Buffer.from('", "text": "z"}\n', 'utf8'),
+    ]);
+    const d = jsonlWithItems(latin1);
+    const f = await failure(loadDataset(d));
+    expect(f.code).toBe('DATA_FORMAT');
+    expect(f.message).toBe(`${join(d, 'items.jsonl')}:3:27: not valid UTF-8 (byte 0xE9 at offset ${latin1.indexOf(0xe9)}); data files must be UTF-8 (convert it, e.g. iconv -f latin1 -t utf-8)`);
+    // The column counts characters: "é" before the bad byte on the same line is one.
+    const d2 = jsonlWithItems(Buffer.concat([Buffer.from('{"id": "i1", "title": "é', 'utf8'), Buffer.from([0xff]), Buffer.from('"}\n')]));
+    expect((await failure(loadDataset(d2))).message).toMatch(/items\.jsonl:1:25: not valid UTF-8 \(byte 0xFF/);
+    // Valid UTF-8 (with a BOM and CRLF) reads as it is.
+    const ok = jsonlWithItems(Buffer.from('\uFEFF{"id": "i1", "title": "café", "text": "x"}\r\n', 'utf8'));
+    expect((await loadDataset(ok)).corpus.items[0].title).toBe('café');
+  });
+  it('SMART and TREC files are strict too', async () => {
+    const d = join(home, 'trec');
+    mkdirSync(d);
+    writeFileSync(join(d, 'd-collection.docs'), Buffer.concat([Buffer.from('D1\tcaf'), Buffer.from([0xe9]), Buffer.from('\n')]));
+    writeFileSync(join(d, 'q-titles.queries'), 'Q1\tcafe\n');
+    writeFileSync(join(d, 's-3.qrel'), 'Q1 0 D1 1\n');
+    const f = await failure(loadDataset(d));
+    expect(f).toMatchObject({ code: 'DATA_FORMAT', message: expect.stringContaining(`${join(d, 'd-collection.docs')}:1:7: not valid UTF-8 (byte 0xE9`) });
+  });
+  it('firstInvalidUtf8 agrees with a fatal TextDecoder on random bytes', () => {
+    const dec = new TextDecoder('utf-8', { fatal: true });
+    const ok = (b: Uint8Array) => {
+      try {
+        dec.decode(b);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    fc.assert(
+      fc.property(fc.array(fc.oneof(fc.integer({ min: 0, max: 0x7f }), fc.integer({ min: 0x80, max: 0xff }), fc.constantFrom(0xc2, 0xe0, 0xed, 0xf0, 0xf4, 0x80, 0xbf, 0x9f, 0xa0, 0x90, 0x8f)), { maxLength: 24 }), (bytes) => {
+        const b = Uint8Array.from(bytes);
+        const at = firstInvalidUtf8(b);
+        expect(at === -1).toBe(ok(b));
+        if (at >= 0) expect(ok(b.subarray(0, at))).toBe(true);
+      }),
+      { numRuns: 2000 },
+    );
+    expect(firstInvalidUtf8(Buffer.from('a\u{10FFFF}é\uFFFD', 'utf8'))).toBe(-1);
+    expect(firstInvalidUtf8(Uint8Array.from([0x61, 0xed, 0xa0, 0x80]))).toBe(1); // a surrogate
+    expect(firstInvalidUtf8(Uint8Array.from([0x61, 0x62, 0xe2, 0x82]))).toBe(2); // cut short
+  });
+});
+
 describe('shipped and registered datasets', () => {
   it('the shipped collections load with the documented sizes', async () => {
     const sizes: Record<string, [number, number, number]> = { med: [1033, 30, 30], cisi: [1460, 112, 76], nfcorpus: [3162, 325, 323] };
@@ -287,6 +350,17 @@ describe('cogr datasets (CLI)', () => {
     const w = out.datasets.find((d) => d.name === 'tinyw')!;
     expect(w).toMatchObject({ items: 3, judgedQueries: 2, meanRelevant: 1 });
     expect(out.datasets.find((d) => d.name === 'med')).toMatchObject({ items: 1033, judgedQueries: 30 });
+  });
+  it('a file that is not UTF-8 is one error line naming file:line:column, and is not registered', () => {
+    const d = join(home, 'latin1');
+    mkdirSync(d);
+    writeFileSync(join(d, 'items.jsonl'), Buffer.concat([Buffer.from('{"id": "i1", "title": "caf'), Buffer.from([0xe9]), Buffer.from('", "text": "x"}\n')]));
+    writeFileSync(join(d, 'queries.jsonl'), '{"id": "q1", "text": "cafe"}\n');
+    writeFileSync(join(d, 'qrels.jsonl'), '{"query_id": "q1", "item_id": "i1"}\n');
+    const r = cli(['datasets', 'add', 'lat', d], { COGR_HOME: home });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe(`error[DATA_FORMAT]: ${join(d, 'items.jsonl')}:1:27: not valid UTF-8 (byte 0xE9 at offset 26); data files must be UTF-8 (convert it, e.g. iconv -f latin1 -t utf-8)\n`);
+    expect(JSON.parse(cli(['datasets', '--json'], { COGR_HOME: home }).stdout).datasets.map((x: { name: string }) => x.name)).not.toContain('lat');
   });
   it('malformed data exits non-zero with error[CODE] and file:line', () => {
     mkdirSync(join(home, 'x'));

@@ -141,4 +141,40 @@ describe('cogr sft and cogr generate', () => {
       await new Promise<void>((r) => server.close(() => r()));
     }
   });
+  it('generate --generator openai: --llm-timeout bounds each request; a hung request and a non-JSON answer are retried', async () => {
+    let calls = 0;
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        calls++;
+        if (calls === 1) return; // hangs: only the time-out ends it
+        if (calls === 2) {
+          res.writeHead(200, { 'content-type': 'text/html' });
+          res.end('<html>502 from a proxy, sent as 200</html>');
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'tiny', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["Lens"]}' } }] }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = (server.address() as { port: number }).port;
+      writeFileSync(join(dir, 'one.jsonl'), '{"id": "q1", "text": "the crystalline lens"}\n');
+      const env = { OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, COGR_MODEL: 'tiny', COGR_HOME: join(dir, 'home-timeout') };
+      const a = await cogr(['generate', '--side', 'query', '--generator', 'openai', '--from', 'one.jsonl', '--llm-timeout', '300', '--json'], env);
+      expect(a.stderr).toMatch(/^llm usage requests=3 .*failures=2 retries=2 /);
+      expect(a.code).toBe(0);
+      expect(JSON.parse(a.stdout)).toEqual({ q1: [['lens']] });
+      expect(calls).toBe(3);
+      const bad = await cogr(['generate', '--side', 'query', '--generator', 'openai', '--from', 'one.jsonl', '--llm-timeout', '1e3'], env);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toBe('error[INVALID_ARGUMENT]: --llm-timeout: expected an integer in [1, 86400000] (milliseconds), got "1e3"\n');
+      const badEnv = await cogr(['generate', '--side', 'query', '--generator', 'openai', '--from', 'one.jsonl'], { ...env, COGR_LLM_TIMEOUT_MS: '0x10' });
+      expect(badEnv.stderr).toMatch(/^error\[INVALID_ARGUMENT\]: COGR_LLM_TIMEOUT_MS: expected an integer/);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
 });

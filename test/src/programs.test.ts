@@ -13,6 +13,7 @@ import {
   parseProgram,
   runProgram,
   unionSorted,
+  WorkMeter,
   type ProgramNode,
 } from '../../src/server/program.ts';
 import { LiveSnapshot } from '../../src/server/state.ts';
@@ -141,26 +142,62 @@ describe('evaluateProgram', () => {
     const src = fakeSource();
     const textKw = new Map<string, string[]>();
     for (const t of ['red running shoes', 'blue 3', 'wool hat sale']) textKw.set(t, await src.keywords(t, new AbortController().signal));
-    fc.assert(
-      fc.property(arbProgram, (p) => {
+    await fc.assert(
+      fc.asyncProperty(arbProgram, async (p) => {
         const parsed = parseProgram(p, { maxDepth: 64, maxNodes: 10_000, maxList: 64, maxText: 512 });
-        const got = [...evaluateProgram(parsed, { view, fieldIndex, textKeywords: textKw })].map((o) => view.id(o));
+        // A meter that yields after every step: the cooperative evaluation gives the same sets.
+        const got = [...(await evaluateProgram(parsed, { view, fieldIndex, textKeywords: textKw }, new WorkMeter(1e9, 1)))].map((o) => view.id(o));
         expect(got).toEqual([...naive(parsed, textKw)].sort());
       }),
       { numRuns: 300 },
     );
   });
 
-  it('ranks by BM25 of the positive keywords only', () => {
+  it('ranks by BM25 of the positive keywords only; the top k is the head of the full ranking', async () => {
     const p = parseProgram({ and: [{ any_of: ['running shoes', 'red'] }, { not: { keyword: 'sale' } }] });
-    const res = runProgram(p, { view, fieldIndex, textKeywords: new Map() }, 100);
+    const res = await runProgram(p, { view, fieldIndex, textKeywords: new Map() }, 100);
     expect(res.rankingKeywords).toEqual(['running shoes', 'red']);
     const words = view.probeWordOrdinals({ keywords: ['running shoes', 'red'] });
-    const matched = evaluateProgram(p, { view, fieldIndex, textKeywords: new Map() });
+    const matched = await evaluateProgram(p, { view, fieldIndex, textKeywords: new Map() });
     const scores = view.score(words, matched);
     const expected = [...matched].map((o, i) => ({ id: view.id(o), score: scores[i], o })).sort((a, b) => b.score - a.score || a.o - b.o);
     expect(res.items.map((h) => [h.id, h.score])).toEqual(expected.map((h) => [h.id, h.score]));
     expect(res.matched).toBe(matched.length);
+    for (const k of [1, 2, 3, 5, 8]) {
+      expect((await runProgram(p, { view, fieldIndex, textKeywords: new Map() }, k)).items.map((h) => h.id)).toEqual(expected.slice(0, k).map((h) => h.id));
+    }
+  });
+
+  it('yields to the event loop while it works: other callbacks run before a long program ends', async () => {
+    const texts = Array.from({ length: 16 }, (_, i) => `red running shoes number ${i} on sale`);
+    const p = parseProgram({ or: [...texts.map((text) => ({ text })), { not: { keyword: 'sale' } }] });
+    const textKeywords = new Map<string, string[]>(texts.map((t) => [t, ['running shoes', 'red']]));
+    const ctx = { view, fieldIndex, textKeywords };
+    const order = async (meter: WorkMeter) => {
+      const ran: string[] = [];
+      setImmediate(() => ran.push('other'));
+      const result = await runProgram(p, ctx, 5, meter);
+      ran.push('program');
+      await new Promise((r) => setImmediate(r));
+      return { ran, result };
+    };
+    // A meter whose slice is never reached runs the program in one go; a small slice lets the other callback in.
+    const once = await order(new WorkMeter(1e12, 1e12));
+    expect(once.ran).toEqual(['program', 'other']);
+    const meter = new WorkMeter(1e9, 1_000);
+    const sliced = await order(meter);
+    expect(sliced.ran).toEqual(['other', 'program']);
+    expect(sliced.result).toEqual(once.result);
+    // Each text was analysed once (for matching and ranking alike), and charged for it.
+    expect(meter.spent).toBeGreaterThan(texts.join('').length * 100);
+  });
+
+  it('stops a program past its work cap with a 400 naming the node', async () => {
+    const p = parseProgram({ or: [{ keyword: 'red' }, { not: { not: { not: { keyword: 'sale' } } } }] });
+    await expect(runProgram(p, { view, fieldIndex, textKeywords: new Map() }, 10, new WorkMeter(60))).rejects.toMatchObject({
+      code: 'INVALID_BODY',
+      message: expect.stringMatching(/^program\.or\[1\]\.not(\.not)*: the program needs more than 60 units of work/),
+    });
   });
 });
 

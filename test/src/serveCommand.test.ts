@@ -3,7 +3,8 @@
  * commits a new generation to the same database (the server must not hold the
  * LevelDB lock), then `POST /v1/admin/reload` switches to it.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -68,5 +69,38 @@ describe('cogr serve', () => {
     child.kill('SIGTERM');
     const code = await new Promise<number | null>((res) => child!.once('exit', (c) => res(c)));
     expect(code).toBe(0);
+  });
+  it('start-up refusals are one line: no database (with a hint), an empty token, a port in use', async () => {
+    const run = (args: string[], extraEnv: Record<string, string> = {}) =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        execFile(process.execPath, [BIN, ...args], { env: { ...env, ...extraEnv } }, (err, _out, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr }));
+      });
+    const noDb = await run(['serve', '--db', join(tmp.dir, 'nothing-here'), '--port', '0']);
+    expect(noDb.code).toBe(1);
+    expect(noDb.stderr).toMatch(/^error\[NOT_FOUND\]: no database at .*nothing-here: run `cogr demo` \(or `cogr evolve`, `cogr index import`\) first, or point --db at a database\n$/);
+
+    const dbPath = join(tmp.dir, 'home', 'db'); // committed by the test above
+    const empty = await run(['serve', '--port', '0', '--token', '']);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toBe('error[INVALID_ARGUMENT]: --token: the token is empty; give a token, or leave the flag unset to run without one\n');
+    const emptyEnv = await run(['reward-server', '--port', '0'], { COGR_TOKEN: '' });
+    expect(emptyEnv.code).toBe(2);
+    expect(emptyEnv.stderr).toMatch(/^error\[INVALID_ARGUMENT\]: COGR_TOKEN: the token is empty/);
+
+    const taken = createNetServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = (taken.address() as { port: number }).port;
+      const busy = await run(['serve', '--db', dbPath, '--port', String(port), '--generator', 'none']);
+      expect(busy.code).toBe(1);
+      const lines = busy.stderr.trimEnd().split('\n');
+      expect(lines[lines.length - 1]).toBe(
+        `error[ADDRESS_UNAVAILABLE]: cogr serve cannot listen on 127.0.0.1:${port}: the address is already in use (another server runs there: stop it, or choose another --port; --port 0 takes any free one)`,
+      );
+      expect(busy.stderr).not.toMatch(/^\s+at /m);
+      expect(busy.stderr).not.toMatch(/Warning/); // e.g. a fastify deprecation of an option we pass
+    } finally {
+      await new Promise<void>((r) => taken.close(() => r()));
+    }
   });
 });

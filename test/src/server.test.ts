@@ -1,13 +1,15 @@
 import { createServer } from 'node:http';
+import { connect } from 'node:net';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { OpenAIGenerator } from '../../generators/llm.ts';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDb } from '../../index/db.ts';
 import { KeywordView } from '../../index/view.ts';
 import { buildSearchServer } from '../../src/server/app.ts';
 import { LiveSnapshot, type QueryKeywordSource } from '../../src/server/state.ts';
 import { generatorKeywordSource, storeSnapshotLoader } from '../../src/server/storeLoader.ts';
+import { VocabularyIndex } from '../../src/server/vocab.ts';
 import { catalogue, commitGeneration, fakeSource, listen, tempDir } from './_serverFixture.ts';
 
 const cat = catalogue(40, 3);
@@ -285,6 +287,97 @@ describe('other endpoints', () => {
   });
 });
 
+/** Send raw bytes (one write) and read the whole answer: status line and JSON body. */
+function rawRequest(base: string, text: string): Promise<{ status: number; body: any; head: string }> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    let data = '';
+    const sock = connect(Number(u.port), u.hostname, () => sock.write(text));
+    sock.on('data', (d) => (data += d.toString()));
+    sock.on('error', () => {}); // the server closes the connection after answering
+    sock.on('close', () => {
+      const sep = data.indexOf('\r\n\r\n');
+      if (sep < 0) return reject(new Error(`no HTTP answer: ${JSON.stringify(data.slice(0, 200))}`));
+      const head = data.slice(0, sep);
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), body: JSON.parse(data.slice(sep + 4)), head });
+    });
+  });
+}
+
+describe('every error answer has the API error shape', () => {
+  const shaped = (body: any, code: string) => {
+    expect(Object.keys(body)).toEqual(['error']);
+    expect(body.error.code).toBe(code);
+    expect(typeof body.error.message).toBe('string');
+  };
+
+  it('integer query parameters take decimal digits only', async () => {
+    const { base } = await start();
+    for (const k of ['0x10', '1e2', '%205', '%2B5', '0b11', '1_0', '2.5']) {
+      const { status, body } = await getJson(`${base}/v1/search?q=red&k=${k}`);
+      expect(status, k).toBe(400);
+      shaped(body, 'INVALID_ARGUMENT');
+      expect(body.error.message, k).toBe(`k: expected an integer (decimal digits), got ${JSON.stringify(decodeURIComponent(k))}`);
+    }
+    expect((await getJson(`${base}/v1/keywords?prefix=run&limit=0x2`)).body.error.message).toMatch(/^limit: expected an integer \(decimal digits\)/);
+    expect((await getJson(`${base}/v1/search?q=red&k=-1`)).body.error.message).toBe('k: must be at least 1');
+    expect((await getJson(`${base}/v1/search?q=red&k=16`)).status).toBe(200);
+  });
+
+  it('the router: 404, a path parameter over the limit (414), a bad URL encoding (400)', async () => {
+    const { base } = await start();
+    const nr = await getJson(`${base}/v1/nothing`);
+    expect(nr.status).toBe(404);
+    shaped(nr.body, 'NOT_FOUND');
+    const long = await getJson(`${base}/v1/items/${'x'.repeat(3000)}`);
+    expect(long.status).toBe(414);
+    shaped(long.body, 'URI_TOO_LONG');
+    // Within the router's limit, the route's own schema names the field.
+    const id = await getJson(`${base}/v1/items/${'x'.repeat(1500)}`);
+    expect(id.status).toBe(400);
+    expect(id.body.error.message).toMatch(/^id:/);
+    const bad = await getJson(`${base}/v1/items/%E0%A4%A`);
+    expect(bad.status).toBe(400);
+    shaped(bad.body, 'INVALID_ARGUMENT');
+  });
+
+  it('the HTTP parser: headers over the limit (431) and a malformed request (400)', async () => {
+    const { base } = await start();
+    const big = await rawRequest(base, `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(big.status).toBe(431);
+    expect(big.head).toMatch(/content-type: application\/json/i);
+    shaped(big.body, 'HEADERS_TOO_LARGE');
+    const longUrl = await rawRequest(base, `GET /v1/search?q=${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    expect(longUrl.status).toBe(431);
+    shaped(longUrl.body, 'HEADERS_TOO_LARGE');
+    const garbage = await rawRequest(base, 'NOT HTTP AT ALL\r\n\r\n');
+    expect(garbage.status).toBe(400);
+    shaped(garbage.body, 'INVALID_ARGUMENT');
+    // The server still answers afterwards.
+    expect((await getJson(`${base}/health`)).status).toBe(200);
+  });
+
+  it('bodies with __proto__ or constructor.prototype keys', async () => {
+    const { base } = await start();
+    const cases: [string, string][] = [
+      ['{"__proto__": {"admin": true}, "program": {"keyword": "red"}}', 'body.__proto__: this key is not allowed'],
+      ['{"program": {"and": [{"\\u005f_proto__": {"keyword": "red"}}]}}', 'body.program.and[0].__proto__: this key is not allowed'],
+      ['{"program": {"keyword": "red"}, "constructor": {"prototype": {"x": 1}}}', 'body.constructor: this key is not allowed'],
+      ['{"program": {"keyword": ', 'body: not valid JSON ('],
+      ['', 'body: empty'],
+    ];
+    for (const [body, message] of cases) {
+      const r = await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      expect(r.status, body).toBe(400);
+      shaped(r.body, 'INVALID_BODY');
+      expect(r.body.error.message.startsWith(message), r.body.error.message).toBe(true);
+    }
+    // A "constructor" field without a prototype is only an unknown field.
+    const plain = await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"program": {"keyword": "red"}, "constructor": 1}' });
+    expect(plain.body.error.message).toBe('(root): unknown field(s) "constructor"');
+  });
+});
+
 describe('generation switching', () => {
   it('admin reload needs the bearer token when one is set', async () => {
     const { base } = await start({ token: 's3cret' });
@@ -347,6 +440,33 @@ describe('generation switching', () => {
       expect(seen.has(2)).toBe(true);
       expect((await getJson(`${base}/v1/search?q=red`)).body.generation).toBe(2);
     } finally {
+      cleanup();
+    }
+  });
+
+  it('builds the vocabulary look-up when a generation is loaded, before it is served, never in a request', async () => {
+    const { dir, cleanup } = tempDir('cogr-vocab-');
+    const build = vi.spyOn(VocabularyIndex, 'build');
+    try {
+      const path = join(dir, 'db');
+      await commitGeneration(path, 'item', cat.generations[0], 0);
+      const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
+      await live.reload();
+      const app = buildSearchServer({ live });
+      apps.push(app);
+      expect(build.mock.calls.map(([v]) => v.generation)).toEqual([0]);
+      await commitGeneration(path, 'item', cat.generations[1], 1);
+      expect((await live.reload()).swapped).toBe(true);
+      // Built for generation 1 before the reload returned (before the swap).
+      expect(build.mock.calls.map(([v]) => v.generation)).toEqual([0, 1]);
+      expect(build.mock.calls[1][0]).toBe(live.get().item);
+      const base = await listen(app);
+      const { body } = await getJson(`${base}/v1/keywords?prefix=gen1`);
+      expect(body.generation).toBe(1);
+      expect(body.keywords.map((x: any) => x.keyword)).toEqual(['gen1 special']);
+      expect(build).toHaveBeenCalledTimes(2);
+    } finally {
+      build.mockRestore();
       cleanup();
     }
   });

@@ -69,6 +69,11 @@ describe('cogr index', () => {
     expect(d).toMatchObject({ added: ['i4'], removed: ['i3'], changed: ['i2'] });
 
     expect((await cogr('index', 'delete', '--db', db, '--generation', '0')).code).toBe(0);
+    // Generation 1 was built from 0: the list says its parent is gone rather than naming it as if it were there.
+    const listed = JSON.parse((await cogr('index', 'list', '--db', db, '--json')).out);
+    expect(listed.generations.map((g: { generation: number; parent: number | null; parentDeleted: boolean }) => [g.generation, g.parent, g.parentDeleted])).toEqual([[1, 0, true]]);
+    const table = (await cogr('index', 'list', '--db', db)).out;
+    expect(table).toMatch(/^1\s+0 \(deleted\)\s/m);
     const after = JSON.parse((await cogr('index', 'search', '--db', db, '--query', 'red shoes', '--keywords', 'running shoes|hat', '--json')).out);
     expect(after).toEqual(res);
     const gone = await cogr('index', 'search', '--db', db, '--generation', '0', '--keywords', 'hat');
