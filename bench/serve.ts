@@ -7,11 +7,12 @@
  *                          [--generator embedded|none] [--mixed-duration 10]
  *
  * Setup: NFCorpus (3,162 items). The item generation is each item's 10 best TF-IDF
- * unigrams/bigrams, committed to a temp LevelDB through KeywordIndexStore; an untrained
- * EmbeddedPolicy (fitted word statistics) is saved as the round-0 query policy. The first
- * part serves it with `buildSearchServer` and the keyword source `cogr serve` uses (the
- * policy in keyword worker threads, item index attached, greedy, behind the server's
- * cache), or the raw query only with `--generator none`. Requests cycle through
+ * unigrams/bigrams, committed to a temp LevelDB through KeywordIndexStore; a query planner
+ * (its relevance model fitted on NFCorpus's judged queries, α tuned on them against that
+ * index) is saved as the round-0 planner. The first part serves it with
+ * `buildSearchServer` and the keyword source `cogr serve` uses (the planner in keyword
+ * worker threads, item index attached, greedy, behind the server's cache), or the raw
+ * query only with `--generator none`. Requests cycle through
  * data/nfcorpus/q-titles.queries. Each target gets a 2 s warm-up first (JIT and the
  * keyword cache). `errors` counts connection errors, time-outs and non-2xx answers.
  * autocannon runs in this same process, so both targets share the 2 cores with it.
@@ -29,7 +30,9 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { withDb } from '../index/db.ts';
 import { KeywordIndexStore } from '../index/store.ts';
 import type { Item } from '../index/types.ts';
-import { EmbeddedPolicy } from '../generators/policy/model.ts';
+import { KeywordPlanner } from '../generators/planner/planner.ts';
+import { RelevanceModel } from '../generators/planner/relevance.ts';
+import { relevantOrdinals } from '../generators/sft.ts';
 import { Bm25Index, itemText, tokenize } from '../src/baseline/bm25.ts';
 import { loadDataset } from '../src/datasets/index.ts';
 import { buildSearchServer } from '../src/server/app.ts';
@@ -37,7 +40,7 @@ import { LiveSnapshot } from '../src/server/state.ts';
 import { storeSnapshotLoader } from '../src/server/storeLoader.ts';
 import { keywordSourceFactory } from '../src/commands/serve.ts';
 import { KeywordWorkerPool } from '../src/server/keywordPool.ts';
-import { policyStore, savePolicy } from '../src/run/policies.ts';
+import { policyStore, savePlanner } from '../src/run/policies.ts';
 import { silentLogger } from '../index/log.ts';
 import { spawn } from 'node:child_process';
 import { packageRoot } from '../index/paths.ts';
@@ -167,10 +170,15 @@ export async function run(args: string[]): Promise<void> {
     await withDb(dbPath, async (db) => {
       const w = new KeywordIndexStore(db).writer('item', { mode: 'replace' });
       corpus.items.forEach((it, i) => w.set(it.id, it.title, kws[i]));
-      await w.commit({ round: 0, label: 'tf-idf top 10 (bench)' });
-      const policy = new EmbeddedPolicy('query');
-      policy.fitStats(corpus.queries.map((q) => ({ id: q.id, text: q.text })));
-      await savePolicy(policyStore(db), 0, policy);
+      const generation = await w.commit({ round: 0, label: 'tf-idf top 10 (bench)' });
+      const judged = corpus.queries.filter((q) => (corpus.relevant.get(q.id)?.size ?? 0) > 0);
+      const relevance = RelevanceModel.fit(corpus.items, judged.map((q) => [{ id: q.id, text: q.text }, [...corpus.relevant.get(q.id)!]] as const));
+      const planner = new KeywordPlanner(relevance);
+      const view = await new KeywordIndexStore(db).openView('item', generation);
+      planner.attachOpposite(view);
+      const rel = relevantOrdinals(view, corpus.relevant);
+      planner.tuneAlpha(judged.map((q) => ({ id: q.id, text: q.text })), (id) => rel.get(id) ?? new Set<number>());
+      await savePlanner(policyStore(db), 0, planner);
     });
     const pool = new KeywordWorkerPool({ logger: silentLogger });
     pools.push(pool);
