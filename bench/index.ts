@@ -1,13 +1,25 @@
 /**
  * `npm run bench -- index [--items N] [--queries Q] [--seed S] [--time MS]
  *                          [--peer-budget SEC] [--store-items N] [--skip-nfcorpus]
- *                          [--skip-synthetic] [--json]`
+ *                          [--skip-synthetic] [--peers LIST] [--json]`
  *
- * The keyword index against two peers, same process, same keyword bags:
+ * The keyword index against four peers, same keyword bags (--peers, default
+ * "flexsearch,wink,fts5,xapian"; "none" for ours only):
  * - `cogr`: KeywordView (index/view.ts) built from the entries: CSR postings in typed
- *   arrays. matched = the whole CoGR matched set (`view.match`, keyword-level OR incl.
- *   the self keyword); top-10 = `view.search(probe, {k: 10})` (BM25 over words).
- * - `flexsearch`: an `Index` whose documents are the entity's normalised keywords (self
+ *   arrays, plus the word postings and bounds of the pruned top k (index/topk.ts), built
+ *   in the timed build. matched = the whole CoGR matched set (`view.match`, keyword-level
+ *   OR incl. the self keyword); top-10 = `view.search(probe, {k: 10})` (exact BM25 over
+ *   words, dynamic pruning); the `cogr exhaustive` row is the same top 10 by scoring
+ *   every matched entity (`view.searchExhaustive`), the reference the pruning must equal.
+ * - `sqlite-fts5`, `xapian`: native engines through Debian's python3 (bench/peers/:
+ *   each keyword one token, so term queries reproduce our matched sets; ranked by their
+ *   own BM25 over the words; timed per query inside their own process; installed by the
+ *   setup step when missing, skipped with a line saying why when they cannot run). Their
+ *   matched sets are checked against ours (size and Σ entity index) on the first 50
+ *   probes; memory is their process's RSS growth, Xapian's disk its database folder.
+ * Every peer is fed our match keys (keywords normalised and analysed as the view does,
+ * default analyzer `english`) and their analysed words, so matched sets can agree.
+ * - `flexsearch`: an `Index` whose documents are the entity's keyword keys (self
  *   included), each keyword one token (custom `encode` splitting on "|"); a probe is its
  *   keywords joined by "|" searched with `suggest: true` (union of the tokens), which
  *   is the same matched set as ours; top-10 is flexsearch's own ranking.
@@ -16,11 +28,18 @@
  *   (a superset of the CoGR set); matched = `search(words, N)`, top-10 = `search(words, 10)`.
  * Build time and memory (heap + external/ArrayBuffer delta and RSS delta after a forced
  * GC, structures kept alive) per system; latency p50/p99 with tinybench over a rotating
- * list of probes. A peer that does not finish building within --peer-budget seconds
- * (default 180) is reported as such, with how many entities it had added.
+ * list of probes, each JavaScript system measured right after its build and released
+ * before the next is built (so no system's queries pay for another's heap in garbage
+ * collection). The load average of the machine and its cores are reported with the
+ * figures (--json: loadAvgStart/loadAvgEnd, cpus). A peer that does not finish building
+ * within --peer-budget seconds (default 180) is reported as such, with how many entities
+ * it had added. The ratios cogr / peer (below 1: ours is faster or smaller) for whole-set
+ * and top-10 p50/p99, build time and memory follow the table (--json: `ratios`), and
+ * exhaustive / pruned top 10 per corpus (--json: `pruning`).
  * `store` rows: committing the entries as one generation to LevelDB
- * (KeywordIndexStore, temp dir; at most --store-items entities, default 100,000) and
- * opening the view back.
+ * (KeywordIndexStore, temp dir; at most --store-items entities, default 100,000; disk =
+ * the LevelDB folder), opening the view back (with its top-k index) and one pass of
+ * every probe over it, then a second generation with 10 % of the entities changed.
  *
  * Synthetic corpus (seeded, `synthetic()`): a vocabulary of W = 20,000 + N/20 words
  * ("w<base36>") drawn Zipf(s = 1.07); K = max(2,000, N/4) keyword phrases of 1–3 words
@@ -34,22 +53,25 @@
  * removed), self keyword = its id; probes are q-titles.queries: self = the query text,
  * keywords = its unigrams and bigrams (same filter).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Index } from 'flexsearch';
 import { Bench } from 'tinybench';
 import { openDb } from '../index/db.ts';
-import { keywordWords, normalizeKeyword, normalizeSelf } from '../index/normalize.ts';
+import { keywordWords, makeKeywordNormalizer } from '../index/normalize.ts';
+import { DEFAULT_ANALYZER } from '../index/analyzer.ts';
 import { createRng, randInt, type Rng } from '../index/random.ts';
 import { KeywordIndexStore } from '../index/store.ts';
 import type { IndexEntry } from '../index/types.ts';
+import { topKIndex } from '../index/topk.ts';
 import { KeywordView, type Probe } from '../index/view.ts';
 import { parseBenchArgs } from './args.ts';
 import { nfcorpusDocs, nfcorpusTitleQueries } from './fixtures.ts';
+import { NATIVE_PEERS, nativeSetup, runPeer, writePeerInput, type NativePeer, type PeerResult } from './peers/native.ts';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -154,6 +176,8 @@ interface System {
   match?: (p: number) => number;
   topk?: (p: number) => number;
 }
+const PEERS = ['flexsearch', 'wink', ...NATIVE_PEERS] as const;
+type Peer = (typeof PEERS)[number];
 
 function mem(): { heap: number; rss: number } {
   gc();
@@ -161,17 +185,22 @@ function mem(): { heap: number; rss: number } {
   return { heap: m.heapUsed + m.external, rss: m.rss };
 }
 
-/** Normalised keyword bag of an entry (self included), computed once for the peers. */
+/**
+ * The match keys our view indexes (normalised and analysed as `KeywordView.build` does,
+ * default analyzer): every peer is fed these keys and their words, so that matched sets
+ * can agree and BM25 counts the same words.
+ */
+const keys = makeKeywordNormalizer({ memo: Infinity, analyzer: DEFAULT_ANALYZER });
+
+/** Keyword keys of an entry (self included), computed once for the peers. */
 function bags(entries: readonly IndexEntry[]): string[][] {
-  const cache = new Map<string, string | null>();
   return entries.map((e) => {
     const s = new Set<string>();
     for (const raw of e.keywords) {
-      let k = cache.get(raw);
-      if (k === undefined) cache.set(raw, (k = normalizeKeyword(raw)));
+      const k = keys.key(raw);
       if (k !== null) s.add(k);
     }
-    const self = normalizeSelf(e.self);
+    const self = keys.selfKey(e.self);
     if (self) s.add(self);
     return [...s];
   });
@@ -179,10 +208,10 @@ function bags(entries: readonly IndexEntry[]): string[][] {
 function probeBag(p: Probe): string[] {
   const s = new Set<string>();
   for (const raw of p.keywords) {
-    const k = normalizeKeyword(raw);
+    const k = keys.key(raw);
     if (k !== null) s.add(k);
   }
-  const self = normalizeSelf(p.self ?? '');
+  const self = keys.selfKey(p.self ?? '');
   if (self) s.add(self);
   return [...s];
 }
@@ -194,6 +223,7 @@ function buildCogr(entries: IndexEntry[], probes: Probe[]): { sys: System; view:
   view.ids();
   view.vocabulary();
   view.word(0);
+  topKIndex(view.data);
   const buildMs = performance.now() - t0;
   const m1 = mem();
   return {
@@ -211,8 +241,20 @@ function buildCogr(entries: IndexEntry[], probes: Probe[]): { sys: System; view:
   };
 }
 
-function buildFlex(entries: IndexEntry[], probes: Probe[], budgetMs: number): { sys: System; index: Index } {
-  const b = bags(entries);
+/** The same top 10 without pruning (every matched entity scored): the reference row. */
+function exhaustiveCogr(view: KeywordView, probes: Probe[]): System {
+  return {
+    name: 'cogr exhaustive',
+    built: view.size,
+    complete: true,
+    buildMs: NaN,
+    heapMB: NaN,
+    rssMB: NaN,
+    topk: (p) => view.searchExhaustive(probes[p], { k: 10 }).items.length,
+  };
+}
+
+function buildFlex(b: string[][], probes: Probe[], budgetMs: number): { sys: System; index: Index } {
   const pq = probes.map((p) => probeBag(p).join('|'));
   const m0 = mem();
   const t0 = performance.now();
@@ -224,7 +266,7 @@ function buildFlex(entries: IndexEntry[], probes: Probe[], budgetMs: number): { 
   }
   const buildMs = performance.now() - t0;
   const m1 = mem();
-  const n = entries.length;
+  const n = b.length;
   const complete = i === b.length;
   return {
     index,
@@ -245,8 +287,8 @@ function buildFlex(entries: IndexEntry[], probes: Probe[], budgetMs: number): { 
   };
 }
 
-function buildWink(entries: IndexEntry[], probes: Probe[], budgetMs: number): System {
-  const b = bags(entries).map((kws) => kws.flatMap(keywordWords).join(' '));
+function buildWink(bagList: string[][], probes: Probe[], budgetMs: number): System {
+  const b = bagList.map((kws) => kws.flatMap(keywordWords).join(' '));
   const pq = probes.map((p) => [...new Set(probeBag(p).flatMap(keywordWords))].join(' '));
   const m0 = mem();
   const t0 = performance.now();
@@ -262,7 +304,7 @@ function buildWink(entries: IndexEntry[], probes: Probe[], budgetMs: number): Sy
   if (complete) engine.consolidate();
   const buildMs = performance.now() - t0;
   const m1 = mem();
-  const n = entries.length;
+  const n = b.length;
   return {
     name: 'wink-bm25',
     built: i,
@@ -288,6 +330,24 @@ interface Row {
   matchP99us?: number;
   topkP50us?: number;
   topkP99us?: number;
+  /** Matched sets checked against cogr's: "agreeing/checked" (size only for flexsearch; size and Σ entity index for the native peers). */
+  agree?: string;
+  diskMB?: number;
+  version?: string;
+  /** Why a peer has no figures (not installable, failed). */
+  skipped?: string;
+}
+
+/** cogr / peer for the latencies, build time and memory (below 1: ours is faster or smaller). */
+interface Ratio {
+  corpus: string;
+  peer: string;
+  matchP50?: number;
+  matchP99?: number;
+  topkP50?: number;
+  topkP99?: number;
+  build?: number;
+  mem?: number;
 }
 
 async function latency(systems: System[], nProbes: number, timeMs: number): Promise<Map<string, { p50: number; p99: number }>> {
@@ -321,7 +381,30 @@ async function latency(systems: System[], nProbes: number, timeMs: number): Prom
   return out;
 }
 
-async function storeRows(corpus: string, entries: IndexEntry[], log: (s: string) => void): Promise<Row[]> {
+/** Size in bytes of the files under a folder. */
+function folderBytes(dir: string): number {
+  let total = 0;
+  for (const f of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, f.name);
+    total += f.isDirectory() ? folderBytes(p) : statSync(p).size;
+  }
+  return total;
+}
+
+/** p50 / p99 in µs of one pass of fn over every probe (no warm-up beyond the first call). */
+function onePass(n: number, fn: (p: number) => unknown): { p50: number; p99: number } {
+  fn(0);
+  const xs: number[] = [];
+  for (let p = 0; p < n; p++) {
+    const t = performance.now();
+    fn(p);
+    xs.push((performance.now() - t) * 1000);
+  }
+  xs.sort((x, y) => x - y);
+  return { p50: xs[Math.floor(xs.length / 2)], p99: xs[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))] };
+}
+
+async function storeRows(corpus: string, entries: IndexEntry[], probes: Probe[], log: (s: string) => void): Promise<Row[]> {
   const dir = mkdtempSync(join(tmpdir(), 'cogr-bench-index-'));
   try {
     const db = await openDb(join(dir, 'db'));
@@ -332,11 +415,19 @@ async function storeRows(corpus: string, entries: IndexEntry[], log: (s: string)
     for (const e of entries) w.set(e.id, e.self, e.keywords);
     await w.commit();
     const commitMs = performance.now() - t0;
-    log(`  store commit ${(commitMs / 1000).toFixed(1)} s`);
+    const disk0 = folderBytes(dir) / 2 ** 20;
+    log(`  store commit ${(commitMs / 1000).toFixed(1)} s, ${disk0.toFixed(0)} MB on disk`);
     const t1 = performance.now();
     const view = await store.openView('item', 0);
     const openMs = performance.now() - t1;
+    const t1b = performance.now();
+    topKIndex(view.data);
+    const topkMs = performance.now() - t1b;
     const m1 = mem();
+    log(`  store openView ${(openMs / 1000).toFixed(1)} s (+ ${(topkMs / 1000).toFixed(1)} s top-k index)`);
+    // Query the view opened from the store: one pass over the probes.
+    const qm = onePass(probes.length, (p) => view.match(probes[p]).length);
+    const qt = onePass(probes.length, (p) => view.search(probes[p], { k: 10 }).items.length);
     // Generation 1: 10 % of the entities get one keyword replaced (copy-on-write commit).
     const t2 = performance.now();
     const w2 = store.writer('item');
@@ -344,11 +435,12 @@ async function storeRows(corpus: string, entries: IndexEntry[], log: (s: string)
     await w2.commit();
     const commit2Ms = performance.now() - t2;
     await db.close();
+    const disk1 = folderBytes(dir) / 2 ** 20;
     const base = { corpus, items: entries.length, built: view.size, complete: true, memMB: (m1.heap - m0.heap) / 2 ** 20, rssMB: (m1.rss - m0.rss) / 2 ** 20 };
     return [
-      { ...base, system: 'store: commit gen 0', buildS: commitMs / 1000 },
-      { ...base, system: 'store: openView', buildS: openMs / 1000 },
-      { ...base, system: 'store: commit gen 1 (10% changed)', buildS: commit2Ms / 1000 },
+      { ...base, system: 'store: commit gen 0', buildS: commitMs / 1000, diskMB: disk0 },
+      { ...base, system: 'store: openView (+ top-k index), one query pass', buildS: (openMs + topkMs) / 1000, matchP50us: qm.p50, matchP99us: qm.p99, topkP50us: qt.p50, topkP99us: qt.p99 },
+      { ...base, system: 'store: commit gen 1 (10% changed)', buildS: commit2Ms / 1000, diskMB: disk1 },
     ];
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -359,69 +451,204 @@ async function benchCorpus(
   corpus: string,
   entries: IndexEntry[],
   probes: Probe[],
-  o: { timeMs: number; budgetMs: number; storeItems: number },
+  o: { timeMs: number; budgetMs: number; storeItems: number; peers: readonly Peer[] },
   log: (s: string) => void,
 ): Promise<Row[]> {
   log(`${corpus}: ${entries.length} items, ${probes.length} probes`);
-  const { sys: cogr, view } = buildCogr(entries, probes);
-  log(`  cogr built in ${(cogr.buildMs / 1000).toFixed(1)} s`);
-  const flex = buildFlex(entries, probes, o.budgetMs);
-  log(`  flexsearch ${flex.sys.complete ? 'built' : 'stopped'} in ${(flex.sys.buildMs / 1000).toFixed(1)} s (${flex.sys.built} items)`);
-  // Sanity: flexsearch's union is the CoGR matched set.
-  if (flex.sys.match) {
-    let agree = 0;
-    const check = Math.min(probes.length, 20);
-    for (let p = 0; p < check; p++) if (flex.sys.match(p) === view.match(probes[p]).length) agree++;
-    log(`  flexsearch matched-set size agrees with cogr on ${agree}/${check} probes`);
-  }
-  const wink = buildWink(entries, probes, o.budgetMs);
-  log(`  wink ${wink.complete ? 'built' : 'stopped'} in ${(wink.buildMs / 1000).toFixed(1)} s (${wink.built} items)`);
-  const systems = [cogr, flex.sys, wink];
-  const lat = await latency(systems, probes.length, o.timeMs);
-  const rows: Row[] = systems.map((s) => {
-    let meanMatched: number | undefined;
-    if (s.match) {
-      // Mean over the first 50 probes (a full pass of a slow peer at 1M items takes minutes).
-      const cnt = Math.min(50, probes.length);
-      let tot = 0;
-      for (let p = 0; p < cnt; p++) tot += s.match(p);
-      meanMatched = tot / cnt;
-    }
-    const m = lat.get(`${s.name}/match`);
-    const t = lat.get(`${s.name}/topk`);
-    return {
-      corpus,
-      system: s.name,
-      items: entries.length,
-      built: s.built,
-      complete: s.complete,
-      buildS: s.buildMs / 1000,
-      memMB: s.heapMB,
-      rssMB: s.rssMB,
-      meanMatched,
-      matchP50us: m?.p50,
-      matchP99us: m?.p99,
-      topkP50us: t?.p50,
-      topkP99us: t?.p99,
-    };
-  });
+  // The in-memory systems are unreachable once queryRows returns (at 10M items the store
+  // rows need that memory).
+  const rows = await queryRows(corpus, entries, probes, o, log);
   const storeEntries = entries.length > o.storeItems ? entries.slice(0, o.storeItems) : entries;
-  rows.push(...(await storeRows(corpus, storeEntries, log)));
+  rows.push(...(await storeRows(corpus, storeEntries, probes, log)));
   return rows;
 }
 
+async function queryRows(
+  corpus: string,
+  entries: IndexEntry[],
+  probes: Probe[],
+  o: { timeMs: number; budgetMs: number; peers: readonly Peer[] },
+  log: (s: string) => void,
+): Promise<Row[]> {
+  const { sys: cogr, view } = buildCogr(entries, probes);
+  log(`  cogr built in ${(cogr.buildMs / 1000).toFixed(1)} s`);
+  const check = Math.min(50, probes.length);
+  const bagList = o.peers.length > 0 ? bags(entries) : [];
+  // Each JavaScript system is measured right after its build and released before the
+  // next one is built: another system's heap in the same process slows everyone's
+  // queries through garbage collection (measured: ×5–8 on our queries at 1M items).
+  const measure = async (systems: System[], agree?: string): Promise<Row[]> => {
+    const lat = await latency(systems, probes.length, o.timeMs);
+    return systems.map((s) => {
+      let meanMatched: number | undefined;
+      if (s.match) {
+        // Mean over the first 50 probes (a full pass of a slow peer at 1M items takes minutes).
+        let tot = 0;
+        for (let p = 0; p < check; p++) tot += s.match(p);
+        meanMatched = tot / check;
+      }
+      const m = lat.get(`${s.name}/match`);
+      const t = lat.get(`${s.name}/topk`);
+      return {
+        corpus,
+        system: s.name,
+        items: entries.length,
+        built: s.built,
+        complete: s.complete,
+        buildS: s.buildMs / 1000,
+        memMB: s.heapMB,
+        rssMB: s.rssMB,
+        meanMatched,
+        matchP50us: m?.p50,
+        matchP99us: m?.p99,
+        topkP50us: t?.p50,
+        topkP99us: t?.p99,
+        agree: s === systems[0] ? agree : undefined,
+      };
+    });
+  };
+  const rows = await measure([cogr, exhaustiveCogr(view, probes)]);
+  if (o.peers.includes('flexsearch')) {
+    const flex = buildFlex(bagList, probes, o.budgetMs);
+    log(`  flexsearch ${flex.sys.complete ? 'built' : 'stopped'} in ${(flex.sys.buildMs / 1000).toFixed(1)} s (${flex.sys.built} items)`);
+    // Sanity: flexsearch's union is the CoGR matched set (sizes compared).
+    let agree: string | undefined;
+    if (flex.sys.match) {
+      let ok = 0;
+      const n = Math.min(probes.length, 20);
+      for (let p = 0; p < n; p++) if (flex.sys.match(p) === view.match(probes[p]).length) ok++;
+      agree = `${ok}/${n}`;
+      log(`  flexsearch matched-set size agrees with cogr on ${ok}/${n} probes`);
+    }
+    rows.push(...(await measure([flex.sys], agree)));
+  }
+  if (o.peers.includes('wink')) {
+    const wink = buildWink(bagList, probes, o.budgetMs);
+    log(`  wink ${wink.complete ? 'built' : 'stopped'} in ${(wink.buildMs / 1000).toFixed(1)} s (${wink.built} items)`);
+    rows.push(...(await measure([wink])));
+  }
+  const natives = o.peers.filter((p): p is NativePeer => (NATIVE_PEERS as readonly string[]).includes(p));
+  if (natives.length > 0) rows.push(...(await nativeRows(corpus, entries, probes, view, bagList, natives, o, check, log)));
+  return rows;
+}
+
+/** The native peers on the same bags and probes, each in its own Python process. */
+async function nativeRows(
+  corpus: string,
+  entries: IndexEntry[],
+  probes: Probe[],
+  view: KeywordView,
+  bagList: string[][],
+  peers: readonly NativePeer[],
+  o: { timeMs: number; budgetMs: number },
+  check: number,
+  log: (s: string) => void,
+): Promise<Row[]> {
+  const rows: Row[] = [];
+  const setup = nativeSetup(peers, log);
+  const runnable = peers.filter((p) => !setup.get(p)?.skipped);
+  for (const p of peers) {
+    const st = setup.get(p)!;
+    if (st.skipped) {
+      log(`  ${p}: skipped — ${st.skipped}`);
+      rows.push({ corpus, system: p === 'fts5' ? 'sqlite-fts5' : p, items: entries.length, built: 0, complete: false, buildS: NaN, memMB: NaN, rssMB: NaN, skipped: st.skipped });
+    }
+  }
+  if (runnable.length === 0) return rows;
+  // Our matched sets as (size, Σ input index) for the agreement check.
+  const inputIndex = new Int32Array(view.size);
+  for (let i = 0; i < entries.length; i++) inputIndex[view.ordinalOf(entries[i].id)] = i;
+  const ours: [number, number][] = [];
+  for (let q = 0; q < check; q++) {
+    const m = view.match(probes[q]);
+    let sum = 0;
+    for (const e of m) sum += inputIndex[e];
+    ours.push([m.length, sum]);
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'cogr-bench-peers-'));
+  try {
+    await writePeerInput(dir, bagList, probes.map(probeBag), { time_ms: o.timeMs, budget_s: o.budgetMs / 1000, k: 10, check });
+    for (const p of runnable) {
+      let r: PeerResult;
+      try {
+        r = await runPeer(p, dir, o.budgetMs / 1000 + 1800);
+      } catch (e) {
+        const why = (e as Error).message;
+        log(`  ${p}: failed — ${why}`);
+        rows.push({ corpus, system: p === 'fts5' ? 'sqlite-fts5' : p, items: entries.length, built: 0, complete: false, buildS: NaN, memMB: NaN, rssMB: NaN, skipped: why });
+        continue;
+      }
+      let ok = 0;
+      let meanMatched: number | undefined;
+      if (r.sets) {
+        for (let q = 0; q < r.sets.length; q++) if (r.sets[q][0] === ours[q][0] && r.sets[q][1] === ours[q][1]) ok++;
+        meanMatched = r.sets.reduce((a, x) => a + x[0], 0) / r.sets.length;
+      }
+      log(`  ${r.system} ${r.version} ${r.complete ? 'built' : 'stopped'} in ${r.build_s.toFixed(1)} s (${r.built} items)${r.sets ? `; matched sets agree with cogr on ${ok}/${r.sets.length} probes (size and Σ ids)` : ''}`);
+      rows.push({
+        corpus,
+        system: r.system,
+        items: entries.length,
+        built: r.built,
+        complete: r.complete,
+        buildS: r.build_s,
+        memMB: r.rss_mb,
+        rssMB: r.rss_mb,
+        meanMatched,
+        matchP50us: r.match?.p50_us,
+        matchP99us: r.match?.p99_us,
+        topkP50us: r.topk?.p50_us,
+        topkP99us: r.topk?.p99_us,
+        agree: r.sets ? `${ok}/${r.sets.length}` : undefined,
+        diskMB: r.disk_mb,
+        version: r.version,
+      });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return rows;
+}
+
+/** cogr / peer for every peer row of every corpus. */
+function ratios(rows: Row[]): Ratio[] {
+  const out: Ratio[] = [];
+  const q = (a?: number, b?: number) => (a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : undefined);
+  for (const ours of rows.filter((r) => r.system === 'cogr')) {
+    for (const r of rows) {
+      if (r.corpus !== ours.corpus || r.system === 'cogr' || r.system.startsWith('store:') || r.skipped || !r.complete) continue;
+      out.push({
+        corpus: r.corpus,
+        peer: r.system,
+        matchP50: q(ours.matchP50us, r.matchP50us),
+        matchP99: q(ours.matchP99us, r.matchP99us),
+        topkP50: q(ours.topkP50us, r.topkP50us),
+        topkP99: q(ours.topkP99us, r.topkP99us),
+        build: q(ours.buildS, r.buildS),
+        mem: q(ours.memMB, r.memMB),
+      });
+    }
+  }
+  return out;
+}
+
 function table(rows: Row[]): string {
-  const f = (x: number | undefined, d = 1) => (x === undefined ? '–' : x.toFixed(d));
-  const head = '| corpus | system | items | build s | mem MB (heap+ext) | RSS MB | mean matched | match p50 µs | match p99 µs | top-10 p50 µs | top-10 p99 µs |';
-  const sep = '|' + '---|'.repeat(11);
-  const lines = rows.map(
-    (r) =>
-      `| ${r.corpus} | ${r.system} | ${r.complete ? r.built : `${r.built} of ${r.items} (stopped at budget)`} | ${f(r.buildS, 2)} | ${f(r.memMB)} | ${f(r.rssMB)} | ${f(r.meanMatched)} | ${f(r.matchP50us)} | ${f(r.matchP99us)} | ${f(r.topkP50us)} | ${f(r.topkP99us)} |`,
+  const f = (x: number | undefined, d = 1) => (x === undefined || Number.isNaN(x) ? '–' : x.toFixed(d));
+  const head = '| corpus | system | items | build s | mem MB (heap+ext; peers: RSS) | RSS MB | disk MB | mean matched | agree | match p50 µs | match p99 µs | top-10 p50 µs | top-10 p99 µs |';
+  const sep = '|' + '---|'.repeat(13);
+  const lines = rows.map((r) =>
+    r.skipped
+      ? `| ${r.corpus} | ${r.system} | skipped: ${r.skipped} ||||||||||||`
+      : `| ${r.corpus} | ${r.system} | ${r.complete ? r.built : `${r.built} of ${r.items} (stopped at budget)`} | ${f(r.buildS, 2)} | ${f(r.memMB)} | ${f(r.rssMB)} | ${f(r.diskMB)} | ${f(r.meanMatched)} | ${r.agree ?? '–'} | ${f(r.matchP50us)} | ${f(r.matchP99us)} | ${f(r.topkP50us)} | ${f(r.topkP99us)} |`,
   );
-  return [head, sep, ...lines].join('\n');
+  const rt = ratios(rows);
+  const rhead = '| corpus | cogr / peer | match p50 | match p99 | top-10 p50 | top-10 p99 | build | memory |';
+  const rlines = rt.map((r) => `| ${r.corpus} | ${r.peer} | ${f(r.matchP50, 3)} | ${f(r.matchP99, 3)} | ${f(r.topkP50, 3)} | ${f(r.topkP99, 3)} | ${f(r.build, 3)} | ${f(r.mem, 3)} |`);
+  return [head, sep, ...lines, '', rhead, '|' + '---|'.repeat(8), ...rlines].join('\n');
 }
 
 export async function run(args: string[]): Promise<void> {
+  const loadAvgStart = loadavg();
   const a = parseBenchArgs(args);
   const json = args.includes('--json');
   const items = a.number('--items', 200_000);
@@ -430,9 +657,12 @@ export async function run(args: string[]): Promise<void> {
   const timeMs = a.number('--time', 1000);
   const budgetMs = a.number('--peer-budget', 180) * 1000;
   const storeItems = a.number('--store-items', 100_000);
+  const peerArg = a.string('--peers', PEERS.join(','));
+  const peers = peerArg === 'none' ? [] : peerArg.split(',').map((x) => x.trim());
+  for (const p of peers) if (!(PEERS as readonly string[]).includes(p)) throw new Error(`--peers: unknown peer ${JSON.stringify(p)} (known: ${PEERS.join(', ')}, or none)`);
   const log = (s: string) => process.stderr.write(s + '\n');
   const rows: Row[] = [];
-  const o = { timeMs, budgetMs, storeItems };
+  const o = { timeMs, budgetMs, storeItems, peers: peers as Peer[] };
   if (!args.includes('--skip-nfcorpus')) {
     const c = nfcorpus();
     rows.push(...(await benchCorpus('nfcorpus', c.entries, c.probes, o, log)));
@@ -443,9 +673,20 @@ export async function run(args: string[]): Promise<void> {
     log(`synthetic corpus generated in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     rows.push(...(await benchCorpus(`synthetic-${items}`, c.entries, c.probes, o, log)));
   }
+  const rt = ratios(rows);
+  // Pruned vs exhaustive top 10 (ours), per corpus.
+  const pruning = rows
+    .filter((r) => r.system === 'cogr')
+    .map((r) => {
+      const ex = rows.find((x) => x.corpus === r.corpus && x.system === 'cogr exhaustive');
+      return { corpus: r.corpus, exhaustiveVsPrunedTop10P50: ex?.topkP50us && r.topkP50us ? ex.topkP50us / r.topkP50us : undefined, exhaustiveVsPrunedTop10P99: ex?.topkP99us && r.topkP99us ? ex.topkP99us / r.topkP99us : undefined };
+    });
   if (json) {
-    process.stdout.write(JSON.stringify({ bench: 'index', node: process.version, items, queries, seed, timeMs, peerBudgetS: budgetMs / 1000, storeItems, rows }) + '\n');
+    process.stderr.write(table(rows) + '\n');
+    process.stdout.write(JSON.stringify({ bench: 'index', node: process.version, cpus: cpus().length, loadAvgStart, loadAvgEnd: loadavg(), items, queries, seed, timeMs, peerBudgetS: budgetMs / 1000, storeItems, peers, rows, ratios: rt, pruning }) + '\n');
   } else {
     process.stdout.write(table(rows) + '\n');
+    for (const p of pruning) process.stdout.write(`${p.corpus}: exhaustive / pruned top-10 p50 ${p.exhaustiveVsPrunedTop10P50?.toFixed(2) ?? '–'}×, p99 ${p.exhaustiveVsPrunedTop10P99?.toFixed(2) ?? '–'}×\n`);
+    process.stdout.write(`load average at start ${loadAvgStart.map((x) => x.toFixed(2)).join(' ')}, at end ${loadavg().map((x) => x.toFixed(2)).join(' ')} (${cpus().length} cores)\n`);
   }
 }

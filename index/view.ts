@@ -29,6 +29,7 @@ import { getAnalyzer, type Analyzer } from './analyzer.ts';
 import { DEFAULTS } from './defaults.ts';
 import { StringTable } from './buffers.ts';
 import { buildViewData, type ViewData } from './viewBuild.ts';
+import { rankTopK } from './topk.ts';
 
 export type { ViewData } from './viewBuild.ts';
 
@@ -327,11 +328,33 @@ export class KeywordView {
 
   /**
    * Retrieval by the method's rule, ranked by BM25: the whole matched set's size and the
-   * top k (or all) entities, best first, ties broken by id.
+   * top k (or all) entities, best first, ties broken by id. A finite top k is ranked with
+   * dynamic pruning (topk.ts): the same items, order and scores as `searchExhaustive`,
+   * scoring only the entities that can still enter the top k.
    */
   search(probe: Probe, opts: { k?: number; all?: boolean; params?: Bm25Params } = {}): SearchResult {
-    const matched = this.match(probe);
-    const scores = this.score(this.probeWordOrdinals(probe), matched, opts.params);
+    const { keywords, words } = this.probeOrdinals(probe);
+    if (!opts.all && Number.isFinite(opts.k ?? 10)) {
+      const k = Math.max(0, Math.floor(opts.k ?? 10));
+      const top = rankTopK(this.data, keywords, words, k, opts.params ?? DEFAULT_BM25);
+      // null: parameters without a bound, or a matched set small enough to score whole.
+      if (top) return { matched: top.matched, items: top.ordinals.map((e, i) => ({ id: this.id(e), ordinal: e, score: top.scores[i] })) };
+    }
+    return this.rankExhaustive(keywords, words, opts);
+  }
+
+  /**
+   * The exhaustive ranking: every matched entity scored, then sorted (`all`) or the best
+   * k selected. The reference the pruned top k of `search` equals.
+   */
+  searchExhaustive(probe: Probe, opts: { k?: number; all?: boolean; params?: Bm25Params } = {}): SearchResult {
+    const { keywords, words } = this.probeOrdinals(probe);
+    return this.rankExhaustive(keywords, words, opts);
+  }
+
+  private rankExhaustive(keywordOrdinals: readonly number[], wordOrdinals: readonly number[], opts: { k?: number; all?: boolean; params?: Bm25Params }): SearchResult {
+    const matched = this.matchOrdinals(keywordOrdinals);
+    const scores = this.score(wordOrdinals, matched, opts.params);
     const m = matched.length;
     const k = opts.all ? m : Math.max(0, Math.min(m, Math.floor(opts.k ?? 10)));
     let order: number[];

@@ -21,6 +21,7 @@ import { cogrError } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
 import { silentLogger } from '../../index/log.ts';
 import { normalizeSelf } from '../../index/normalize.ts';
+import { topKIndex } from '../../index/topk.ts';
 import type { Explanation, KeywordView } from '../../index/view.ts';
 import { createApp, parseOrThrow } from './http.ts';
 import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
@@ -213,7 +214,7 @@ function explainJson(ex: Explanation): z.infer<typeof ExplainSchema> {
 }
 
 /**
- * Per-snapshot look-up structures (vocabulary and field indexes), built when a snapshot
+ * Per-snapshot look-up structures (vocabulary and field indexes, the top-k index), built when a snapshot
  * is loaded (before it is swapped in; the first one as the server starts), never by the
  * first request that needs them; a request arriving while they are still built waits
  * for that one build.
@@ -226,6 +227,8 @@ class SnapshotCaches {
     // Decode the string tables once now (ids, keywords, words), not in a request.
     s.item.ids();
     s.item.vocabulary();
+    // The word postings and bounds of the pruned top k (index/topk.ts).
+    topKIndex(s.item.data);
     await this.vocabulary(s.item);
   }
   vocabulary(view: KeywordView): Promise<VocabularyIndex> {
