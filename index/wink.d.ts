@@ -5,10 +5,8 @@ declare module 'wink-porter2-stemmer' {
   export default stem;
 }
 
-declare module 'wink-nlp-utils' {
-  const nlp: {
-    tokens: { removeWords(tokens: string[]): string[] };
-    string: { tokenize0(s: string): string[]; lowerCase(s: string): string };
-  };
-  export default nlp;
+declare module 'wink-nlp-utils/src/tokens-remove-words.js' {
+  /** The tokens that are not in wink-nlp-utils' English stop-word list, in order. */
+  const removeWords: (tokens: string[]) => string[];
+  export default removeWords;
 }
