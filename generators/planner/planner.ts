@@ -35,11 +35,12 @@ import type { Analyzer } from '../../index/analyzer.ts';
 import { textTokens } from '../../index/analyzer.ts';
 import { cogrError } from '../../index/errors.ts';
 import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
-import { createRng, deriveSeed, type Rng } from '../../index/random.ts';
+import type { Rng } from '../../index/random.ts';
 import type { Side } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import { STOP_WORDS } from '../policy/stopwords.ts';
 import type { GenerateInput, GenerateOptions, KeywordGenerator, KeywordSample } from '../types.ts';
+import { drawSamples } from '../samples.ts';
 import { RelevanceModel, type RelevanceItem } from './relevance.ts';
 
 /** What the planner needs of a relevance model (relevance.ts; tests inject fixed probabilities). */
@@ -620,10 +621,7 @@ export class KeywordPlanner implements KeywordGenerator {
    */
   searchContext(input: GenerateInput, items: number): { itemIds: string[]; keywords: string[] } {
     const view = this.requireView();
-    const p = this.probabilities(input);
-    const order = Array.from({ length: p.length }, (_, i) => i)
-      .sort((a, b) => p[b] - p[a] || a - b)
-      .slice(0, Math.max(0, items));
+    const order = topByP(this.probabilities(input), items);
     return { itemIds: order.map((o) => view.id(o)), keywords: this.plan(input).keywords };
   }
 
@@ -782,16 +780,9 @@ export class KeywordPlanner implements KeywordGenerator {
   // ---------- KeywordGenerator ----------
   async generate(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<KeywordSample[][]> {
     if (side !== 'query') throw cogrError('INVALID_ARGUMENT', `the query planner generates query keywords, not ${side}`);
-    if (!Number.isInteger(opts.samples) || opts.samples < 1) throw cogrError('INVALID_ARGUMENT', `samples must be a positive integer, got ${opts.samples}`);
-    const seed = opts.seed ?? 0;
-    return inputs.map((input) => {
-      if (opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled');
-      const out: KeywordSample[] = [];
-      for (let s = 0; s < opts.samples; s++) {
-        const r = this.run(input, { temperature: opts.temperature, rng: createRng(deriveSeed(seed, input.id, s)), asHeldOut: this.leaveOneOut });
-        out.push({ keywords: r.keywords, logProb: Number.isNaN(r.logProb) ? null : r.logProb, format: 'ok' });
-      }
-      return out;
+    return drawSamples(inputs, opts, (input, rng) => {
+      const r = this.run(input, { temperature: opts.temperature, rng, asHeldOut: this.leaveOneOut });
+      return { keywords: r.keywords, logProb: Number.isNaN(r.logProb) ? null : r.logProb };
     });
   }
 }

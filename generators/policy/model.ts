@@ -16,10 +16,11 @@
  */
 import { cogrError } from '../../index/errors.ts';
 import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
-import { createRng, deriveSeed, type Rng } from '../../index/random.ts';
+import type { Rng } from '../../index/random.ts';
 import type { Side } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import type { GenerateInput, GenerateOptions, KeywordGenerator, KeywordSample } from '../types.ts';
+import { drawSamples } from '../samples.ts';
 import { D, DEFAULT_CANDIDATES, extractCandidates, inputWords, type QuerySide, type WordStats } from './candidates.ts';
 import { OppositeIndex } from './opposite.ts';
 import { PolicyParams, sequenceOf, type CandidateSet, type PolicyConfig } from './params.ts';
@@ -209,17 +210,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
   // ---------- KeywordGenerator ----------
   async generate(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<KeywordSample[][]> {
     if (side !== this.side) throw cogrError('INVALID_ARGUMENT', `this embedded policy generates ${this.side} keywords, not ${side}`);
-    if (!Number.isInteger(opts.samples) || opts.samples < 1) throw cogrError('INVALID_ARGUMENT', `samples must be a positive integer, got ${opts.samples}`);
-    const seed = opts.seed ?? 0;
-    return inputs.map((input) => {
-      if (opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled');
-      const out: KeywordSample[] = [];
-      for (let s = 0; s < opts.samples; s++) {
-        const r = this.sample(input, { temperature: opts.temperature, topP: opts.topP ?? 1, rng: createRng(deriveSeed(seed, input.id, s)) });
-        out.push({ keywords: r.keywords, logProb: r.logProb, format: 'ok' });
-      }
-      return out;
-    });
+    return drawSamples(inputs, opts, (input, rng) => this.sample(input, { temperature: opts.temperature, topP: opts.topP ?? 1, rng }));
   }
 
   // ---------- persistence ----------
