@@ -30,6 +30,8 @@ export interface Analyzer {
   word(w: string): string;
   /** The match key of a normalised keyword (or self keyword). */
   key(normalized: string): string;
+  /** The same key without remembering it (for strings seen once, or memoised by the caller). */
+  keyOnce(normalized: string): string;
 }
 
 const MEMO_MAX = 1 << 18;
@@ -46,6 +48,7 @@ function english(): Analyzer {
     }
     return s;
   };
+  const keyOnce = (k: string): string => (k.length === 0 ? k : k.indexOf(' ') < 0 ? word(k) : k.split(' ').map(word).join(' '));
   return {
     name: 'english',
     word,
@@ -53,16 +56,17 @@ function english(): Analyzer {
       if (k.length === 0) return k;
       let out = keys.get(k);
       if (out === undefined) {
-        out = k.indexOf(' ') < 0 ? word(k) : k.split(' ').map(word).join(' ');
+        out = keyOnce(k);
         if (keys.size >= MEMO_MAX) keys = new Map();
         keys.set(k, out);
       }
       return out;
     },
+    keyOnce,
   };
 }
 
-const NONE: Analyzer = Object.freeze({ name: 'none' as const, word: (w: string) => w, key: (k: string) => k });
+const NONE: Analyzer = Object.freeze({ name: 'none' as const, word: (w: string) => w, key: (k: string) => k, keyOnce: (k: string) => k });
 let ENGLISH: Analyzer | null = null;
 
 export function isAnalyzerName(x: unknown): x is AnalyzerName {

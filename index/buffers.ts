@@ -16,8 +16,26 @@ export function i32(n: number, shared: boolean): Int32Array {
   return new Int32Array(alloc(n * 4, shared), 0, n);
 }
 export function encodeStrings(list: readonly string[], shared: boolean): { blob: Uint8Array; off: Int32Array } {
-  const parts = list.map((s) => enc.encode(s));
   const off = i32(list.length + 1, shared);
+  // All ASCII (one UTF-8 byte per UTF-16 unit): one encode of the joined strings, offsets from lengths.
+  let chars = 0;
+  for (let i = 0; i < list.length; i++) chars += list[i].length;
+  if (chars < 1 << 28) {
+    const joined = list.join('');
+    const bytes = enc.encode(joined);
+    if (bytes.length === joined.length) {
+      let total = 0;
+      for (let i = 0; i < list.length; i++) {
+        off[i] = total;
+        total += list[i].length;
+      }
+      off[list.length] = total;
+      const blob = new Uint8Array(alloc(total, shared), 0, total);
+      blob.set(bytes);
+      return { blob, off };
+    }
+  }
+  const parts = list.map((s) => enc.encode(s));
   let total = 0;
   for (let i = 0; i < parts.length; i++) {
     off[i] = total;
@@ -48,9 +66,17 @@ export class StringTable {
       const out = new Array<string>(this.size);
       // TextDecoder cannot decode views on SharedArrayBuffer; copy slices.
       const isShared = typeof SharedArrayBuffer !== 'undefined' && this.blob.buffer instanceof SharedArrayBuffer;
-      for (let i = 0; i < this.size; i++) {
-        const sub = this.blob.subarray(this.off[i], this.off[i + 1]);
-        out[i] = dec.decode(isShared ? sub.slice() : sub);
+      // An all-ASCII blob decodes once (byte offsets are then character offsets).
+      let ascii = this.blob.length < 1 << 28;
+      for (let i = 0; ascii && i < this.blob.length; i++) ascii = this.blob[i] < 0x80;
+      if (ascii) {
+        const whole = dec.decode(isShared ? this.blob.slice() : this.blob);
+        for (let i = 0; i < this.size; i++) out[i] = whole.slice(this.off[i], this.off[i + 1]);
+      } else {
+        for (let i = 0; i < this.size; i++) {
+          const sub = this.blob.subarray(this.off[i], this.off[i + 1]);
+          out[i] = dec.decode(isShared ? sub.slice() : sub);
+        }
       }
       this.decoded = out;
     }

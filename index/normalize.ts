@@ -34,8 +34,21 @@ function cleanWords(s: string): string[] {
   return words;
 }
 
+/**
+ * Already normalised ASCII: lower-case letters and digits, words joined by single spaces.
+ * Steps 1–3 leave such a string unchanged, so it skips them (only the limits apply).
+ */
+const NORMALIZED_ASCII = /^[a-z0-9]+(?: [a-z0-9]+)*$/;
+
+function spaces(s: string): number {
+  let c = 0;
+  for (let i = s.indexOf(' '); i >= 0; i = s.indexOf(' ', i + 1)) c++;
+  return c;
+}
+
 /** Normalise one keyword; null when it is empty or over the limits. */
 export function normalizeKeyword(s: string): string | null {
+  if (NORMALIZED_ASCII.test(s)) return s.length > KEYWORD_MAX_CHARS || spaces(s) >= KEYWORD_MAX_WORDS ? null : s;
   const words = cleanWords(s);
   if (words.length === 0 || words.length > KEYWORD_MAX_WORDS) return null;
   const k = words.join(' ');
@@ -44,6 +57,7 @@ export function normalizeKeyword(s: string): string | null {
 
 /** Normalise a self keyword (item title, raw query text): same rules, no limits. */
 export function normalizeSelf(s: string): string {
+  if (NORMALIZED_ASCII.test(s)) return s;
   return cleanWords(s).join(' ');
 }
 

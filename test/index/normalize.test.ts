@@ -38,6 +38,20 @@ describe('keyword normalisation', () => {
     expect(normalizeKeyword('x'.repeat(KEYWORD_MAX_CHARS + 1))).toBeNull();
     expect(normalizeKeywordSet(['A', 'a', '', long, 'b'])).toEqual({ keywords: ['a', 'b'], rejected: 2 });
   });
+  it('takes already normalised ASCII through a fast path with the same results (limits included)', () => {
+    // A trailing zero-width space is dropped by step 1, so it forces the full path on the same text.
+    const text = fc.string({ unit: fc.constantFrom('a', 'z', '0', '9', ' ', ' ', 'A', '-', '\t'), maxLength: 120 });
+    fc.assert(
+      fc.property(fc.oneof(text, fc.array(fc.constantFrom('ab', 'c1', '9'), { maxLength: 10 }).map((w) => w.join(' '))), (s) => {
+        expect(normalizeKeyword(s)).toBe(normalizeKeyword(s + '\u200B'));
+        expect(normalizeSelf(s)).toBe(normalizeSelf(s + '\u200B'));
+      }),
+      { numRuns: 500 },
+    );
+    expect(normalizeKeyword('a b c d e f g h')).toBe('a b c d e f g h');
+    expect(normalizeKeyword('a b c d e f g h i')).toBeNull();
+    expect(normalizeKeyword('x'.repeat(KEYWORD_MAX_CHARS))).toBe('x'.repeat(KEYWORD_MAX_CHARS));
+  });
   it('is idempotent', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'binary', maxLength: 40 }), (s) => {
