@@ -16,6 +16,7 @@
  * (wink-nlp-utils' list) removed; analysed the same way when an analyzer is given.
  */
 import stem from 'wink-porter2-stemmer';
+import { boundedMemo } from './memo.ts';
 // The stop-word filter alone: the package's entry point also loads an English language
 // model (wink-eng-lite-web-model, ~0.37 s at start-up) that nothing here uses.
 import removeWords from 'wink-nlp-utils/src/tokens-remove-words.js';
@@ -37,33 +38,9 @@ export interface Analyzer {
 const MEMO_MAX = 1 << 18;
 
 function english(): Analyzer {
-  let words = new Map<string, string>();
-  let keys = new Map<string, string>();
-  const word = (w: string): string => {
-    let s = words.get(w);
-    if (s === undefined) {
-      s = stem(w);
-      if (words.size >= MEMO_MAX) words = new Map();
-      words.set(w, s);
-    }
-    return s;
-  };
+  const word = boundedMemo(stem, MEMO_MAX);
   const keyOnce = (k: string): string => (k.length === 0 ? k : k.indexOf(' ') < 0 ? word(k) : k.split(' ').map(word).join(' '));
-  return {
-    name: 'english',
-    word,
-    key(k) {
-      if (k.length === 0) return k;
-      let out = keys.get(k);
-      if (out === undefined) {
-        out = keyOnce(k);
-        if (keys.size >= MEMO_MAX) keys = new Map();
-        keys.set(k, out);
-      }
-      return out;
-    },
-    keyOnce,
-  };
+  return { name: 'english', word, key: boundedMemo(keyOnce, MEMO_MAX), keyOnce };
 }
 
 const NONE: Analyzer = Object.freeze({ name: 'none' as const, word: (w: string) => w, key: (k: string) => k, keyOnce: (k: string) => k });

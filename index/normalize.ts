@@ -16,6 +16,7 @@
  *    is exempt from the limits: use normalizeSelf.
  */
 import { getAnalyzer, type Analyzer, type AnalyzerName } from './analyzer.ts';
+import { boundedMemo } from './memo.ts';
 
 export const KEYWORD_MAX_WORDS = 8;
 export const KEYWORD_MAX_CHARS = 100;
@@ -111,19 +112,7 @@ export function makeKeywordNormalizer(opts: KeywordNormalizerOptions = {}): Keyw
   const max = opts.memo ?? DEFAULT_NORMALIZER_MEMO;
   const analyzer = getAnalyzer(opts.analyzer ?? 'none');
   const plain = analyzer.name === 'none';
-  let memo = new Map<string, string | null>();
-  const keyword =
-    max <= 0
-      ? normalizeKeyword
-      : (raw: string): string | null => {
-          let k = memo.get(raw);
-          if (k === undefined) {
-            k = normalizeKeyword(raw);
-            if (memo.size >= max) memo = new Map();
-            memo.set(raw, k);
-          }
-          return k;
-        };
+  const keyword = boundedMemo(normalizeKeyword, max);
   const key = plain
     ? keyword
     : (raw: string): string | null => {

@@ -12,7 +12,6 @@ import type { KeywordView } from '../../index/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
-import { fBetaFromCounts } from '../../rewards/setMetrics.ts';
 import type { RunConfig } from '../run/config.ts';
 import type { HeldOutMetrics } from '../run/state.ts';
 
@@ -30,17 +29,6 @@ export function plannerKeywords(planner: KeywordPlanner, seed: number, config: P
   return (q) => planner.plan(queryInput(q), { temperature, rng: createRng(deriveSeed(seed, 'eval', q.id)) }).keywords;
 }
 
-/** F_β of each query's whole matched set (the planner's keywords and {q}), in order. */
-export function perQueryF(itemView: KeywordView, queries: readonly Query[], keywordsOf: QueryKeywordsFn, relevant: ReadonlyMap<string, ReadonlySet<string>>, beta = 1): number[] {
-  return queries.map((q) => {
-    const m = itemView.match({ self: q.text, keywords: keywordsOf(q) });
-    const rel = relevant.get(q.id) ?? new Set<string>();
-    let tp = 0;
-    for (const e of m) if (rel.has(itemView.id(e))) tp++;
-    return fBetaFromCounts(m.length, rel.size, tp, beta);
-  });
-}
-
 export function evaluateHeldOut(
   itemView: KeywordView,
   queries: readonly Query[],
@@ -48,6 +36,17 @@ export function evaluateHeldOut(
   judgements: Pick<Corpus, 'qrels' | 'relevant'>,
   beta = 1,
 ): HeldOutMetrics {
+  return evaluateQueries(itemView, queries, keywordsOf, judgements, beta).metrics;
+}
+
+/** The same, with each query's F_β of its whole matched set, in order (the dev adoption test pairs them). */
+export function evaluateQueries(
+  itemView: KeywordView,
+  queries: readonly Query[],
+  keywordsOf: QueryKeywordsFn,
+  judgements: Pick<Corpus, 'qrels' | 'relevant'>,
+  beta = 1,
+): { metrics: HeldOutMetrics; perQuery: number[] } {
   const entries: RunEntry[] = [];
   let kwTotal = 0;
   let matchedTotal = 0;
@@ -61,7 +60,7 @@ export function evaluateHeldOut(
   }
   const ev = evaluateRun(entries, judgements, { beta });
   const n = queries.length || 1;
-  return {
+  const metrics: HeldOutMetrics = {
     queries: queries.length,
     f1: ev.set?.f1 ?? 0,
     precision: ev.set?.precision ?? 0,
@@ -73,4 +72,5 @@ export function evaluateHeldOut(
     meanKeywords: kwTotal / n,
     ranked: { ...ev.ranked },
   };
+  return { metrics, perQuery: ev.perQuery.map((q) => q.set?.fBeta ?? 0) };
 }

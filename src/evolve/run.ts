@@ -58,8 +58,8 @@ import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
 import { configDifferences, parseRunConfig, scorerOptions, sftItemKeywordGrid, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '../run/policies.ts';
-import { adoptionTest, bestStep, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
-import { evaluateHeldOut, perQueryF, plannerKeywords } from './evaluate.ts';
+import { adoptionTest, bestStep, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
+import { evaluateHeldOut, evaluateQueries, plannerKeywords } from './evaluate.ts';
 
 export interface RunOptions {
   logger?: Logger;
@@ -227,13 +227,6 @@ function parseStep(name: string): { round: number; phase: 'sft' | Side } {
   return { round: Number(m[1]), phase: m[2] as Side };
 }
 
-/** The round of the generator of a side as of an adopted step: the last adopted step that trained it (SFT = 0). */
-function generatorRound(done: readonly StepRecord[], side: Side): number {
-  let round = 0;
-  for (const s of done) if (s.adopted && s.phase === side) round = s.round;
-  return round;
-}
-
 async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<StepRecord> {
   const { round, phase } = parseStep(name);
   const t0 = Date.now();
@@ -297,8 +290,7 @@ function evaluate(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, step
   const kw = plannerKeywords(planner, deriveSeed(ctx.config.seed, step), ctx.config);
   const metrics = evaluateHeldOut(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta);
   if (ctx.devQueries.length === 0) return { metrics, dev: null };
-  const d = evaluateHeldOut(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta);
-  const perQuery = perQueryF(itemView, ctx.devQueries, kw, ctx.corpus.relevant, ctx.config.beta);
+  const { metrics: d, perQuery } = evaluateQueries(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta);
   return { metrics, dev: { queries: d.queries, f1: d.f1, precision: d.precision, recall: d.recall, meanMatched: d.meanMatched, meanKeywords: d.meanKeywords, perQuery } };
 }
 

@@ -280,6 +280,13 @@ export interface StoredRun {
   steps: StepRecord[];
 }
 
+/** The round of a side's generator as of the given steps: the last adopted step that trained it (SFT = 0). */
+export function generatorRound(steps: readonly StepRecord[], side: Side): number {
+  let round = 0;
+  for (const s of steps) if (s.adopted && s.phase === side) round = s.round;
+  return round;
+}
+
 /** The adopted step with the best dev F1 (the last adopted one: adoption never lowers it); null before SFT. */
 export function bestStep(steps: readonly StepRecord[]): StepRecord | null {
   let best: StepRecord | null = null;
@@ -296,8 +303,7 @@ export function bestStep(steps: readonly StepRecord[]): StepRecord | null {
 export function bestServing(steps: readonly StepRecord[]): { step: string; round: number; itemGeneration: number; queryGeneration: number; plannerRound: number } | null {
   const best = bestStep(steps);
   if (!best) return null;
-  let plannerRound = 0;
-  for (const s of steps.slice(0, steps.indexOf(best) + 1)) if (s.adopted && s.phase === 'query') plannerRound = s.round;
+  const plannerRound = generatorRound(steps.slice(0, steps.indexOf(best) + 1), 'query');
   return { step: best.step, round: best.round, itemGeneration: best.itemGeneration, queryGeneration: best.queryGeneration, plannerRound };
 }
 
@@ -327,14 +333,13 @@ export function frozenFor(run: StoredRun, side: Side, round: number): { base: st
   }
   const base = bestStep(before);
   if (!base) throw cogrError('NOT_FOUND', `${name} needs an adopted step before it`);
-  let plannerRound = 0;
-  let itemPolicyRound = 0;
-  for (const s of before) {
-    if (!s.adopted) continue;
-    if (s.phase === 'query') plannerRound = s.round;
-    if (s.phase === 'item') itemPolicyRound = s.round;
-  }
-  return { base: base.step, itemGeneration: base.itemGeneration, queryGeneration: side === 'item' ? base.queryGeneration : null, plannerRound, itemPolicyRound };
+  return {
+    base: base.step,
+    itemGeneration: base.itemGeneration,
+    queryGeneration: side === 'item' ? base.queryGeneration : null,
+    plannerRound: generatorRound(before, 'query'),
+    itemPolicyRound: generatorRound(before, 'item'),
+  };
 }
 
 /**
