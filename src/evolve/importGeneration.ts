@@ -14,7 +14,7 @@ import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus, Side } from '../../index/types.ts';
 import { jsonlRecords } from '../datasets/common.ts';
 import { loadPlanner, policyStore } from '../run/policies.ts';
-import { readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
+import { coreIds, readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
 import { evaluateHeldOut, plannerKeywords, type QueryKeywordsFn } from './evaluate.ts';
 
 const ImportLine = z.object({
@@ -41,7 +41,6 @@ export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, p
   const known = new Set(side === 'item' ? corpus.items.map((i) => i.id) : corpus.queries.map((q) => q.id));
   const lines = readKeywordFile(path, known, side);
   const evalSet = new Set(run.split.eval);
-  const trainSet = new Set(run.split.train);
   const byQuery = new Map(corpus.queries.map((q) => [q.id, q]));
   const byItem = new Map(corpus.items.map((i) => [i.id, i]));
   const evalQueries = run.split.eval.map((id) => byQuery.get(id)!);
@@ -60,9 +59,9 @@ export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, p
     // Held-out and dev queries never enter a generation (they would reach item rewards).
     const w = store.writer('query', { base: await store.latest('query') });
     let written = 0;
-    const dev = new Set(run.split.dev);
+    const core = new Set(coreIds(run.split));
     for (const [id, v] of lines) {
-      if (!trainSet.has(id) || dev.has(id)) continue;
+      if (!core.has(id)) continue;
       w.set(id, byQuery.get(id)!.text, v.keywords);
       written++;
     }

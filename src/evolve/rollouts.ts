@@ -32,13 +32,13 @@ import { itemInput, queryInput } from '../../generators/sft.ts';
 import type { GenerateInput, KeywordGenerator, KeywordSample } from '../../generators/types.ts';
 import { batchGroups, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
-import { createItemScorer, createQueryScorer } from '../../rewards/scorer.ts';
+import { createItemScorer } from '../../rewards/scorer.ts';
 import type { ProgressSink } from '../progress.ts';
 import { silentProgress } from '../progress.ts';
 import { scorerOptions } from '../run/config.ts';
 import { loadPlanner, loadPolicy, policyStore } from '../run/policies.ts';
-import { ownNames, queryOffers } from './run.ts';
-import { frozenFor, readStoredRun } from '../run/state.ts';
+import { heldOutQueryScorer, queryOffers } from './run.ts';
+import { coreIds, frozenFor, readStoredRun } from '../run/state.ts';
 
 export interface RolloutOptions {
   side: Side;
@@ -83,8 +83,7 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
   const G = opts.samples ?? config.groupSize;
   const temperature = opts.temperature ?? config.rolloutTemperature;
   // The training queries the run trains on: outside the dev split.
-  const dev = new Set(run.split.dev);
-  const core = run.split.train.filter((id) => !dev.has(id));
+  const core = coreIds(run.split);
   const trainSet = new Set(core);
   const trainRelevant = new Map<string, Set<string>>();
   for (const id of core) trainRelevant.set(id, new Set(corpus.relevant.get(id) ?? []));
@@ -114,11 +113,7 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
   // query is scored as held out (no {q}, its own names left out of the keywords).
   const scorer =
     opts.side === 'query'
-      ? createQueryScorer(
-          itemView,
-          { relevant: trainRelevant, queryText: new Map(inputs.map((x) => [x.id, x.text])), exclude: new Map(inputs.map((x) => [x.id, ownNames(planner, x.text)])) },
-          { ...scorerOptions(config), matchSelf: false },
-        )
+      ? heldOutQueryScorer(itemView, inputs, trainRelevant, planner, config)
       : createItemScorer(itemView, queryView!, { relevant: trainRelevant, counted: trainSet }, scorerOptions(config));
 
   // GRPO groups of the inputs (each input alone, or near-identical inputs pooled), in batches of whole groups.

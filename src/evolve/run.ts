@@ -52,13 +52,13 @@ import type { GenerateInput, KeyValueStore } from '../../generators/types.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
-import { createQueryScorer, itemScorerData } from '../../rewards/scorer.ts';
+import { createQueryScorer, itemScorerData, type QueryScorer } from '../../rewards/scorer.ts';
 import { RewardPool } from '../../workers/pool.ts';
 import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
 import { configDifferences, parseRunConfig, scorerOptions, sftItemKeywordGrid, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '../run/policies.ts';
-import { adoptionTest, bestStep, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
+import { adoptionTest, bestStep, coreIds, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
 import { evaluateHeldOut, evaluateQueries, plannerKeywords } from './evaluate.ts';
 
 export interface RunOptions {
@@ -152,8 +152,7 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
   }
   const byId = new Map(corpus.queries.map((q) => [q.id, q]));
   const pick = (ids: readonly string[]) => ids.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
-  const devSet = new Set(split.dev);
-  const coreQueries = pick(split.train.filter((id) => !devSet.has(id)));
+  const coreQueries = pick(coreIds(split));
   const devQueries = pick(split.dev);
   const evalQueries = pick(split.eval);
   if (coreQueries.length + devQueries.length !== split.train.length || evalQueries.length !== split.eval.length) {
@@ -497,11 +496,7 @@ async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
   // The planner first fits α to the frozen item generation, then GRPO fine-tunes it.
   tuneAlpha(ctx, planner, itemView);
   // Rewards: F1 of the matched set, every training query scored as held out (no {q}; its label is left out too).
-  const scorer = createQueryScorer(
-    itemView,
-    { relevant: ctx.coreRelevant, queryText: new Map(ctx.coreQueries.map((q) => [q.id, q.text])), exclude: new Map(ctx.coreQueries.map((q) => [q.id, ownNames(planner, q.text)])) },
-    { ...scorerOptions(config), matchSelf: false },
-  );
+  const scorer = heldOutQueryScorer(itemView, ctx.coreQueries, ctx.coreRelevant, planner, config);
   const stats = await trainPhase(ctx, {
     side: 'query',
     step,
@@ -613,6 +608,19 @@ export function queryOffers(src: OfferSource, planner: KeywordPlanner, queryView
  * A training query's own names — its string and its label — which a reward that scores it
  * as held out leaves out of its keywords (items may have adopted them).
  */
+/**
+ * The query-side reward scorer of a training half-round (and its rollouts): F1 of the
+ * matched set with each training query scored as held out — no {q}, and its own names
+ * (its text and label) left out of its keywords.
+ */
+export function heldOutQueryScorer(itemView: KeywordView, queries: readonly { id: string; text: string }[], relevant: ReadonlyMap<string, ReadonlySet<string>>, planner: KeywordPlanner, config: RunConfig): QueryScorer {
+  return createQueryScorer(
+    itemView,
+    { relevant, queryText: new Map(queries.map((q) => [q.id, q.text])), exclude: new Map(queries.map((q) => [q.id, ownNames(planner, q.text)])) },
+    { ...scorerOptions(config), matchSelf: false },
+  );
+}
+
 export function ownNames(planner: KeywordPlanner | null, text: string): string[] {
   const out: string[] = [];
   const label = planner?.label(text) ?? null;

@@ -145,6 +145,12 @@ export interface RunSplit {
   eval: string[];
 }
 
+/** The training queries the generators learn from: the training queries outside the dev split, in split order. */
+export function coreIds(split: RunSplit): string[] {
+  const dev = new Set(split.dev);
+  return split.train.filter((id) => !dev.has(id));
+}
+
 /** The step names of a run with R rounds, in order. */
 export function stepNames(rounds: number): string[] {
   const out = ['sft'];
