@@ -29,17 +29,7 @@ export function plannerKeywords(planner: KeywordPlanner, seed: number, config: P
   return (q) => planner.plan(queryInput(q), { temperature, rng: createRng(deriveSeed(seed, 'eval', q.id)) }).keywords;
 }
 
-export function evaluateHeldOut(
-  itemView: KeywordView,
-  queries: readonly Query[],
-  keywordsOf: QueryKeywordsFn,
-  judgements: Pick<Corpus, 'qrels' | 'relevant'>,
-  beta = 1,
-): HeldOutMetrics {
-  return evaluateQueries(itemView, queries, keywordsOf, judgements, beta).metrics;
-}
-
-/** The same, with each query's F_β of its whole matched set, in order (the dev adoption test pairs them). */
+/** The metrics of a query set, and each query's F_β of its whole matched set, in order (the dev adoption test pairs them). */
 export function evaluateQueries(
   itemView: KeywordView,
   queries: readonly Query[],

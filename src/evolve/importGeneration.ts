@@ -15,7 +15,7 @@ import type { Corpus, Side } from '../../index/types.ts';
 import { jsonlRecords } from '../datasets/common.ts';
 import { loadPlanner, policyStore } from '../run/policies.ts';
 import { coreIds, readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
-import { evaluateHeldOut, plannerKeywords, type QueryKeywordsFn } from './evaluate.ts';
+import { evaluateQueries, plannerKeywords, type QueryKeywordsFn } from './evaluate.ts';
 
 const ImportLine = z.object({
   id: z.union([z.string().min(1), z.number()]).transform(String),
@@ -54,7 +54,7 @@ export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, p
     const view = await store.openView('item', generation);
     const planner = await loadPlanner(policies, 'latest', corpus.items);
     planner.attachOpposite(view);
-    metrics = evaluateHeldOut(view, evalQueries, plannerKeywords(planner, deriveSeed(run.config.seed, 'import'), run.config), corpus, run.config.beta);
+    metrics = evaluateQueries(view, evalQueries, plannerKeywords(planner, deriveSeed(run.config.seed, 'import'), run.config), corpus, run.config.beta).metrics;
   } else {
     // Held-out and dev queries never enter a generation (they would reach item rewards).
     const w = store.writer('query', { base: await store.latest('query') });
@@ -73,7 +73,7 @@ export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, p
     const fromFile: QueryKeywordsFn = (q) => lines.get(q.id)?.keywords ?? [];
     heldOutFromFile = run.split.eval.filter((id) => lines.has(id)).length;
     if (heldOutFromFile < evalSet.size) logger.warn(`${path}: ${evalSet.size - heldOutFromFile} held-out queries have no keywords in the file; they are evaluated with their raw text only`);
-    metrics = evaluateHeldOut(view, evalQueries, fromFile, corpus, run.config.beta);
+    metrics = evaluateQueries(view, evalQueries, fromFile, corpus, run.config.beta).metrics;
   }
   const rec: ImportRecord = { side, generation, source: path, entities: lines.size, heldOutFromFile, metrics, importedAt: new Date().toISOString() };
   await new RunState(db).appendImport(rec);

@@ -59,7 +59,7 @@ import { silentProgress, type ProgressSink } from '../progress.ts';
 import { configDifferences, parseRunConfig, scorerOptions, sftItemKeywordGrid, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '../run/policies.ts';
 import { adoptionTest, bestStep, coreIds, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
-import { evaluateHeldOut, evaluateQueries, plannerKeywords } from './evaluate.ts';
+import { evaluateQueries, plannerKeywords } from './evaluate.ts';
 
 export interface RunOptions {
   logger?: Logger;
@@ -287,7 +287,7 @@ function planQueries(ctx: Ctx, planner: KeywordPlanner): { id: string; self: str
 function evaluate(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, step: string): { metrics: HeldOutMetrics; dev: DevMetrics | null } {
   planner.attachOpposite(itemView);
   const kw = plannerKeywords(planner, deriveSeed(ctx.config.seed, step), ctx.config);
-  const metrics = evaluateHeldOut(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta);
+  const metrics = evaluateQueries(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta).metrics;
   if (ctx.devQueries.length === 0) return { metrics, dev: null };
   const { metrics: d, perQuery } = evaluateQueries(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta);
   return { metrics, dev: { queries: d.queries, f1: d.f1, precision: d.precision, recall: d.recall, meanMatched: d.meanMatched, meanKeywords: d.meanKeywords, perQuery } };
