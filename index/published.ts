@@ -22,7 +22,8 @@
  * offset, length), the header, then each section 8-byte aligned.
  */
 import { constants } from 'node:fs';
-import { access, mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { access, mkdir, open, readdir, rm } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { join, resolve } from 'node:path';
 import { cogrError, isCogrError } from './errors.ts';
@@ -31,7 +32,7 @@ import type { AnalyzerName } from './analyzer.ts';
 import { SIDES, type IndexEntry, type Side } from './types.ts';
 import { KeywordView } from './view.ts';
 import type { ViewData } from './viewBuild.ts';
-import { corrupt, isTemporaryName, readSealedJson, sha256Hex, writeFileAtomic, writeSealedJson } from './sealed.ts';
+import { corrupt, IO_CHUNK, isTemporaryName, readSealedJson, sha256Hex, writeFileAtomic, writeSealedJson } from './sealed.ts';
 
 /** The folder (inside the database folder) holding the published files. */
 export const PUBLISHED_DIR = 'published';
@@ -183,24 +184,27 @@ export interface DecodedView {
   entries(): IndexEntry[];
 }
 
-/** Decode a view file already checked against its digest (structure errors are still DB_CORRUPT). */
-export function decodeViewFile(bytes: Uint8Array, shared: boolean, label: string, file: string): DecodedView {
+/**
+ * Decode a view file already checked against its digest (structure errors are still
+ * DB_CORRUPT): the first `byteLength` bytes of `buffer` (8-byte aligned, shared when the
+ * view is to be shared), which every array of the view then points into. The buffer may
+ * be larger than one typed array can be (files of tens of millions of entities).
+ */
+export function decodeViewFile(buffer: ArrayBuffer | SharedArrayBuffer, byteLength: number, label: string, file: string): DecodedView {
   checkEndianness();
   const bad = (why: string) => corrupt(label, file, why);
-  // One aligned buffer (shared when asked) holding the whole file; every array is a view into it.
-  const buf = new Uint8Array(shared ? new SharedArrayBuffer(Math.max(8, bytes.byteLength)) : new ArrayBuffer(bytes.byteLength), 0, bytes.byteLength);
-  buf.set(bytes);
-  const dv = new DataView(buf.buffer, 0, buf.byteLength);
-  if (buf.byteLength < 16 || Buffer.from(buf.subarray(0, 8)).toString('latin1') !== VIEW_MAGIC) throw bad('not a cogr view file');
+  const head = new Uint8Array(buffer, 0, Math.min(16, byteLength));
+  const dv = new DataView(buffer, 0, head.byteLength);
+  if (byteLength < 16 || Buffer.from(head.subarray(0, 8)).toString('latin1') !== VIEW_MAGIC) throw bad('not a cogr view file');
   const version = dv.getUint32(8, true);
   if (version !== PUBLISHED_FORMAT_VERSION) {
     throw cogrError('DB_VERSION', `${label}: file ${file} has generation-file format version ${version}, this cogr reads version ${PUBLISHED_FORMAT_VERSION}; rewrite the files with \`cogr verify --repair\``, { file });
   }
   const hlen = dv.getUint32(12, true);
-  if (16 + hlen > buf.byteLength) throw bad('its header runs past the end of the file');
+  if (16 + hlen > byteLength) throw bad('its header runs past the end of the file');
   let header: ViewHeader;
   try {
-    header = JSON.parse(Buffer.from(buf.subarray(16, 16 + hlen)).toString('utf8')) as ViewHeader;
+    header = JSON.parse(Buffer.from(new Uint8Array(buffer, 16, hlen)).toString('utf8')) as ViewHeader;
   } catch (e) {
     throw bad(`its header is not JSON (${(e as Error).message})`);
   }
@@ -209,8 +213,8 @@ export function decodeViewFile(bytes: Uint8Array, shared: boolean, label: string
   for (const s of header.sections ?? []) {
     const off = start + s.offset;
     const size = s.type === 'i32' ? 4 : 1;
-    if (!Number.isInteger(s.offset) || !Number.isInteger(s.length) || s.length < 0 || off % 8 !== 0 || off + s.length * size > buf.byteLength) throw bad(`section ${s.name} lies outside the file`);
-    arrays.set(s.name, s.type === 'i32' ? new Int32Array(buf.buffer, off, s.length) : new Uint8Array(buf.buffer, off, s.length));
+    if (!Number.isInteger(s.offset) || !Number.isInteger(s.length) || s.length < 0 || off % 8 !== 0 || off + s.length * size > byteLength) throw bad(`section ${s.name} lies outside the file`);
+    arrays.set(s.name, s.type === 'i32' ? new Int32Array(buffer, off, s.length) : new Uint8Array(buffer, off, s.length));
   }
   const get = <T extends Int32Array | Uint8Array>(name: string, type: SectionType): T => {
     const a = arrays.get(name);
@@ -274,6 +278,57 @@ export async function unpublishGeneration(dbPath: string, side: Side, generation
 
 // ---- reading --------------------------------------------------------------------------
 
+/**
+ * Read a whole file into one new 8-byte-aligned buffer (a SharedArrayBuffer when
+ * `shared`), in reads of at most `chunk` bytes, hashing as it goes; its size and
+ * SHA-256 must be the manifest's. No intermediate copy: files of gigabytes are read
+ * once into the buffer the view then uses. `gone` runs when the file does not exist
+ * (and throws when that is not damage).
+ */
+async function readChecked(
+  file: string,
+  entry: PublishedFile,
+  shared: boolean,
+  label: string,
+  chunk: number,
+  gone: () => Promise<void>,
+): Promise<{ buffer: ArrayBuffer | SharedArrayBuffer; byteLength: number }> {
+  let fh;
+  try {
+    fh = await open(file, 'r');
+  } catch (e) {
+    if ((e as { code?: string }).code === 'ENOENT') {
+      await gone();
+      throw corrupt(label, file, 'the file is missing');
+    }
+    throw corrupt(label, file, `it cannot be read (${(e as Error).message})`);
+  }
+  try {
+    const size = (await fh.stat()).size;
+    if (size !== entry.bytes) throw corrupt(label, file, `it has ${size} bytes, its manifest says ${entry.bytes}`);
+    const buffer = shared ? new SharedArrayBuffer(Math.max(8, size)) : new ArrayBuffer(Math.max(8, size));
+    const h = createHash('sha256');
+    for (let pos = 0; pos < size; ) {
+      const win = new Uint8Array(buffer, pos, Math.min(chunk, size - pos));
+      for (let got = 0; got < win.byteLength; ) {
+        const { bytesRead } = await fh.read(win, got, win.byteLength - got, pos + got);
+        if (bytesRead === 0) throw corrupt(label, file, `it ended after ${pos + got} bytes while being read, its manifest says ${entry.bytes}`);
+        got += bytesRead;
+      }
+      h.update(win);
+      pos += win.byteLength;
+    }
+    const digest = h.digest('hex');
+    if (digest !== entry.sha256) throw corrupt(label, file, `its content does not match the SHA-256 in its manifest (expected ${entry.sha256.slice(0, 12)}…, found ${digest.slice(0, 12)}…)`);
+    return { buffer, byteLength: size };
+  } catch (e) {
+    if (isCogrError(e)) throw e;
+    throw corrupt(label, file, `it cannot be read (${(e as Error).message})`);
+  } finally {
+    await fh.close();
+  }
+}
+
 async function exists(path: string): Promise<boolean> {
   try {
     await access(path, constants.F_OK);
@@ -320,9 +375,12 @@ export function publicInfo(m: GenerationInfo): GenerationInfo {
 export class PublishedIndex {
   readonly dbPath: string;
   readonly dir: string;
-  constructor(dbPath: string) {
+  /** Bytes per read call when loading a view file (tests make it small to cross chunk edges). */
+  readonly readChunk: number;
+  constructor(dbPath: string, opts: { readChunk?: number } = {}) {
     this.dbPath = resolve(dbPath);
     this.dir = publishedDir(dbPath);
+    this.readChunk = opts.readChunk ?? IO_CHUNK;
   }
 
   /** NOT_FOUND with what to do when there is no database or nothing published in it. */
@@ -400,21 +458,11 @@ export class PublishedIndex {
     const entry = manifest.files.find((f) => f.name.endsWith('.view'));
     if (!entry) throw corrupt(label, join(this.dir, `${fileStem(side, g)}.json`), 'its manifest names no view file');
     const file = join(this.dir, entry.name);
-    let bytes: Buffer;
-    try {
-      bytes = await readFile(file);
-    } catch (e) {
-      if ((e as { code?: string }).code === 'ENOENT') {
-        // Deleted since we read the manifest (the manifest goes first), or lost.
-        if (!(await exists(join(this.dir, `${fileStem(side, g)}.json`)))) throw cogrError('NOT_FOUND', `${side} generation ${g} was deleted while it was being read`, { side, generation: g });
-        throw corrupt(label, file, 'the file is missing');
-      }
-      throw corrupt(label, file, `it cannot be read (${(e as Error).message})`);
-    }
-    if (bytes.byteLength !== entry.bytes) throw corrupt(label, file, `it has ${bytes.byteLength} bytes, its manifest says ${entry.bytes}`);
-    const digest = sha256Hex(bytes);
-    if (digest !== entry.sha256) throw corrupt(label, file, `its content does not match the SHA-256 in its manifest (expected ${entry.sha256.slice(0, 12)}…, found ${digest.slice(0, 12)}…)`);
-    const view = decodeViewFile(bytes, opts.shared ?? false, label, file);
+    const { buffer, byteLength } = await readChecked(file, entry, opts.shared ?? false, label, this.readChunk, async () => {
+      // Deleted since we read the manifest (the manifest goes first), or lost.
+      if (!(await exists(join(this.dir, `${fileStem(side, g)}.json`)))) throw cogrError('NOT_FOUND', `${side} generation ${g} was deleted while it was being read`, { side, generation: g });
+    });
+    const view = decodeViewFile(buffer, byteLength, label, file);
     if (view.data.side !== side || view.data.generation !== g || view.data.numEntities !== manifest.size) throw corrupt(label, file, 'it does not describe the generation its manifest names');
     return { manifest, view };
   }

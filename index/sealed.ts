@@ -16,7 +16,7 @@
  * killed at any moment leaves every file complete, a power loss may lose the newest.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { cogrError } from './errors.ts';
 
@@ -35,11 +35,28 @@ export function isTemporaryName(name: string): boolean {
   return name.startsWith('.tmp-');
 }
 
-/** Write `parts` to `path` through a temporary file in the same folder and a rename. */
+/** Bytes per read or write call on big files (one call moves at most 2 GiB). */
+export const IO_CHUNK = 1 << 30;
+
+/**
+ * Write `parts` to `path` through a temporary file in the same folder and a rename. The
+ * parts are written one after another (never joined: a generation file of millions of
+ * entities is larger than one Buffer may be).
+ */
 export async function writeFileAtomic(path: string, parts: readonly Uint8Array[]): Promise<void> {
   const tmp = join(dirname(path), `.tmp-${basename(path)}-${process.pid}-${randomBytes(4).toString('hex')}`);
   try {
-    await writeFile(tmp, parts.length === 1 ? parts[0] : Buffer.concat(parts.map((p) => Buffer.from(p.buffer, p.byteOffset, p.byteLength))));
+    const fh = await open(tmp, 'w');
+    try {
+      for (const p of parts) {
+        for (let at = 0; at < p.byteLength; ) {
+          const { bytesWritten } = await fh.write(p, at, Math.min(IO_CHUNK, p.byteLength - at));
+          at += bytesWritten;
+        }
+      }
+    } finally {
+      await fh.close();
+    }
     await rename(tmp, path);
   } catch (e) {
     await rm(tmp, { force: true }).catch(() => {});

@@ -16,6 +16,7 @@
  *                                       match key from g on) or 0 (no longer posted from
  *                                       g on); self keywords are posted like any keyword
  *   w \0 <side> \0 <word> \0 <g>        BM25 document frequency of an analysed word from g on
+ *   s \0 <side>                         generation number of a staged commit in progress
  *
  * Analyzer: every generation's manifest records how its match keys are made (`none` |
  * `english`, analyzer.ts). A lineage keeps one analyzer (its cells are keyed by it): a
@@ -28,9 +29,14 @@
  * that one's chain parent, ...). The manifest holds the integer statistics of the whole
  * generation (number of entities, total document length in words), the logical parent
  * (the base it was built from), the chain parent used for reading and the caller's
- * metadata. Because a commit writes the manifest, the counter and all cells in one
- * LevelDB batch, a generation is either entirely visible or absent, also after a
- * crash. Deleting a generation g folds each of its cells into every child generation
+ * metadata. A commit of up to `maxBatchOps` operations writes the manifest, the counter
+ * and all cells in one LevelDB batch. A bigger one (millions of entities) is staged: it
+ * first reserves its number (counter and `s` marker in one batch), then writes its cells
+ * in batches as they fill, and the manifest last (deleting the marker). Readers only
+ * follow generations that have a manifest, so either way a generation is entirely
+ * visible or absent, also after a crash; the cells a killed staged commit leaves behind
+ * belong to a number no manifest will name, and the next writer deletes them (the
+ * marker says which) before its first write. Deleting a generation g folds each of its cells into every child generation
  * (chain parent = g) that has no cell of its own under that key, re-points the
  * children's chain parent to g's, and deletes g's cells and manifest: again one batch,
  * so later generations read exactly as before.
@@ -114,8 +120,145 @@ const viewOptionsSchema = z.object({ shared: z.boolean().optional() }).strict();
 
 const SEP = '\0';
 const PER_KEY_LOOKUP_LIMIT = 256;
+/** Default operations per LevelDB batch; a bigger commit is staged (StagedBatch). */
+export const MAX_BATCH_OPS = 250_000;
+
+type LevelBatch = ReturnType<CogrDb['level']['batch']>;
+
+/**
+ * The writes of one commit. Up to `limit` operations it is one LevelDB batch, written
+ * atomically by `finish()`. Beyond that the commit is staged (see the file comment):
+ * `reserve()` runs once before the first batch, full batches are written as they fill
+ * (one in flight while the next is built) and the last one carries the manifest.
+ */
+class StagedBatch {
+  private batch: LevelBatch;
+  private inFlight: Promise<void> | null = null;
+  staged = false;
+  /** Operations written or pending so far. */
+  length = 0;
+
+  constructor(
+    private readonly level: CogrDb['level'],
+    private readonly prefix: string,
+    private readonly limit: number,
+    private readonly reserve: () => Promise<void>,
+    private readonly progress: (operations: number) => void,
+  ) {
+    this.batch = level.batch();
+  }
+
+  // Keys are prefixed and values JSON-encoded here rather than through the batch's
+  // \`sublevel\` option, which costs several µs per operation on big commits.
+  put(key: string, value: unknown): void {
+    this.putEncoded(key, JSON.stringify(value));
+  }
+
+  /** Put with a value already JSON-encoded. */
+  putEncoded(key: string, json: string): void {
+    this.batch.put(this.prefix + key, json);
+    this.length++;
+  }
+
+  del(key: string): void {
+    this.batch.del(this.prefix + key);
+    this.length++;
+  }
+
+  get full(): boolean {
+    return this.batch.length >= this.limit;
+  }
+
+  /** Write the pending operations as one batch (staging the commit on first use). */
+  async flush(): Promise<void> {
+    if (!this.staged) {
+      this.staged = true;
+      await this.reserve();
+    }
+    if (this.inFlight) await this.inFlight;
+    const b = this.batch;
+    this.batch = this.level.batch();
+    const written = this.length;
+    this.inFlight = b.write().then(() => this.progress(written));
+  }
+
+  /** Give up: wait for a write in flight (its error is not ours to report) and drop the rest. */
+  async abort(): Promise<void> {
+    if (this.inFlight) await this.inFlight.catch(() => undefined);
+    this.inFlight = null;
+    await this.batch.close();
+  }
+
+  /** Write the rest; the manifest is in it, so the generation appears with it. */
+  async finish(): Promise<void> {
+    if (this.inFlight) await this.inFlight;
+    this.inFlight = null;
+    await this.batch.write();
+  }
+}
+
+/**
+ * Net change of each word's document frequency over a commit: \`add(keys, ±1)\` counts
+ * the distinct words of one entity's posted keys once. Words are numbered once per
+ * commit and each key's word numbers cached, so the per-entity work is array updates.
+ */
+class WordCounter {
+  private readonly ids = new Map<string, number>();
+  private readonly names: string[] = [];
+  private readonly keyWords = new Map<string, Int32Array>();
+  private delta = new Int32Array(1024);
+  private stamp = new Int32Array(1024);
+  private epoch = 0;
+
+  add(keys: Iterable<string>, sign: number): void {
+    const ep = ++this.epoch;
+    for (const k of keys) {
+      let ws = this.keyWords.get(k);
+      if (ws === undefined) {
+        const words = keywordWords(k);
+        ws = new Int32Array(words.length);
+        for (let i = 0; i < words.length; i++) ws[i] = this.idOf(words[i]);
+        // Keys repeat across entities (self keys mostly do not): a bounded cache.
+        if (this.keyWords.size < 1_000_000) this.keyWords.set(k, ws);
+      }
+      for (let i = 0; i < ws.length; i++) {
+        const w = ws[i];
+        if (this.stamp[w] !== ep) {
+          this.stamp[w] = ep;
+          this.delta[w] += sign;
+        }
+      }
+    }
+  }
+
+  /** [word, net change] for every word whose document frequency changes. */
+  changes(): [string, number][] {
+    const out: [string, number][] = [];
+    for (let w = 0; w < this.names.length; w++) if (this.delta[w] !== 0) out.push([this.names[w], this.delta[w]]);
+    return out;
+  }
+
+  private idOf(word: string): number {
+    let id = this.ids.get(word);
+    if (id === undefined) {
+      id = this.names.length;
+      this.names.push(word);
+      this.ids.set(word, id);
+      if (id === this.delta.length) {
+        const d = new Int32Array(id * 2);
+        d.set(this.delta);
+        this.delta = d;
+        const st = new Int32Array(id * 2);
+        st.set(this.stamp);
+        this.stamp = st;
+      }
+    }
+    return id;
+  }
+}
 
 function esc(s: string): string {
+  if (s.indexOf('\x01') < 0 && s.indexOf('\0') < 0) return s;
   return s.replace(/\x01/g, '\x01\x02').replace(/\0/g, '\x01\x01');
 }
 function unesc(s: string): string {
@@ -149,12 +292,6 @@ function postedKeys(rec: LiveRecord | undefined, an: Analyzer): Set<string> {
   for (const k of rec.k) s.add(an.key(k));
   if (rec.s.length > 0) s.add(an.key(rec.s));
   return s;
-}
-/** Words of the bag of S ∪ {self} (analysed): the distinct keys' words, with multiplicity. */
-function bagWords(rec: LiveRecord, an: Analyzer): Map<string, number> {
-  const tf = new Map<string, number>();
-  for (const k of postedKeys(rec, an)) for (const w of keywordWords(k)) tf.set(w, (tf.get(w) ?? 0) + 1);
-  return tf;
 }
 /** A record under an analyzer: one surface form per match key (the first), its document length. */
 function analysed(rec: LiveRecord, an: Analyzer): LiveRecord {
@@ -263,10 +400,16 @@ export class KeywordIndexStore {
   private readonly lastPublished = new Map<Side, ViewData>();
   private reconciled = false;
 
-  constructor(db: CogrDb, opts: { logger?: Logger } = {}) {
+  /** Operations per LevelDB batch before a commit is staged (see StagedBatch). */
+  readonly maxBatchOps: number;
+
+  constructor(db: CogrDb, opts: { logger?: Logger; maxBatchOps?: number } = {}) {
     this.db = db;
     this.sub = db.sublevel<unknown>(KWI_SUBLEVEL);
     this.logger = opts.logger ?? db.logger ?? silentLogger;
+    const m = opts.maxBatchOps ?? MAX_BATCH_OPS;
+    if (!Number.isInteger(m) || m < 1) throw cogrError('INVALID_ARGUMENT', `maxBatchOps must be a positive integer (got ${JSON.stringify(m)})`);
+    this.maxBatchOps = m;
   }
 
   /** Every committed generation of a side, oldest first. */
@@ -428,6 +571,7 @@ export class KeywordIndexStore {
    */
   private async reconcile(): Promise<void> {
     if (this.reconciled) return;
+    for (const side of SIDES) await this.dropStaged(side);
     const published = await publishedNumbers(this.db.path);
     const missing: [Side, number][] = [];
     await this.withSnapshot(async (snap) => {
@@ -469,95 +613,163 @@ export class KeywordIndexStore {
     }
     const next = ((await this.sub.get(['n', side].join(SEP), { snapshot: snap })) as number | undefined) ?? 0;
     const lineage = base ? await this.lineage(side, base, snap) : new Set<string>();
+    // Before anything is written: metadata that cannot be stored fails here.
+    const metaCopy = JSON.parse(JSON.stringify(meta)) as Record<string, unknown>;
     const analyzerName: AnalyzerName = base ? base.analyzer : (opts.analyzer ?? DEFAULT_ANALYZER);
     if (base && opts.analyzer !== undefined && opts.analyzer !== base.analyzer) {
       throw cogrError('INVALID_ARGUMENT', `${side} generation ${base.generation} uses the ${base.analyzer} analyzer; a generation built on it cannot use ${opts.analyzer} (build from empty with base: null instead)`);
     }
     const an = getAnalyzer(analyzerName);
 
-    // Old records of the affected entities (all of them in replace mode).
+    // Old records of the affected entities (all of them in replace mode); a scan keeps
+    // only those, so a big base is not held in memory whole for a patch.
     const old = new Map<string, LiveRecord>();
     const replace = opts.mode === 'replace';
     if (base && (replace || changes.size > PER_KEY_LOOKUP_LIMIT)) {
-      for (const e of await this.recordsAt(side, lineage, snap)) old.set(e[0], e[1]);
+      for (const e of await this.recordsAt(side, lineage, snap, replace ? undefined : (id) => changes.has(id))) old.set(e[0], e[1]);
     } else if (base) {
       for (const id of changes.keys()) {
         const r = (await this.latestCell(['r', side, esc(id)].join(SEP), lineage, snap)) as StoredRecord | undefined;
         if (isLive(r)) old.set(id, r);
       }
     }
-    const effective = new Map<string, LiveRecord | null>();
-    for (const [id, rec] of changes) effective.set(id, rec === null ? null : analysed(rec, an));
-    if (replace) for (const id of old.keys()) if (!changes.has(id)) effective.set(id, null);
+    // The changes (analysed), then (replace mode) the removal of every base entity not set again.
+    function* effective(): Generator<[string, LiveRecord | null]> {
+      for (const [id, rec] of changes) yield [id, rec === null ? null : analysed(rec, an)];
+      if (replace) for (const id of old.keys()) if (!changes.has(id)) yield [id, null];
+    }
+    const total = changes.size + (replace ? old.size : 0);
 
     const g = genHex(next);
-    // Keys are prefixed and values JSON-encoded here rather than through the batch's
-    // `sublevel` option, which costs several µs per operation on big commits.
-    const batch = this.db.level.batch();
-    const pfx = this.sub.prefix;
-    const put = (key: string, value: unknown) => batch.put(pfx + key, JSON.stringify(value));
+    const started = performance.now();
+    let done = 0;
+    const out = new StagedBatch(
+      this.db.level,
+      this.sub.prefix,
+      this.maxBatchOps,
+      async () => {
+        // A staged commit reserves its number first, so cells left by a crash belong to
+        // a number no manifest will ever name (never read, never reused); the marker
+        // tells the next writer which cells to delete.
+        await this.db.level
+          .batch()
+          .put(this.sub.prefix + ['n', side].join(SEP), JSON.stringify(next + 1))
+          .put(this.sub.prefix + ['s', side].join(SEP), JSON.stringify(next))
+          .write();
+        this.logger.debug('writing keyword index batch (staged)', { side, generation: next });
+      },
+      (operations) => {
+        const s = (performance.now() - started) / 1000;
+        this.logger.info('staged commit', { side, generation: next, entities: `${done}/${total}`, operations, rate: `${Math.round(done / Math.max(s, 1e-3))}/s` });
+      },
+    );
     let size = base ? base.size : 0;
     let totalLength = base ? base.totalLength : 0;
     let changed = 0;
-    const dfDelta = new Map<string, number>();
-    for (const [id, rec] of effective) {
-      const before = old.get(id);
-      if (rec === null && !before) continue;
-      if (rec !== null && before && sameRecord(before, rec)) continue;
-      changed++;
-      const eid = esc(id);
-      put(['r', side, eid, g].join(SEP), rec === null ? { x: 1 } : rec);
-      const pb = postedKeys(before, an);
-      const pa = postedKeys(rec ?? undefined, an);
-      for (const k of pa) if (!pb.has(k)) put(['p', side, esc(k), eid, g].join(SEP), 1);
-      for (const k of pb) if (!pa.has(k)) put(['p', side, esc(k), eid, g].join(SEP), 0);
-      const wb = before ? bagWords(before, an) : new Map<string, number>();
-      const wa = rec ? bagWords(rec, an) : new Map<string, number>();
-      for (const w of wa.keys()) if (!wb.has(w)) dfDelta.set(w, (dfDelta.get(w) ?? 0) + 1);
-      for (const w of wb.keys()) if (!wa.has(w)) dfDelta.set(w, (dfDelta.get(w) ?? 0) - 1);
-      if (before) {
-        size--;
-        totalLength -= before.l;
+    try {
+      const dfWords = new WordCounter();
+      const pKey = `p${SEP}${side}${SEP}`;
+      const rKey = `r${SEP}${side}${SEP}`;
+      for (const [id, rec] of effective()) {
+        done++;
+        if (out.full) await out.flush();
+        const before = old.get(id);
+        if (rec === null && !before) continue;
+        if (rec !== null && before && sameRecord(before, rec)) continue;
+        changed++;
+        const eid = esc(id);
+        out.put(`${rKey}${eid}${SEP}${g}`, rec === null ? { x: 1 } : rec);
+        const pb = postedKeys(before, an);
+        const pa = postedKeys(rec ?? undefined, an);
+        for (const k of pa) if (!pb.has(k)) out.putEncoded(`${pKey}${esc(k)}${SEP}${eid}${SEP}${g}`, '1');
+        for (const k of pb) if (!pa.has(k)) out.putEncoded(`${pKey}${esc(k)}${SEP}${eid}${SEP}${g}`, '0');
+        dfWords.add(pa, 1);
+        dfWords.add(pb, -1);
+        if (before) {
+          size--;
+          totalLength -= before.l;
+        }
+        if (rec) {
+          size++;
+          totalLength += rec.l;
+        }
       }
-      if (rec) {
-        size++;
-        totalLength += rec.l;
+      const touched = dfWords.changes();
+      let baseDf: Map<string, number>;
+      if (!base || touched.length === 0) baseDf = new Map();
+      else if (touched.length > PER_KEY_LOOKUP_LIMIT) baseDf = await this.dfAt(side, lineage, snap);
+      else {
+        baseDf = new Map();
+        for (const [w] of touched) {
+          const v = (await this.latestCell(['w', side, esc(w)].join(SEP), lineage, snap)) as number | undefined;
+          if (v !== undefined) baseDf.set(w, v);
+        }
       }
-    }
-    const touched = [...dfDelta].filter(([, d]) => d !== 0);
-    let baseDf: Map<string, number>;
-    if (!base || touched.length === 0) baseDf = new Map();
-    else if (touched.length > PER_KEY_LOOKUP_LIMIT) baseDf = await this.dfAt(side, lineage, snap);
-    else {
-      baseDf = new Map();
-      for (const [w] of touched) {
-        const v = (await this.latestCell(['w', side, esc(w)].join(SEP), lineage, snap)) as number | undefined;
-        if (v !== undefined) baseDf.set(w, v);
+      for (const [w, d] of touched) {
+        if (out.full) await out.flush();
+        const v = (baseDf.get(w) ?? 0) + d;
+        if (v < 0) throw cogrError('DB_CORRUPT', `${side} index: document frequency of ${JSON.stringify(w)} would become ${v}`);
+        out.put(['w', side, esc(w), g].join(SEP), v);
       }
+      const manifest: GenerationManifest = {
+        side,
+        generation: next,
+        parent: base ? base.generation : null,
+        chainParent: base ? base.generation : null,
+        createdAt: new Date().toISOString(),
+        size,
+        totalLength,
+        changed,
+        meta: metaCopy,
+        analyzer: analyzerName,
+      };
+      out.put(['m', side, g].join(SEP), manifest);
+      out.put(['n', side].join(SEP), next + 1);
+      if (out.staged) out.del(['s', side].join(SEP));
+      this.logger.debug('writing keyword index batch', { side, generation: next, operations: out.length });
+      await out.finish();
+    } catch (e) {
+      await out.abort();
+      // A staged commit that failed here (not killed) removes what it wrote now; when
+      // that fails too, the next writer does it (the marker stays).
+      if (out.staged) await this.dropStaged(side).catch((e2: unknown) => this.logger.warn('could not delete the cells of the failed staged commit; the next writer will', { side, generation: next, error: String(e2) }));
+      throw e;
     }
-    for (const [w, d] of touched) {
-      const v = (baseDf.get(w) ?? 0) + d;
-      if (v < 0) throw cogrError('DB_CORRUPT', `${side} index: document frequency of ${JSON.stringify(w)} would become ${v}`);
-      put(['w', side, esc(w), g].join(SEP), v);
-    }
-    const manifest: GenerationManifest = {
-      side,
-      generation: next,
-      parent: base ? base.generation : null,
-      chainParent: base ? base.generation : null,
-      createdAt: new Date().toISOString(),
-      size,
-      totalLength,
-      changed,
-      meta: JSON.parse(JSON.stringify(meta)) as Record<string, unknown>,
-      analyzer: analyzerName,
-    };
-    put(['m', side, g].join(SEP), manifest);
-    put(['n', side].join(SEP), next + 1);
-    this.logger.debug('writing keyword index batch', { side, generation: next, operations: batch.length });
-    await batch.write();
-    this.logger.info('committed keyword index generation', { side, generation: next, size, changed });
+    this.logger.info('committed keyword index generation', { side, generation: next, size, changed, staged: out.staged });
     return { generation: next, changed };
+  }
+
+  /**
+   * Delete the cells a killed staged commit left behind (its number is in the side's
+   * `s` marker and no manifest names it), in batches, then the marker.
+   */
+  private async dropStaged(side: Side): Promise<void> {
+    const markerKey = ['s', side].join(SEP);
+    const marker = (await this.sub.get(markerKey)) as number | undefined;
+    if (marker === undefined) return;
+    const named = await this.withSnapshot(async (snap) => (await this.manifests(side, snap)).some((m) => m.generation === marker));
+    const g = genHex(marker);
+    let dropped = 0;
+    if (!named) {
+      let batch = this.db.level.batch();
+      const pfx = this.sub.prefix;
+      for (const kind of ['r', 'p', 'w']) {
+        const lo = [kind, side].join(SEP) + SEP;
+        for await (const key of this.sub.keys({ gte: lo, lt: [kind, side].join(SEP) + '\x01' })) {
+          if (key.endsWith(g) && key.charCodeAt(key.length - 9) === 0) {
+            batch.del(pfx + key);
+            dropped++;
+            if (batch.length >= this.maxBatchOps) {
+              await batch.write();
+              batch = this.db.level.batch();
+            }
+          }
+        }
+      }
+      await batch.write();
+    }
+    await this.sub.del(markerKey);
+    this.logger.info('deleted the cells of an unfinished staged commit', { side, generation: marker, cells: dropped });
   }
 
   private async deleteLocked(side: Side, generation: number, snap: Snap): Promise<void> {
@@ -675,10 +887,12 @@ export class KeywordIndexStore {
     if (has) fn(cur, best);
   }
 
-  private async recordsAt(side: Side, lineage: Set<string>, snap: Snap): Promise<[string, LiveRecord][]> {
+  private async recordsAt(side: Side, lineage: Set<string>, snap: Snap, keep?: (id: string) => boolean): Promise<[string, LiveRecord][]> {
     const out: [string, LiveRecord][] = [];
     await this.scanLatest(['r', side].join(SEP) + SEP, lineage, snap, (rest, v) => {
-      if (isLive(v as StoredRecord)) out.push([unesc(rest), v as LiveRecord]);
+      if (!isLive(v as StoredRecord)) return;
+      const id = unesc(rest);
+      if (!keep || keep(id)) out.push([id, v as LiveRecord]);
     });
     return out;
   }

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../index/db.ts';
 import { createRng } from '../../index/random.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
+import { KeywordIndexStore, KWI_SUBLEVEL } from '../../index/store.ts';
 import { PublishedIndex } from '../../index/published.ts';
 import { buildViewData } from '../../index/viewBuild.ts';
 import { bigEntries } from '../fixtures/bigEntries.ts';
@@ -20,10 +20,10 @@ const dir = mkdtempSync(join(tmpdir(), 'cogr-kill-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const N = 2_500;
 
-/** Run the child; kill it `delayMs` after it prints "writing" (or never when null). */
-function runChild(path: string, seed: number, delayMs: number | null): Promise<{ killed: boolean; out: string; writeMs: number }> {
+/** Run the child; kill it `delayMs` after it prints "writing" (or never when null). Staged: many small batches. */
+function runChild(path: string, seed: number, delayMs: number | null, staged = false): Promise<{ killed: boolean; out: string; writeMs: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/commit-big.ts', path, String(N), String(seed)], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/commit-big.ts', path, String(N), String(seed), ...(staged ? ['1500'] : [])], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -59,11 +59,12 @@ describe('a commit killed midway', () => {
     const full = first.writeMs;
     let killedMid = 0;
     const seeds: number[] = [];
-    for (let run = 0; run < 4; run++) {
+    for (let run = 0; run < 6; run++) {
       const seed = 2000 + run;
       seeds.push(seed);
       const delay = Math.floor(rng() * Math.max(20, full * 0.6));
-      const r = await runChild(path, seed, delay);
+      // Odd runs stage their commit over ~20 batches (what commits of millions do).
+      const r = await runChild(path, seed, delay, run % 2 === 1);
       if (r.killed && !r.out.includes('done')) killedMid++;
     }
     // Readers (the published files) see only complete generations, each one of ours.
@@ -97,6 +98,13 @@ describe('a commit killed midway', () => {
       expect((await store.openView('item', g)).size).toBe(bigEntries(50, 1).length);
       // That first write published whatever a killed child committed but did not publish.
       expect((await files.listGenerations('item')).map((x) => x.generation)).toEqual([...gens.map((x) => x.generation), g]);
+      // ... and deleted the cells of a staged commit killed midway: every cell belongs
+      // to a committed generation, and no staging marker is left.
+      const kept = new Set([...gens.map((x) => x.generation), g]);
+      for await (const key of db.sublevel<unknown>(KWI_SUBLEVEL).keys()) {
+        if ('rpw'.includes(key[0])) expect(kept.has(parseInt(key.slice(-8), 16))).toBe(true);
+        expect(key.startsWith('s\0')).toBe(false);
+      }
     } finally {
       await db.close();
     }

@@ -154,11 +154,14 @@ describe('KeywordView against the naive model', () => {
 });
 
 describe('KeywordIndexStore against the naive model', () => {
+  // Staged commits (maxBatchOps small: many LevelDB batches per generation) and view files
+  // read in small chunks must read exactly as one-batch commits and whole reads.
+  const ioArb = fc.record({ maxBatchOps: fc.option(fc.integer({ min: 1, max: 40 }), { nil: undefined }), readChunk: fc.integer({ min: 1, max: 4096 }) });
   it('random add / replace / remove / commit / delete sequences, every kept generation unchanged', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 40 }), fc.array(probeArb, { minLength: 1, maxLength: 3 }), paramsArb, async (ops, probes, params) => {
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 40 }), fc.array(probeArb, { minLength: 1, maxLength: 3 }), paramsArb, ioArb, async (ops, probes, params, io) => {
         const db = await openDb(join(root, `run${runNo++}`));
-        const store = new KeywordIndexStore(db);
+        const store = new KeywordIndexStore(db, io.maxBatchOps === undefined ? {} : { maxBatchOps: io.maxBatchOps });
         try {
           const committed = new Map<number, Model>();
           let latest: number | null = null;
@@ -220,7 +223,7 @@ describe('KeywordIndexStore against the naive model', () => {
             const info = await store.generationInfo('item', g);
             expect(info.size).toBe(view.size);
             // The published files read back as the database does, without it.
-            const files = new PublishedIndex(db.path);
+            const files = new PublishedIndex(db.path, { readChunk: io.readChunk });
             expect(await files.entries('item', g)).toEqual(await store.entries('item', g));
             expect((await files.openView('item', g)).data).toEqual(view.data);
             expect(await files.generationInfo('item', g)).toEqual(info);

@@ -3,7 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDb, type CogrDb } from '../../index/db.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
+import { KeywordIndexStore, KWI_SUBLEVEL } from '../../index/store.ts';
+import { memoryLogger, silentLogger } from '../../index/log.ts';
+import { PublishedIndex } from '../../index/published.ts';
+import { bigEntries } from '../fixtures/bigEntries.ts';
 import { buildViewData } from '../../index/viewBuild.ts';
 
 let dir: string;
@@ -103,5 +106,96 @@ describe('KeywordIndexStore', () => {
     expect(vn.analyzer.name).toBe('none');
     expect(vn.match({ keywords: ['statin'] }).length).toBe(0);
     expect(vn.match({ keywords: ['statins'] }).length).toBe(1);
+  });
+});
+
+describe('staged commits (more operations than maxBatchOps)', () => {
+  /** Every raw key of the keyword index sublevel. */
+  async function rawKeys(d: CogrDb): Promise<string[]> {
+    const out: string[] = [];
+    for await (const k of d.sublevel<unknown>(KWI_SUBLEVEL).keys()) out.push(k);
+    return out;
+  }
+  const gensOfCells = (keys: string[]) => new Set(keys.filter((k) => 'rpw'.includes(k[0])).map((k) => parseInt(k.slice(-8), 16)));
+
+  it('write the same generations as one-batch commits, in many batches, with progress lines', async () => {
+    const log = memoryLogger();
+    const db2 = await openDb(join(dir, 'db2'), { logger: silentLogger });
+    try {
+      const staged = new KeywordIndexStore(db2, { maxBatchOps: 9, logger: log });
+      const entries = bigEntries(300, 5);
+      for (const s of [store, staged]) {
+        const w = s.writer('item');
+        for (const e of entries) w.set(e.id, e.self, e.keywords);
+        expect(await w.commit({ label: 'a' })).toBe(0);
+        const w1 = s.writer('item');
+        for (const e of entries.slice(0, 120)) w1.set(e.id, e.self, e.keywords.slice(1));
+        for (const e of entries.slice(200)) w1.remove(e.id);
+        expect(await w1.commit({ label: 'b' })).toBe(1);
+        const w2 = s.writer('item', { base: 0, mode: 'replace' });
+        for (const e of entries.slice(50, 80)) w2.set(e.id, e.self, e.keywords);
+        expect(await w2.commit({ label: 'c' })).toBe(2);
+      }
+      for (const g of [0, 1, 2]) {
+        expect((await staged.openView('item', g)).data).toEqual((await store.openView('item', g)).data);
+        expect(await staged.entries('item', g)).toEqual(await store.entries('item', g));
+        expect(await new PublishedIndex(db2.path).entries('item', g)).toEqual(await store.entries('item', g));
+      }
+      // The cells themselves are the same (one-batch and staged layouts do not differ).
+      expect(await rawKeys(db2)).toEqual(await rawKeys(db));
+      const progress = log.lines.filter((l) => l.startsWith('info: staged commit'));
+      expect(progress.length).toBeGreaterThan(50);
+      expect(progress[0]).toMatch(/side=item generation=0 entities=\d+\/\d+ operations=\d+ rate=\d+\/s/);
+      expect(log.lines.filter((l) => /committed keyword index generation.*staged=true/.test(l))).toHaveLength(3);
+    } finally {
+      await db2.close();
+    }
+  });
+
+  it('leave nothing behind when they fail, and a writer deletes what a killed one left', async () => {
+    const log = memoryLogger();
+    const entries = bigEntries(200, 9);
+    const staged = new KeywordIndexStore(db, { maxBatchOps: 10, logger: log });
+    const w0 = staged.writer('item');
+    for (const e of entries) w0.set(e.id, e.self, e.keywords);
+    expect(await w0.commit()).toBe(0);
+    const before = await rawKeys(db);
+    // A failure after batches were written (the base's df cell is made wrong on purpose,
+    // so the commit fails when it computes the df cells, after its postings are out).
+    const sub = db.sublevel<unknown>(KWI_SUBLEVEL);
+    const dfKey = before.find((k) => k.startsWith('w\0item\0'))!;
+    const dfValue = await sub.get(dfKey);
+    await sub.put(dfKey, 0);
+    const w1 = staged.writer('item', { mode: 'replace' });
+    for (const e of entries.slice(0, 100)) w1.set(e.id, e.self, []);
+    await expect(w1.commit()).rejects.toMatchObject({ code: 'DB_CORRUPT' });
+    await sub.put(dfKey, dfValue);
+    expect(log.lines.some((l) => l.includes('deleted the cells of an unfinished staged commit') && l.includes('generation=1'))).toBe(true);
+    expect(await rawKeys(db)).toEqual(before.concat().sort());
+    expect(await staged.latest('item')).toBe(0);
+
+    // A process killed mid-commit leaves its reserved number, its marker and some cells.
+    const orphan = (g: number) => g.toString(16).padStart(8, '0');
+    await sub.batch([
+      { type: 'put', key: 'n\0item', value: 3 },
+      { type: 'put', key: 's\0item', value: 2 },
+      { type: 'put', key: `r\0item\0ghost\0${orphan(2)}`, value: { s: 'ghost', k: ['boo'], l: 2 } },
+      { type: 'put', key: `p\0item\0boo\0ghost\0${orphan(2)}`, value: 1 },
+      { type: 'put', key: `w\0item\0boo\0${orphan(2)}`, value: 1 },
+    ]);
+    // Nothing reads them: generation 0 is unchanged, no generation 2 exists.
+    expect(await staged.latest('item')).toBe(0);
+    expect(await staged.postings('item', 0, 'boo')).toEqual([]);
+    const log2 = memoryLogger();
+    const next = new KeywordIndexStore(db, { logger: log2 });
+    const w2 = next.writer('item');
+    w2.set('x', 'x', ['y']);
+    expect(await w2.commit()).toBe(3);
+    expect(log2.lines.some((l) => l.includes('deleted the cells of an unfinished staged commit') && l.includes('generation=2') && l.includes('cells=3'))).toBe(true);
+    const after = await rawKeys(db);
+    expect(gensOfCells(after)).toEqual(new Set([0, 3]));
+    expect(after.some((k) => k.startsWith('s\0'))).toBe(false);
+    expect((await next.openView('item', 0)).data).toEqual(buildViewData('item', 0, await next.entries('item', 0)));
+    expect(await next.entries('item', 0)).toHaveLength(entries.length);
   });
 });
