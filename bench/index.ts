@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- index [--items N] [--queries Q] [--seed S] [--time MS]
  *                          [--peer-budget SEC] [--store-items N] [--skip-nfcorpus]
- *                          [--skip-synthetic] [--peers LIST] [--json]`
+ *                          [--skip-synthetic] [--peers LIST] [--store-only]
+ *                          [--skip-store-gen1] [--json]`
  *
  * The keyword index against four peers, same keyword bags (--peers, default
  * "flexsearch,wink,fts5,xapian"; "none" for ours only):
@@ -36,10 +37,15 @@
  * it had added. The ratios cogr / peer (below 1: ours is faster or smaller) for whole-set
  * and top-10 p50/p99, build time and memory follow the table (--json: `ratios`), and
  * exhaustive / pruned top 10 per corpus (--json: `pruning`).
- * `store` rows: committing the entries as one generation to LevelDB
- * (KeywordIndexStore, temp dir; at most --store-items entities, default 100,000; disk =
- * the LevelDB folder), opening the view back (with its top-k index) and one pass of
- * every probe over it, then a second generation with 10 % of the entities changed.
+ * `store` rows: committing the entries as one generation (KeywordIndexStore, temp dir;
+ * at most --store-items entities, default 100,000; 0 for none): the LevelDB part (staged
+ * above 250,000 operations, its progress lines at most every 10 s) and the view + files
+ * part are timed apart, disk is reported for the LevelDB and the generation files apart
+ * (bytes per item); then (unless --skip-store-gen1) a second generation with 10 % of the
+ * entities changed; then the database is closed and a reader opens generation 0 from its
+ * published files (SHA-256 checked) with its top-k index (time, heap + external growth
+ * per item) and runs one pass of every probe over it. --store-only skips the in-memory
+ * rows and peers (the store's commit builds the view anyway). --json adds peakRssMB.
  *
  * Synthetic corpus (seeded, `synthetic()`): a vocabulary of W = 20,000 + N/20 words
  * ("w<base36>") drawn Zipf(s = 1.07); K = max(2,000, N/4) keyword phrases of 1–3 words
@@ -61,7 +67,9 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Index } from 'flexsearch';
 import { Bench } from 'tinybench';
-import { openDb } from '../index/db.ts';
+import { openDb, type CogrDb } from '../index/db.ts';
+import type { Logger } from '../index/log.ts';
+import { PublishedIndex } from '../index/published.ts';
 import { keywordWords, makeKeywordNormalizer } from '../index/normalize.ts';
 import { DEFAULT_ANALYZER } from '../index/analyzer.ts';
 import { createRng, randInt, type Rng } from '../index/random.ts';
@@ -336,6 +344,12 @@ interface Row {
   version?: string;
   /** Why a peer has no figures (not installable, failed). */
   skipped?: string;
+  /** Store rows: the commit's LevelDB part and its view + generation files part (s). */
+  leveldbS?: number;
+  publishS?: number;
+  diskLevelDbBytesPerItem?: number;
+  diskFilesBytesPerItem?: number;
+  memBytesPerItem?: number;
 }
 
 /** cogr / peer for the latencies, build time and memory (below 1: ours is faster or smaller). */
@@ -404,44 +418,85 @@ function onePass(n: number, fn: (p: number) => unknown): { p50: number; p99: num
   return { p50: xs[Math.floor(xs.length / 2)], p99: xs[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))] };
 }
 
-async function storeRows(corpus: string, entries: IndexEntry[], probes: Probe[], log: (s: string) => void): Promise<Row[]> {
+async function storeRows(corpus: string, entries: IndexEntry[], probes: Probe[], o: { gen1: boolean }, log: (s: string) => void): Promise<Row[]> {
   const dir = mkdtempSync(join(tmpdir(), 'cogr-bench-index-'));
   try {
-    const db = await openDb(join(dir, 'db'));
-    const store = new KeywordIndexStore(db);
-    const m0 = mem();
+    const path = join(dir, 'db');
+    let db: CogrDb | null = await openDb(path);
+    // The store's progress lines (one per staged batch), at most one every 10 s here.
+    let lastLine = -Infinity;
+    let leveldbDoneAt = 0;
+    const logger: Logger = {
+      info: (m, f) => {
+        if (m === 'committed keyword index generation') leveldbDoneAt = performance.now();
+        if (m === 'staged commit' && performance.now() - lastLine < 10_000) return;
+        lastLine = performance.now();
+        log(`  ${m} ${Object.entries(f ?? {}).map(([k, v]) => `${k}=${String(v)}`).join(' ')}`);
+      },
+      warn: (m) => log(`  warning: ${m}`),
+      debug: () => {},
+    };
+    let store: KeywordIndexStore | null = new KeywordIndexStore(db, { logger });
     const t0 = performance.now();
-    const w = store.writer('item');
-    for (const e of entries) w.set(e.id, e.self, e.keywords);
-    await w.commit();
+    // The writer lives only inside this call (its memory is not the reader's below).
+    await (async (s: KeywordIndexStore) => {
+      const w = s.writer('item');
+      for (const e of entries) w.set(e.id, e.self, e.keywords);
+      await w.commit();
+    })(store);
     const commitMs = performance.now() - t0;
-    const disk0 = folderBytes(dir) / 2 ** 20;
-    log(`  store commit ${(commitMs / 1000).toFixed(1)} s, ${disk0.toFixed(0)} MB on disk`);
+    const publishMs = performance.now() - leveldbDoneAt;
+    const pubDir = join(path, 'published');
+    const diskPub0 = folderBytes(pubDir);
+    const diskDb0 = folderBytes(dir) - diskPub0;
+    log(
+      `  store commit ${(commitMs / 1000).toFixed(1)} s (LevelDB ${((commitMs - publishMs) / 1000).toFixed(1)} s, view + files ${(publishMs / 1000).toFixed(1)} s); on disk: LevelDB ${(diskDb0 / 2 ** 20).toFixed(0)} MB (${(diskDb0 / entries.length).toFixed(0)} B/item), files ${(diskPub0 / 2 ** 20).toFixed(0)} MB (${(diskPub0 / entries.length).toFixed(0)} B/item)`,
+    );
+    const rows: Row[] = [];
+    const base = { corpus, items: entries.length, complete: true };
+    rows.push({ ...base, system: 'store: commit gen 0 (LevelDB + view + files)', built: entries.length, buildS: commitMs / 1000, memMB: NaN, rssMB: NaN, diskMB: (diskDb0 + diskPub0) / 2 ** 20, leveldbS: (commitMs - publishMs) / 1000, publishS: publishMs / 1000, diskLevelDbBytesPerItem: diskDb0 / entries.length, diskFilesBytesPerItem: diskPub0 / entries.length });
+    if (o.gen1) {
+      // Generation 1: 10 % of the entities get one keyword replaced (copy-on-write commit).
+      const t2 = performance.now();
+      await (async (s: KeywordIndexStore) => {
+        const w2 = s.writer('item');
+        for (let i = 0; i < entries.length; i += 10) w2.set(entries[i].id, entries[i].self, [...entries[i].keywords.slice(1), 'bench replacement']);
+        await w2.commit();
+      })(store);
+      const commit2Ms = performance.now() - t2;
+      log(`  store commit gen 1 (10% changed) ${(commit2Ms / 1000).toFixed(1)} s`);
+      rows.push({ ...base, system: 'store: commit gen 1 (10% changed)', built: entries.length, buildS: commit2Ms / 1000, memMB: NaN, rssMB: NaN, diskMB: folderBytes(dir) / 2 ** 20 });
+    }
+    await db.close();
+    // What a reader (serve, search) does: open the published generation 0 without the
+    // database, check its SHA-256, and build the top-k index; then one pass of the probes.
+    db = null;
+    store = null;
+    const m1 = mem();
     const t1 = performance.now();
-    const view = await store.openView('item', 0);
+    const view = await new PublishedIndex(path).openView('item', 0);
     const openMs = performance.now() - t1;
     const t1b = performance.now();
     topKIndex(view.data);
     const topkMs = performance.now() - t1b;
-    const m1 = mem();
-    log(`  store openView ${(openMs / 1000).toFixed(1)} s (+ ${(topkMs / 1000).toFixed(1)} s top-k index)`);
-    // Query the view opened from the store: one pass over the probes.
+    const m2 = mem();
+    log(`  reader open ${(openMs / 1000).toFixed(1)} s (+ ${(topkMs / 1000).toFixed(1)} s top-k index), ${((m2.heap - m1.heap) / entries.length).toFixed(0)} B/item in memory`);
     const qm = onePass(probes.length, (p) => view.match(probes[p]).length);
     const qt = onePass(probes.length, (p) => view.search(probes[p], { k: 10 }).items.length);
-    // Generation 1: 10 % of the entities get one keyword replaced (copy-on-write commit).
-    const t2 = performance.now();
-    const w2 = store.writer('item');
-    for (let i = 0; i < entries.length; i += 10) w2.set(entries[i].id, entries[i].self, [...entries[i].keywords.slice(1), 'bench replacement']);
-    await w2.commit();
-    const commit2Ms = performance.now() - t2;
-    await db.close();
-    const disk1 = folderBytes(dir) / 2 ** 20;
-    const base = { corpus, items: entries.length, built: view.size, complete: true, memMB: (m1.heap - m0.heap) / 2 ** 20, rssMB: (m1.rss - m0.rss) / 2 ** 20 };
-    return [
-      { ...base, system: 'store: commit gen 0', buildS: commitMs / 1000, diskMB: disk0 },
-      { ...base, system: 'store: openView (+ top-k index), one query pass', buildS: (openMs + topkMs) / 1000, matchP50us: qm.p50, matchP99us: qm.p99, topkP50us: qt.p50, topkP99us: qt.p99 },
-      { ...base, system: 'store: commit gen 1 (10% changed)', buildS: commit2Ms / 1000, diskMB: disk1 },
-    ];
+    rows.push({
+      ...base,
+      system: 'store: reader opens gen 0 (+ top-k index), one query pass',
+      built: view.size,
+      buildS: (openMs + topkMs) / 1000,
+      memMB: (m2.heap - m1.heap) / 2 ** 20,
+      rssMB: (m2.rss - m1.rss) / 2 ** 20,
+      memBytesPerItem: (m2.heap - m1.heap) / entries.length,
+      matchP50us: qm.p50,
+      matchP99us: qm.p99,
+      topkP50us: qt.p50,
+      topkP99us: qt.p99,
+    });
+    return rows;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -451,15 +506,15 @@ async function benchCorpus(
   corpus: string,
   entries: IndexEntry[],
   probes: Probe[],
-  o: { timeMs: number; budgetMs: number; storeItems: number; peers: readonly Peer[] },
+  o: { timeMs: number; budgetMs: number; storeItems: number; peers: readonly Peer[]; storeOnly: boolean; gen1: boolean },
   log: (s: string) => void,
 ): Promise<Row[]> {
   log(`${corpus}: ${entries.length} items, ${probes.length} probes`);
   // The in-memory systems are unreachable once queryRows returns (at 10M items the store
   // rows need that memory).
-  const rows = await queryRows(corpus, entries, probes, o, log);
+  const rows = o.storeOnly ? [] : await queryRows(corpus, entries, probes, o, log);
   const storeEntries = entries.length > o.storeItems ? entries.slice(0, o.storeItems) : entries;
-  rows.push(...(await storeRows(corpus, storeEntries, probes, log)));
+  if (o.storeItems > 0) rows.push(...(await storeRows(corpus, storeEntries, probes, o, log)));
   return rows;
 }
 
@@ -662,7 +717,7 @@ export async function run(args: string[]): Promise<void> {
   for (const p of peers) if (!(PEERS as readonly string[]).includes(p)) throw new Error(`--peers: unknown peer ${JSON.stringify(p)} (known: ${PEERS.join(', ')}, or none)`);
   const log = (s: string) => process.stderr.write(s + '\n');
   const rows: Row[] = [];
-  const o = { timeMs, budgetMs, storeItems, peers: peers as Peer[] };
+  const o = { timeMs, budgetMs, storeItems, peers: peers as Peer[], storeOnly: args.includes('--store-only'), gen1: !args.includes('--skip-store-gen1') };
   if (!args.includes('--skip-nfcorpus')) {
     const c = nfcorpus();
     rows.push(...(await benchCorpus('nfcorpus', c.entries, c.probes, o, log)));
@@ -683,7 +738,7 @@ export async function run(args: string[]): Promise<void> {
     });
   if (json) {
     process.stderr.write(table(rows) + '\n');
-    process.stdout.write(JSON.stringify({ bench: 'index', node: process.version, cpus: cpus().length, loadAvgStart, loadAvgEnd: loadavg(), items, queries, seed, timeMs, peerBudgetS: budgetMs / 1000, storeItems, peers, rows, ratios: rt, pruning }) + '\n');
+    process.stdout.write(JSON.stringify({ bench: 'index', node: process.version, cpus: cpus().length, loadAvgStart, loadAvgEnd: loadavg(), peakRssMB: process.resourceUsage().maxRSS / 1024, items, queries, seed, timeMs, peerBudgetS: budgetMs / 1000, storeItems, peers, rows, ratios: rt, pruning }) + '\n');
   } else {
     process.stdout.write(table(rows) + '\n');
     for (const p of pruning) process.stdout.write(`${p.corpus}: exhaustive / pruned top-10 p50 ${p.exhaustiveVsPrunedTop10P50?.toFixed(2) ?? '–'}×, p99 ${p.exhaustiveVsPrunedTop10P99?.toFixed(2) ?? '–'}×\n`);

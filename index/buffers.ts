@@ -35,15 +35,29 @@ export function encodeStrings(list: readonly string[], shared: boolean): { blob:
       return { blob, off };
     }
   }
-  const parts = list.map((s) => enc.encode(s));
+  // Otherwise (non-ASCII, or more characters than one string may hold): byte lengths
+  // first, then chunks of strings encoded straight into the blob. No per-string arrays:
+  // a list of 10⁸ keywords would need tens of GB of them.
   let total = 0;
-  for (let i = 0; i < parts.length; i++) {
+  for (let i = 0; i < list.length; i++) {
     off[i] = total;
-    total += parts[i].length;
+    total += Buffer.byteLength(list[i], 'utf8');
   }
+  if (total > 0x7fffffff) throw new RangeError(`a string table of ${total} bytes does not fit 32-bit offsets`);
   off[list.length] = total;
   const blob = new Uint8Array(alloc(total, shared), 0, total);
-  for (let i = 0; i < parts.length; i++) blob.set(parts[i], off[i]);
+  const CHUNK = 1 << 14;
+  for (let start = 0; start < list.length; start += CHUNK) {
+    const end = Math.min(list.length, start + CHUNK);
+    const joined = list.slice(start, end).join('');
+    const r = enc.encodeInto(joined, blob.subarray(off[start], off[end]));
+    // The UTF-8 of a concatenation is the concatenation of the UTF-8s unless a lone
+    // surrogate at one string's end pairs with one at the next one's start: then the
+    // sizes differ and the chunk is encoded string by string.
+    if (r.read !== joined.length || r.written !== off[end] - off[start]) {
+      for (let i = start; i < end; i++) enc.encodeInto(list[i], blob.subarray(off[i], off[i + 1]));
+    }
+  }
   return { blob, off };
 }
 /** A table of strings stored as a UTF-8 blob with offsets; decoded once, on first use, with a reverse index on demand. */

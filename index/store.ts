@@ -374,7 +374,9 @@ export class IndexWriter {
       throw cogrError('INVALID_ARGUMENT', 'commit meta must be a plain object');
     }
     this.committed = true;
-    const res = await this.store._commit(this.side, this.options, this.changes, meta);
+    // The changes are let go once they are in the database (before the generation's
+    // view and files are built: at millions of entities that memory counts).
+    const res = await this.store._commit(this.side, this.options, this.changes, meta, () => this.changes.clear());
     return { ...res, rejectedKeywords: this.rejected };
   }
 
@@ -539,20 +541,26 @@ export class KeywordIndexStore {
     opts: Readonly<WriterOptions>,
     changes: ReadonlyMap<string, LiveRecord | null>,
     meta: Record<string, unknown>,
+    release: () => void = () => {},
   ): Promise<Omit<CommitResult, 'rejectedKeywords'>> {
     return this.exclusive(async () => {
       await this.reconcile();
-      const res = await this.withSnapshot((snap) => this.commitLocked(side, opts, changes, meta, snap));
-      await this.publish(side, res.generation);
+      const { entries, ...res } = await this.withSnapshot((snap) => this.commitLocked(side, opts, changes, meta, snap));
+      release();
+      await this.publish(side, res.generation, entries ?? undefined);
       return res;
     });
   }
 
-  /** Build a committed generation's view from its cells and write its files (published.ts). */
-  private async publish(side: Side, generation: number): Promise<void> {
+  /**
+   * Build a committed generation's view and write its files (published.ts). The entries
+   * are read from its cells, or given by the commit that wrote them (a build from empty:
+   * its records are the whole generation; no read-back of millions of records).
+   */
+  private async publish(side: Side, generation: number, given?: IndexEntry[]): Promise<void> {
     await this.withSnapshot(async (snap) => {
       const man = await this.resolve(side, generation, snap);
-      const entries = await this.entriesAt(side, man, snap);
+      const entries = given ? given.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)) : await this.entriesAt(side, man, snap);
       if (entries.length !== man.size) {
         throw cogrError('DB_CORRUPT', `${side} generation ${man.generation} has ${entries.length} entities, its manifest says ${man.size}`);
       }
@@ -603,7 +611,7 @@ export class KeywordIndexStore {
     changes: ReadonlyMap<string, LiveRecord | null>,
     meta: Record<string, unknown>,
     snap: Snap,
-  ): Promise<Omit<CommitResult, 'rejectedKeywords'>> {
+  ): Promise<Omit<CommitResult, 'rejectedKeywords'> & { entries: IndexEntry[] | null }> {
     const mans = await this.manifests(side, snap);
     let base: GenerationManifest | null = null;
     if (opts.base === undefined) base = mans.length ? mans[mans.length - 1] : null;
@@ -666,6 +674,8 @@ export class KeywordIndexStore {
     let size = base ? base.size : 0;
     let totalLength = base ? base.totalLength : 0;
     let changed = 0;
+    // A build from empty: its records are the generation's entries (for publish()).
+    const fresh: IndexEntry[] | null = base === null ? [] : null;
     try {
       const dfWords = new WordCounter();
       const pKey = `p${SEP}${side}${SEP}`;
@@ -679,6 +689,7 @@ export class KeywordIndexStore {
         changed++;
         const eid = esc(id);
         out.put(`${rKey}${eid}${SEP}${g}`, rec === null ? { x: 1 } : rec);
+        if (fresh && rec) fresh.push({ id, self: rec.s, keywords: rec.k });
         const pb = postedKeys(before, an);
         const pa = postedKeys(rec ?? undefined, an);
         for (const k of pa) if (!pb.has(k)) out.putEncoded(`${pKey}${esc(k)}${SEP}${eid}${SEP}${g}`, '1');
@@ -736,7 +747,7 @@ export class KeywordIndexStore {
       throw e;
     }
     this.logger.info('committed keyword index generation', { side, generation: next, size, changed, staged: out.staged });
-    return { generation: next, changed };
+    return { generation: next, changed, entries: fresh };
   }
 
   /**
