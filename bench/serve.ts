@@ -38,7 +38,7 @@ import { loadDataset } from '../src/datasets/index.ts';
 import { buildSearchServer } from '../src/server/app.ts';
 import { LiveSnapshot } from '../src/server/state.ts';
 import { storeSnapshotLoader } from '../src/server/storeLoader.ts';
-import { keywordSourceFactory } from '../src/commands/serve.ts';
+import { keywordSourceFactory } from '../src/server/keywordSources.ts';
 import { KeywordWorkerPool } from '../src/server/keywordPool.ts';
 import { policyStore, savePlanner } from '../src/run/policies.ts';
 import { silentLogger } from '../index/log.ts';
@@ -187,7 +187,9 @@ export async function run(args: string[]): Promise<void> {
         dbPath,
         round: 'latest',
         corpus,
-        keywordSource: keywordSourceFactory(generator, {}, silentLogger, () => pool),
+        keywordSource: keywordSourceFactory(generator, () => {
+          throw new Error('the serve benchmark runs no LLM endpoint');
+        }, silentLogger, () => pool),
       }),
     );
     await live.reload();

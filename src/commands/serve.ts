@@ -15,17 +15,17 @@
 import type { Command } from 'commander';
 import { DEFAULTS } from '../../index/defaults.ts';
 import { stderrLogger, type Logger } from '../../index/log.ts';
-import { llmOptionsFromEnv, OpenAIGenerator } from '../../generators/llm.ts';
+import { llmOptionsFromEnv } from '../../generators/llm.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { readRunAt } from '../run/state.ts';
 import { buildSearchServer } from '../server/app.ts';
 import { KeywordWorkerPool } from '../server/keywordPool.ts';
-import { loadQueryGenerator } from '../server/queryGenerator.ts';
 import { storeDriftProvider } from '../server/drift.ts';
 import { listenUntilSignal } from '../server/listen.ts';
-import { LiveSnapshot, type QueryKeywordSource } from '../server/state.ts';
-import { generatorKeywordSource, storeSnapshotLoader, type KeywordSourceContext } from '../server/storeLoader.ts';
+import { LiveSnapshot } from '../server/state.ts';
+import { storeSnapshotLoader } from '../server/storeLoader.ts';
+import { KEYWORD_SOURCES, keywordSourceFactory } from '../server/keywordSources.ts';
 import { parseChoice, parseIntFlag, parseServerFlags, withLlmOptions, withServerOptions, type LlmFlags, type ServerFlags } from './options.ts';
 
 interface ServeFlags extends ServerFlags, LlmFlags {
@@ -35,45 +35,6 @@ interface ServeFlags extends ServerFlags, LlmFlags {
   maxK?: string;
   maxQueryLength?: string;
   keywordWorkers?: string;
-}
-
-/**
- * The query keyword source of a round: its saved query planner (run in the keyword
- * workers, off the event loop), an LLM endpoint, or none.
- */
-export function keywordSourceFactory(
-  generator: string,
-  flags: LlmFlags,
-  log: Logger,
-  pool: () => KeywordWorkerPool,
-): (ctx: KeywordSourceContext) => Promise<QueryKeywordSource | null> {
-  const kind = parseChoice('--generator', generator, ['embedded', 'openai', 'none'] as const);
-  if (kind === 'none') return async () => null;
-  if (kind === 'openai') {
-    const gen = new OpenAIGenerator(llmOptionsFromEnv(flags), { logger: log });
-    const src = generatorKeywordSource(gen, DEFAULTS.decoding.index);
-    return async () => src;
-  }
-  const loaded: string[] = [];
-  let n = 0;
-  return async ({ round, plannerRound, policies, item, items }) => {
-    const doc = await loadQueryGenerator(policies, round, plannerRound);
-    if (!doc) {
-      log.warn('no query planner saved in the database: searches use the raw query only (fallback no_generator)');
-      return null;
-    }
-    if (!items) {
-      log.warn("the query planner needs the run's items (no stored run and no --dataset): searches use the raw query only (fallback no_generator)");
-      return null;
-    }
-    const key = `${++n}:policy-${doc.round}:item-${item.generation}`;
-    await pool().load(key, { doc, view: item.data, items });
-    // Keep the previous generator too: requests in flight on the old snapshot finish on it.
-    loaded.push(key);
-    while (loaded.length > 2) pool().release(loaded.shift()!);
-    log.info('query keywords from the query planner, in the keyword workers', { plannerRound: doc.round, servedRound: round, workers: pool().size });
-    return { name: 'embedded', keywords: (text, signal) => pool().plan(key, text, signal) };
-  };
 }
 
 export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): Promise<void> {
@@ -96,7 +57,7 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
     dbPath: server.dbPath,
     round: server.round,
     ...(corpus ? { corpus } : {}),
-    keywordSource: keywordSourceFactory(flags.generator, flags, log, pool),
+    keywordSource: keywordSourceFactory(parseChoice('--generator', flags.generator, KEYWORD_SOURCES), () => llmOptionsFromEnv(flags), log, pool),
     log,
   });
   const live = new LiveSnapshot(loader, log);
