@@ -25,6 +25,8 @@ export function parseNumberFlag(flag: string, value: string | undefined, opts: N
     s === '' ||
     !Number.isFinite(n) ||
     (opts.integer === true && (!/^-?\d+$/.test(s) || !Number.isSafeInteger(n))) ||
+    // Decimal notation only (Number() also reads "0x1", "0b1", "0o7" and "Infinity").
+    !/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(s) ||
     (opts.min !== undefined && n < opts.min) ||
     (opts.max !== undefined && n > opts.max);
   if (bad) {

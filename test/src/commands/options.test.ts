@@ -10,8 +10,15 @@ describe('shared option parsers', () => {
       expect(() => parseIntFlag('--k', bad, 0), bad).toThrow(`--k: expected an integer ≥ 0, got ${JSON.stringify(bad)}`);
     }
     expect(() => parseIntFlag('--port', '65536', 0, 65535)).toThrow('--port: expected an integer in [0, 65535], got "65536"');
-    // Non-integer flags still take decimals.
+    // Non-integer flags take decimals (and exponents), not other notations.
     expect(parseNumberFlag('--b', '0.75', { min: 0, max: 1 })).toBe(0.75);
+    expect(parseNumberFlag('--t', '.5')).toBe(0.5);
+    expect(parseNumberFlag('--t', '2.')).toBe(2);
+    expect(parseNumberFlag('--t', '1e-3')).toBe(0.001);
+    expect(parseNumberFlag('--t', '-1.5')).toBe(-1.5);
+    for (const bad of ['0x1', '0b1', '0o7', 'Infinity', '+1', '1_0', '.', '1e', 'e3']) {
+      expect(() => parseNumberFlag('--temperature', bad), bad).toThrow(`--temperature: expected a number, got ${JSON.stringify(bad)}`);
+    }
   });
 
   it('an empty bearer token is refused, from the flag or the environment', () => {
