@@ -120,6 +120,8 @@ const viewOptionsSchema = z.object({ shared: z.boolean().optional() }).strict();
 
 const SEP = '\0';
 const PER_KEY_LOOKUP_LIMIT = 256;
+/** Entities one writer holds before commit (a JavaScript Map holds at most 2^24 entries). */
+export const MAX_WRITER_ENTITIES = 2 ** 24 - 1;
 /** Default operations per LevelDB batch; a bigger commit is staged (StagedBatch). */
 export const MAX_BATCH_OPS = 250_000;
 
@@ -351,6 +353,9 @@ export class IndexWriter {
     const { keywords: k, rejected } = this.norm.set(keywords);
     this.rejected += rejected;
     const s = this.norm.self(self);
+    if (this.changes.size >= MAX_WRITER_ENTITIES && !this.changes.has(id)) {
+      throw cogrError('INVALID_ARGUMENT', `a writer holds at most ${MAX_WRITER_ENTITIES} entities (a JavaScript Map's limit); commit them in several generations (patch mode)`);
+    }
     this.changes.set(id, { s, k, l: 0 });
     return this;
   }
@@ -359,6 +364,9 @@ export class IndexWriter {
   remove(id: string): this {
     this.checkOpen();
     checkId(id);
+    if (this.changes.size >= MAX_WRITER_ENTITIES && !this.changes.has(id)) {
+      throw cogrError('INVALID_ARGUMENT', `a writer holds at most ${MAX_WRITER_ENTITIES} entities (a JavaScript Map's limit); commit them in several generations (patch mode)`);
+    }
     this.changes.set(id, null);
     return this;
   }
