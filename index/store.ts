@@ -762,10 +762,10 @@ export class KeywordIndexStore {
    * Delete the cells a killed staged commit left behind (its number is in the side's
    * `s` marker and no manifest names it), in batches, then the marker.
    */
-  private async dropStaged(side: Side): Promise<void> {
+  private async dropStaged(side: Side, dryRun = false): Promise<{ generation: number; cells: number } | null> {
     const markerKey = ['s', side].join(SEP);
     const marker = (await this.sub.get(markerKey)) as number | undefined;
-    if (marker === undefined) return;
+    if (marker === undefined) return null;
     const named = await this.withSnapshot(async (snap) => (await this.manifests(side, snap)).some((m) => m.generation === marker));
     const g = genHex(marker);
     let dropped = 0;
@@ -776,8 +776,9 @@ export class KeywordIndexStore {
         const lo = [kind, side].join(SEP) + SEP;
         for await (const key of this.sub.keys({ gte: lo, lt: [kind, side].join(SEP) + '\x01' })) {
           if (key.endsWith(g) && key.charCodeAt(key.length - 9) === 0) {
-            batch.del(pfx + key);
             dropped++;
+            if (dryRun) continue;
+            batch.del(pfx + key);
             if (batch.length >= this.maxBatchOps) {
               await batch.write();
               batch = this.db.level.batch();
@@ -785,10 +786,28 @@ export class KeywordIndexStore {
           }
         }
       }
-      await batch.write();
+      if (dryRun) await batch.close();
+      else await batch.write();
     }
+    if (dryRun) return { generation: marker, cells: dropped };
     await this.sub.del(markerKey);
     this.logger.info('deleted the cells of an unfinished staged commit', { side, generation: marker, cells: dropped });
+    return { generation: marker, cells: dropped };
+  }
+
+  /**
+   * What killed staged commits left (never read; the next write deletes it): per side,
+   * the generation number and its cells. With `drop`, deletes them now (`cogr verify --repair`).
+   */
+  async unfinishedStaged(opts: { drop?: boolean } = {}): Promise<{ side: Side; generation: number; cells: number }[]> {
+    return this.exclusive(async () => {
+      const out: { side: Side; generation: number; cells: number }[] = [];
+      for (const side of SIDES) {
+        const r = await this.dropStaged(side, !opts.drop);
+        if (r) out.push({ side, ...r });
+      }
+      return out;
+    });
   }
 
   private async deleteLocked(side: Side, generation: number, snap: Snap): Promise<void> {

@@ -30,7 +30,7 @@ export function register(program: Command): void {
         process.stdout.write(databaseLine(report) + '\n');
         if (report.lines.length === 0) process.stdout.write('nothing is published or stored yet\n');
         else process.stdout.write(renderTable(['checked', 'status', 'detail'], report.lines.map((l) => [l.what, l.repaired ? `${l.status}, repaired` : l.status, l.repaired ? `${l.detail}; ${l.repaired}` : l.detail])));
-        if (report.leftovers.length) process.stdout.write(`${report.leftovers.length} leftover temporary file(s) of an interrupted writer (harmless; --repair removes them)\n`);
+        if (report.leftovers.length) process.stdout.write(`${report.leftovers.length} leftover(s) of an interrupted writer (harmless; --repair removes them):\n${report.leftovers.map((l) => `  ${l}\n`).join('')}`);
         const bad = report.lines.filter((l) => l.status !== 'ok' && !l.repaired).length;
         process.stdout.write(report.intact ? `intact: ${report.lines.length} checked\n` : `${bad} of ${report.lines.length} not intact\n`);
       }

@@ -49,7 +49,7 @@ export interface VerifyReport {
   /** Whether the LevelDB was read: it is skipped (files only) while a writer holds it. */
   database: 'checked' | 'locked' | 'missing' | { error: string };
   lines: CheckLine[];
-  /** Leftover temporary files of killed writers (harmless; --repair removes them). */
+  /** Leftovers of killed writers: temporary files, cells of an unfinished staged commit (harmless; --repair removes them). */
   leftovers: string[];
   intact: boolean;
 }
@@ -238,6 +238,10 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
         lines.push(line);
       }
       if (opts.repair) for (const f of leftovers) await rm(join(dir, f), { force: true });
+      // Cells of a staged commit killed midway: never read, deleted by the next write.
+      for (const u of await store.unfinishedStaged({ drop: opts.repair ?? false })) {
+        leftovers.push(`${u.side} generation ${u.generation}: ${u.cells} cells of a staged commit that was interrupted (never read)`);
+      }
     } else {
       // Files only (the database is in use by a writer, missing or unreadable).
       for (const [key, file] of gens) {
