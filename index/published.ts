@@ -132,8 +132,9 @@ function checkEndianness(): void {
   if (endianness() !== 'LE') throw cogrError('INTERNAL', 'generation files are little-endian; this machine is big-endian');
 }
 
-function pad8(n: number): number {
-  return (n + 7) & ~7;
+/** n rounded up to a multiple of 8 (arithmetic, not bitwise: files pass 2^31 bytes). */
+export function pad8(n: number): number {
+  return Math.ceil(n / 8) * 8;
 }
 
 /** The bytes of a view file: the view's arrays and the entries (in view ordinal order). */
