@@ -43,8 +43,9 @@
  * part are timed apart, disk is reported for the LevelDB and the generation files apart
  * (bytes per item); then (unless --skip-store-gen1) a second generation with 10 % of the
  * entities changed; then the database is closed and a reader opens generation 0 from its
- * published files (SHA-256 checked) with its top-k index (time, heap + external growth
- * per item) and runs one pass of every probe over it. --store-only skips the in-memory
+ * published files (SHA-256 checked) with its top-k index (time; memory = the bytes it
+ * holds: the view file's buffer and the top-k index's arrays) and runs one pass of every
+ * probe over it. --store-only skips the in-memory
  * rows and peers (the store's commit builds the view anyway). --json adds peakRssMB.
  *
  * Synthetic corpus (seeded, `synthetic()`): a vocabulary of W = 20,000 + N/20 words
@@ -75,7 +76,7 @@ import { DEFAULT_ANALYZER } from '../index/analyzer.ts';
 import { createRng, randInt, type Rng } from '../index/random.ts';
 import { KeywordIndexStore } from '../index/store.ts';
 import type { IndexEntry } from '../index/types.ts';
-import { topKIndex } from '../index/topk.ts';
+import { topKIndex, topKIndexBytes } from '../index/topk.ts';
 import { KeywordView, type Probe } from '../index/view.ts';
 import { parseBenchArgs } from './args.ts';
 import { nfcorpusDocs, nfcorpusTitleQueries } from './fixtures.ts';
@@ -472,15 +473,19 @@ async function storeRows(corpus: string, entries: IndexEntry[], probes: Probe[],
     // database, check its SHA-256, and build the top-k index; then one pass of the probes.
     db = null;
     store = null;
-    const m1 = mem();
     const t1 = performance.now();
     const view = await new PublishedIndex(path).openView('item', 0);
     const openMs = performance.now() - t1;
     const t1b = performance.now();
-    topKIndex(view.data);
+    const ix = topKIndex(view.data);
     const topkMs = performance.now() - t1b;
-    const m2 = mem();
-    log(`  reader open ${(openMs / 1000).toFixed(1)} s (+ ${(topkMs / 1000).toFixed(1)} s top-k index), ${((m2.heap - m1.heap) / entries.length).toFixed(0)} B/item in memory`);
+    // What the reader holds, counted exactly (a heap delta here would be blurred by the
+    // writer's memory being freed meanwhile): the view file, read whole into one buffer,
+    // and the top-k index's arrays.
+    const held = view.data.post.buffer.byteLength + topKIndexBytes(ix);
+    log(
+      `  reader open ${(openMs / 1000).toFixed(1)} s (+ ${(topkMs / 1000).toFixed(1)} s top-k index); holds ${(held / 2 ** 20).toFixed(0)} MB (${(held / entries.length).toFixed(0)} B/item: view file ${(view.data.post.buffer.byteLength / entries.length).toFixed(0)}, top-k index ${(topKIndexBytes(ix) / entries.length).toFixed(0)})`,
+    );
     const qm = onePass(probes.length, (p) => view.match(probes[p]).length);
     const qt = onePass(probes.length, (p) => view.search(probes[p], { k: 10 }).items.length);
     rows.push({
@@ -488,9 +493,9 @@ async function storeRows(corpus: string, entries: IndexEntry[], probes: Probe[],
       system: 'store: reader opens gen 0 (+ top-k index), one query pass',
       built: view.size,
       buildS: (openMs + topkMs) / 1000,
-      memMB: (m2.heap - m1.heap) / 2 ** 20,
-      rssMB: (m2.rss - m1.rss) / 2 ** 20,
-      memBytesPerItem: (m2.heap - m1.heap) / entries.length,
+      memMB: held / 2 ** 20,
+      rssMB: NaN,
+      memBytesPerItem: held / entries.length,
       matchP50us: qm.p50,
       matchP99us: qm.p99,
       topkP50us: qt.p50,
