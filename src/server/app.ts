@@ -30,7 +30,7 @@ import { buildOpenApi, renderDocsHtml, SchemaConverter, type RouteDoc } from './
 import {
   buildFieldIndex,
   DEFAULT_PROGRAM_WORK,
-  explainProgramHit,
+  explainProgramHits,
   parseProgram,
   ProgramNodeSchema,
   programTexts,
@@ -366,16 +366,18 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     const resolved = await Promise.all(texts.map((t) => resolveText(snap, version, t)));
     const textKeywords = new Map<string, readonly string[]>();
     texts.forEach((t, i) => textKeywords.set(t, resolved[i].keywords));
-    const result = await runProgram(program, { view: snap.item, fieldIndex: caches.fieldIndex(snap), textKeywords }, b.k, new WorkMeter(limits.maxProgramWork));
+    const meter = new WorkMeter(limits.maxProgramWork);
+    const result = await runProgram(program, { view: snap.item, fieldIndex: caches.fieldIndex(snap), textKeywords }, b.k, meter);
+    const explained = b.explain ? await explainProgramHits(snap.item, result, meter) : null;
     return {
       round: snap.round,
       generation: snap.item.generation,
       matched: result.matched,
       rankingKeywords: result.rankingKeywords,
       texts: texts.map((t, i) => ({ text: t, keywords: resolved[i].keywords, source: resolved[i].source, fallback: resolved[i].fallback })),
-      items: result.items.map((h) => {
+      items: result.items.map((h, i) => {
         const title = snap.titles.get(h.id);
-        const ex = b.explain ? explainProgramHit(snap.item, result, h.id) : null;
+        const ex = explained ? explained[i] : null;
         return { id: h.id, score: h.score, ...(title !== undefined ? { title } : {}), ...(ex ? { explain: explainJson(ex) } : {}) };
       }),
     };

@@ -516,6 +516,24 @@ export async function runProgram(node: ProgramNode, ctx: ProgramContext, k: numb
   return { matched: matched.length, items, rankingKeywords: keywords, rankingTexts: texts };
 }
 
+/**
+ * Explanations of every hit of a program, under the program's work meter: each costs
+ * about its probe (the ranking keywords, and the texts normalised and analysed again),
+ * so `explain: true` on a program with many long texts yields and stops at the cap like
+ * the program itself.
+ */
+export async function explainProgramHits(view: KeywordView, result: ProgramResult, meter: WorkMeter): Promise<(Explanation | null)[]> {
+  let chars = 0;
+  for (const t of result.rankingTexts) chars += t.length;
+  const perHit = result.rankingKeywords.length + TEXT_UNITS_PER_CHAR * chars + 1;
+  const out: (Explanation | null)[] = [];
+  for (const h of result.items) {
+    await meter.add(perHit, 'explain');
+    out.push(explainProgramHit(view, result, h.id));
+  }
+  return out;
+}
+
 /** Explanation of one hit of a program: matched positive keywords and BM25 terms. */
 export function explainProgramHit(view: KeywordView, result: ProgramResult, id: string): Explanation | null {
   const ex = view.explain({ keywords: result.rankingKeywords, self: result.rankingTexts.join(' ') }, id);

@@ -9,6 +9,8 @@ import {
   buildFieldIndex,
   complementSorted,
   evaluateProgram,
+  explainProgramHit,
+  explainProgramHits,
   intersectSorted,
   parseProgram,
   runProgram,
@@ -198,6 +200,25 @@ describe('evaluateProgram', () => {
       code: 'INVALID_BODY',
       message: expect.stringMatching(/^program\.or\[1\]\.not(\.not)*: the program needs more than 60 units of work/),
     });
+  });
+
+  it('charges explanations to the same meter: the same answers under it, a 400 past the cap', async () => {
+    const texts = Array.from({ length: 8 }, (_, i) => `red running shoes number ${i} on sale`);
+    const p = parseProgram({ or: texts.map((text) => ({ text })) });
+    const ctx = { view, fieldIndex, textKeywords: new Map<string, string[]>(texts.map((t) => [t, ['running shoes', 'red']])) };
+    const free = new WorkMeter(1e12);
+    const result = await runProgram(p, ctx, 20, free);
+    expect(result.items.length).toBeGreaterThan(5);
+    const ran = free.spent;
+    const explained = await explainProgramHits(view, result, free);
+    expect(explained).toEqual(result.items.map((h) => explainProgramHit(view, result, h.id)));
+    const perHit = (free.spent - ran) / result.items.length;
+    expect(perHit).toBeGreaterThan(texts.join('').length * 100);
+    // A cap the program fits under but its explanations do not.
+    const capped = new WorkMeter(ran + perHit * 2);
+    const again = await runProgram(p, ctx, 20, capped);
+    expect(again).toEqual(result);
+    await expect(explainProgramHits(view, again, capped)).rejects.toMatchObject({ code: 'INVALID_BODY', message: expect.stringMatching(/^explain: the program needs more than \d+ units of work/) });
   });
 });
 
