@@ -215,9 +215,8 @@ function explainJson(ex: Explanation): z.infer<typeof ExplainSchema> {
 
 /**
  * Per-snapshot look-up structures (vocabulary and field indexes, the top-k index), built when a snapshot
- * is loaded (before it is swapped in; the first one as the server starts), never by the
- * first request that needs them; a request arriving while they are still built waits
- * for that one build.
+ * is loaded (before it is swapped in; the first one before the server is ready to listen),
+ * never by the first request that needs them.
  */
 class SnapshotCaches {
   private readonly vocab = new WeakMap<KeywordView, Promise<VocabularyIndex>>();
@@ -304,11 +303,16 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   };
   setGauge(live.get());
   live.onSwap((s) => setGauge(s));
-  caches.prepare(live.get()).catch((e: unknown) => log.warn("building the look-up structures failed", { error: e instanceof Error ? e.message : String(e) }));
+  // The first snapshot's structures are built now; the server is ready (and listens) once
+  // they are, so no first request waits for them.
+  const firstPrepared = caches.prepare(live.get()).catch((e: unknown) => log.warn("building the look-up structures failed", { error: e instanceof Error ? e.message : String(e) }));
   live.onPrepare((s) => caches.prepare(s));
   live.onReload((o) => metrics.reloads.inc({ outcome: o.error ? `failed_${o.error.code}` : o.swapped ? 'swapped' : 'unchanged' }));
 
   const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics });
+  app.addHook('onReady', async () => {
+    await firstPrepared;
+  });
   const conv = new SchemaConverter();
   const openapi = buildOpenApi(
     {

@@ -471,6 +471,33 @@ describe('generation switching', () => {
     }
   });
 
+  it('is ready to listen only once the first generation\'s look-up structures are built', async () => {
+    const { dir, cleanup } = tempDir('cogr-vocab-first-');
+    const real = VocabularyIndex.build.bind(VocabularyIndex);
+    let built = false;
+    // A slow vocabulary build: the server must not be ready before it ends.
+    const build = vi.spyOn(VocabularyIndex, 'build').mockImplementation(async (view) => {
+      const v = await real(view);
+      await new Promise((r) => setTimeout(r, 300));
+      built = true;
+      return v;
+    });
+    try {
+      const path = join(dir, 'db');
+      await commitGeneration(path, 'item', cat.generations[0], 0);
+      const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
+      await live.reload();
+      const app = buildSearchServer({ live });
+      apps.push(app);
+      expect(built).toBe(false);
+      await app.ready();
+      expect(built).toBe(true);
+    } finally {
+      build.mockRestore();
+      cleanup();
+    }
+  });
+
   it('reloads while a writer holds the database lock (readers read the published files)', async () => {
     const { base } = await start();
     const holder = await openDb(dbPath);
