@@ -45,6 +45,16 @@ async function start(opts: { source?: QueryKeywordSource | null; token?: string;
   return { base, live, app };
 }
 
+/** A server over a new database holding item generation 0 (for tests that commit more themselves). */
+async function serveFresh(path: string) {
+  await commitGeneration(path, 'item', cat.generations[0], 0);
+  const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
+  await live.reload();
+  const app = buildSearchServer({ live });
+  apps.push(app);
+  return { live, app };
+}
+
 async function getJson(url: string, init?: RequestInit): Promise<{ status: number; body: any }> {
   const r = await fetch(url, init);
   const text = await r.text();
@@ -395,11 +405,7 @@ describe('generation switching', () => {
     const { dir, cleanup } = tempDir('cogr-switch-');
     try {
       const path = join(dir, 'db');
-      await commitGeneration(path, 'item', cat.generations[0], 0);
-      const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
-      await live.reload();
-      const app = buildSearchServer({ live });
-      apps.push(app);
+      const { live, app } = await serveFresh(path);
       const base = await listen(app);
       const views = new Map<number, KeywordView>([
         [0, KeywordView.build('item', 0, cat.generations[0])],
@@ -449,11 +455,7 @@ describe('generation switching', () => {
     const build = vi.spyOn(VocabularyIndex, 'build');
     try {
       const path = join(dir, 'db');
-      await commitGeneration(path, 'item', cat.generations[0], 0);
-      const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
-      await live.reload();
-      const app = buildSearchServer({ live });
-      apps.push(app);
+      const { live, app } = await serveFresh(path);
       expect(build.mock.calls.map(([v]) => v.generation)).toEqual([0]);
       await commitGeneration(path, 'item', cat.generations[1], 1);
       expect((await live.reload()).swapped).toBe(true);
@@ -484,11 +486,7 @@ describe('generation switching', () => {
     });
     try {
       const path = join(dir, 'db');
-      await commitGeneration(path, 'item', cat.generations[0], 0);
-      const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
-      await live.reload();
-      const app = buildSearchServer({ live });
-      apps.push(app);
+      const { app } = await serveFresh(path);
       expect(built).toBe(false);
       await app.ready();
       expect(built).toBe(true);
@@ -514,11 +512,7 @@ describe('generation switching', () => {
     const { dir, cleanup } = tempDir('cogr-corrupt-');
     try {
       const path = join(dir, 'db');
-      await commitGeneration(path, 'item', cat.generations[0], 0);
-      const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'latest', keywordSource: () => fakeSource() }));
-      await live.reload();
-      const app = buildSearchServer({ live });
-      apps.push(app);
+      const { app } = await serveFresh(path);
       const base = await listen(app);
       await commitGeneration(path, 'item', cat.generations[1], 1);
       // One flipped byte in the new generation's view file.
