@@ -482,9 +482,11 @@ async function storeRows(corpus: string, entries: IndexEntry[], probes: Probe[],
     // What the reader holds, counted exactly (a heap delta here would be blurred by the
     // writer's memory being freed meanwhile): the view file, read whole into one buffer,
     // and the top-k index's arrays.
-    const held = view.data.post.buffer.byteLength + topKIndexBytes(ix);
+    const fileBytes = view.data.post.buffer.byteLength;
+    const ixBytes = topKIndexBytes(ix);
+    const held = fileBytes + ixBytes;
     log(
-      `  reader open ${(openMs / 1000).toFixed(1)} s (+ ${(topkMs / 1000).toFixed(1)} s top-k index); holds ${(held / 2 ** 20).toFixed(0)} MB (${(held / entries.length).toFixed(0)} B/item: view file ${(view.data.post.buffer.byteLength / entries.length).toFixed(0)}, top-k index ${(topKIndexBytes(ix) / entries.length).toFixed(0)})`,
+      `  reader open ${(openMs / 1000).toFixed(1)} s (+ ${(topkMs / 1000).toFixed(1)} s top-k index); holds ${(held / 2 ** 20).toFixed(0)} MB (${(held / entries.length).toFixed(0)} B/item: view file ${(fileBytes / entries.length).toFixed(0)}, top-k index ${(ixBytes / entries.length).toFixed(0)})`,
     );
     const qm = onePass(probes.length, (p) => view.match(probes[p]).length);
     const qt = onePass(probes.length, (p) => view.search(probes[p], { k: 10 }).items.length);

@@ -151,7 +151,7 @@ class StagedBatch {
   }
 
   // Keys are prefixed and values JSON-encoded here rather than through the batch's
-  // \`sublevel\` option, which costs several µs per operation on big commits.
+  // `sublevel` option, which costs several µs per operation on big commits.
   put(key: string, value: unknown): void {
     this.putEncoded(key, JSON.stringify(value));
   }
@@ -768,31 +768,26 @@ export class KeywordIndexStore {
     if (marker === undefined) return null;
     const named = await this.withSnapshot(async (snap) => (await this.manifests(side, snap)).some((m) => m.generation === marker));
     const g = genHex(marker);
-    let dropped = 0;
+    // Deleted in batches like a commit's cells (no reservation, no progress lines), the marker with the last one.
+    const out = dryRun ? null : new StagedBatch(this.db.level, this.sub.prefix, this.maxBatchOps, async () => {}, () => {});
+    let cells = 0;
     if (!named) {
-      let batch = this.db.level.batch();
-      const pfx = this.sub.prefix;
       for (const kind of ['r', 'p', 'w']) {
         const lo = [kind, side].join(SEP) + SEP;
         for await (const key of this.sub.keys({ gte: lo, lt: [kind, side].join(SEP) + '\x01' })) {
-          if (key.endsWith(g) && key.charCodeAt(key.length - 9) === 0) {
-            dropped++;
-            if (dryRun) continue;
-            batch.del(pfx + key);
-            if (batch.length >= this.maxBatchOps) {
-              await batch.write();
-              batch = this.db.level.batch();
-            }
-          }
+          if (!key.endsWith(g) || key.charCodeAt(key.length - 9) !== 0) continue;
+          cells++;
+          if (!out) continue;
+          if (out.full) await out.flush();
+          out.del(key);
         }
       }
-      if (dryRun) await batch.close();
-      else await batch.write();
     }
-    if (dryRun) return { generation: marker, cells: dropped };
-    await this.sub.del(markerKey);
-    this.logger.info('deleted the cells of an unfinished staged commit', { side, generation: marker, cells: dropped });
-    return { generation: marker, cells: dropped };
+    if (!out) return { generation: marker, cells };
+    out.del(markerKey);
+    await out.finish();
+    this.logger.info('deleted the cells of an unfinished staged commit', { side, generation: marker, cells });
+    return { generation: marker, cells };
   }
 
   /**
