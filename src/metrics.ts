@@ -14,14 +14,16 @@
  * - `ndcgBinary@k`: the same with gain 1 for every relevant item;
  * - `p@k` = tp@k / k (the denominator is k even when fewer than k items were ranked,
  *   as in trec_eval); `r@k` = tp@k / |R|; `f1@k` = 2·tp@k / (k + |R|) with the same k;
- * - `hit@k` = 1 if any relevant item is within k, else 0.
+ * - `hit@k` = 1 if any relevant item is within k, else 0;
+ * - `ap@k` = Σ_{i ≤ k, r_i relevant} (tp@i / i) / |R|, average precision cut at k
+ *   (trec_eval's map_cut_k; `ap@1000` is its `map` over a 1,000-item run).
  * Macro means average over the evaluated queries.
  */
 import { f1FromCounts, fBetaFromCounts, macroAverage, setScores, type SetScores } from '../rewards/setMetrics.ts';
 import type { Corpus } from '../index/types.ts';
 
 export const DEFAULT_CUTOFFS: readonly number[] = Object.freeze([1, 3, 10, 100, 1000]);
-export const RANKED_METRICS = ['mrr', 'ndcg', 'ndcgBinary', 'p', 'r', 'f1', 'hit'] as const;
+export const RANKED_METRICS = ['mrr', 'ndcg', 'ndcgBinary', 'p', 'r', 'f1', 'hit', 'ap'] as const;
 export type RankedMetricName = (typeof RANKED_METRICS)[number];
 /** e.g. "ndcg@10" */
 export type RankedMetricKey = `${RankedMetricName}@${number}`;
@@ -62,11 +64,13 @@ export function rankedMetrics(
     let firstRank = 0;
     let dcg = 0;
     let dcgBin = 0;
+    let precSum = 0;
     const lim = Math.min(k, ranked.length);
     for (let i = 0; i < lim; i++) {
       const g = gradeOf(ranked[i]);
       if (g > 0) {
         tp++;
+        precSum += tp / (i + 1);
         if (firstRank === 0) firstRank = i + 1;
         const disc = Math.log2(i + 2);
         dcg += g / disc;
@@ -87,6 +91,7 @@ export function rankedMetrics(
     out[`r@${k}`] = nRel > 0 ? tp / nRel : 0;
     out[`f1@${k}`] = f1FromCounts(k, nRel, tp);
     out[`hit@${k}`] = tp > 0 ? 1 : 0;
+    out[`ap@${k}`] = nRel > 0 ? precSum / nRel : 0;
   }
   return out;
 }

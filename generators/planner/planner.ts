@@ -41,7 +41,7 @@ import type { KeywordView } from '../../index/view.ts';
 import { STOP_WORDS } from '../policy/stopwords.ts';
 import type { GenerateInput, GenerateOptions, KeywordGenerator, KeywordSample } from '../types.ts';
 import { drawSamples } from '../samples.ts';
-import { RelevanceModel, type RelevanceItem } from './relevance.ts';
+import { RelevanceModel, TEXT_SCORE_COLUMN, type RelevanceItem } from './relevance.ts';
 
 /** What the planner needs of a relevance model (relevance.ts; tests inject fixed probabilities). */
 export interface RelevanceSource {
@@ -293,6 +293,20 @@ export class KeywordPlanner implements KeywordGenerator {
   /** p(item relevant | query) over the attached view's ordinals (a training query's own judgements left out). */
   probabilities(input: GenerateInput): Float64Array {
     return this.context(input).p!;
+  }
+
+  /**
+   * The query's text BM25 over each item's title and description, normalised by the best
+   * item (the relevance model's `sNorm` feature, relevance.ts TEXT_SCORE_COLUMN; 0 when
+   * the item shares no word with the query), over the attached view's ordinals.
+   */
+  textScores(input: GenerateInput): Float64Array {
+    const c = this.context(input);
+    const map = this.viewToModel!;
+    const d = this.relevance.dim;
+    const out = new Float64Array(map.length);
+    for (let e = 0; e < map.length; e++) out[e] = map[e] >= 0 ? c.x[map[e] * d + TEXT_SCORE_COLUMN] : 0;
+    return out;
   }
 
   /** Drop cached per-query features, probabilities and candidates. */

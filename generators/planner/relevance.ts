@@ -33,6 +33,8 @@ import { TextIndex } from './textIndex.ts';
 const FEATURE_MEMO_BYTES = 256 << 20;
 
 export const TEXT_FEATURES = ['bias', 'sNorm', 'logRank', 'sIdf', 'matched'] as const;
+/** The feature column holding the normalised text BM25 s / s_max (the planner's text ranking reads it). */
+export const TEXT_SCORE_COLUMN = TEXT_FEATURES.indexOf('sNorm');
 export const JUDGEMENT_FEATURES = ['logJudged', 'textShare', 'textMax', 'profileShare', 'profileMax', 'relmeanShare', 'relmeanMax'] as const;
 
 export interface RelevanceItem {

@@ -95,20 +95,76 @@ export class TextIndex {
     return [...out];
   }
 
-  /** BM25 of every document for a text. */
+  /** Number of word ordinals (the vocabulary's size). */
+  get vocabularySize(): number {
+    return this.idf.length;
+  }
+
+  /** The word of an ordinal (the vocabulary in first-seen order, built on first use). */
+  word(o: number): string {
+    this.words ??= [...this.vocab.keys()];
+    return this.words[o];
+  }
+  private words: string[] | null = null;
+
+  /** The ordinal of an (analysed) word, −1 when the collection lacks it. */
+  wordOrdinal(word: string): number {
+    return this.vocab.get(word) ?? -1;
+  }
+
+  /** Documents containing the word ordinal. */
+  df(o: number): number {
+    return this.postOff[o + 1] - this.postOff[o];
+  }
+
+  /** The document's words and term frequencies (ordinals; built for all documents on first use). */
+  docTerms(d: number): { terms: Int32Array; tfs: Int32Array } {
+    if (!this.fwd) {
+      const n = this.size;
+      const len = new Int32Array(n + 1);
+      for (let j = 0; j < this.postDoc.length; j++) len[this.postDoc[j] + 1]++;
+      for (let i = 0; i < n; i++) len[i + 1] += len[i];
+      const terms = new Int32Array(this.postDoc.length);
+      const tfs = new Int32Array(this.postDoc.length);
+      const cur = len.slice(0, n);
+      for (let w = 0; w < this.idf.length; w++) {
+        for (let j = this.postOff[w]; j < this.postOff[w + 1]; j++) {
+          const p = cur[this.postDoc[j]]++;
+          terms[p] = w;
+          tfs[p] = this.postTf[j];
+        }
+      }
+      this.fwd = { off: len, terms, tfs };
+    }
+    const { off, terms, tfs } = this.fwd;
+    return { terms: terms.subarray(off[d], off[d + 1]), tfs: tfs.subarray(off[d], off[d + 1]) };
+  }
+  private fwd: { off: Int32Array; terms: Int32Array; tfs: Int32Array } | null = null;
+
+  /** BM25 of every document for a text (each distinct word weighted 1). */
   score(text: string): TextScores {
+    return this.scoreWeighted(new Map(this.terms(text).map((w) => [w, 1])));
+  }
+
+  /**
+   * BM25 of every document for weighted words (ordinal → weight): Σ_w weight(w)·idf(w)·
+   * tf·(k1 + 1)/(tf + k1·(1 − b + b·dl/avgdl)), as Lucene scores a query of boosted terms.
+   * `sumIdf` is Σ idf over the words (unweighted).
+   */
+  scoreWeighted(weights: ReadonlyMap<number, number>): TextScores {
     const scores = new Float64Array(this.size);
     let sumIdf = 0;
     const k1p = this.k1 + 1;
     let touched = 0;
-    for (const w of this.terms(text)) {
+    for (const [w, weight] of weights) {
       const idf = this.idf[w];
       sumIdf += idf;
+      const wi = weight * idf;
       for (let j = this.postOff[w]; j < this.postOff[w + 1]; j++) {
         const d = this.postDoc[j];
         const tf = this.postTf[j];
         if (scores[d] === 0) touched++;
-        scores[d] += (idf * tf * k1p) / (tf + this.norm[d]);
+        scores[d] += (wi * tf * k1p) / (tf + this.norm[d]);
       }
     }
     const ranked = new Int32Array(touched);

@@ -1,7 +1,7 @@
 /**
- * `cogr baseline bm25 --dataset <name|path> [--format f] [--folds 5] [--seed 1]
- * [--max-cutoff 1000] [--json]`: the paper's BM25 baseline with a cut-off tuned on
- * training folds. A readable table by default; `--json` prints one JSON object on
+ * `cogr baseline bm25|rm3|model --dataset <name|path> [--format f] [--folds 5] [--seed 1]
+ * [--json]`: the paper's BM25 baseline with a cut-off tuned on training folds, BM25 +
+ * RM3 tuned the same way, and the relevance model with an expected-F1 cut. A readable table by default; `--json` prints one JSON object on
  * stdout. Progress goes to stderr.
  */
 import type { Command } from 'commander';
@@ -12,33 +12,36 @@ import { runBm25Baseline, type Bm25BaselineResult } from '../baseline/bm25.ts';
 import { checkBm25 } from '../baseline/expected.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { renderTable } from '../table.ts';
-import { parseIntFlag, withDatasetOptions, type DatasetFlags } from './options.ts';
+import { parseIntFlag, parseNumberFlag, withDatasetOptions, type DatasetFlags } from './options.ts';
+import { RM3_DEFAULTS, runRm3Baseline } from '../baseline/rm3.ts';
+import { runModelBaseline } from '../baseline/model.ts';
 
 const f4 = (x: number): string => x.toFixed(4);
 
-export function renderBm25(r: Bm25BaselineResult): string {
-  const head = `BM25 baseline on ${r.dataset}: ${r.items} items, ${r.judgedQueries} judged queries, ${r.folds} folds (seed ${r.seed}), k1=${r.k1} b=${r.b}\n\n`;
+export function renderBm25(r: Bm25BaselineResult, title = `BM25 baseline on ${r.dataset}`, what = 'BM25 ranking, top 1000'): string {
+  const head = `${title}: ${r.items} items, ${r.judgedQueries} judged queries, ${r.folds} folds (seed ${r.seed}), k1=${r.k1} b=${r.b}\n\n`;
   const rows = r.perFold.map((f) => [
     String(f.fold),
     String(f.trainQueries),
     String(f.evalQueries),
-    String(f.cutoff),
+    Number.isInteger(f.cutoff) ? String(f.cutoff) : f.cutoff.toFixed(1),
     f4(f.trainF1),
     f4(f.precision),
     f4(f.recall),
     f4(f.f1),
     f4(f.ndcg10),
+    f4(f.map),
   ]);
-  rows.push(['all', '', String(r.judgedQueries), '', '', f4(r.precision), f4(r.recall), f4(r.f1), f4(r.ndcg10)]);
-  const folds = renderTable(['fold', 'train', 'eval', 'cutoff', 'train F1', 'P', 'R', 'F1', 'nDCG@10'], rows, { right: [1, 2, 3, 4, 5, 6, 7, 8] });
+  rows.push(['all', '', String(r.judgedQueries), '', '', f4(r.precision), f4(r.recall), f4(r.f1), f4(r.ndcg10), f4(r.map)]);
+  const folds = renderTable(['fold', 'train', 'eval', 'cutoff', 'train F1', 'P', 'R', 'F1', 'nDCG@10', 'MAP'], rows, { right: [1, 2, 3, 4, 5, 6, 7, 8, 9] });
   const ks = [...new Set(Object.keys(r.ranked).map((k) => Number(k.split('@')[1])))];
-  const names = ['mrr', 'ndcg', 'ndcgBinary', 'p', 'r', 'f1', 'hit'] as const;
+  const names = ['mrr', 'ndcg', 'ndcgBinary', 'p', 'r', 'f1', 'hit', 'ap'] as const;
   const ranked = renderTable(
     ['k', ...names],
     ks.map((k) => [String(k), ...names.map((n) => f4(r.ranked[`${n}@${k}`]))]),
     { right: names.map((_, i) => i + 1).concat(0) },
   );
-  return `${head}${folds}\nranked metrics over all held-out queries (BM25 ranking, top 1000):\n${ranked}`;
+  return `${head}${folds}\nranked metrics over all held-out queries (${what}):\n${ranked}`;
 }
 
 export function register(program: Command): void {
@@ -67,5 +70,43 @@ export function register(program: Command): void {
       }
       if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
       else process.stdout.write(renderBm25(r));
+    });
+
+  withDatasetOptions(baseline.command('rm3').description("BM25 + RM3 pseudo-relevance feedback (Anserini's defaults: 10 feedback items, 10 terms, original query weight 0.5), cut-off tuned on training folds"))
+    .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
+    .option('--seed <n>', 'seed of the fold assignment', String(DEFAULTS.run.seed))
+    .option('--max-cutoff <n>', 'largest retrieval cut-off searched', String(DEFAULTS.baseline.maxCutoff))
+    .option('--fb-docs <n>', 'feedback items', String(RM3_DEFAULTS.fbDocs))
+    .option('--fb-terms <n>', 'feedback terms', String(RM3_DEFAULTS.fbTerms))
+    .option('--original-query-weight <x>', 'weight of the original query in the expanded one', String(RM3_DEFAULTS.originalQueryWeight))
+    .option('--json', 'print one JSON object on stdout')
+    .action(async (opts: DatasetFlags & { folds: string; seed: string; maxCutoff: string; fbDocs: string; fbTerms: string; originalQueryWeight: string; json?: boolean }) => {
+      const folds = parseIntFlag('--folds', opts.folds, 2)!;
+      const seed = parseIntFlag('--seed', opts.seed, 0)!;
+      const maxCutoff = parseIntFlag('--max-cutoff', opts.maxCutoff, 1)!;
+      const rm3 = {
+        fbDocs: parseIntFlag('--fb-docs', opts.fbDocs, 1)!,
+        fbTerms: parseIntFlag('--fb-terms', opts.fbTerms, 1)!,
+        originalQueryWeight: parseNumberFlag('--original-query-weight', opts.originalQueryWeight, { integer: false })!,
+      };
+      const format = parseFormat(opts.format);
+      const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
+      const r = runRm3Baseline(corpus, { folds, seed, maxCutoff, rm3, logger: stderrLogger });
+      if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
+      else process.stdout.write(renderBm25(r, `BM25 + RM3 baseline on ${r.dataset} (${r.rm3.fbDocs} feedback items, ${r.rm3.fbTerms} terms, original query weight ${r.rm3.originalQueryWeight})`, 'BM25 + RM3 ranking, top 1000'));
+    });
+
+  withDatasetOptions(baseline.command('model').description("the planner's relevance model p(item | query) without the keyword constraint: every item sorted by p, cut where the expected F1 peaks (α tuned on training folds)"))
+    .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
+    .option('--seed <n>', 'seed of the fold assignment and the fit', String(DEFAULTS.run.seed))
+    .option('--json', 'print one JSON object on stdout')
+    .action(async (opts: DatasetFlags & { folds: string; seed: string; json?: boolean }) => {
+      const folds = parseIntFlag('--folds', opts.folds, 2)!;
+      const seed = parseIntFlag('--seed', opts.seed, 0)!;
+      const format = parseFormat(opts.format);
+      const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
+      const r = runModelBaseline(corpus, { folds, seed, logger: stderrLogger });
+      if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
+      else process.stdout.write(renderBm25(r, `relevance-model baseline on ${r.dataset} (expected-F1 cut; α per fold ${r.alphas.join(', ')}; cutoff = mean set size)`, 'items by p, top 1000'));
     });
 }

@@ -24,8 +24,8 @@ import { DEFAULTS } from '../../index/defaults.ts';
 import { DEFAULT_ANALYZER } from '../../index/analyzer.ts';
 import { stderrLogger } from '../../index/log.ts';
 import type { Corpus } from '../../index/types.ts';
-import { Bm25Index } from '../baseline/bm25.ts';
-import { bm25OnSplit, type SplitBaseline } from '../evolve/baseline.ts';
+import type { Ranker } from '../../generators/planner/ranking.ts';
+import { baselineIndexes, splitBaselines, type SplitBaseline, type SplitBaselines } from '../evolve/baseline.ts';
 import { parseRunConfig, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
@@ -66,6 +66,7 @@ interface RunFlags {
   plannerParams?: string;
   plannerLr?: string;
   itemQuerySide?: string;
+  rank?: string;
   json?: boolean;
   fresh?: boolean;
   quiet?: boolean;
@@ -97,6 +98,7 @@ function addRunOptions(cmd: Command, dbHelp: string): Command {
     .option('--planner-params <which>', `what the planner's GRPO moves: global (stop term and α) | terms (per-keyword terms) | all (and the relevance weights) (default ${DEFAULTS.planner.grpoParams})`)
     .option('--planner-lr <x>', `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`)
     .option('--item-query-side <what>', `what the query side offers items: labels (the names of training queries) | keywords (all their keywords) (default ${r.itemQuerySide})`)
+    .option('--rank <ranker>', `how matched sets are ranked: auto (best nDCG@10 on dev + training queries) | model (p(item | query)) | text (text BM25) | keywords (keyword-bag BM25, the paper's rule) (default ${r.rank})`)
     .option('--grouping <mode>', 'GRPO groups: exact (each input) | semantic (near-identical inputs pooled, CoSearch; default exact)')
     .option('--grouping-delta <x>', `semantic grouping: token-F1 threshold δ (default ${DEFAULTS.grouping.delta})`)
     .option('--workers <n>', 'reward worker threads (default: number of cores)')
@@ -134,6 +136,7 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
   set('plannerParams', flags.plannerParams);
   set('plannerLr', num('--planner-lr', flags.plannerLr, false));
   set('itemQuerySide', flags.itemQuerySide);
+  set('rank', flags.rank);
   return parseRunConfig(input);
 }
 
@@ -173,7 +176,7 @@ async function runOne(db: CogrDb, corpus: Corpus, config: RunConfig, flags: RunF
 
 const f4 = (x: number): string => x.toFixed(4);
 
-export function renderSteps(steps: readonly StepRecord[], baseline: SplitBaseline | null): string {
+export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaselines | null): string {
   const best = bestStep(steps);
   const rows = steps.map((s) => [
     s.step,
@@ -185,27 +188,43 @@ export function renderSteps(steps: readonly StepRecord[], baseline: SplitBaselin
     f4(s.metrics.precision),
     f4(s.metrics.recall),
     f4(s.metrics.f1),
-    f4(s.metrics.ndcg10),
+    f4(servedRanking(steps, s).ndcg10),
     s.metrics.meanKeywords.toFixed(1),
     s.metrics.meanMatched.toFixed(1),
     String(s.vocabulary.item),
     String(s.vocabulary.query),
     s.train ? s.train.seconds.toFixed(1) : '',
   ]);
-  if (best) rows.push([`cogr (best dev: ${best.step})`, '', 'result', `${best.itemGeneration}/${best.queryGeneration}`, best.dev ? f4(best.dev.f1) : '', '', f4(best.metrics.precision), f4(best.metrics.recall), f4(best.metrics.f1), f4(best.metrics.ndcg10), best.metrics.meanKeywords.toFixed(1), best.metrics.meanMatched.toFixed(1), '', '', '']);
-  if (baseline) rows.push([`BM25 (cut-off ${baseline.cutoff})`, '', 'baseline', '', '', '', f4(baseline.precision), f4(baseline.recall), f4(baseline.f1), f4(baseline.ndcg10), '', String(baseline.cutoff), '', '', '']);
+  if (best) rows.push([`cogr (best dev: ${best.step})`, '', 'result', `${best.itemGeneration}/${best.queryGeneration}`, best.dev ? f4(best.dev.f1) : '', '', f4(best.metrics.precision), f4(best.metrics.recall), f4(best.metrics.f1), f4(servedRanking(steps, best).ndcg10), best.metrics.meanKeywords.toFixed(1), best.metrics.meanMatched.toFixed(1), '', '', '']);
+  const row = (name: string, b: SplitBaseline, matched: string) => rows.push([name, '', 'baseline', '', '', '', f4(b.precision), f4(b.recall), f4(b.f1), f4(b.ndcg10), '', matched, '', '', '']);
+  if (baselines) {
+    row(`BM25 (cut-off ${baselines.bm25.cutoff})`, baselines.bm25, String(baselines.bm25.cutoff));
+    row(`BM25 + RM3 (cut-off ${baselines.rm3.cutoff})`, baselines.rm3, String(baselines.rm3.cutoff));
+    if (baselines.model) row(`model, no keywords (α ${baselines.model.alpha})`, baselines.model, baselines.model.cutoff.toFixed(1));
+  }
   return renderTable(
-    ['step', 'round', 'trained', 'gen i/q', 'dev F1', 'adopted', 'P', 'R', 'F1', 'nDCG@10', 'kw/q', 'matched/q', 'item vocab', 'query vocab', 'seconds'],
+    ['step', 'round', 'trained', 'gen i/q', 'dev F1', 'adopted', 'P', 'R', 'F1', `nDCG@10 (${rankOf(steps)})`, 'kw/q', 'matched/q', 'item vocab', 'query vocab', 'seconds'],
     rows,
     { right: [1, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14] },
   );
+}
+
+/** The ranker a run serves (its SFT step's choice; keywords for runs written before rankers). */
+export function rankOf(steps: readonly StepRecord[]): Ranker {
+  return steps.find((s) => s.phase === 'sft')?.rank?.served ?? 'keywords';
+}
+
+/** nDCG@10 and MAP of a step's held-out matched sets under the run's served ranker. */
+export function servedRanking(steps: readonly StepRecord[], s: StepRecord): { ndcg10: number; map: number } {
+  const r = s.metrics.rankings?.[rankOf(steps)];
+  return r ? { ndcg10: r.ndcg10, map: r.map } : { ndcg10: s.metrics.ndcg10, map: s.metrics.ranked['ap@1000'] ?? 0 };
 }
 
 interface FoldOutcome {
   fold: number;
   evalQueries: number;
   devQueries: number;
-  baseline: SplitBaseline;
+  baselines: SplitBaselines;
   steps: StepRecord[];
 }
 
@@ -224,15 +243,20 @@ function weightedMean(parts: { w: number; v: number }[]): number {
  * P and mean R).
  */
 export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOutcome[]) {
-  type M = { f1: number; precision: number; recall: number; ndcg10: number; meanMatched?: number; meanKeywords?: number };
+  type M = { f1: number; precision: number; recall: number; ndcg10: number; map: number; ndcg10_keywords?: number; meanMatched?: number; meanKeywords?: number };
+  const mean = (pick: (f: FoldOutcome) => number) => weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f) })));
   const metricsOf = (pick: (f: FoldOutcome) => M) => ({
-    f1: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).f1 }))),
-    precision: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).precision }))),
-    recall: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).recall }))),
-    ndcg10: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).ndcg10 }))),
-    meanMatched: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).meanMatched ?? 0 }))),
-    meanKeywords: weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f).meanKeywords ?? 0 }))),
+    f1: mean((f) => pick(f).f1),
+    precision: mean((f) => pick(f).precision),
+    recall: mean((f) => pick(f).recall),
+    ndcg10: mean((f) => pick(f).ndcg10),
+    map: mean((f) => pick(f).map),
+    ndcg10_keywords: mean((f) => pick(f).ndcg10_keywords ?? pick(f).ndcg10),
+    meanMatched: mean((f) => pick(f).meanMatched ?? 0),
+    meanKeywords: mean((f) => pick(f).meanKeywords ?? 0),
   });
+  // A step's held-out figures with the fold's served ranking (ndcg10, map); ndcg10_keywords is the paper's keyword-bag BM25 order.
+  const served = (f: FoldOutcome, s: StepRecord): M => ({ ...s.metrics, ...servedRanking(f.steps, s), ndcg10_keywords: s.metrics.ndcg10 });
   const stepCount = Math.min(...folds.map((f) => f.steps.length));
   const rounds = Array.from({ length: stepCount }, (_, i) => {
     const s0 = folds[0].steps[i];
@@ -240,31 +264,36 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
       round: s0.round,
       side: s0.phase,
       step: s0.step,
-      ...metricsOf((f) => f.steps[i].metrics),
+      ...metricsOf((f) => served(f, f.steps[i])),
       dev_f1: weightedMean(folds.map((f) => ({ w: f.steps[i].dev?.queries ?? 0, v: f.steps[i].dev?.f1 ?? 0 }))),
       adopted: folds.filter((f) => f.steps[i].adopted).length,
     };
   });
   const bestOf = (f: FoldOutcome) => bestStep(f.steps) ?? f.steps[f.steps.length - 1];
-  const final = folds.length && stepCount > 0 ? { ...metricsOf((f) => bestOf(f).metrics), dev_f1: weightedMean(folds.map((f) => ({ w: bestOf(f).dev?.queries ?? 0, v: bestOf(f).dev?.f1 ?? 0 }))), steps: folds.map((f) => bestOf(f).step) } : null;
-  const baseline = metricsOf((f) => ({ ...f.baseline, meanMatched: f.baseline.cutoff, meanKeywords: 0 }));
+  const final = folds.length && stepCount > 0 ? { ...metricsOf((f) => served(f, bestOf(f))), rank: folds.map((f) => rankOf(f.steps)), dev_f1: weightedMean(folds.map((f) => ({ w: bestOf(f).dev?.queries ?? 0, v: bestOf(f).dev?.f1 ?? 0 }))), steps: folds.map((f) => bestOf(f).step) } : null;
+  const baselineOf = (b: (f: FoldOutcome) => SplitBaseline) => metricsOf((f) => ({ ...b(f), ndcg10_keywords: b(f).ndcg10, meanMatched: b(f).cutoff, meanKeywords: 0 }));
+  const baseline = baselineOf((f) => f.baselines.bm25);
+  const haveModel = folds.every((f) => f.baselines.model !== null);
+  const baselines = { bm25: baseline, rm3: baselineOf((f) => f.baselines.rm3), ...(haveModel ? { model: baselineOf((f) => f.baselines.model!) } : {}) };
   return {
     dataset,
     folds: folds.length,
     config,
     baseline,
+    baselines,
     rounds,
     final,
-    foldsAboveBaseline: folds.filter((f) => bestOf(f).metrics.f1 > f.baseline.f1).length,
+    foldsAboveBaseline: folds.filter((f) => bestOf(f).metrics.f1 > f.baselines.bm25.f1).length,
     perFold: folds.map((f) => {
       const b = bestOf(f);
       return {
         fold: f.fold,
         evalQueries: f.evalQueries,
         devQueries: f.devQueries,
-        baseline: f.baseline,
-        final: { step: b.step, f1: b.metrics.f1, precision: b.metrics.precision, recall: b.metrics.recall, dev_f1: b.dev?.f1 ?? null },
-        aboveBaseline: b.metrics.f1 > f.baseline.f1,
+        baseline: f.baselines.bm25,
+        baselines: f.baselines,
+        final: { step: b.step, f1: b.metrics.f1, precision: b.metrics.precision, recall: b.metrics.recall, rank: rankOf(f.steps), ...servedRanking(f.steps, b), dev_f1: b.dev?.f1 ?? null },
+        aboveBaseline: b.metrics.f1 > f.baselines.bm25.f1,
         steps: f.steps.map((s) => ({ step: s.step, round: s.round, side: s.phase, dev_f1: s.dev?.f1 ?? null, adopted: s.adopted, alpha: s.alpha ?? null, ...s.metrics, vocabulary: s.vocabulary })),
       };
     }),
@@ -293,15 +322,17 @@ export function register(program: Command): void {
     const reportPath = join(dirname(dbPath), 'demo-report.html');
     const db = await openRunDb(dbPath, flags.fresh ?? false);
     let res: RunResult;
+    let baselines: SplitBaselines;
     try {
       res = await runOne(db, corpus, config, flags, reportPath);
+      baselines = await splitBaselines(db, corpus, res.split);
     } finally {
       await db.close();
     }
-    const baseline = bm25OnSplit(corpus, res.split);
+    const baseline = baselines.bm25;
     const seconds = (Date.now() - t0) / 1000;
     if (flags.json) {
-      process.stdout.write(JSON.stringify({ dataset: config.dataset, db: dbPath, report: reportPath, config, split: { train: res.split.train.length, eval: res.split.eval.length }, baseline, steps: res.steps, seconds }) + '\n');
+      process.stdout.write(JSON.stringify({ dataset: config.dataset, db: dbPath, report: reportPath, config, split: { train: res.split.train.length, eval: res.split.eval.length }, baseline, baselines, steps: res.steps, seconds }) + '\n');
       return;
     }
     process.stdout.write(
@@ -309,7 +340,7 @@ export function register(program: Command): void {
         `${config.rounds} rounds (G=${config.groupSize}, K_max=${config.kMax}, ${config.queryEpochs} query / ${config.itemEpochs} item epochs), seed ${config.seed}\n` +
         `held-out P / R / F1 of the whole matched set after each half-round; database ${dbPath}\n\n`,
     );
-    process.stdout.write(renderSteps(res.steps, baseline));
+    process.stdout.write(renderSteps(res.steps, baselines));
     process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the best dev step\n`);
   });
 
@@ -332,7 +363,7 @@ export function register(program: Command): void {
     const { corpus } = await loadRunCorpus(base, stderrLogger);
     const configs = which.map((k) => parseRunConfig({ ...base, fold: k }));
     for (const c of configs) computeSplit(corpus, c);
-    const bm25 = new Bm25Index(corpus.items);
+    const indexes = baselineIndexes(corpus);
     const outcomes: FoldOutcome[] = [];
     for (const config of configs) {
       const k = config.fold;
@@ -341,7 +372,7 @@ export function register(program: Command): void {
       const db = await openRunDb(dbPath, flags.fresh ?? false);
       try {
         const res = await runOne(db, corpus, config, flags);
-        outcomes.push({ fold: k, evalQueries: res.split.eval.length, devQueries: res.split.dev.length, baseline: bm25OnSplit(corpus, res.split, DEFAULTS.baseline.maxCutoff, bm25), steps: res.steps });
+        outcomes.push({ fold: k, evalQueries: res.split.eval.length, devQueries: res.split.dev.length, baselines: await splitBaselines(db, corpus, res.split, indexes), steps: res.steps });
       } finally {
         await db.close();
       }
@@ -354,10 +385,13 @@ export function register(program: Command): void {
     const n = outcomes.length;
     const rows = summary.rounds.map((r) => [r.step, String(r.round), r.side, f4(r.dev_f1), `${r.adopted}/${n}`, f4(r.precision), f4(r.recall), f4(r.f1), f4(r.ndcg10), r.meanKeywords.toFixed(1), r.meanMatched.toFixed(1)]);
     if (summary.final) rows.push(['cogr (best dev step per fold)', '', 'result', f4(summary.final.dev_f1), '', f4(summary.final.precision), f4(summary.final.recall), f4(summary.final.f1), f4(summary.final.ndcg10), summary.final.meanKeywords.toFixed(1), summary.final.meanMatched.toFixed(1)]);
-    rows.push(['BM25 (tuned cut-off)', '', 'baseline', '', '', f4(summary.baseline.precision), f4(summary.baseline.recall), f4(summary.baseline.f1), f4(summary.baseline.ndcg10), '', summary.baseline.meanMatched.toFixed(1)]);
+    const bl = (name: string, b: typeof summary.baseline) => rows.push([name, '', 'baseline', '', '', f4(b.precision), f4(b.recall), f4(b.f1), f4(b.ndcg10), '', b.meanMatched.toFixed(1)]);
+    bl('BM25 (tuned cut-off)', summary.baselines.bm25);
+    bl('BM25 + RM3 (tuned cut-off)', summary.baselines.rm3);
+    if (summary.baselines.model) bl('model, no keywords (expected-F1 cut)', summary.baselines.model);
     process.stdout.write(`\nCoGR on ${corpus.name}, ${n} fold(s) of ${folds}: means over all held-out queries (dev F1: over the dev queries carved from each fold's training queries)\n\n`);
-    process.stdout.write(renderTable(['step', 'round', 'trained', 'dev F1', 'adopted', 'P', 'R', 'F1', 'nDCG@10', 'kw/q', 'matched/q'], rows, { right: [1, 3, 5, 6, 7, 8, 9, 10] }));
-    const per = summary.perFold.map((f) => [String(f.fold), f.final.step, f4(f.final.f1), f4(f.baseline.f1), f.aboveBaseline ? 'yes' : 'no']);
-    process.stdout.write('\n' + renderTable(['fold', 'best dev step', 'F1', 'BM25 F1', 'above'], per, { right: [0, 2, 3] }));
+    process.stdout.write(renderTable(['step', 'round', 'trained', 'dev F1', 'adopted', 'P', 'R', 'F1', `nDCG@10 (${[...new Set(summary.final?.rank ?? [])].join('/') || 'keywords'})`, 'kw/q', 'matched/q'], rows, { right: [1, 3, 5, 6, 7, 8, 9, 10] }));
+    const per = summary.perFold.map((f) => [String(f.fold), f.final.step, f4(f.final.f1), f4(f.baseline.f1), f4(f.baselines.rm3.f1), f.baselines.model ? f4(f.baselines.model.f1) : '', f.aboveBaseline ? 'yes' : 'no', f.final.rank, f4(f.final.ndcg10), f4(f.baseline.ndcg10)]);
+    process.stdout.write('\n' + renderTable(['fold', 'best dev step', 'F1', 'BM25 F1', 'RM3 F1', 'model F1', 'above BM25', 'rank', 'nDCG@10', 'BM25 nDCG@10'], per, { right: [0, 2, 3, 4, 5, 8, 9] }));
   });
 }

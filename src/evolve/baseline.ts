@@ -1,22 +1,32 @@
 /**
- * The BM25 baseline on a run's own split (the demo's reference row): BM25 over raw item
- * text (wink-bm25-text-search, src/baseline/bm25.ts), the retrieval cut-off tuned on the
- * training queries to maximise F1 and applied to the held-out ones.
+ * The baselines on a run's own split (the demo's reference rows and each fold of
+ * `cogr evolve`): BM25 over raw item text (wink-bm25-text-search, src/baseline/bm25.ts)
+ * and BM25 + RM3 (src/baseline/rm3.ts), the retrieval cut-off tuned on the training
+ * queries to maximise F1 and applied to the held-out ones; and the run's relevance model
+ * with an expected-F1 cut over all items (src/baseline/model.ts).
  */
-import type { Corpus } from '../../index/types.ts';
+import type { CogrDb } from '../../index/db.ts';
+import type { Corpus, Query } from '../../index/types.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
+import type { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { Bm25Index, tuneCutoff, type FoldResult } from '../baseline/bm25.ts';
+import { modelOnQueries } from '../baseline/model.ts';
+import { Rm3Index } from '../baseline/rm3.ts';
 import { evaluateRun, setF1Curve, type RunEntry } from '../metrics.ts';
-import type { RunSplit } from '../run/state.ts';
+import { listPolicyRounds, loadPlanner, policyStore } from '../run/policies.ts';
+import { coreIds, type RunSplit } from '../run/state.ts';
 
 /** A fold's figures without its fold and query counts. */
 export type SplitBaseline = Omit<FoldResult, 'fold' | 'trainQueries' | 'evalQueries'>;
 
-export function bm25OnSplit(corpus: Corpus, split: RunSplit, maxCutoff: number = DEFAULTS.baseline.maxCutoff, index?: Bm25Index): SplitBaseline {
-  const bm25 = index ?? new Bm25Index(corpus.items);
+/** A ranking of item ids for a query text, best first, at most `limit`. */
+export type TextRanking = (text: string, limit: number) => string[];
+
+/** Any text ranking on the split: the cut-off tuned on its training queries, figures over its held-out ones. */
+export function rankedOnSplit(corpus: Corpus, split: RunSplit, rank: TextRanking, maxCutoff: number = DEFAULTS.baseline.maxCutoff): SplitBaseline {
   const text = new Map(corpus.queries.map((q) => [q.id, q.text]));
   const ranked = new Map<string, string[]>();
-  for (const id of [...split.train, ...split.eval]) ranked.set(id, bm25.search(text.get(id) ?? '', maxCutoff).map((h) => h.id));
+  for (const id of [...split.train, ...split.eval]) ranked.set(id, rank(text.get(id) ?? '', maxCutoff));
   const curves = split.train.map((id) => setF1Curve(ranked.get(id)!, corpus.relevant.get(id) ?? new Set(), maxCutoff));
   const { cutoff, f1: trainF1 } = tuneCutoff(curves, maxCutoff);
   const entries: RunEntry[] = split.eval.map((id) => {
@@ -31,5 +41,42 @@ export function bm25OnSplit(corpus: Corpus, split: RunSplit, maxCutoff: number =
     precision: ev.set?.precision ?? 0,
     recall: ev.set?.recall ?? 0,
     ndcg10: ev.ranked['ndcg@10'] ?? 0,
+    map: ev.ranked['ap@1000'] ?? 0,
   };
+}
+
+export function bm25OnSplit(corpus: Corpus, split: RunSplit, maxCutoff: number = DEFAULTS.baseline.maxCutoff, index?: Bm25Index): SplitBaseline {
+  const bm25 = index ?? new Bm25Index(corpus.items);
+  return rankedOnSplit(corpus, split, (text, limit) => bm25.search(text, limit).map((h) => h.id), maxCutoff);
+}
+
+/** The text indexes the baselines of several splits of one corpus share. */
+export interface BaselineIndexes {
+  bm25: Bm25Index;
+  rm3: Rm3Index;
+}
+
+export function baselineIndexes(corpus: Corpus): BaselineIndexes {
+  return { bm25: new Bm25Index(corpus.items), rm3: new Rm3Index(corpus.items) };
+}
+
+/** Every baseline of a run's split: BM25 and BM25 + RM3 (cut-offs tuned on the training queries) and the run's own relevance model without the keyword constraint. */
+export interface SplitBaselines {
+  bm25: SplitBaseline;
+  rm3: SplitBaseline;
+  /** The SFT step's relevance model, α of the expected-F1 cut tuned on the core training queries (null before SFT). */
+  model: (SplitBaseline & { alpha: number }) | null;
+}
+
+/** The baselines of a stored run's split; the model baseline uses the run's SFT relevance model (its round-0 planner). */
+export async function splitBaselines(db: CogrDb, corpus: Corpus, split: RunSplit, indexes: BaselineIndexes = baselineIndexes(corpus)): Promise<SplitBaselines> {
+  const bm25 = bm25OnSplit(corpus, split, DEFAULTS.baseline.maxCutoff, indexes.bm25);
+  const rm3 = rankedOnSplit(corpus, split, (text, limit) => indexes.rm3.search(text, limit));
+  const store = policyStore(db);
+  if (!(await listPolicyRounds(store, 'planner')).includes(0)) return { bm25, rm3, model: null };
+  const planner = await loadPlanner(store, 0, corpus.items);
+  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
+  const pick = (ids: readonly string[]) => ids.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
+  const { entries: _e, ...model } = modelOnQueries(planner.relevance as RelevanceModel, corpus, pick(coreIds(split)), pick(split.eval));
+  return { bm25, rm3, model };
 }

@@ -6,10 +6,12 @@
  * (src/metrics.ts). F1 is the mean of per-query F1, so it can sit below both mean P and
  * mean R.
  */
+import { normalizeKeyword } from '../../index/normalize.ts';
 import { createRng, deriveSeed } from '../../index/random.ts';
 import type { Corpus, Query } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
+import { RANKERS, rankMatched, type Ranker, type RankingMetrics } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
 import type { RunConfig } from '../run/config.ts';
@@ -29,24 +31,53 @@ export function plannerKeywords(planner: KeywordPlanner, seed: number, config: P
   return (q) => planner.plan(queryInput(q), { temperature, rng: createRng(deriveSeed(seed, 'eval', q.id)) }).keywords;
 }
 
-/** The metrics of a query set, and each query's F_β of its whole matched set, in order (the dev adoption test pairs them). */
+/**
+ * What evaluating with several rankers needs: the planner attached to the item view (its
+ * p and text BM25). `ownNames`: evaluate training queries as held out — no {q} in the
+ * probe and the query's own names (string, label) dropped from its keywords, as their
+ * rewards score them.
+ */
+export interface RankWith {
+  planner: KeywordPlanner;
+  ownNames?: (q: Query) => readonly string[];
+}
+
+/**
+ * The metrics of a query set, and each query's F_β of its whole matched set, in order (the
+ * dev adoption test pairs them). `metrics.ranked` and `ndcg10` rank the matched set by
+ * keyword-bag BM25 (the paper's rule); with `rankWith`, `rankings` gives every ranker's
+ * nDCG@10 / MAP / MRR@10 over the same matched sets (generators/planner/ranking.ts).
+ */
 export function evaluateQueries(
   itemView: KeywordView,
   queries: readonly Query[],
   keywordsOf: QueryKeywordsFn,
   judgements: Pick<Corpus, 'qrels' | 'relevant'>,
   beta = 1,
+  rankWith?: RankWith,
 ): { metrics: HeldOutMetrics; perQuery: number[] } {
   const entries: RunEntry[] = [];
+  const byRanker = new Map<Ranker, RunEntry[]>(RANKERS.map((r) => [r, []]));
   let kwTotal = 0;
   let matchedTotal = 0;
   for (const q of queries) {
-    const keywords = keywordsOf(q);
+    let keywords = keywordsOf(q);
+    const own = rankWith?.ownNames?.(q);
+    if (own) {
+      const drop = new Set(own.map((k) => normalizeKeyword(k)));
+      keywords = keywords.filter((k) => !drop.has(normalizeKeyword(k)));
+    }
     kwTotal += keywords.length;
-    const res = itemView.search({ self: q.text, keywords }, { all: true });
+    const res = itemView.search(own ? { keywords } : { self: q.text, keywords }, { all: true });
     matchedTotal += res.matched;
     const ranked = res.items.map((x) => x.id);
     entries.push({ queryId: q.id, ranked, matched: ranked });
+    if (rankWith) {
+      for (const r of RANKERS) {
+        const order = r === 'keywords' ? ranked : rankMatched(res.items, r, rankWith.planner, queryInput(q)).map((x) => x.id);
+        byRanker.get(r)!.push({ queryId: q.id, ranked: order });
+      }
+    }
   }
   const ev = evaluateRun(entries, judgements, { beta });
   const n = queries.length || 1;
@@ -62,5 +93,35 @@ export function evaluateQueries(
     meanKeywords: kwTotal / n,
     ranked: { ...ev.ranked },
   };
+  if (rankWith) {
+    const rankings = {} as Record<Ranker, RankingMetrics>;
+    for (const r of RANKERS) {
+      const e = r === 'keywords' ? ev : evaluateRun(byRanker.get(r)!, judgements);
+      rankings[r] = { ndcg10: e.ranked['ndcg@10'] ?? 0, map: e.ranked['ap@1000'] ?? 0, mrr10: e.ranked['mrr@10'] ?? 0 };
+    }
+    metrics.rankings = rankings;
+  }
   return { metrics, perQuery: ev.perQuery.map((q) => q.set?.fBeta ?? 0) };
+}
+
+/** Every ranker's figures pooled over several query sets (weighted by their query counts), and the number of queries. */
+export function pooledRankings(measured: readonly { queries: number; rankings?: Record<Ranker, RankingMetrics> }[]): { queries: number; rankings: Record<Ranker, RankingMetrics> } {
+  const used = measured.filter((m) => m.rankings && m.queries > 0);
+  const queries = used.reduce((a, m) => a + m.queries, 0);
+  const mean = (r: Ranker, f: keyof RankingMetrics) => used.reduce((a, m) => a + m.rankings![r][f] * m.queries, 0) / Math.max(1, queries);
+  const rankings = {} as Record<Ranker, RankingMetrics>;
+  for (const r of RANKERS) rankings[r] = { ndcg10: mean(r, 'ndcg10'), map: mean(r, 'map'), mrr10: mean(r, 'mrr10') };
+  return { queries, rankings };
+}
+
+/**
+ * The served ranker: `rank` when the run names one, else the ranker with the best nDCG@10
+ * over the pooled figures (ties: the earlier of RANKERS, keywords first; keywords when
+ * nothing was measured).
+ */
+export function chooseRanker(rank: Ranker | 'auto', pooled: { queries: number; rankings: Record<Ranker, RankingMetrics> }): Ranker {
+  if (rank !== 'auto' || pooled.queries === 0) return rank === 'auto' ? 'keywords' : rank;
+  let best: Ranker = 'keywords';
+  for (const r of RANKERS) if (pooled.rankings[r].ndcg10 > pooled.rankings[best].ndcg10 + 1e-12) best = r;
+  return best;
 }

@@ -58,8 +58,8 @@ import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
 import { configDifferences, parseRunConfig, scorerOptions, sftItemKeywordGrid, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '../run/policies.ts';
-import { adoptionTest, bestStep, coreIds, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
-import { evaluateQueries, plannerKeywords } from './evaluate.ts';
+import { adoptionTest, bestStep, coreIds, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type RankChoice, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
+import { chooseRanker, evaluateQueries, plannerKeywords, pooledRankings } from './evaluate.ts';
 
 export interface RunOptions {
   logger?: Logger;
@@ -283,14 +283,32 @@ function planQueries(ctx: Ctx, planner: KeywordPlanner): { id: string; self: str
   return ctx.coreQueries.map((q) => ({ id: q.id, self: q.text, keywords: planner.plan(queryInput(q), { asHeldOut: true }).keywords }));
 }
 
-/** Held-out and dev metrics of the planner against an item generation. */
+/** Held-out and dev metrics of the planner against an item generation, every ranker's figures included. */
 function evaluate(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, step: string): { metrics: HeldOutMetrics; dev: DevMetrics | null } {
   planner.attachOpposite(itemView);
   const kw = plannerKeywords(planner, deriveSeed(ctx.config.seed, step), ctx.config);
-  const metrics = evaluateQueries(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta).metrics;
+  const metrics = evaluateQueries(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta, { planner }).metrics;
   if (ctx.devQueries.length === 0) return { metrics, dev: null };
-  const { metrics: d, perQuery } = evaluateQueries(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta);
-  return { metrics, dev: { queries: d.queries, f1: d.f1, precision: d.precision, recall: d.recall, meanMatched: d.meanMatched, meanKeywords: d.meanKeywords, perQuery } };
+  const { metrics: d, perQuery } = evaluateQueries(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta, { planner });
+  return { metrics, dev: { queries: d.queries, f1: d.f1, precision: d.precision, recall: d.recall, meanMatched: d.meanMatched, meanKeywords: d.meanKeywords, perQuery, ...(d.rankings ? { rankings: d.rankings } : {}) } };
+}
+
+/**
+ * The served ranker, chosen once at SFT (run/state.ts RankChoice): the run's `rank`, or
+ * with 'auto' the ranker with the best nDCG@10 over the dev queries and the core training
+ * queries planned and searched as held out (their own judgements out of their features,
+ * no {q}, their own names out of their keywords). Held-out queries play no part.
+ */
+function chooseRank(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, dev: DevMetrics | null): RankChoice {
+  const asked = ctx.config.rank;
+  if (asked !== 'auto') return { served: asked, asked, on: null };
+  planner.attachOpposite(itemView);
+  const train = evaluateQueries(itemView, ctx.coreQueries, (q) => planner.plan(queryInput(q), { asHeldOut: true }).keywords, ctx.corpus, ctx.config.beta, {
+    planner,
+    ownNames: (q) => ownNames(planner, q.text),
+  }).metrics;
+  const on = pooledRankings([train, ...(dev ? [dev] : [])]);
+  return { served: chooseRanker('auto', on), asked, on };
 }
 
 /** α tuned on the core training queries (planned as held out) against the attached item generation. */
@@ -329,8 +347,10 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
   await savePolicy(ctx.policies, 0, sft.itemPolicy);
   await savePlanner(ctx.policies, 0, sft.planner, { dataset: config.dataset, ...(config.format ? { format: config.format } : {}) });
   const { metrics, dev } = evaluate(ctx, sft.planner, itemView, 'sft');
+  const rank = chooseRank(ctx, sft.planner, itemView, dev);
   return {
     step: 'sft',
+    rank,
     round: 0,
     phase: 'sft',
     itemGeneration: itemGen,

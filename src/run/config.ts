@@ -10,6 +10,7 @@ import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
 import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/analyzer.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
+import { RANKERS } from '../../generators/planner/ranking.ts';
 
 export const RunConfigSchema = z
   .object({
@@ -76,6 +77,13 @@ export const RunConfigSchema = z
     grouping: z.enum(['exact', 'semantic']).default('exact'),
     groupingDelta: z.number().gt(0).max(1).default(DEFAULTS.grouping.delta),
     groupingMinSize: z.number().int().min(2).default(DEFAULTS.grouping.minSize),
+    /**
+     * How matched sets are ranked (generators/planner/ranking.ts): 'auto' (the ranker with
+     * the best nDCG@10 over the dev queries and the core training queries planned as held
+     * out, chosen once at SFT), or a ranker. Not an identity field: it changes no
+     * generation; every step records every ranker's figures.
+     */
+    rank: z.enum(['auto', ...RANKERS]).default(DEFAULTS.run.rank),
   })
   .strict();
 

@@ -19,6 +19,7 @@
 import type { CogrDb, JsonSublevel } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
+import type { Ranker, RankingMetrics } from '../../generators/planner/ranking.ts';
 import { RunConfigSchema, type RunConfig } from './config.ts';
 import { publishRunState, readPublishedRun } from './published.ts';
 
@@ -38,8 +39,10 @@ export interface HeldOutMetrics {
   meanMatched: number;
   /** Mean number of generated keywords per held-out query. */
   meanKeywords: number;
-  /** Every ranked metric (mrr, ndcg, ndcgBinary, p, r, f1, hit at 1, 3, 10, 100, 1000) of the BM25-ranked matched set. */
+  /** Every ranked metric (mrr, ndcg, ndcgBinary, p, r, f1, hit, ap at 1, 3, 10, 100, 1000) of the matched set ranked by keyword-bag BM25 (the paper's rule). */
   ranked: Record<string, number>;
+  /** nDCG@10, MAP and MRR@10 of the same matched sets under every ranker (generators/planner/ranking.ts); absent in runs written before rankers. */
+  rankings?: Record<Ranker, RankingMetrics>;
 }
 
 /** Whole-set quality of the dev queries (a part of the training queries, held out from training). */
@@ -52,6 +55,20 @@ export interface DevMetrics {
   meanKeywords: number;
   /** F (F1 unless the run sets beta) of every dev query, in the split's dev order (the adoption test pairs them). */
   perQuery: number[];
+  /** Every ranker's nDCG@10 / MAP / MRR@10 on the dev queries (absent in runs written before rankers). */
+  rankings?: Record<Ranker, RankingMetrics>;
+}
+
+/**
+ * How the run ranks its matched sets (chosen once, at SFT): the ranker served, and what
+ * it was chosen on — every ranker's figures over the dev queries and the core training
+ * queries planned as held out (`--rank auto`), or the ranker the run names.
+ */
+export interface RankChoice {
+  served: Ranker;
+  asked: Ranker | 'auto';
+  /** Every ranker's figures over the queries of the choice, and how many there were. */
+  on: { queries: number; rankings: Record<Ranker, RankingMetrics> } | null;
 }
 
 /**
@@ -135,6 +152,8 @@ export interface StepRecord {
   train: TrainStats | null;
   /** The SFT step's statistics (SFT step only). */
   sft?: SftStats;
+  /** The served ranker and what chose it (SFT step only; absent in runs written before rankers: they rank by keywords). */
+  rank?: RankChoice;
   finishedAt: string;
 }
 

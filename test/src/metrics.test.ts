@@ -69,6 +69,12 @@ describe('ranked metrics', () => {
     const idcg = 2 + 2 / Math.log2(3) + 1 / 2 + 1 / Math.log2(5);
     close(m['ndcg@10'], dcg / idcg);
   });
+  it('average precision cut at k, by hand (trec_eval map_cut: divided by all relevant)', () => {
+    // relevant at ranks 1, 3, 5 of a x b y c; |R| = 4 (d is never ranked)
+    close(m['ap@1'], 1 / 4);
+    close(m['ap@3'], (1 + 2 / 3) / 4);
+    close(m['ap@10'], (1 + 2 / 3 + 3 / 5) / 4);
+  });
   it('MRR and Hit follow the first relevant rank; duplicates count once', () => {
     const r = rankedMetrics(['x', 'x', 'y', 'a'], new Set(['a']), undefined, [1, 3, 10]);
     expect(r['mrr@1']).toBe(0);
@@ -79,7 +85,7 @@ describe('ranked metrics', () => {
   });
   it('no relevant items gives zeros', () => {
     const r = rankedMetrics(['a'], new Set(), undefined, [1]);
-    expect(Object.values(r)).toEqual([0, 0, 0, 0, 0, 0, 0]);
+    expect(Object.values(r)).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
   });
 });
 

@@ -1,0 +1,48 @@
+/**
+ * How a matched set is ordered (the served ranking). The matched set itself is the CoGR
+ * rule's and does not depend on the ranker, so whole-set P/R/F1 do not either.
+ *
+ *   keywords  BM25 over the keyword bags (the paper's rule: query = words of S_q ∪ {q},
+ *             item = words of S_i ∪ {i}); the order `KeywordView.search` returns.
+ *   text      BM25 of the query text over each item's title and description (the
+ *             relevance model's text index, analysed words), normalised by the best item.
+ *   model     the relevance model's p(item | query) (text BM25 features and, when the run
+ *             has training judgements, the judgement features; relevance.ts).
+ * Ties keep the keyword order (keyword-bag BM25, then ordinal), so every ranker is a
+ * total order and `keywords` is exactly `search`'s order.
+ */
+import type { ScoredEntity } from '../../index/view.ts';
+import type { GenerateInput } from '../types.ts';
+import type { KeywordPlanner } from './planner.ts';
+
+export const RANKERS = ['keywords', 'text', 'model'] as const;
+export type Ranker = (typeof RANKERS)[number];
+
+export function isRanker(x: unknown): x is Ranker {
+  return typeof x === 'string' && (RANKERS as readonly string[]).includes(x);
+}
+
+/** nDCG@10, MAP (average precision over the ranked matched set, trec_eval's `map`) and MRR@10 of one ranking. */
+export interface RankingMetrics {
+  ndcg10: number;
+  map: number;
+  mrr10: number;
+}
+
+/** A ranked item: the view's entity with the ranker's score (`score`) and its keyword-bag BM25 (`keywordScore`). */
+export interface RankedEntity extends ScoredEntity {
+  keywordScore: number;
+}
+
+/**
+ * The matched entities (in `KeywordView.search` order: keyword-bag BM25, ties by ordinal)
+ * ordered by `ranker`. `planner` must be attached to the view the entities come from
+ * (`text` and `model` read its per-query scores over that view's ordinals).
+ */
+export function rankMatched(items: readonly ScoredEntity[], ranker: Ranker, planner: KeywordPlanner | null, input: GenerateInput): RankedEntity[] {
+  if (ranker === 'keywords' || planner === null) return items.map((x) => ({ ...x, keywordScore: x.score }));
+  const s = ranker === 'model' ? planner.probabilities(input) : planner.textScores(input);
+  const order = items.map((x, i) => i);
+  order.sort((a, b) => s[items[b].ordinal] - s[items[a].ordinal] || a - b);
+  return order.map((i) => ({ id: items[i].id, ordinal: items[i].ordinal, score: s[items[i].ordinal], keywordScore: items[i].score }));
+}

@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { getAnalyzer } from '../../index/analyzer.ts';
+import { KeywordView } from '../../index/view.ts';
+import { KeywordPlanner, type RelevanceSource } from '../../generators/planner/planner.ts';
+import { TEXT_SCORE_COLUMN } from '../../generators/planner/relevance.ts';
+import { rankMatched } from '../../generators/planner/ranking.ts';
+import { chooseRanker, pooledRankings } from '../../src/evolve/evaluate.ts';
+
+/** Fixed features: bias, the text score in the sNorm column, logit(p); weights (0, 0, 1) so p(item) = p. */
+class Fixed implements RelevanceSource {
+  readonly analyzer = getAnalyzer('english');
+  readonly dim = 3;
+  weightsVersion = 0;
+  constructor(
+    private readonly ids: string[],
+    private readonly p: number[],
+    private readonly text: number[],
+  ) {}
+  itemOrdinal(id: string): number {
+    return this.ids.indexOf(id);
+  }
+  features(): Float64Array {
+    const x = new Float64Array(this.ids.length * 3);
+    this.ids.forEach((_, i) => {
+      x[3 * i] = 1;
+      x[3 * i + TEXT_SCORE_COLUMN] = this.text[i];
+      x[3 * i + 2] = Math.log(this.p[i] / (1 - this.p[i]));
+    });
+    return x;
+  }
+  probabilities(_q: unknown, x: Float64Array): Float64Array {
+    const out = new Float64Array(x.length / 3);
+    for (let i = 0; i < out.length; i++) out[i] = 1 / (1 + Math.exp(-x[3 * i + 2]));
+    return out;
+  }
+  getWeights(): Float64Array {
+    return Float64Array.from([0, 0, 1]);
+  }
+  setWeights(): void {}
+  wordIdf(): number {
+    return 1;
+  }
+  toJSON(): unknown {
+    return null;
+  }
+}
+
+// Items a..e. The probe "red shoe" matches a, b, c, d by keyword; e matches nothing.
+const entries = [
+  { id: 'a', self: '', keywords: ['red shoe', 'red'] },
+  { id: 'b', self: '', keywords: ['shoe'] },
+  { id: 'c', self: '', keywords: ['red'] },
+  { id: 'd', self: '', keywords: ['red shoe', 'shoe laces'] },
+  { id: 'e', self: '', keywords: ['blue'] },
+];
+const view = KeywordView.build('item', 0, entries, { analyzer: 'english' });
+const ids = ['a', 'b', 'c', 'd', 'e'];
+const p = [0.2, 0.9, 0.5, 0.7, 0.99];
+const text = [0.5, 0.5, 1, 0, 0.8];
+const planner = new KeywordPlanner(new Fixed(ids, p, text));
+planner.attachOpposite(view);
+const input = { id: 'q', text: 'red shoe' };
+const matched = view.search({ keywords: ['red shoe', 'red', 'shoe'] }, { all: true }).items;
+
+describe('rankMatched: the served ranking of a matched set, by hand', () => {
+  it('keywords is exactly the keyword-bag BM25 order of KeywordView.search', () => {
+    const r = rankMatched(matched, 'keywords', planner, input);
+    expect(r.map((x) => x.id)).toEqual(matched.map((x) => x.id));
+    expect(r.map((x) => x.score)).toEqual(matched.map((x) => x.score));
+    expect(matched.map((x) => x.id).sort()).toEqual(['a', 'b', 'c', 'd']);
+  });
+  it('model orders by p(item | query): b 0.9, d 0.7, c 0.5, a 0.2; e (unmatched) never enters', () => {
+    const r = rankMatched(matched, 'model', planner, input);
+    expect(r.map((x) => x.id)).toEqual(['b', 'd', 'c', 'a']);
+    r.forEach((x) => expect(x.score).toBeCloseTo(p[ids.indexOf(x.id)], 12));
+    expect(r.map((x) => x.keywordScore)).toEqual(r.map((x) => matched.find((m) => m.id === x.id)!.score));
+  });
+  it('text orders by the text BM25 column; ties (a, b at 0.5) keep the keyword order', () => {
+    const r = rankMatched(matched, 'text', planner, input);
+    const kwOrder = matched.map((x) => x.id);
+    const tied = ['a', 'b'].sort((x, y) => kwOrder.indexOf(x) - kwOrder.indexOf(y));
+    expect(r.map((x) => x.id)).toEqual(['c', ...tied, 'd']);
+  });
+});
+
+describe('chooseRanker: the best pooled nDCG@10, weighted by queries', () => {
+  const m = (k: number, t: number, mo: number) => ({ keywords: { ndcg10: k, map: 0, mrr10: 0 }, text: { ndcg10: t, map: 0, mrr10: 0 }, model: { ndcg10: mo, map: 0, mrr10: 0 } });
+  it('pools by query counts and picks the best; a named ranker is kept', () => {
+    // 30 queries text 0.5 / model 0.4, 10 queries text 0.1 / model 0.9: text 0.4, model 0.525
+    const pooled = pooledRankings([
+      { queries: 30, rankings: m(0.3, 0.5, 0.4) },
+      { queries: 10, rankings: m(0.3, 0.1, 0.9) },
+    ]);
+    expect(pooled.queries).toBe(40);
+    expect(pooled.rankings.text.ndcg10).toBeCloseTo(0.4, 12);
+    expect(pooled.rankings.model.ndcg10).toBeCloseTo(0.525, 12);
+    expect(chooseRanker('auto', pooled)).toBe('model');
+    expect(chooseRanker('keywords', pooled)).toBe('keywords');
+  });
+  it('ties go to the earlier ranker (keywords first); nothing measured is keywords', () => {
+    expect(chooseRanker('auto', pooledRankings([{ queries: 5, rankings: m(0.5, 0.5, 0.5) }]))).toBe('keywords');
+    expect(chooseRanker('auto', pooledRankings([]))).toBe('keywords');
+  });
+});
