@@ -43,6 +43,13 @@ export const DEFAULTS = deepFreeze({
     devFraction: 0.2,
     /** A half-round is adopted when its mean dev gain is at least this many standard errors (and not negative). */
     adoptZ: 1,
+    /** What the adoption test pairs: 'dev' (the dev queries) or 'pooled' (the dev queries and the core training queries scored as held out; the dev gain must still be ≥ 0). */
+    adoptOn: 'dev' as 'dev' | 'pooled',
+    /** The served set's floor: auto (top m by p added, top c by p when nothing matches; m, c chosen on training queries) or none. */
+    floor: 'auto' as 'auto' | 'none',
+    /** The floors m tried (0 = none) and the largest fallback c. */
+    floorGrid: [0, 1, 2, 3, 5, 10, 20] as readonly number[],
+    fallbackMaxCutoff: 100,
     itemQuerySide: 'labels' as 'labels' | 'keywords',
     itemRankDepth: 20,
     clip: 0.2,

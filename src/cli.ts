@@ -28,6 +28,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'demo', description: 'the main job: SFT and co-evolution rounds with the embedded policy on shipped data, then a table per half-round beside BM25', load: () => import('./commands/evolve.ts') },
   { name: 'evolve', description: 'k-fold evaluation of the co-evolution: one resumable run per fold, BM25 on the same folds', load: () => import('./commands/evolve.ts') },
   { name: 'datasets', description: 'list the shipped and registered datasets (items, queries, judged queries, mean relevant per judged query)', load: () => import('./commands/datasets.ts') },
+  { name: 'oracle', description: 'ceiling analysis on the stored k-fold run: oracle query side, oracle item side, perfectly ordered served set', load: () => import('./commands/oracle.ts') },
   { name: 'baseline', description: 'reference retrieval baselines', load: () => import('./commands/baseline.ts') },
   { name: 'sft', description: 'SFT phase (Algorithm 1): base item keywords, query targets, train and save both embedded policies as round 0', load: () => import('./commands/sft.ts') },
   { name: 'generate', description: 'sample keyword sets for the inputs of a JSONL file ({"id", "text", "title"?} per line)', load: () => import('./commands/generate.ts') },

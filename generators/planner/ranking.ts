@@ -11,9 +11,9 @@
  * Ties keep the keyword order (keyword-bag BM25, then ordinal), so every ranker is a
  * total order and `keywords` is exactly `search`'s order.
  */
-import type { ScoredEntity } from '../../index/view.ts';
+import type { KeywordView, ScoredEntity } from '../../index/view.ts';
 import type { GenerateInput } from '../types.ts';
-import type { KeywordPlanner } from './planner.ts';
+import { topByP, type KeywordPlanner } from './planner.ts';
 
 export const RANKERS = ['keywords', 'text', 'model'] as const;
 export type Ranker = (typeof RANKERS)[number];
@@ -45,4 +45,26 @@ export function rankMatched(items: readonly ScoredEntity[], ranker: Ranker, plan
   const order = items.map((x, i) => i);
   order.sort((a, b) => s[items[b].ordinal] - s[items[a].ordinal] || a - b);
   return order.map((i) => ({ id: items[i].id, ordinal: items[i].ordinal, score: s[items[i].ordinal], keywordScore: items[i].score }));
+}
+
+/** The served set's floor (src/run/state.ts SetFloor): top `floor` by p added to every matched set, top `fallback` by p when nothing matches. */
+export interface Floor {
+  floor: number;
+  fallback: number;
+}
+export const NO_FLOOR: Floor = { floor: 0, fallback: 0 };
+
+/**
+ * The served set of a query: the matched entities (in `search` order) followed by those of
+ * the top `floor` items by p that did not match (keyword score 0), or — when nothing
+ * matches — the top `fallback` items by p, flagged `empty_plan`.
+ */
+export function servedSet(view: KeywordView, matched: readonly ScoredEntity[], planner: KeywordPlanner | null, input: GenerateInput, f: Floor): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
+  const k = matched.length === 0 ? f.fallback : f.floor;
+  if (k <= 0 || planner === null) return { items: [...matched], fallback: null, added: 0 };
+  const seen = new Set(matched.map((x) => x.ordinal));
+  const extra = topByP(planner.probabilities(input), k)
+    .filter((e) => !seen.has(e))
+    .map((e) => ({ id: view.id(e), ordinal: e, score: 0 }));
+  return { items: [...matched, ...extra], fallback: matched.length === 0 && extra.length > 0 ? 'empty_plan' : null, added: extra.length };
 }

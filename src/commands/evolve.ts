@@ -24,13 +24,12 @@ import { DEFAULTS } from '../../index/defaults.ts';
 import { DEFAULT_ANALYZER } from '../../index/analyzer.ts';
 import { stderrLogger } from '../../index/log.ts';
 import type { Corpus } from '../../index/types.ts';
-import type { Ranker } from '../../generators/planner/ranking.ts';
 import { baselineIndexes, splitBaselines, type SplitBaseline, type SplitBaselines } from '../evolve/baseline.ts';
 import { parseRunConfig, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
 import { datasetIdentity } from '../datasets/index.ts';
-import { bestStep, f1Points, type StepRecord } from '../run/state.ts';
+import { bestStep, f1Points, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { renderTable } from '../table.ts';
@@ -62,6 +61,7 @@ interface RunFlags {
   analyzer?: string;
   devFraction?: string;
   adoptZ?: string;
+  adoptOn?: string;
   sftItemKeywords?: string;
   plannerParams?: string;
   plannerLr?: string;
@@ -94,6 +94,7 @@ function addRunOptions(cmd: Command, dbHelp: string): Command {
     .option('--analyzer <name>', `how keywords match: english (Porter2 stems) | none (surface forms) (default ${DEFAULT_ANALYZER})`)
     .option('--dev-fraction <x>', `share of the training queries carved out as the dev split that decides adoption (default ${r.devFraction}; 0: every step adopted)`)
     .option('--adopt-z <z>', `a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (default ${r.adoptZ})`)
+    .option('--adopt-on <queries>', `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) (default ${r.adoptOn})`)
     .option('--sft-item-keywords <m>', `keywords per item from the base generator: a number, or auto (the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}; default)`)
     .option('--planner-params <which>', `what the planner's GRPO moves: global (stop term and α) | terms (per-keyword terms) | all (and the relevance weights) (default ${DEFAULTS.planner.grpoParams})`)
     .option('--planner-lr <x>', `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`)
@@ -132,6 +133,7 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
   set('analyzer', flags.analyzer);
   set('devFraction', num('--dev-fraction', flags.devFraction, false));
   set('adoptZ', num('--adopt-z', flags.adoptZ, false));
+  set('adoptOn', flags.adoptOn);
   if (flags.sftItemKeywords !== undefined) set('sftItemKeywords', flags.sftItemKeywords === 'auto' ? 'auto' : num('--sft-item-keywords', flags.sftItemKeywords, true));
   set('plannerParams', flags.plannerParams);
   set('plannerLr', num('--planner-lr', flags.plannerLr, false));
@@ -207,17 +209,6 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
     rows,
     { right: [1, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14] },
   );
-}
-
-/** The ranker a run serves (its SFT step's choice; keywords for runs written before rankers). */
-export function rankOf(steps: readonly StepRecord[]): Ranker {
-  return steps.find((s) => s.phase === 'sft')?.rank?.served ?? 'keywords';
-}
-
-/** nDCG@10 and MAP of a step's held-out matched sets under the run's served ranker. */
-export function servedRanking(steps: readonly StepRecord[], s: StepRecord): { ndcg10: number; map: number } {
-  const r = s.metrics.rankings?.[rankOf(steps)];
-  return r ? { ndcg10: r.ndcg10, map: r.map } : { ndcg10: s.metrics.ndcg10, map: s.metrics.ranked['ap@1000'] ?? 0 };
 }
 
 interface FoldOutcome {

@@ -25,7 +25,8 @@ import type { Side } from '../../index/types.ts';
 import type { Bm25Params, Probe } from '../../index/view.ts';
 import { idSchema, jsonlRecords } from '../datasets/common.ts';
 import { renderTable } from '../table.ts';
-import { dbPath, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption } from './options.ts';
+import { dbPath, parseChoice, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption } from './options.ts';
+import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 
 const lineSchema = z.object({
   id: idSchema,
@@ -71,6 +72,19 @@ async function withStore<T>(o: CommonOpts, create: boolean, fn: (store: KeywordI
 }
 
 /** The published generation files: what search, explain, list and diff read (no database lock). */
+/**
+ * The stored run's SFT query planner over its dataset's items (read from the published
+ * files), for --rank model|text; imported on use, so the other index commands start as
+ * fast as before.
+ */
+async function storedPlanner(path: string): Promise<KeywordPlanner> {
+  const [{ readRunAt }, { loadRunCorpus }, { loadPlanner }, { publishedPolicyStore }] = await Promise.all([import('../run/state.ts'), import('../run/corpus.ts'), import('../run/policies.ts'), import('../run/published.ts')]);
+  const run = await readRunAt(path);
+  if (!run) throw cogrError('NOT_FOUND', `--rank model|text needs a co-evolution run in ${path} (its planner and dataset); none is stored there`);
+  const { corpus } = await loadRunCorpus(run.config, stderrLogger);
+  return loadPlanner(publishedPolicyStore(path), 0, corpus.items);
+}
+
 function published(o: CommonOpts): PublishedIndex {
   return new PublishedIndex(dbPath(o.db));
 }
@@ -128,18 +142,29 @@ export function register(program: Command): void {
     .option('--all', 'print every matched item')
     .option('--k1 <x>', `BM25 k1 (default ${DEFAULTS.bm25.k1})`)
     .option('--b <x>', `BM25 b (default ${DEFAULTS.bm25.b})`)
+    .option('--rank <ranker>', "order of the matched set: keywords (keyword-bag BM25) | model (p(item | query)) | text (text BM25) — model and text use the stored run's SFT planner and dataset (item side)", 'keywords')
     .option('--json', 'print one JSON object')
-    .action(async (o: CommonOpts & { generation?: string; query?: string; keywords?: string; k: string; all?: boolean; k1?: string; b?: string; json?: boolean }) => {
+    .action(async (o: CommonOpts & { generation?: string; query?: string; keywords?: string; k: string; all?: boolean; k1?: string; b?: string; rank: string; json?: boolean }) => {
       const side = parseSide('--side', o.side);
       const k = parseIntFlag('--k', o.k, 0)!;
       const params = bm25Of(o);
+      const ranker = parseChoice('--rank', o.rank, ['keywords', 'model', 'text'] as const);
       const gen = parseLatestOr('--generation', o.generation);
       const view = await published(o).openView(side, gen);
       const generation = view.generation;
-      const res = view.search(probeOf(o), { k, all: o.all ?? false, params });
+      const probe = probeOf(o);
+      let res = view.search(probe, { k, all: o.all ?? false, params });
+      if (ranker !== 'keywords') {
+        if (side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
+        const [planner, { rankMatched }] = await Promise.all([storedPlanner(dbPath(o.db)), import('../../generators/planner/ranking.ts')]);
+        planner.attachOpposite(view);
+        const whole = view.search(probe, { all: true, params });
+        const ranked = rankMatched(whole.items, ranker, planner, { id: 'cli', text: o.query ?? '' });
+        res = { matched: whole.matched, items: o.all ? ranked : ranked.slice(0, k) };
+      }
       const items = res.items.map((x) => ({ id: x.id, score: x.score }));
       if (o.json) {
-        out(JSON.stringify({ generation, matched: res.matched, items }));
+        out(JSON.stringify({ generation, matched: res.matched, rank: ranker, items }));
         return;
       }
       out(`${side} generation ${generation}: ${res.matched} matched`);

@@ -25,6 +25,7 @@ import { storeDriftProvider } from '../server/drift.ts';
 import { listenUntilSignal } from '../server/listen.ts';
 import { LiveSnapshot } from '../server/state.ts';
 import { storeSnapshotLoader } from '../server/storeLoader.ts';
+import { RANKERS } from '../../generators/planner/ranking.ts';
 import { KEYWORD_SOURCES, keywordSourceFactory } from '../server/keywordSources.ts';
 import { parseChoice, parseIntFlag, parseServerFlags, withLlmOptions, withServerOptions, type LlmFlags, type ServerFlags } from './options.ts';
 
@@ -35,6 +36,7 @@ interface ServeFlags extends ServerFlags, LlmFlags {
   maxK?: string;
   maxQueryLength?: string;
   keywordWorkers?: string;
+  rank?: string;
 }
 
 export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): Promise<void> {
@@ -56,6 +58,7 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   const loader = storeSnapshotLoader({
     dbPath: server.dbPath,
     round: server.round,
+    rank: flags.rank === undefined ? 'auto' : parseChoice('--rank', flags.rank, ['auto', ...RANKERS] as const),
     ...(corpus ? { corpus } : {}),
     keywordSource: keywordSourceFactory(parseChoice('--generator', flags.generator, KEYWORD_SOURCES), () => llmOptionsFromEnv(flags), log, pool),
     log,
@@ -90,6 +93,7 @@ export function register(program: Command): void {
     .option('--budget-ms <ms>', `time budget for generating a query's keywords (default ${d.keywordBudgetMs})`)
     .option('--max-k <n>', `largest k a request may ask for (default ${d.maxK})`)
     .option('--max-query-length <n>', `longest query text in characters (default ${d.maxQueryLength})`)
+    .option('--rank <ranker>', "how /v1/search orders the served set: auto (the stored run's choice at SFT; keywords without one) | model | text | keywords (model and text need the embedded generator)", 'auto')
     .option('--keyword-workers <n>', 'worker threads generating query keywords with the query planner (default: cores − 1, 1 to 4)')
     .action(async (flags: ServeFlags) => runServe(flags));
 }

@@ -11,7 +11,7 @@ import { createRng, deriveSeed } from '../../index/random.ts';
 import type { Corpus, Query } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
-import { RANKERS, rankMatched, type Ranker, type RankingMetrics } from '../../generators/planner/ranking.ts';
+import { RANKERS, rankMatched, servedSet, type Floor, type Ranker, type RankingMetrics } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
 import type { RunConfig } from '../run/config.ts';
@@ -40,6 +40,10 @@ export function plannerKeywords(planner: KeywordPlanner, seed: number, config: P
 export interface RankWith {
   planner: KeywordPlanner;
   ownNames?: (q: Query) => readonly string[];
+  /** Skip the rankers (only the matched sets' figures are wanted). */
+  noRankings?: boolean;
+  /** The served set's floor (ranking.ts servedSet); none by default. */
+  floor?: Floor;
 }
 
 /**
@@ -60,6 +64,7 @@ export function evaluateQueries(
   const byRanker = new Map<Ranker, RunEntry[]>(RANKERS.map((r) => [r, []]));
   let kwTotal = 0;
   let matchedTotal = 0;
+  let fallbacks = 0;
   for (const q of queries) {
     let keywords = keywordsOf(q);
     const own = rankWith?.ownNames?.(q);
@@ -68,11 +73,14 @@ export function evaluateQueries(
       keywords = keywords.filter((k) => !drop.has(normalizeKeyword(k)));
     }
     kwTotal += keywords.length;
-    const res = itemView.search(own ? { keywords } : { self: q.text, keywords }, { all: true });
+    const found = itemView.search(own ? { keywords } : { self: q.text, keywords }, { all: true });
+    const served = rankWith?.floor ? servedSet(itemView, found.items, rankWith.planner, queryInput(q), rankWith.floor) : null;
+    if (served?.fallback) fallbacks++;
+    const res = served ? { matched: served.items.length, items: served.items } : found;
     matchedTotal += res.matched;
     const ranked = res.items.map((x) => x.id);
     entries.push({ queryId: q.id, ranked, matched: ranked });
-    if (rankWith) {
+    if (rankWith && !rankWith.noRankings) {
       for (const r of RANKERS) {
         const order = r === 'keywords' ? ranked : rankMatched(res.items, r, rankWith.planner, queryInput(q)).map((x) => x.id);
         byRanker.get(r)!.push({ queryId: q.id, ranked: order });
@@ -93,7 +101,8 @@ export function evaluateQueries(
     meanKeywords: kwTotal / n,
     ranked: { ...ev.ranked },
   };
-  if (rankWith) {
+  if (rankWith?.floor) metrics.fallbacks = fallbacks;
+  if (rankWith && !rankWith.noRankings) {
     const rankings = {} as Record<Ranker, RankingMetrics>;
     for (const r of RANKERS) {
       const e = r === 'keywords' ? ev : evaluateRun(byRanker.get(r)!, judgements);

@@ -58,8 +58,11 @@ import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
 import { configDifferences, parseRunConfig, scorerOptions, sftItemKeywordGrid, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '../run/policies.ts';
-import { adoptionTest, bestStep, coreIds, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type RankChoice, type RunSplit, type StepRecord, type TrainStats } from '../run/state.ts';
+import { adoptionTest, bestStep, coreIds, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type QuerySetF, type RankChoice, type RunSplit, type SetFloor, type StepRecord, type TrainStats } from '../run/state.ts';
 import { chooseRanker, evaluateQueries, plannerKeywords, pooledRankings } from './evaluate.ts';
+import { NO_FLOOR, type Floor } from '../../generators/planner/ranking.ts';
+import { tuneCutoff } from '../baseline/bm25.ts';
+import { setF1Curve } from '../metrics.ts';
 
 export interface RunOptions {
   logger?: Logger;
@@ -102,6 +105,8 @@ interface Ctx {
   pool: () => RewardPool;
   /** The relevance model of the planners this run loads (one set of training judgements: its indexes and features are reused). */
   relevance: RelevanceModel | null;
+  /** The served set's floor, chosen at SFT (none for runs written before it). */
+  floor: Floor;
   logger: Logger;
   progress: ProgressSink;
   signal?: AbortSignal;
@@ -176,6 +181,7 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
     coreRelevant,
     pool: () => (pool ??= RewardPool.create({ size: config.workers ?? availableParallelism(), logger })),
     relevance: null,
+    floor: NO_FLOOR,
     logger,
     progress: opts.progress ?? silentProgress,
     signal: opts.signal,
@@ -184,6 +190,7 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
     const names = stepNames(config.rounds);
     let done = await state.steps();
     await rollBackUncommitted(ctx, done);
+    ctx.floor = done.find((s) => s.phase === 'sft')?.floor ?? NO_FLOOR;
     let ran = 0;
     for (const name of names.slice(done.length)) {
       if (opts.maxSteps !== undefined && ran >= opts.maxSteps) break;
@@ -237,9 +244,10 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
   const best = bestStep(done);
   // A half-round is adopted when its dev gain over the best adopted step is not negative
   // and not within the noise of the dev queries (adoptionTest).
-  const test = phase === 'sft' ? null : adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ);
+  const pooled = ctx.config.adoptOn === 'pooled' ? { candidate: rec.trainEval, best: best?.trainEval } : undefined;
+  const test = phase === 'sft' ? null : adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled);
   const adopted = test === null || test.adopted;
-  if (test && rec.dev) rec.devGain = { gain: test.gain, se: test.se };
+  if (test && rec.dev) rec.devGain = { gain: test.gain, se: test.se, ...(test.queries !== undefined ? { queries: test.queries } : {}) };
   const m = rec.metrics;
   ctx.logger.info(
     `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  dev F1=${rec.dev ? rec.dev.f1.toFixed(4) : '—'}${phase === 'sft' ? '' : adopted ? ' (adopted)' : ' (not adopted)'}  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
@@ -283,14 +291,54 @@ function planQueries(ctx: Ctx, planner: KeywordPlanner): { id: string; self: str
   return ctx.coreQueries.map((q) => ({ id: q.id, self: q.text, keywords: planner.plan(queryInput(q), { asHeldOut: true }).keywords }));
 }
 
-/** Held-out and dev metrics of the planner against an item generation, every ranker's figures included. */
-function evaluate(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, step: string): { metrics: HeldOutMetrics; dev: DevMetrics | null } {
+/**
+ * Held-out and dev metrics of the planner against an item generation, every ranker's
+ * figures included; with `--adopt-on pooled`, the core training queries planned and
+ * searched as held out too (`trainEval`, for the adoption test only).
+ */
+function evaluate(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, step: string): { metrics: HeldOutMetrics; dev: DevMetrics | null; trainEval?: QuerySetF } {
   planner.attachOpposite(itemView);
   const kw = plannerKeywords(planner, deriveSeed(ctx.config.seed, step), ctx.config);
-  const metrics = evaluateQueries(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta, { planner }).metrics;
+  const metrics = evaluateQueries(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta, { planner, floor: ctx.floor }).metrics;
   if (ctx.devQueries.length === 0) return { metrics, dev: null };
-  const { metrics: d, perQuery } = evaluateQueries(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta, { planner });
-  return { metrics, dev: { queries: d.queries, f1: d.f1, precision: d.precision, recall: d.recall, meanMatched: d.meanMatched, meanKeywords: d.meanKeywords, perQuery, ...(d.rankings ? { rankings: d.rankings } : {}) } };
+  const { metrics: d, perQuery } = evaluateQueries(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta, { planner, floor: ctx.floor });
+  const dev: DevMetrics = { queries: d.queries, f1: d.f1, precision: d.precision, recall: d.recall, meanMatched: d.meanMatched, meanKeywords: d.meanKeywords, perQuery, ...(d.rankings ? { rankings: d.rankings } : {}) };
+  if (ctx.config.adoptOn !== 'pooled') return { metrics, dev };
+  const t = trainingAsHeldOut(ctx, planner, itemView, false);
+  return { metrics, dev, trainEval: { queries: t.metrics.queries, f1: t.metrics.f1, perQuery: t.perQuery } };
+}
+
+/** The core training queries planned and searched as held out: no {q}, their own names out of their keywords, their own judgements out of their features. */
+function trainingAsHeldOut(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, rankings: boolean, floor: Floor = ctx.floor, keywordsOf?: (q: Query) => string[]): { metrics: HeldOutMetrics; perQuery: number[] } {
+  planner.attachOpposite(itemView);
+  return evaluateQueries(itemView, ctx.coreQueries, keywordsOf ?? ((q) => planner.plan(queryInput(q), { asHeldOut: true }).keywords), ctx.corpus, ctx.config.beta, {
+    planner,
+    ownNames: (q) => ownNames(planner, q.text),
+    floor,
+    ...(rankings ? {} : { noRankings: true }),
+  });
+}
+
+/**
+ * The served set's floor (run/state.ts SetFloor), chosen on the core training queries
+ * planned and searched as held out: the fallback c with the best mean F1 of their top c by
+ * p (ties: the smaller c), then the floor m of the grid with the best mean F1 of their
+ * served sets (ties: the smaller m, so m = 0 unless a floor helps).
+ */
+function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): SetFloor {
+  if (ctx.config.floor === 'none' || ctx.coreQueries.length === 0) return { floor: 0, fallback: 0 };
+  planner.attachOpposite(itemView);
+  const maxC = Math.min(DEFAULTS.run.fallbackMaxCutoff, itemView.size);
+  const curves = ctx.coreQueries.map((q) => {
+    const top = topByP(planner.probabilities(queryInput(q)), maxC).map((e) => itemView.id(e));
+    return setF1Curve(top, ctx.coreRelevant.get(q.id) ?? new Set(), maxC, ctx.config.beta);
+  });
+  const { cutoff: fallback, f1: fallbackF1 } = tuneCutoff(curves, maxC);
+  const planned = new Map(ctx.coreQueries.map((q) => [q.id, planner.plan(queryInput(q), { asHeldOut: true }).keywords]));
+  const floors: [number, number][] = DEFAULTS.run.floorGrid.map((m) => [m, trainingAsHeldOut(ctx, planner, itemView, false, { floor: m, fallback }, (q) => planned.get(q.id)!).metrics.f1]);
+  let best = floors[0];
+  for (const x of floors) if (x[1] > best[1] + 1e-12) best = x;
+  return { floor: best[0], fallback, trainF1: { floors, fallback: fallbackF1 } };
 }
 
 /**
@@ -302,11 +350,7 @@ function evaluate(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, step
 function chooseRank(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, dev: DevMetrics | null): RankChoice {
   const asked = ctx.config.rank;
   if (asked !== 'auto') return { served: asked, asked, on: null };
-  planner.attachOpposite(itemView);
-  const train = evaluateQueries(itemView, ctx.coreQueries, (q) => planner.plan(queryInput(q), { asHeldOut: true }).keywords, ctx.corpus, ctx.config.beta, {
-    planner,
-    ownNames: (q) => ownNames(planner, q.text),
-  }).metrics;
+  const train = trainingAsHeldOut(ctx, planner, itemView, true).metrics;
   const on = pooledRankings([train, ...(dev ? [dev] : [])]);
   return { served: chooseRanker('auto', on), asked, on };
 }
@@ -346,17 +390,21 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
   const queryView = await ctx.store.openView('query', queryGen);
   await savePolicy(ctx.policies, 0, sft.itemPolicy);
   await savePlanner(ctx.policies, 0, sft.planner, { dataset: config.dataset, ...(config.format ? { format: config.format } : {}) });
-  const { metrics, dev } = evaluate(ctx, sft.planner, itemView, 'sft');
+  const floor = chooseFloor(ctx, sft.planner, itemView);
+  ctx.floor = { floor: floor.floor, fallback: floor.fallback };
+  const { metrics, dev, trainEval } = evaluate(ctx, sft.planner, itemView, 'sft');
   const rank = chooseRank(ctx, sft.planner, itemView, dev);
   return {
     step: 'sft',
     rank,
+    floor,
     round: 0,
     phase: 'sft',
     itemGeneration: itemGen,
     queryGeneration: queryGen,
     base: null,
     dev,
+    ...(trainEval ? { trainEval } : {}),
     alpha: sft.planner.alpha,
     metrics,
     vocabulary: { item: vocabularySize(itemView), query: vocabularySize(queryView) },
@@ -540,7 +588,7 @@ async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
   await savePlanner(ctx.policies, round, planner);
   const queryGen = await commitGeneration(ctx, 'query', planQueries(ctx, planner), { step, round }, base.queryGeneration);
   const queryView = await ctx.store.openView('query', queryGen);
-  const { metrics, dev } = evaluate(ctx, planner, itemView, step);
+  const { metrics, dev, trainEval } = evaluate(ctx, planner, itemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {
     step,
@@ -550,6 +598,7 @@ async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     queryGeneration: queryGen,
     base: base.step,
     dev,
+    ...(trainEval ? { trainEval } : {}),
     alpha: planner.alpha,
     metrics,
     vocabulary: { item: base.vocabulary.item, query: vocabularySize(queryView) },
@@ -691,7 +740,7 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
   await savePolicy(ctx.policies, round, policy);
   const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, policy, step), { step, round }, base.itemGeneration);
   const newItemView = await ctx.store.openView('item', itemGen);
-  const { metrics, dev } = evaluate(ctx, planner, newItemView, step);
+  const { metrics, dev, trainEval } = evaluate(ctx, planner, newItemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {
     step,
@@ -701,6 +750,7 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
     queryGeneration: base.queryGeneration,
     base: base.step,
     dev,
+    ...(trainEval ? { trainEval } : {}),
     metrics,
     vocabulary: { item: vocabularySize(newItemView), query: base.vocabulary.query },
     train: stats,

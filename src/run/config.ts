@@ -51,6 +51,20 @@ export const RunConfigSchema = z
     devFraction: z.number().min(0).max(0.5).default(DEFAULTS.run.devFraction),
     /** The adoption test's z: a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (run/state.ts adoptionTest). */
     adoptZ: z.number().min(0).max(10).default(DEFAULTS.run.adoptZ),
+    /**
+     * The queries the adoption test pairs: 'dev' or 'pooled' (the dev queries and the core
+     * training queries planned and searched as held out, with the dev gain alone still ≥ 0).
+     * Runs written before this field were 'dev'.
+     */
+    adoptOn: z.enum(['dev', 'pooled']).default(DEFAULTS.run.adoptOn),
+    /**
+     * The served set's floor (run/state.ts SetFloor): 'auto' — every matched set gains the
+     * top m items by p(item | query) and a query whose keywords match nothing gets the top
+     * c by p instead of an empty list, m and c chosen at SFT on the core training queries
+     * planned as held out (m may be 0) — or 'none' (the matched set alone, possibly empty).
+     * Runs written before this field were 'none'.
+     */
+    floor: z.enum(['auto', 'none']).default(DEFAULTS.run.floor),
     /** The query planner: items whose keywords are candidates, the scale λ of its log-gain, its GRPO learning rate and parameters. */
     plannerTopItems: z.number().int().min(1).max(10_000).default(DEFAULTS.planner.topItems),
     plannerLambda: z.number().positive().default(DEFAULTS.planner.lambda),
@@ -88,6 +102,18 @@ export const RunConfigSchema = z
   .strict();
 
 export type RunConfig = z.output<typeof RunConfigSchema>;
+
+/**
+ * Identity fields added after runs were stored, with the behaviour those runs had: a
+ * stored config without one reads as this value, not as today's default.
+ */
+const STORED_BEFORE: Partial<RunConfigInput> = { adoptOn: 'dev', floor: 'none' };
+
+/** A stored run config, validated; fields it predates get the behaviour it ran with (STORED_BEFORE), later ones their defaults. */
+export function parseStoredConfig(raw: unknown): ReturnType<typeof RunConfigSchema.safeParse> {
+  const withLegacy = raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { ...STORED_BEFORE, ...(raw as Record<string, unknown>) } : raw;
+  return RunConfigSchema.safeParse(withLegacy);
+}
 export type RunConfigInput = z.input<typeof RunConfigSchema>;
 
 export function parseRunConfig(input: unknown): RunConfig {
@@ -129,6 +155,8 @@ export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = [
   'analyzer',
   'devFraction',
   'adoptZ',
+  'adoptOn',
+  'floor',
   'plannerTopItems',
   'plannerLambda',
   'plannerLr',

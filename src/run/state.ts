@@ -20,7 +20,7 @@ import type { CogrDb, JsonSublevel } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
 import type { Ranker, RankingMetrics } from '../../generators/planner/ranking.ts';
-import { RunConfigSchema, type RunConfig } from './config.ts';
+import { parseStoredConfig, type RunConfig } from './config.ts';
 import { publishRunState, readPublishedRun } from './published.ts';
 
 export const RUN_SUBLEVEL = 'run';
@@ -41,6 +41,8 @@ export interface HeldOutMetrics {
   meanKeywords: number;
   /** Every ranked metric (mrr, ndcg, ndcgBinary, p, r, f1, hit, ap at 1, 3, 10, 100, 1000) of the matched set ranked by keyword-bag BM25 (the paper's rule). */
   ranked: Record<string, number>;
+  /** Queries whose keywords matched nothing and got the floor's fallback set instead (absent without a floor). */
+  fallbacks?: number;
   /** nDCG@10, MAP and MRR@10 of the same matched sets under every ranker (generators/planner/ranking.ts); absent in runs written before rankers. */
   rankings?: Record<Ranker, RankingMetrics>;
 }
@@ -79,14 +81,46 @@ export interface RankChoice {
  * so a dev F1 that falls is never adopted, and neither is a rise within the noise of a few
  * dev queries (z = 0: any rise or tie is adopted). Without dev queries every step is.
  */
-export function adoptionTest(candidate: DevMetrics | null, best: DevMetrics | null, z: number): { adopted: boolean; gain: number; se: number } {
+export function adoptionTest(candidate: DevMetrics | null, best: DevMetrics | null, z: number, pooled?: { candidate: QuerySetF | null | undefined; best: QuerySetF | null | undefined }): { adopted: boolean; gain: number; se: number; queries?: number } {
   if (!candidate || !best || candidate.perQuery.length === 0 || candidate.perQuery.length !== best.perQuery.length) return { adopted: true, gain: 0, se: 0 };
-  const n = candidate.perQuery.length;
   const d = candidate.perQuery.map((f, i) => f - best.perQuery[i]);
+  const dev = meanSe(d);
+  const pc = pooled?.candidate;
+  const pb = pooled?.best;
+  if (!pc || !pb || pc.perQuery.length === 0 || pc.perQuery.length !== pb.perQuery.length) return { adopted: dev.mean >= 0 && dev.mean >= z * dev.se, gain: dev.mean, se: dev.se };
+  // Pooled: the dev queries and the core training queries scored as held out, paired per query;
+  // the dev gain alone must still not be negative.
+  const all = meanSe([...d, ...pc.perQuery.map((f, i) => f - pb.perQuery[i])]);
+  return { adopted: dev.mean >= 0 && all.mean >= 0 && all.mean >= z * all.se, gain: all.mean, se: all.se, queries: d.length + pc.perQuery.length };
+}
+
+function meanSe(d: readonly number[]): { mean: number; se: number } {
+  const n = d.length;
   const mean = d.reduce((a, b) => a + b, 0) / n;
   const sd = n > 1 ? Math.sqrt(d.reduce((a, b) => a + (b - mean) * (b - mean), 0) / (n - 1)) : 0;
-  const se = sd / Math.sqrt(n);
-  return { adopted: mean >= 0 && mean >= z * se, gain: mean, se };
+  return { mean, se: sd / Math.sqrt(n) };
+}
+
+/**
+ * The floor of the served set (generators/planner/ranking.ts servedSet): every matched set
+ * gains the top `floor` items by p(item | query), and a query whose keywords match nothing
+ * gets the top `fallback` items by p, flagged as a fallback. Chosen at SFT on the core
+ * training queries planned as held out: `fallback` the c with the best mean F1 of the top c
+ * by p, then `floor` the m of DEFAULTS.run.floorGrid with the best mean F1 of the served
+ * sets (0 when none beats the matched sets alone).
+ */
+export interface SetFloor {
+  floor: number;
+  fallback: number;
+  /** Mean F1 of the training queries' served sets for each floor tried, and of the top-c sets at the chosen c. */
+  trainF1?: { floors: [number, number][]; fallback: number };
+}
+
+/** Per-query F of a query set, in a fixed order (the core training queries scored as held out). */
+export interface QuerySetF {
+  queries: number;
+  f1: number;
+  perQuery: number[];
 }
 
 /** What the SFT step fitted (deterministic, so a resumed run records the same). */
@@ -142,8 +176,10 @@ export interface StepRecord {
   adopted: boolean;
   /** Quality on the dev queries (null without a dev split: every step is then adopted). */
   dev: DevMetrics | null;
-  /** The adoption test against the best adopted step (half-rounds with dev queries): mean per-query dev gain and its standard error. */
-  devGain?: { gain: number; se: number };
+  /** The adoption test against the best adopted step (half-rounds with dev queries): mean per-query gain and its standard error (over `queries` paired queries with `--adopt-on pooled`). */
+  devGain?: { gain: number; se: number; queries?: number };
+  /** The core training queries planned and searched as held out (own {q}, names and judgements left out): what `--adopt-on pooled` pairs beside the dev queries. */
+  trainEval?: QuerySetF;
   /** The planner's α after this step (query-side steps and SFT). */
   alpha?: number;
   metrics: HeldOutMetrics;
@@ -154,6 +190,8 @@ export interface StepRecord {
   sft?: SftStats;
   /** The served ranker and what chose it (SFT step only; absent in runs written before rankers: they rank by keywords). */
   rank?: RankChoice;
+  /** The served set's floor chosen at SFT (SFT step only; absent: no floor, as runs written before it). */
+  floor?: SetFloor;
   finishedAt: string;
 }
 
@@ -265,7 +303,7 @@ export class RunState {
   async config(): Promise<RunConfig | undefined> {
     const raw = await this.get('config');
     if (raw === undefined) return undefined;
-    const r = RunConfigSchema.safeParse(raw);
+    const r = parseStoredConfig(raw);
     if (!r.success) throw cogrError('DB_CORRUPT', `the stored run config of ${this.db.path} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     return r.data;
   }
@@ -306,6 +344,17 @@ export interface StoredRun {
 }
 
 /** The round of a side's generator as of the given steps: the last adopted step that trained it (SFT = 0). */
+/** The ranker a run serves (its SFT step's choice; keywords for runs written before rankers). */
+export function rankOf(steps: readonly StepRecord[]): Ranker {
+  return steps.find((s) => s.phase === 'sft')?.rank?.served ?? 'keywords';
+}
+
+/** nDCG@10 and MAP of a step's held-out matched sets under the run's served ranker. */
+export function servedRanking(steps: readonly StepRecord[], s: StepRecord): { ndcg10: number; map: number } {
+  const r = s.metrics.rankings?.[rankOf(steps)];
+  return r ? { ndcg10: r.ndcg10, map: r.map } : { ndcg10: s.metrics.ndcg10, map: s.metrics.ranked['ap@1000'] ?? 0 };
+}
+
 export function generatorRound(steps: readonly StepRecord[], side: Side): number {
   let round = 0;
   for (const s of steps) if (s.adopted && s.phase === side) round = s.round;
@@ -401,7 +450,7 @@ export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
       { path: dbPath, found: doc.runStateVersion, expected: RUN_STATE_VERSION },
     );
   }
-  const r = RunConfigSchema.safeParse(doc.config);
+  const r = parseStoredConfig(doc.config);
   if (!r.success) throw cogrError('DB_CORRUPT', `the published run config of ${dbPath} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return { config: r.data, split: doc.split, steps: doc.steps };
 }

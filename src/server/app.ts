@@ -23,6 +23,7 @@ import { silentLogger } from '../../index/log.ts';
 import { normalizeSelf } from '../../index/normalize.ts';
 import { topKIndex } from '../../index/topk.ts';
 import type { Explanation, KeywordView } from '../../index/view.ts';
+import { RANKERS, type Ranker } from '../../generators/planner/ranking.ts';
 import { createApp, parseOrThrow } from './http.ts';
 import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
 import { createServerMetrics, type ServerMetrics } from './metrics.ts';
@@ -131,7 +132,18 @@ const ExplainSchema = z.object({
   avgDocLength: z.number(),
   terms: z.array(z.object({ word: z.string(), tf: z.number(), df: z.number(), idf: z.number(), contribution: z.number() })),
   formula: z.string(),
+  ranking: z.object({ ranker: z.enum(RANKERS), score: z.number().describe("the ranker's score: p(item | query), normalised text BM25, or keyword-bag BM25"), keywordScore: z.number().describe('keyword-bag BM25 (the formula above)') }).optional(),
 });
+/** Which ranker ordered the served set, what chose it, the floor, and the empty-plan fallback (generators/planner/ranking.ts). */
+const RankingInfoSchema = z.object({
+  ranker: z.enum(RANKERS),
+  chosen: z.string(),
+  floor: z.number(),
+  fallback: z.string().nullable(),
+  reason: z.string().optional(),
+});
+type RankingInfo = z.infer<typeof RankingInfoSchema>;
+
 const HitSchema = z.object({ id: z.string(), score: z.number(), title: z.string().optional(), explain: ExplainSchema.optional() });
 const KeywordsUsedSchema = z.object({
   generated: z.array(z.string()).describe('keywords from the query-side generator (empty on fallback)'),
@@ -146,7 +158,8 @@ export const SearchResponseSchema = z.object({
   query: z.string(),
   keywords: KeywordsUsedSchema,
   fallback: FallbackSchema,
-  matched: z.number().describe('size of the whole matched set'),
+  ranking: RankingInfoSchema.optional().describe("how the served set was ordered: the ranker, what chose it (the run's choice at SFT, --rank, or the default), the floor m, and 'empty_plan' when the keywords matched nothing and the top items by p were served instead"),
+  matched: z.number().describe('size of the served set: the whole matched set (with the floor, when the run has one)'),
   items: z.array(HitSchema),
 });
 const ProgramResponseSchema = z.object({
@@ -334,13 +347,16 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     const p = parseOrThrow(schemas.searchQuery, req.query, 'INVALID_ARGUMENT');
     const kw = await resolveText(snap, version, p.q);
     const probe = { self: p.q, keywords: kw.keywords };
-    const res = snap.item.search(probe, { k: p.k });
+    // The served set's order and floor (the run's choice): from the planner in the keyword workers, else keyword-bag BM25.
+    const ranked = await rankServed(snap, p.q, kw.keywords, p.k);
+    const res = ranked.set ?? snap.item.search(probe, { k: p.k });
     return {
       round: snap.round,
       generation: snap.item.generation,
       query: p.q,
       keywords: { generated: kw.keywords, raw: normalizeSelf(p.q), source: kw.source, cached: kw.cached },
       fallback: kw.fallback,
+      ranking: ranked.info,
       matched: res.matched,
       items: res.items.map((h) => {
         const title = snap.titles.get(h.id);
@@ -349,11 +365,37 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
           id: h.id,
           score: h.score,
           ...(title !== undefined ? { title } : {}),
-          ...(ex ? { explain: explainJson(ex) } : {}),
+          ...(ex ? { explain: { ...explainJson(ex), ranking: { ranker: ranked.info.ranker, score: h.score, keywordScore: ex.score } } } : {}),
         };
       }),
     };
   });
+
+  /**
+   * The served set ordered by the snapshot's ranker, with its floor (generators/planner/
+   * ranking.ts), computed by the query planner in the keyword workers under the keyword
+   * budget; null (keyword-bag BM25 of the matched set, no floor) when the ranker is
+   * keywords without a floor, the source cannot rank (LLM, none) or the budget ran out —
+   * `info` says which ranker answered and why.
+   */
+  async function rankServed(snap: Snapshot, text: string, keywords: string[], k: number): Promise<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }> {
+    const r = snap.ranking;
+    const info = (ranker: Ranker, fallback: string | null, reason: string | null): RankingInfo => ({ ranker, chosen: r.source, floor: r.floor.floor, fallback, ...(reason ? { reason } : {}) });
+    const src = snap.keywordSource;
+    if (r.ranker === 'keywords' && r.floor.floor === 0 && r.floor.fallback === 0) return { set: null, info: info('keywords', null, null) };
+    if (!src?.rank) return { set: null, info: info('keywords', null, `the ${src?.name ?? 'raw-query'} keyword source cannot rank by ${r.ranker}: keyword-bag BM25`) };
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), limits.keywordBudgetMs);
+    try {
+      const out = await src.rank({ text, keywords, ranker: r.ranker, floor: r.floor, limit: k }, controller.signal);
+      const items = out.ordinals.map((o, i) => ({ id: snap.item.id(o), score: out.scores[i] }));
+      return { set: { matched: out.matched, items }, info: info(r.ranker, out.fallback, null) };
+    } catch (e) {
+      return { set: null, info: info('keywords', null, `ranking by ${r.ranker} failed (${e instanceof Error ? e.message : String(e)}): keyword-bag BM25`) };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   app.post('/v1/search', async (req) => {
     const snap = live.get();

@@ -24,6 +24,7 @@ import { silentLogger, type Logger } from '../../index/log.ts';
 import type { Item } from '../../index/types.ts';
 import type { ViewData } from '../../index/view.ts';
 import type { QueryGeneratorDocument } from './queryGenerator.ts';
+import type { Floor, Ranker } from '../../generators/planner/ranking.ts';
 
 export interface KeywordPoolOptions {
   /** Worker threads; default one less than the cores (at least 1, at most 4). */
@@ -41,10 +42,35 @@ export interface LoadPayload {
   items: readonly Item[] | null;
 }
 
+/** A ranking request: the served set of `text` with `keywords` ordered by `ranker` (generators/planner/ranking.ts), its first `limit` entries. */
+export interface RankRequest {
+  text: string;
+  keywords: string[];
+  ranker: Ranker;
+  floor: Floor;
+  limit: number;
+}
+/** The served set's size and its first entries by the ranker (view ordinals, the ranker's and the keyword-bag scores). */
+export interface RankedSet {
+  matched: number;
+  ordinals: number[];
+  scores: number[];
+  keywordScores: number[];
+  fallback: 'empty_plan' | null;
+}
+
 /** Messages to a worker. */
-export type ToWorker = { t: 'load'; key: string; payload: LoadPayload } | { t: 'release'; key: string } | { t: 'plan'; id: number; key: string; text: string };
+export type ToWorker =
+  | { t: 'load'; key: string; payload: LoadPayload }
+  | { t: 'release'; key: string }
+  | { t: 'plan'; id: number; key: string; text: string }
+  | { t: 'rank'; id: number; key: string; req: RankRequest };
 /** Messages from a worker. */
-export type FromWorker = { t: 'loaded'; key: string; error?: string } | { t: 'result'; id: number; keywords: string[] } | { t: 'error'; id: number; message: string };
+export type FromWorker =
+  | { t: 'loaded'; key: string; error?: string }
+  | { t: 'result'; id: number; keywords: string[] }
+  | { t: 'ranked'; id: number; ranked: RankedSet }
+  | { t: 'error'; id: number; message: string };
 
 /** The queue is full: the caller falls back at once. */
 export class KeywordPoolBusy extends Error {
@@ -58,7 +84,9 @@ interface Task {
   id: number;
   key: string;
   text: string;
-  resolve: (k: string[]) => void;
+  /** A ranking request instead of a plan. */
+  rank?: RankRequest;
+  resolve: (out: never) => void;
   reject: (e: unknown) => void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | null;
@@ -128,7 +156,8 @@ export class KeywordWorkerPool {
     const task = slot.busy;
     if (!task || task.id !== m.id) return;
     slot.busy = null;
-    if (m.t === 'result') task.resolve(m.keywords);
+    if (m.t === 'result') (task.resolve as (k: string[]) => void)(m.keywords);
+    else if (m.t === 'ranked') (task.resolve as (r: RankedSet) => void)(m.ranked);
     else task.reject(new Error(m.message));
     this.dispatch();
   }
@@ -174,12 +203,21 @@ export class KeywordWorkerPool {
 
   /** Keywords of `text` from the generator loaded as `key`. */
   plan(key: string, text: string, signal?: AbortSignal): Promise<string[]> {
+    return this.enqueue<string[]>(key, text, undefined, signal);
+  }
+
+  /** The served set of a query ordered by a ranker, from the generator loaded as `key` (its p and text BM25 over the served view). */
+  rank(key: string, req: RankRequest, signal?: AbortSignal): Promise<RankedSet> {
+    return this.enqueue<RankedSet>(key, req.text, req, signal);
+  }
+
+  private enqueue<T>(key: string, text: string, rank: RankRequest | undefined, signal?: AbortSignal): Promise<T> {
     if (this.closed) return Promise.reject(cogrError('INTERNAL', 'the keyword pool is closed'));
     if (!this.loaded.has(key)) return Promise.reject(cogrError('INTERNAL', `no generator loaded as ${key}`));
     if (signal?.aborted) return Promise.reject(cogrError('ABORTED', 'keyword generation cancelled'));
     if (this.queue.length >= this.maxQueue) return Promise.reject(new KeywordPoolBusy(this.queue.length));
-    return new Promise<string[]>((resolve, reject) => {
-      const task: Task = { id: this.nextId++, key, text, resolve, reject, signal, onAbort: null };
+    return new Promise<T>((resolve, reject) => {
+      const task: Task = { id: this.nextId++, key, text, ...(rank ? { rank } : {}), resolve: resolve as (out: never) => void, reject, signal, onAbort: null };
       if (signal) {
         task.onAbort = () => {
           const i = this.queue.indexOf(task);
@@ -207,7 +245,7 @@ export class KeywordWorkerPool {
       if (!task) return;
       if (task.signal && task.onAbort) task.signal.removeEventListener('abort', task.onAbort);
       slot.busy = task;
-      slot.worker.postMessage({ t: 'plan', id: task.id, key: task.key, text: task.text } satisfies ToWorker);
+      slot.worker.postMessage((task.rank ? { t: 'rank', id: task.id, key: task.key, req: task.rank } : { t: 'plan', id: task.id, key: task.key, text: task.text }) satisfies ToWorker);
     }
   }
 

@@ -46,6 +46,6 @@ export function keywordSourceFactory(
     loaded.push(key);
     while (loaded.length > 2) pool().release(loaded.shift()!);
     log.info('query keywords from the query planner, in the keyword workers', { plannerRound: doc.round, servedRound: round, workers: pool().size });
-    return { name: 'embedded', keywords: (text, signal) => pool().plan(key, text, signal) };
+    return { name: 'embedded', keywords: (text, signal) => pool().plan(key, text, signal), rank: (req, signal) => pool().rank(key, req, signal) };
   };
 }

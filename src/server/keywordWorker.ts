@@ -31,6 +31,15 @@ port.on('message', (m: ToWorker) => {
     reply({ t: 'error', id: m.id, message: `no generator loaded as ${m.key}` });
     return;
   }
+  if (m.t === 'rank') {
+    Promise.resolve()
+      .then(() => planner.rank(m.req))
+      .then(
+        (ranked) => reply({ t: 'ranked', id: m.id, ranked }),
+        (e: unknown) => reply({ t: 'error', id: m.id, message: e instanceof Error ? e.message : String(e) }),
+      );
+    return;
+  }
   Promise.resolve()
     .then(() => planner.plan(m.text))
     .then(

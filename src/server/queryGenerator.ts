@@ -11,6 +11,8 @@ import type { Item } from '../../index/types.ts';
 import type { KeywordView } from '../../index/view.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
+import { rankMatched, servedSet } from '../../generators/planner/ranking.ts';
+import type { RankedSet, RankRequest } from './keywordPool.ts';
 import { cogrError } from '../../index/errors.ts';
 import { listPolicyRounds } from '../run/policies.ts';
 
@@ -25,6 +27,8 @@ export interface QueryGeneratorDocument {
 /** A generator rebuilt in a worker: one query text in, its keywords out. */
 export interface QueryPlanner {
   plan(text: string): string[] | Promise<string[]>;
+  /** The served set of a query ordered by a ranker (over the view the planner was rebuilt on). */
+  rank(req: RankRequest): RankedSet;
 }
 
 /**
@@ -57,6 +61,13 @@ export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: Key
       const s = out[0]?.[0];
       if (!s || s.format !== 'ok') throw new Error('the generator output is not a keyword list');
       return s.keywords;
+    },
+    rank(req: RankRequest): RankedSet {
+      const input = { id: 'http', text: req.text };
+      const found = itemView.search({ self: req.text, keywords: req.keywords }, { all: true });
+      const served = servedSet(itemView, found.items, planner, input, req.floor);
+      const ranked = rankMatched(served.items, req.ranker, planner, input).slice(0, Math.max(0, req.limit));
+      return { matched: served.items.length, ordinals: ranked.map((x) => x.ordinal), scores: ranked.map((x) => x.score), keywordScores: ranked.map((x) => x.keywordScore), fallback: served.fallback };
     },
   };
 }

@@ -19,12 +19,16 @@ import type { KeywordView } from '../../index/view.ts';
 import type { Logger } from '../../index/log.ts';
 import { silentLogger } from '../../index/log.ts';
 import { isCogrError } from '../../index/errors.ts';
+import type { Floor, Ranker } from '../../generators/planner/ranking.ts';
+import type { RankedSet, RankRequest } from './keywordPool.ts';
 
 /** Produces query-side keywords for a raw query text (the served round's generator). */
 export interface QueryKeywordSource {
   /** A short name reported in responses ("embedded", "openai", ...). */
   readonly name: string;
   keywords(text: string, signal: AbortSignal): Promise<string[]>;
+  /** The served set ordered by a ranker other than keywords (the embedded planner only). */
+  rank?(req: RankRequest, signal: AbortSignal): Promise<RankedSet>;
 }
 
 export interface GenerationInfo {
@@ -66,6 +70,8 @@ export interface Snapshot {
   titles: ReadonlyMap<string, string>;
   /** The query-side keyword generator of the served round; null → raw query only. */
   keywordSource: QueryKeywordSource | null;
+  /** How `/v1/search` ranks and floors the served set (the run's SFT choice, or `--rank`); keywords and no floor when the round has none. */
+  ranking: { ranker: Ranker; floor: Floor; source: string };
 }
 
 export interface SnapshotLoader {

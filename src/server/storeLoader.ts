@@ -30,6 +30,7 @@ import { KeywordView } from '../../index/view.ts';
 import type { KeywordGenerator, KeyValueStore } from '../../generators/types.ts';
 import { publishedPolicyStore } from '../run/published.ts';
 import { bestServing, readRunAt } from '../run/state.ts';
+import { NO_FLOOR, type Ranker } from '../../generators/planner/ranking.ts';
 import type { GenerationProblem, QueryKeywordSource, Snapshot, SnapshotLoader } from './state.ts';
 
 export type RoundSelector = number | 'latest' | 'best';
@@ -55,6 +56,8 @@ export interface StoreLoaderOptions {
   historyLimit?: number;
   /** Chooses the query-side keyword source for the served round, with the served item view. */
   keywordSource?: (ctx: KeywordSourceContext) => QueryKeywordSource | null | Promise<QueryKeywordSource | null>;
+  /** How `/v1/search` ranks: 'auto' (default: the stored run's choice at SFT, keywords without one) or a ranker. */
+  rank?: Ranker | 'auto';
   log?: Logger;
 }
 
@@ -169,8 +172,16 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
       // 'best': the run's choice on its dev queries (the published run state), else the latest.
       let selector: Parameters<typeof selectGenerations>[2] = opts.round === 'best' ? 'latest' : opts.round;
       let plannerRound: number | undefined;
+      const run = await readRunAt(opts.dbPath);
+      // The run's ranker and set floor, chosen at SFT (runs written before them: keywords, no floor).
+      const sft = run?.steps.find((s) => s.phase === 'sft');
+      const asked = opts.rank ?? 'auto';
+      const ranking = {
+        ranker: asked === 'auto' ? (sft?.rank?.served ?? 'keywords') : asked,
+        floor: sft?.floor ? { floor: sft.floor.floor, fallback: sft.floor.fallback } : NO_FLOOR,
+        source: asked === 'auto' ? (sft?.rank ? 'run' : 'default') : 'flag',
+      };
       if (opts.round === 'best') {
-        const run = await readRunAt(opts.dbPath);
         const best = run ? bestServing(run.steps) : null;
         if (best) {
           selector = { best };
@@ -189,7 +200,7 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           queries = queries.filter((g) => g !== sel.query);
           continue;
         }
-        const signature = JSON.stringify([plannerRound ?? null, sel.item.generation, sel.query?.generation ?? null, items.map((g) => g.generation), queries.map((g) => g.generation), problems, policyFiles]);
+        const signature = JSON.stringify([ranking, plannerRound ?? null, sel.item.generation, sel.query?.generation ?? null, items.map((g) => g.generation), queries.map((g) => g.generation), problems, policyFiles]);
         if (last && signature === lastSignature) return last;
         const older = items.filter((g) => g.generation <= sel.item.generation).slice(-historyLimit);
         const itemGenerations: KeywordView[] = [];
@@ -230,6 +241,7 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           fields,
           titles,
           keywordSource,
+          ranking,
         };
         lastSignature = signature;
         return last;

@@ -3,7 +3,7 @@ import { getAnalyzer } from '../../index/analyzer.ts';
 import { KeywordView } from '../../index/view.ts';
 import { KeywordPlanner, type RelevanceSource } from '../../generators/planner/planner.ts';
 import { TEXT_SCORE_COLUMN } from '../../generators/planner/relevance.ts';
-import { rankMatched } from '../../generators/planner/ranking.ts';
+import { NO_FLOOR, rankMatched, servedSet } from '../../generators/planner/ranking.ts';
 import { chooseRanker, pooledRankings } from '../../src/evolve/evaluate.ts';
 
 /** Fixed features: bias, the text score in the sNorm column, logit(p); weights (0, 0, 1) so p(item) = p. */
@@ -100,5 +100,29 @@ describe('chooseRanker: the best pooled nDCG@10, weighted by queries', () => {
   it('ties go to the earlier ranker (keywords first); nothing measured is keywords', () => {
     expect(chooseRanker('auto', pooledRankings([{ queries: 5, rankings: m(0.5, 0.5, 0.5) }]))).toBe('keywords');
     expect(chooseRanker('auto', pooledRankings([]))).toBe('keywords');
+  });
+});
+
+describe('servedSet: the floor and the empty-plan fallback, by hand', () => {
+  it('no floor: the matched set as it is', () => {
+    const r = servedSet(view, matched, planner, input, NO_FLOOR);
+    expect(r.items).toEqual(matched);
+    expect(r.fallback).toBeNull();
+  });
+  it('floor m adds the top m by p that did not match (e: p 0.99) after the matched ones, keyword score 0', () => {
+    const r = servedSet(view, matched, planner, input, { floor: 2, fallback: 3 });
+    // top 2 by p: e (0.99), b (0.9); b already matched
+    expect(r.items.map((x) => x.id)).toEqual([...matched.map((x) => x.id), 'e']);
+    expect(r.items.at(-1)!.score).toBe(0);
+    expect(r.added).toBe(1);
+    expect(r.fallback).toBeNull();
+  });
+  it('nothing matched: the top c by p, flagged empty_plan', () => {
+    const none = view.search({ keywords: ['nothing here'] }, { all: true }).items;
+    expect(none).toEqual([]);
+    const r = servedSet(view, none, planner, input, { floor: 0, fallback: 3 });
+    expect(r.items.map((x) => x.id)).toEqual(['e', 'b', 'd']);
+    expect(r.fallback).toBe('empty_plan');
+    expect(servedSet(view, none, planner, input, NO_FLOOR).items).toEqual([]);
   });
 });

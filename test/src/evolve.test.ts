@@ -203,10 +203,32 @@ describe('co-evolution loop', () => {
     const other = await runToEnd(tempDb(), altered);
     expect(other.snap.gens).toEqual(reference.snap.gens);
     expect(other.snap.policies).toEqual(reference.snap.policies);
-    // Model selection reads dev judgements only: the same dev metrics and adoption decisions.
-    expect(other.res.steps.map((s) => [s.dev, s.adopted])).toEqual(reference.res.steps.map((s) => [s.dev, s.adopted]));
+    // Model selection reads dev judgements only: the same dev metrics and adoption decisions,
+    // and the same served ranker and set floor (chosen on dev and training queries at SFT).
+    expect(other.res.steps.map((s) => [s.dev, s.adopted, s.devGain ?? null])).toEqual(reference.res.steps.map((s) => [s.dev, s.adopted, s.devGain ?? null]));
+    expect([other.res.steps[0].rank, other.res.steps[0].floor]).toEqual([reference.res.steps[0].rank, reference.res.steps[0].floor]);
+    expect(reference.res.steps[0].rank?.on?.queries).toBe(split.train.length);
+    expect(reference.res.steps[0].floor?.fallback).toBeGreaterThanOrEqual(1);
     // ... while the held-out evaluation does see them.
     expect(other.res.steps.map((s) => s.metrics.f1)).not.toEqual(reference.res.steps.map((s) => s.metrics.f1));
+  });
+
+  it('the pooled adoption test (dev + training queries scored as held out) reads no held-out judgement either', async () => {
+    const corpus = synthCorpus();
+    const config = { ...LOOP_TEST_CONFIG, adoptOn: 'pooled' as const };
+    const split = computeSplit(corpus, parseRunConfig(config));
+    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
+    for (const qid of split.eval) {
+      altered.relevant.set(qid, new Set([corpus.items[0].id]));
+      altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
+    }
+    const a = await runToEnd(tempDb(), corpus, undefined, config);
+    const b = await runToEnd(tempDb(), altered, undefined, config);
+    const decision = (r: typeof a) => r.res.steps.map((s) => [s.trainEval, s.devGain ?? null, s.adopted]);
+    expect(decision(b)).toEqual(decision(a));
+    expect(a.res.steps.every((s) => s.trainEval?.perQuery.length === split.train.length - split.dev.length)).toBe(true);
+    expect(a.res.steps.slice(1).every((s) => s.devGain?.queries === split.train.length)).toBe(true);
+    expect(b.snap.gens).toEqual(a.snap.gens);
   });
 
   it('semantic grouping pools near-identical queries and items into GRPO groups: same SFT, different rounds', async () => {

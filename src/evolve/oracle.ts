@@ -1,0 +1,138 @@
+/**
+ * Ceiling analysis (CoSearch's oracle): how far each side could take the matched set if it
+ * knew the judgements, on a stored run's held-out queries.
+ *
+ *   oracle query side   over the run's SFT item generation: per query, keywords drawn from
+ *                       its relevant items' keywords (self keywords included), added
+ *                       greedily — each time the one whose postings most raise the F1 of
+ *                       the union — until none raises it or K_max are taken.
+ *   oracle item side    against the SFT planner's keywords for the held-out queries: every
+ *                       item's keywords replaced by the names of the held-out queries that
+ *                       judge it relevant (the query string, or its label when the string is
+ *                       over the keyword limits; at most K_max, in query order), so a query
+ *                       matches the items carrying its name ({q}, or its label, which starts
+ *                       its planned keywords) and those its other keywords still reach.
+ *   perfect order       nDCG@10 of cogr's served set (the run's final step) with its items
+ *                       sorted by grade: the ranking ceiling of the matched set.
+ */
+import { normalizeSelf } from '../../index/normalize.ts';
+import type { Corpus, Query } from '../../index/types.ts';
+import { KeywordView } from '../../index/view.ts';
+import type { KeywordPlanner } from '../../generators/planner/planner.ts';
+import { queryInput } from '../../generators/sft.ts';
+import { evaluateRun, rankedMetrics, type RunEntry } from '../metrics.ts';
+
+/** Greedy oracle keywords (view keyword ordinals) of one query and the F1 of their matched set. */
+export function oracleQuery(view: KeywordView, relevant: ReadonlySet<number>, kMax: number): { keywords: number[]; f1: number } {
+  const nRel = relevant.size;
+  if (nRel === 0) return { keywords: [], f1: 0 };
+  const { fwdOff, fwd, self } = view.data;
+  const seen = new Set<number>();
+  for (const e of relevant) {
+    for (let j = fwdOff[e]; j < fwdOff[e + 1]; j++) seen.add(fwd[j]);
+    if (self[e] >= 0) seen.add(self[e]);
+  }
+  // Ascending ordinals, a strict improvement needed: ties go to the smaller ordinal.
+  const cands = [...seen].sort((a, b) => a - b);
+  const taken = new Uint8Array(view.numKeywords);
+  const inU = new Uint8Array(view.size);
+  let n = 0;
+  let tp = 0;
+  let f1 = 0;
+  const chosen: number[] = [];
+  while (chosen.length < kMax) {
+    let best = -1;
+    let bestF = f1;
+    let bestN = 0;
+    let bestTp = 0;
+    for (const k of cands) {
+      if (taken[k]) continue;
+      let dn = 0;
+      let dtp = 0;
+      for (const e of view.postings(k)) {
+        if (inU[e]) continue;
+        dn++;
+        if (relevant.has(e)) dtp++;
+      }
+      if (dtp === 0) continue;
+      const f = (2 * (tp + dtp)) / (n + dn + nRel);
+      if (f > bestF + 1e-12) {
+        best = k;
+        bestF = f;
+        bestN = dn;
+        bestTp = dtp;
+      }
+    }
+    if (best < 0) break;
+    for (const e of view.postings(best)) inU[e] = 1;
+    n += bestN;
+    tp += bestTp;
+    f1 = bestF;
+    chosen.push(best);
+    taken[best] = 1;
+  }
+  return { keywords: chosen, f1 };
+}
+
+export interface OracleFigures {
+  queries: number;
+  /** F1 of the greedy oracle query side over the SFT item generation. */
+  oracleQueryF1: number;
+  /** F1 of the planner's keywords against the oracle item side. */
+  oracleItemF1: number;
+  /** nDCG@10 of the served set ordered by grade (the ranking ceiling). */
+  perfectOrderNdcg10: number;
+}
+
+/** The oracle figures of a stored run's held-out queries (see the top of this file). */
+export function oracleFigures(opts: {
+  corpus: Pick<Corpus, 'items' | 'qrels' | 'relevant'>;
+  queries: readonly Query[];
+  sftItemView: KeywordView;
+  planner: KeywordPlanner;
+  /** The run's served sets of the queries (final step, served ranking); their items are re-ordered by grade. */
+  served: ReadonlyMap<string, readonly string[]>;
+  kMax: number;
+}): OracleFigures {
+  const { corpus, queries, sftItemView: view, planner, kMax } = opts;
+  let qSum = 0;
+  for (const q of queries) {
+    const rel = new Set([...(corpus.relevant.get(q.id) ?? [])].map((id) => view.ordinalOf(id)).filter((o) => o >= 0));
+    qSum += oracleQuery(view, rel, kMax).f1;
+  }
+  // Oracle item side: each item carries the names of the held-out queries that judge it relevant
+  // (the query string, or its label when the string is over the keyword limits: the planner's
+  // keywords of such a query start with its label).
+  const carried = new Map<string, string[]>();
+  for (const q of queries) {
+    const name = planner.label(q.text) ?? normalizeSelf(q.text);
+    if (!name) continue;
+    for (const id of corpus.relevant.get(q.id) ?? []) {
+      const list = carried.get(id) ?? [];
+      if (list.length < kMax) list.push(name);
+      carried.set(id, list);
+    }
+  }
+  const oracleItems = KeywordView.build(
+    'item',
+    0,
+    corpus.items.map((it) => ({ id: it.id, self: it.title, keywords: carried.get(it.id) ?? [] })),
+    { analyzer: view.data.analyzer },
+  );
+  planner.attachOpposite(view);
+  const plans = new Map(queries.map((q) => [q.id, planner.plan(queryInput(q)).keywords]));
+  const entries: RunEntry[] = queries.map((q) => {
+    const ids = oracleItems.search({ self: q.text, keywords: plans.get(q.id)! }, { all: true }).items.map((x) => x.id);
+    return { queryId: q.id, ranked: ids, matched: ids };
+  });
+  const itemF1 = evaluateRun(entries, corpus).set?.f1 ?? 0;
+  let nd = 0;
+  for (const q of queries) {
+    const grades = corpus.qrels.get(q.id);
+    const g = (id: string) => grades?.get(id) ?? (corpus.relevant.get(q.id)?.has(id) ? 1 : 0);
+    const order = [...(opts.served.get(q.id) ?? [])].sort((a, b) => g(b) - g(a));
+    nd += rankedMetrics(order, corpus.relevant.get(q.id) ?? new Set(), grades, [10])['ndcg@10'];
+  }
+  const n = queries.length || 1;
+  return { queries: queries.length, oracleQueryF1: qSum / n, oracleItemF1: itemF1, perfectOrderNdcg10: nd / n };
+}

@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { KeywordView } from '../../index/view.ts';
+import { oracleQuery } from '../../src/evolve/oracle.ts';
+
+// a: red shoe, red · b: shoe · c: red · d: red shoe, shoe laces · e: blue
+const view = KeywordView.build(
+  'item',
+  0,
+  [
+    { id: 'a', self: '', keywords: ['red shoe', 'red'] },
+    { id: 'b', self: '', keywords: ['shoe'] },
+    { id: 'c', self: '', keywords: ['red'] },
+    { id: 'd', self: '', keywords: ['red shoe', 'shoe laces'] },
+    { id: 'e', self: '', keywords: ['blue'] },
+  ],
+  { analyzer: 'english' },
+);
+const ord = (...ids: string[]) => new Set(ids.map((id) => view.ordinalOf(id)));
+const names = (ks: number[]) => ks.map((k) => view.surface(k));
+
+describe('the oracle query side: greedy over the relevant items’ keywords, by hand', () => {
+  it('relevant {a, d}: "red shoe" matches exactly them (F1 1) and nothing is added after it', () => {
+    const r = oracleQuery(view, ord('a', 'd'), 30);
+    expect(names(r.keywords)).toEqual(['red shoe']);
+    expect(r.f1).toBe(1);
+  });
+  it('relevant {a, c, d}: "red" and "red shoe" tie at 0.8 (the smaller key, "red", first), then "red shoe" completes the set', () => {
+    const r = oracleQuery(view, ord('a', 'c', 'd'), 30);
+    expect(names(r.keywords)).toEqual(['red', 'red shoe']);
+    expect(r.f1).toBe(1);
+  });
+  it('K_max bounds the keywords; keywords of irrelevant items are never candidates', () => {
+    const r = oracleQuery(view, ord('a', 'c', 'd'), 1);
+    expect(names(r.keywords)).toEqual(['red']);
+    expect(r.f1).toBeCloseTo(0.8, 12); // 2·2 / (2 + 3)
+    expect(oracleQuery(view, new Set(), 30)).toEqual({ keywords: [], f1: 0 });
+  });
+});

@@ -1,0 +1,98 @@
+/**
+ * The served ranking over HTTP: `cogr serve`'s search path with the run's query planner in
+ * real keyword workers orders the served set by the run's ranker (or `--rank`), the same
+ * order and scores as the evaluation computes in process (generators/planner/ranking.ts);
+ * `keywords` keeps keyword-bag BM25.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { openDb } from '../../index/db.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import { runCoevolution } from '../../src/evolve/run.ts';
+import { loadPlanner, policyStore } from '../../src/run/policies.ts';
+import { readStoredRun } from '../../src/run/state.ts';
+import { buildSearchServer } from '../../src/server/app.ts';
+import { KeywordWorkerPool } from '../../src/server/keywordPool.ts';
+import { keywordSourceFactory } from '../../src/server/keywordSources.ts';
+import { LiveSnapshot } from '../../src/server/state.ts';
+import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
+import { rankMatched, servedSet, type Ranker } from '../../generators/planner/ranking.ts';
+import { silentLogger } from '../../index/log.ts';
+import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { tempDir } from './_serverFixture.ts';
+
+const corpus = synthCorpus();
+let tmp: ReturnType<typeof tempDir>;
+let dbPath: string;
+const pool = new KeywordWorkerPool({ size: 1 });
+const closers: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  tmp = tempDir('cogr-ranking-');
+  dbPath = join(tmp.dir, 'db');
+  const db = await openDb(dbPath);
+  try {
+    await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0 });
+  } finally {
+    await db.close();
+  }
+});
+afterAll(async () => {
+  for (const c of closers) await c();
+  await pool.close();
+  tmp.cleanup();
+});
+
+async function serve(rank: Ranker | 'auto'): Promise<string> {
+  const keywordSource = keywordSourceFactory('embedded', () => ({}) as never, silentLogger, () => pool);
+  const live = new LiveSnapshot(storeSnapshotLoader({ dbPath, round: 'best', corpus, keywordSource, rank }));
+  await live.reload();
+  const app = buildSearchServer({ live, limits: { keywordBudgetMs: 60_000 } });
+  closers.push(() => app.close());
+  return app.listen({ host: '127.0.0.1', port: 0 });
+}
+
+/** The in-process expectation: the round-0 planner on the served item view, its plan, served set and ranking. */
+async function expected(text: string, ranker: Ranker, k: number) {
+  const db = await openDb(dbPath);
+  try {
+    const planner = await loadPlanner(policyStore(db), 0, corpus.items);
+    const view = await new KeywordIndexStore(db).openView('item', 0);
+    planner.attachOpposite(view);
+    const input = { id: 'http', text };
+    const keywords = planner.plan(input).keywords;
+    const floor = (await readStoredRun(db)).steps[0].floor!;
+    const served = servedSet(view, view.search({ self: text, keywords }, { all: true }).items, planner, input, floor);
+    return rankMatched(served.items, ranker, planner, input).slice(0, k);
+  } finally {
+    await db.close();
+  }
+}
+
+describe('GET /v1/search orders the served set by the ranker', () => {
+  const text = corpus.queries[3].text;
+  it('model: p(item | query) from the planner in the keyword workers, as the evaluation ranks it', async () => {
+    const base = await serve('model');
+    const r = (await (await fetch(`${base}/v1/search?q=${encodeURIComponent(text)}&k=5&explain=true`)).json()) as any;
+    expect(r.ranking).toMatchObject({ ranker: 'model', chosen: 'flag' });
+    const want = await expected(text, 'model', 5);
+    expect(want.length).toBeGreaterThan(1);
+    expect(r.items.map((h: any) => h.id)).toEqual(want.map((x) => x.id));
+    r.items.forEach((h: any, i: number) => expect(h.score).toBeCloseTo(want[i].score, 12));
+    expect(r.items[0].explain.ranking.ranker).toBe('model');
+    const scores = r.items.map((h: any) => h.score);
+    expect([...scores].sort((a, b) => b - a)).toEqual(scores);
+  });
+  it("auto serves the run's choice at SFT; keywords keeps keyword-bag BM25 of the matched set", async () => {
+    const db = await openDb(dbPath);
+    const chosen = (await readStoredRun(db)).steps[0].rank!.served;
+    await db.close();
+    const auto = (await (await fetch(`${await serve('auto')}/v1/search?q=${encodeURIComponent(text)}&k=5`)).json()) as any;
+    expect(auto.ranking).toMatchObject({ ranker: chosen, chosen: 'run' });
+    const kw = (await (await fetch(`${await serve('keywords')}/v1/search?q=${encodeURIComponent(text)}&k=5`)).json()) as any;
+    const want = await expected(text, 'keywords', 5);
+    expect(kw.ranking.ranker).toBe('keywords');
+    expect(kw.items.map((h: any) => h.id)).toEqual(want.map((x) => x.id));
+  });
+});
