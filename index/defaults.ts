@@ -92,8 +92,14 @@ export const DEFAULTS = deepFreeze({
     maxBatch: 4096,
     maxTextLength: 65_536,
   },
-  /** OpenAI-compatible endpoints. */
-  llm: { concurrency: 4, maxRetries: 4, timeoutMs: 60_000, maxTokens: 512 },
+  /**
+   * OpenAI-compatible endpoints. The deadline of an attempt counts from sending, so a server
+   * that answers one request at a time queues the others on its side: it works while
+   * concurrency × its answer time stays below the deadline (2 × 60 s against 120 s; a local
+   * server at 20 s per answer has 3× to spare). A hung endpoint fails an input after 5
+   * attempts (≈ 10 min), and the inputs not yet sent then fail at once.
+   */
+  llm: { concurrency: 2, maxRetries: 4, timeoutMs: 120_000, maxTokens: 512 },
 });
 
 type DeepReadonly<T> = { readonly [K in keyof T]: T[K] extends object ? DeepReadonly<T[K]> : T[K] };

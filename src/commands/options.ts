@@ -111,7 +111,7 @@ export function withLlmOptions(cmd: Command): Command {
     .option('--base-url <url>', 'openai: endpoint base URL (default $OPENAI_BASE_URL)')
     .option('--model <name>', 'openai: model name (default $COGR_MODEL)')
     .option('--api-key <key>', 'openai: API key (default $OPENAI_API_KEY)')
-    .option('--llm-timeout <ms>', `openai: time-out of one request in milliseconds, then it is retried (default $COGR_LLM_TIMEOUT_MS, else ${DEFAULTS.llm.timeoutMs})`);
+    .option('--llm-timeout <ms>', `openai: deadline of one attempt in milliseconds, the whole answer counted from sending, then it is retried (default $COGR_LLM_TIMEOUT_MS, else ${DEFAULTS.llm.timeoutMs})`);
 }
 
 export interface ServerFlags {
