@@ -6,8 +6,8 @@
  * request not received in time → 408) and Node's own checks (no Host header → 400, an
  * Expect other than 100-continue → 417, CONNECT → 404) —, connections bounded in time
  * (request, headers, keep-alive) and in number (the longest-waiting connection without a
- * request being handled makes room for a new one), a JSON body parser that names the
- * parse error and refuses prototype-polluting keys,
+ * request being handled makes room for a new one), a JSON body parser that reads strict
+ * UTF-8, names the parse error and refuses duplicate and prototype-polluting keys,
  * request metrics, bearer-token checks and zod parsing with messages that name the field
  * (integer query parameters in decimal digits only).
  */
@@ -22,6 +22,7 @@ import { z } from 'zod';
 import { DEFAULTS } from '../../index/defaults.ts';
 import { CogrError, cogrError, type ErrorCode } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
+import { firstInvalidUtf8 } from '../datasets/common.ts';
 import type { ServerMetrics } from './metrics.ts';
 
 export interface ErrorBody {
@@ -218,9 +219,99 @@ function shapeNodeAnswers(server: Server): void {
   });
 }
 
+/** The charset parameter of a content type, lower case, if any. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  const m = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType ?? '');
+  return m ? m[1].toLowerCase() : undefined;
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 /**
- * A request body as JSON: `INVALID_BODY` naming the parse error, or naming a `__proto__`
- * key, or a `constructor` key holding a `prototype` (prototype pollution), wherever it is.
+ * A request body as text: strict UTF-8 (JSON's encoding, RFC 8259), the first byte that is
+ * not is INVALID_BODY naming it and its offset, never replaced by U+FFFD; a charset other
+ * than UTF-8 is refused (415).
+ */
+export function decodeJsonBody(body: Uint8Array, contentType?: string): string {
+  const charset = charsetOf(contentType);
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    throw cogrError('INVALID_BODY', `content-type: charset ${JSON.stringify(charset)} is not supported (JSON bodies are UTF-8)`, { field: 'content-type', status: 415 });
+  }
+  try {
+    return STRICT_UTF8.decode(body);
+  } catch {
+    const at = Math.max(0, firstInvalidUtf8(body));
+    const byte = body[at].toString(16).toUpperCase().padStart(2, '0');
+    throw cogrError('INVALID_BODY', `body: not valid UTF-8 (byte 0x${byte} at offset ${at}); JSON bodies must be UTF-8`, { field: 'body', offset: at });
+  }
+}
+
+/**
+ * The path of the first key repeated in one object of a JSON text (already known to be
+ * valid JSON), e.g. `program.keyword`, or null. JSON.parse keeps the last value silently.
+ */
+export function duplicateKeyPath(text: string): string | null {
+  interface Frame {
+    object: boolean;
+    /** The keys seen so far (a Set once there are many). */
+    keys: string[] | Set<string>;
+    /** Inside an object: the current key; the next string is a key. */
+    key: string | null;
+    expectKey: boolean;
+    index: number;
+  }
+  const stack: Frame[] = [];
+  const n = text.length;
+  let i = 0;
+  while (i < n) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      let j = i + 1;
+      let escaped = false;
+      for (;;) {
+        const d = text.charCodeAt(j);
+        if (d === 0x5c) {
+          escaped = true;
+          j += 2;
+        } else if (d === 0x22) break;
+        else j++;
+      }
+      const top = stack.length > 0 ? stack[stack.length - 1] : undefined;
+      if (top !== undefined && top.object && top.expectKey) {
+        const key = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
+        const seen = Array.isArray(top.keys) ? top.keys.includes(key) : top.keys.has(key);
+        if (seen) {
+          const path: (string | number)[] = stack.slice(0, -1).map((f) => (f.object ? f.key! : f.index));
+          return formatPath([...path, key]);
+        }
+        if (Array.isArray(top.keys)) {
+          top.keys.push(key);
+          if (top.keys.length > 16) top.keys = new Set(top.keys);
+        } else top.keys.add(key);
+        top.key = key;
+        top.expectKey = false;
+      }
+      i = j + 1;
+    } else if (c === 0x7b || c === 0x5b) {
+      stack.push({ object: c === 0x7b, keys: [], key: null, expectKey: c === 0x7b, index: 0 });
+      i++;
+    } else if (c === 0x7d || c === 0x5d) {
+      stack.pop();
+      i++;
+    } else if (c === 0x2c) {
+      const top = stack[stack.length - 1];
+      if (top.object) top.expectKey = true;
+      else top.index++;
+      i++;
+    } else i++;
+  }
+  return null;
+}
+
+/**
+ * A request body as JSON: `INVALID_BODY` naming the parse error, a key repeated in one
+ * object (`program.keyword: duplicate key`), a `__proto__` key, or a `constructor` key
+ * holding a `prototype` (prototype pollution), wherever it is.
  */
 export function parseJsonBody(text: string): unknown {
   if (text.length === 0) throw cogrError('INVALID_BODY', 'body: empty (send a JSON object)');
@@ -230,6 +321,8 @@ export function parseJsonBody(text: string): unknown {
   } catch (e) {
     throw cogrError('INVALID_BODY', `body: not valid JSON (${(e as Error).message})`);
   }
+  const duplicate = duplicateKeyPath(text);
+  if (duplicate !== null) throw cogrError('INVALID_BODY', `${duplicate}: duplicate key`, { field: duplicate });
   const stack: { v: unknown; path: string }[] = [{ v: value, path: 'body' }];
   while (stack.length > 0) {
     const { v, path } = stack.pop()!;
@@ -291,17 +384,17 @@ export function createApp(opts: AppOptions): FastifyInstance {
     opts.metrics.requests.inc({ route, method: req.method, status: String(reply.statusCode) });
     if (t0 !== undefined) opts.metrics.latency.observe(Number(process.hrtime.bigint() - t0) / 1e9, { route });
   });
-  // JSON bodies: parse errors say what is wrong, and keys that could pollute prototypes are refused.
+  // JSON bodies: strict UTF-8; parse errors say what is wrong; duplicate keys and keys that could pollute prototypes are refused.
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     try {
-      done(null, parseJsonBody(body as string));
+      done(null, parseJsonBody(decodeJsonBody(body as Buffer, req.headers['content-type'])));
     } catch (e) {
       done(e as Error, undefined);
     }
   });
   app.setErrorHandler((err: unknown, _req, reply) => {
-    if (err instanceof CogrError) return sendError(reply, err);
+    if (err instanceof CogrError) return sendError(reply, err, err.details?.status === 415 ? 415 : err.status);
     const e = err as { code?: string; statusCode?: number; message?: string };
     if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e.statusCode === 413) {
       return sendError(reply, cogrError('PAYLOAD_TOO_LARGE', `body: larger than the limit of ${opts.bodyLimit} bytes`, { limit: opts.bodyLimit }));

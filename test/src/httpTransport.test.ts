@@ -2,15 +2,17 @@
  * The transport of both HTTP servers (src/server/http.ts) on real fastify over loopback,
  * driven with raw sockets: request bodies bounded in time (408 in the API's error shape),
  * the connection cap that never locks new clients out (in process, and in a child under
- * `ulimit -n 1024` with 1,100 trickling sockets) and Node's own answers in the API's shape.
+ * `ulimit -n 1024` with 1,100 trickling sockets), Node's own answers in the API's shape,
+ * strict UTF-8 and duplicate keys in JSON bodies.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../index/log.ts';
-import { createApp, defaultMaxConnections, type ConnectionLimits } from '../../src/server/http.ts';
+import { createApp, defaultMaxConnections, duplicateKeyPath, type ConnectionLimits } from '../../src/server/http.ts';
 import { createServerMetrics } from '../../src/server/metrics.ts';
 
 const apps: FastifyInstance[] = [];
@@ -171,5 +173,72 @@ describe("Node's own answers are in the API error shape", () => {
     shaped(tunnel.body, 'NOT_FOUND');
     expect(tunnel.body.error.message).toBe('no route CONNECT example.com:443 (this is not a proxy)');
     expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+  });
+});
+
+describe('JSON bodies', () => {
+  const post = async (port: number, body: string | Buffer, contentType = 'application/json') => {
+    const r = await fetch(`http://127.0.0.1:${port}/echo`, { method: 'POST', headers: { 'content-type': contentType }, body });
+    return { status: r.status, body: (await r.json()) as any };
+  };
+
+  it('refuse a key repeated in one object, naming its path', async () => {
+    const { port } = await startApp();
+    const cases: [string, string][] = [
+      ['{"program":{"keyword":"heart"},"program":{"keyword":"blood"}}', 'program: duplicate key'],
+      ['{"program":{"keyword":"heart","keyword":5}}', 'program.keyword: duplicate key'],
+      ['{"program":{"and":[{"keyword":"a"},{"keyword":"b","keyword":"c"}]}}', 'program.and[1].keyword: duplicate key'],
+      ['{"a":1,"\\u0061":2}', 'a: duplicate key'],
+      [`{${Array.from({ length: 40 }, (_, i) => `"k${i}":${i}`).join(',')},"k7":0}`, 'k7: duplicate key'],
+    ];
+    for (const [body, message] of cases) {
+      const r = await post(port, body);
+      expect(r.status, body).toBe(400);
+      shaped(r.body, 'INVALID_BODY');
+      expect(r.body.error.message).toBe(message);
+    }
+    // The same key in different objects, and keys inside strings, are fine.
+    for (const body of ['{"a":{"x":1},"b":{"x":2}}', '{"a":"\\"a\\": 1","b":["a","a"]}', '[{"a":1},{"a":2}]']) {
+      const r = await post(port, body);
+      expect(r.status, body).toBe(200);
+      expect(r.body.body).toEqual(JSON.parse(body));
+    }
+  });
+
+  it('duplicateKeyPath finds nothing in JSON without repeated keys, and the repeated key wherever it is', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => {
+        expect(duplicateKeyPath(JSON.stringify(v))).toBeNull();
+      }),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.string(), { minLength: 1, maxLength: 5 }), fc.string(), (path, key) => {
+        let text = `{${JSON.stringify(key)}:1,${JSON.stringify(key)}:2}`;
+        for (let i = path.length - 1; i >= 0; i--) text = `{${JSON.stringify(path[i])}:[0,${text}]}`;
+        const expected = path.map((p) => `${p}[1]`).join('.');
+        expect(duplicateKeyPath(text)).toBe(`${expected ? `${expected}.` : ''}${key}`);
+      }),
+    );
+  });
+
+  it('are strict UTF-8: an invalid byte is a 400 naming it, never U+FFFD; another charset is 415', async () => {
+    const { port } = await startApp();
+    const bad: [Buffer, string][] = [
+      [Buffer.concat([Buffer.from('{"program":{"keyword":"he'), Buffer.from([0xff]), Buffer.from('art"}}')]), 'body: not valid UTF-8 (byte 0xFF at offset 25); JSON bodies must be UTF-8'],
+      [Buffer.concat([Buffer.from('{"k":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]), 'body: not valid UTF-8 (byte 0xC0 at offset 6); JSON bodies must be UTF-8'],
+      [Buffer.concat([Buffer.from('{"k":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')]), 'body: not valid UTF-8 (byte 0xED at offset 6); JSON bodies must be UTF-8'],
+    ];
+    for (const [body, message] of bad) {
+      const r = await post(port, body);
+      expect(r.status).toBe(400);
+      shaped(r.body, 'INVALID_BODY');
+      expect(r.body.error.message).toBe(message);
+    }
+    const latin1 = await post(port, '{"k":"x"}', 'application/json; charset=latin1');
+    expect(latin1.status).toBe(415);
+    shaped(latin1.body, 'INVALID_BODY');
+    expect(latin1.body.error.message).toBe('content-type: charset "latin1" is not supported (JSON bodies are UTF-8)');
+    const good = await post(port, JSON.stringify({ k: 'héart 💩 心' }), 'application/json; charset=UTF-8');
+    expect(good).toEqual({ status: 200, body: { body: { k: 'héart 💩 心' } } });
   });
 });
