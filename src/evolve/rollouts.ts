@@ -24,7 +24,7 @@
  * summary lists the inputs without lines (`failed`) and the first failure.
  */
 import { createWriteStream } from 'node:fs';
-import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
 import type { CogrDb } from '../../index/db.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
 import { deriveSeed } from '../../index/random.ts';
@@ -36,6 +36,7 @@ import { generateSettled, type GenerateInput, type KeywordGenerator, type Keywor
 import { batchGroups, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { createItemScorer } from '../../rewards/scorer.ts';
+import { outputError } from '../output.ts';
 import type { ProgressSink } from '../progress.ts';
 import { silentProgress } from '../progress.ts';
 import { scorerOptions } from '../run/config.ts';
@@ -132,11 +133,15 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
   );
 
   const out = createWriteStream(opts.out, { encoding: 'utf8' });
+  // A write that fails (a full device) is kept and reported naming the file, never an unhandled 'error' event.
+  let writeError: unknown = null;
+  out.on('error', (e) => (writeError ??= e));
   const summary: RolloutSummary = { lines: 0, groups: 0, degenerateGroups: 0, meanReward: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 }, failed: [] };
   let rewardSum = 0;
   const failed = new Set<number>();
   progress.start(`rollouts ${opts.side} round ${opts.round}`, inputs.length);
   for (const batchGroupsOfInputs of batchGroups(groups, 32)) {
+    if (writeError !== null) break;
     const ordinals = batchGroupsOfInputs.flat();
     if (summary.failure !== undefined) {
       // Not attempted: the generator failed on an earlier batch.
@@ -211,9 +216,12 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
       });
     }
   }
-  out.end();
-  await once(out, 'finish');
+  if (writeError === null) {
+    out.end();
+    await finished(out).catch((e: unknown) => (writeError ??= e));
+  } else out.destroy();
   progress.end();
+  if (writeError !== null) throw outputError(writeError, opts.out);
   summary.failed = [...failed].sort((a, b) => a - b).map((i) => inputs[i].id);
   summary.meanReward = summary.lines ? rewardSum / summary.lines : 0;
   logger.info('rollouts written', { out: opts.out, ...summary.reasons, lines: summary.lines });

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -178,6 +178,12 @@ describe('rollouts', () => {
     } finally {
       failText = null;
     }
+  });
+
+  it.skipIf(!existsSync('/dev/full'))('a full device as --out is DISK_FULL naming the file', async () => {
+    const err = await writeRollouts(db, corpus, { side: 'query', round: 1, out: '/dev/full', samples: 2, limit: 2 }).catch((e) => e);
+    expect(isCogrError(err, 'DISK_FULL')).toBe(true);
+    expect(err.message).toBe('/dev/full: no space left on device');
   });
 
   it('refuses a round the run has not reached, naming the missing step', async () => {
