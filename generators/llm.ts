@@ -334,7 +334,14 @@ export class OpenAIGenerator implements KeywordGenerator {
       if (opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled');
       if (batch.broken) {
         const b = batch.broken;
-        throw cogrError('LLM_ERROR', `not sent: the LLM endpoint ${endpoint} failed on input ${JSON.stringify(b.inputId)} (${b.error.message})`, { endpoint, notSent: true, failedOn: b.inputId });
+        throw attempt === 0
+          ? cogrError('LLM_ERROR', `not sent: the LLM endpoint ${endpoint} failed on input ${JSON.stringify(b.inputId)} (${b.error.message})`, { endpoint, notSent: true, failedOn: b.inputId })
+          : cogrError('LLM_ERROR', `LLM endpoint ${endpoint} failed after ${attempt} attempt(s): last status ${lastStatus}; not retried, as it failed on input ${JSON.stringify(b.inputId)} too`, {
+              endpoint,
+              status: lastStatus,
+              attempts: attempt,
+              failedOn: b.inputId,
+            });
       }
       const structured = this.structuredOk;
       const body: Record<string, unknown> = {

@@ -106,11 +106,13 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
 
 /** The failure line of a partly answered run: how many failed, which, and the first one's reason. */
 export function failedInputsError(failed: GenerateResult['failed'], total: number) {
-  const first = failed[0];
+  // The reason to show: the failure that stopped the others, not one of those it stopped.
+  const first = failed.find((f) => !(isCogrError(f.error) && f.error.details?.failedOn !== undefined)) ?? failed[0];
   const ids = failed.map((f) => f.id);
   const shown = ids.length > 10 ? `${ids.slice(0, 10).map((id) => JSON.stringify(id)).join(', ')}, … (${ids.length - 10} more)` : ids.map((id) => JSON.stringify(id)).join(', ');
   const code = isCogrError(first.error) ? first.error.code : 'LLM_ERROR';
-  return cogrError(code, `${failed.length} of ${total} input(s) failed: ${shown}; the ${total - failed.length} answered are printed; ${JSON.stringify(first.id)}: ${first.error.message}`, {
+  const answered = total - failed.length;
+  return cogrError(code, `${failed.length} of ${total} input(s) failed: ${shown}; ${answered === 0 ? 'none was answered' : `the ${answered} answered are printed`}; ${JSON.stringify(first.id)}: ${first.error.message}`, {
     failed: ids,
   });
 }
