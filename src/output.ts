@@ -33,26 +33,23 @@ export function writeOutputFile(path: string, content: string): void {
 let guarded = false;
 
 /**
- * Errors of stdout and stderr end the process at once instead of surfacing as an
- * unhandled 'error' event: a closed pipe (EPIPE) quietly, with the exit code so far; a
- * full device with `error[DISK_FULL]: stdout: …` on stderr and exit code 1. Installed once.
+ * Errors of stdout and stderr never surface as an unhandled 'error' event. stdout: a
+ * closed pipe (EPIPE) ends the process at once, quietly, with the exit code so far; a
+ * full device is `error[DISK_FULL]: stdout: …` on stderr and exit code 1. stderr carries
+ * only progress and logs: when it fails (its reader gone, its device full) they are
+ * dropped and the command goes on. Installed once.
  */
 export function guardStdio(): void {
   if (guarded) return;
   guarded = true;
-  const onError = (name: 'stdout' | 'stderr') => (e: unknown) => {
+  process.stdout.on('error', (e: unknown) => {
     const code = errnoCode(e);
     if (code === 'EPIPE') process.exit(Number(process.exitCode ?? 0));
-    if (name === 'stdout') {
-      const line = code === 'ENOSPC' ? `error[DISK_FULL]: stdout: no space left on device\n` : `error: stdout: ${e instanceof Error ? e.message : String(e)}\n`;
-      try {
-        process.stderr.write(line);
-      } catch {
-        // stderr is gone too: the exit code says it.
-      }
-    }
+    const line = code === 'ENOSPC' ? `error[DISK_FULL]: stdout: no space left on device\n` : `error: stdout: ${e instanceof Error ? e.message : String(e)}\n`;
+    process.stderr.write(line);
     process.exit(1);
-  };
-  process.stdout.on('error', onError('stdout'));
-  process.stderr.on('error', onError('stderr'));
+  });
+  process.stderr.on('error', () => {
+    // Logs and progress only: dropped.
+  });
 }

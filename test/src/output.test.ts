@@ -42,6 +42,23 @@ describe('a closed stdout', () => {
   });
 });
 
+describe('a closed stderr', () => {
+  it('drops the logs and the command goes on', { timeout: 120_000 }, async () => {
+    const r = await new Promise<{ code: number | null; stdout: string }>((res) => {
+      const child = spawn(process.execPath, [join(ROOT, 'bin/cogr.mjs'), 'index', 'import', '--side', 'item', '--from', 'entries.jsonl', '--db', join(dir, 'stderr-db')], {
+        cwd: dir,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stderr!.destroy(); // before the command logs its commit
+      let stdout = '';
+      child.stdout!.on('data', (d) => (stdout += d.toString()));
+      child.on('exit', (code) => res({ code, stdout }));
+    });
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toMatch(/^\d+$/); // the generation number
+  });
+});
+
 describe.skipIf(!existsSync('/dev/full'))('a full device', () => {
   it('as stdout is one error[DISK_FULL] line naming stdout, exit 1', { timeout: 120_000 }, async () => {
     const fd = openSync('/dev/full', 'w');
