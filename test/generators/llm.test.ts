@@ -198,7 +198,8 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     for (const stall of ['chunked', 'length', 'sse'] as const) {
       calls = [];
       handler = (_b, call) => (call === 1 ? { status: 200, stall } : { status: 200, body: completion(['{"keywords": ["after the stall"]}']) });
-      const g = gen({ timeoutMs: 300 });
+      // Long enough for the good answer to arrive in time on a busy machine.
+      const g = gen({ timeoutMs: 1500 });
       const [samples] = await g.generate('query', [input], { samples: 1, temperature: 1 });
       expect(samples[0].keywords, stall).toEqual(['after the stall']);
       expect(g.usage, stall).toMatchObject({ requests: 2, failures: 1, retries: 1 });
@@ -213,13 +214,13 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
   });
 
   it('the deadline counts from sending, not while a request waits for a concurrency slot', { timeout: 60_000 }, async () => {
-    // One request at a time, each answered after 300 ms: the last of 10 waits ~2.7 s for its slot, beyond the 2 s deadline.
-    handler = () => ({ status: 200, delayMs: 300, body: completion(['{"keywords": ["served"]}']) });
-    const g = gen({ timeoutMs: 2000, concurrency: 1, maxRetries: 0 });
-    const inputs = Array.from({ length: 10 }, (_, i) => ({ id: `q${i}`, text: `query ${i}` }));
+    // One request at a time, each answered after 150 ms: the last of 40 waits ≥ 5.8 s for its slot, beyond the 5 s deadline.
+    handler = () => ({ status: 200, delayMs: 150, body: completion(['{"keywords": ["served"]}']) });
+    const g = gen({ timeoutMs: 5000, concurrency: 1, maxRetries: 0 });
+    const inputs = Array.from({ length: 40 }, (_, i) => ({ id: `q${i}`, text: `query ${i}` }));
     const res = await g.generate('query', inputs, { samples: 1, temperature: 1 });
     expect(res.map((r) => r[0].keywords)).toEqual(inputs.map(() => ['served']));
-    expect(g.usage).toMatchObject({ requests: 10, failures: 0 });
+    expect(g.usage).toMatchObject({ requests: 40, failures: 0 });
   });
 
   it('never caches a protocol anomaly (a choice without text): the next call asks again', async () => {
