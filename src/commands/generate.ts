@@ -10,9 +10,9 @@
  * `{"format": "invalid_format", "raw"?, "anomaly"?}` (a readable line per sample
  * otherwise). An input that fails (the LLM endpoint, after its retries) does not discard
  * the others: the answered ones are printed, then one error line names the failed ones
- * and the exit code is non-zero. Embedded, item side: an untrained item policy unless --policy (from the
- * project database) or --policy-file (a PolicyJSON file) is given; --opposite attaches a
- * query generation (features of the item policy). Embedded, query side: the query planner
+ * and the exit code is non-zero. Embedded, item side: an untrained item policy unless
+ * --policy (from the project database) or --policy-file (a PolicyJSON file) is given;
+ * --opposite attaches a query generation (features of the item policy). Embedded, query side: the query planner
  * saved by `cogr sft`, `cogr demo` or `cogr evolve` (--policy round, default latest), over
  * the dataset it was fitted on (its items rebuild the relevance model), planning against
  * the item generation --opposite names (default: the latest).
