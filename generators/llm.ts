@@ -12,24 +12,34 @@
  *   time-outs, connection errors and answers that are not a chat completion (a 200 whose
  *   body is not JSON, or JSON without `choices`; the client's own retries are disabled so
  *   the counts are ours), then CogrError('LLM_ERROR') naming the endpoint and last status.
- * - The time-out per request: `timeoutMs` (flag `--llm-timeout`, env COGR_LLM_TIMEOUT_MS).
+ * - One deadline per attempt, `timeoutMs` (flag `--llm-timeout`, env COGR_LLM_TIMEOUT_MS),
+ *   over the whole exchange (connection, headers and the body to its last byte), armed
+ *   when the request leaves our concurrency queue: an AbortController whose signal the
+ *   client request carries (the client's own timer stops at the headers). A stalled body
+ *   is a time-out like no answer at all: retried, then LLM_ERROR naming the endpoint and
+ *   which flags to change.
  * - A persistent cache keyed by sha256(model, side, messages, temperature, top_p,
  *   max_tokens, seed, sample index), so a re-run never pays twice. The seed is part of the
- *   key so that a new rollout seed draws new samples.
+ *   key so that a new rollout seed draws new samples. Only model output is cached: a choice
+ *   without text (null, missing or non-string content, or empty) is a protocol anomaly,
+ *   scored invalid_format for this call and asked again by the next one.
+ * - `generateSettled`: per input its samples or its error; after an endpoint failure
+ *   (retries exhausted on time-outs, connection errors, 429 or 5xx) the inputs not yet sent
+ *   fail at once instead of each exhausting its own retries, and the answered ones are kept.
  * - Usage counters: requests, tokens, failures, retries, cache hits, format failures.
  * Output that is not a keyword list becomes an `invalid_format` sample, never a crash.
  */
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
 import { z } from 'zod';
-import { cogrError } from '../index/errors.ts';
+import { cogrError, type CogrError } from '../index/errors.ts';
 import { silentLogger, type Logger } from '../index/log.ts';
 import { createRng, deriveSeed, type Rng } from '../index/random.ts';
 import type { Side } from '../index/types.ts';
 import { KeywordListSchema, parseKeywordOutput } from './parse.ts';
 import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt, type ChatMessage, type PromptTemplate, type SearchContext } from './prompts.ts';
 import { DEFAULTS, K_MAX } from '../index/defaults.ts';
-import { type GenerateInput, type GenerateOptions, type KeyValueStore, type KeywordGenerator, type KeywordSample } from './types.ts';
+import { type GenerateInput, type GenerateOptions, type KeyValueStore, type KeywordGenerator, type KeywordSample, type SettledSamples } from './types.ts';
 
 export const LlmOptionsSchema = z.object({
   baseURL: z.string().url({ message: 'baseURL must be a URL (flag --base-url or OPENAI_BASE_URL)' }),
@@ -101,6 +111,9 @@ export function llmOptionsFromEnv(flags: { baseUrl?: string; model?: string; api
 /** A 200 answer that is not a chat completion: retried like a server error. */
 class NotACompletion extends Error {}
 
+/** The hint of a time-out: the deadline counts from sending, so a server that queues requests needs a longer one or fewer at once. */
+const TIMEOUT_HINT = 'a slow or one-request-at-a-time server needs a longer --llm-timeout or a lower --concurrency';
+
 class Semaphore {
   private active = 0;
   private readonly queue: (() => void)[] = [];
@@ -135,6 +148,25 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 interface Choice {
   content: string;
   logProb: number | null;
+  /** What is wrong with a choice that carries no text (a protocol anomaly, never cached). */
+  anomaly?: string;
+}
+
+/** A cached choice: model text only (anomalies are never written; an empty text, as earlier versions wrote for a null one, is asked again). */
+const CachedChoiceSchema = z.object({ content: z.string().min(1), logProb: z.number().nullable() });
+
+/** Why a choice's message carries no text, or undefined when it does. */
+function choiceAnomaly(message: unknown): string | undefined {
+  if (typeof message !== 'object' || message === null) return 'a choice without a message';
+  const content = (message as { content?: unknown }).content;
+  if (typeof content === 'string') return content.length === 0 ? 'an empty message content' : undefined;
+  const what = content === undefined ? 'no message content' : content === null ? 'a null message content' : `a message content of type ${Array.isArray(content) ? 'array' : typeof content}`;
+  return Array.isArray((message as { tool_calls?: unknown }).tool_calls) ? `${what} (tool calls only)` : what;
+}
+
+/** Shared by the inputs of one generateSettled call: the endpoint failure that stops sending the rest. */
+interface BatchState {
+  broken?: { inputId: string; error: CogrError };
 }
 
 export class OpenAIGenerator implements KeywordGenerator {
@@ -201,10 +233,31 @@ export class OpenAIGenerator implements KeywordGenerator {
     return renderPrompt(this.prompt(side), input, ctx, this.options.kMax);
   }
 
+  /** Every input's samples, or the first failure once every input has settled. */
   async generate(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<KeywordSample[][]> {
+    const settled = await this.generateSettled(side, inputs, opts);
+    const failed = settled.find((r) => !r.ok);
+    if (failed && !failed.ok) throw failed.error;
+    return settled.map((r) => (r.ok ? r.samples : []));
+  }
+
+  /**
+   * Per input (same order) its samples or its error. Once an input fails on the endpoint
+   * (retries exhausted on time-outs, connection errors, 429 or 5xx), requests not yet sent
+   * are not sent: their inputs fail naming that input; answers already in are kept.
+   */
+  async generateSettled(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<SettledSamples[]> {
     if (!Number.isInteger(opts.samples) || opts.samples < 1) throw cogrError('INVALID_ARGUMENT', `samples must be a positive integer, got ${opts.samples}`);
     if (!(opts.temperature >= 0)) throw cogrError('INVALID_ARGUMENT', `temperature must be ≥ 0, got ${opts.temperature}`);
-    return Promise.all(inputs.map((input) => this.generateOne(side, input, opts)));
+    const batch: BatchState = {};
+    return Promise.all(
+      inputs.map((input) =>
+        this.generateOne(side, input, opts, batch).then(
+          (samples): SettledSamples => ({ ok: true, samples }),
+          (e: unknown): SettledSamples => ({ ok: false, error: e instanceof Error ? e : new Error(String(e)) }),
+        ),
+      ),
+    );
   }
 
   private cacheKey(side: Side, messages: ChatMessage[], opts: GenerateOptions, index: number): string {
@@ -226,8 +279,12 @@ export class OpenAIGenerator implements KeywordGenerator {
   }
 
   private toSample(c: Choice): KeywordSample {
-    const p = parseKeywordOutput(c.content);
     this.usage.samples++;
+    if (c.anomaly !== undefined) {
+      this.usage.formatFailures++;
+      return { keywords: [], logProb: c.logProb, format: 'invalid_format', raw: c.content, anomaly: c.anomaly };
+    }
+    const p = parseKeywordOutput(c.content);
     if (!p.ok) {
       this.usage.formatFailures++;
       return { keywords: [], logProb: c.logProb, format: 'invalid_format', raw: c.content };
@@ -235,15 +292,15 @@ export class OpenAIGenerator implements KeywordGenerator {
     return { keywords: p.keywords.slice(0, this.options.kMax * 4), logProb: c.logProb, format: 'ok', raw: c.content };
   }
 
-  private async generateOne(side: Side, input: GenerateInput, opts: GenerateOptions): Promise<KeywordSample[]> {
+  private async generateOne(side: Side, input: GenerateInput, opts: GenerateOptions, batch: BatchState): Promise<KeywordSample[]> {
     const messages = await this.messages(side, input);
     const out: (Choice | undefined)[] = Array.from({ length: opts.samples }, () => undefined);
     const keys = Array.from({ length: opts.samples }, (_, s) => this.cacheKey(side, messages, opts, s));
     if (this.cache) {
       for (let s = 0; s < opts.samples; s++) {
-        const hit = (await this.cache.get(keys[s])) as Choice | undefined;
-        if (hit && typeof hit.content === 'string') {
-          out[s] = hit;
+        const hit = CachedChoiceSchema.safeParse(await this.cache.get(keys[s]));
+        if (hit.success) {
+          out[s] = hit.data;
           this.usage.cacheHits++;
         }
       }
@@ -251,7 +308,8 @@ export class OpenAIGenerator implements KeywordGenerator {
     let missing = out.map((c, s) => (c ? -1 : s)).filter((s) => s >= 0);
     while (missing.length > 0) {
       const n = this.multiOk ? missing.length : 1;
-      const choices = await this.sem.run(() => this.request(messages, opts, n, missing[0]));
+      // The deadline of a request is armed inside request(), once it has a slot: time in this queue never counts.
+      const choices = await this.sem.run(() => this.request(messages, opts, n, missing[0], input.id, batch));
       if (this.multiOk && n > 1 && choices.length < n) {
         this.multiOk = false;
         this.logger.info('LLM endpoint returned fewer choices than n; using repeated requests', { endpoint: this.options.baseURL });
@@ -260,7 +318,8 @@ export class OpenAIGenerator implements KeywordGenerator {
       for (let j = 0; j < take; j++) {
         const s = missing[j];
         out[s] = choices[j];
-        if (this.cache) await this.cache.put(keys[s], choices[j]);
+        // Model output only: a choice without text is a protocol anomaly, asked again next time.
+        if (this.cache && choices[j].anomaly === undefined) await this.cache.put(keys[s], { content: choices[j].content, logProb: choices[j].logProb });
       }
       if (take === 0) throw cogrError('LLM_ERROR', `LLM endpoint ${this.options.baseURL} returned no choices`, { endpoint: this.options.baseURL });
       missing = missing.slice(take);
@@ -268,11 +327,22 @@ export class OpenAIGenerator implements KeywordGenerator {
     return out.map((c) => this.toSample(c!));
   }
 
-  private async request(messages: ChatMessage[], opts: GenerateOptions, n: number, firstIndex: number): Promise<Choice[]> {
+  private async request(messages: ChatMessage[], opts: GenerateOptions, n: number, firstIndex: number, inputId: string, batch: BatchState): Promise<Choice[]> {
     const endpoint = this.options.baseURL;
     let lastStatus = 'none';
     for (let attempt = 0; ; attempt++) {
       if (opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled');
+      if (batch.broken) {
+        const b = batch.broken;
+        throw attempt === 0
+          ? cogrError('LLM_ERROR', `not sent: the LLM endpoint ${endpoint} failed on input ${JSON.stringify(b.inputId)} (${b.error.message})`, { endpoint, notSent: true, failedOn: b.inputId })
+          : cogrError('LLM_ERROR', `LLM endpoint ${endpoint} failed after ${attempt} attempt(s): last status ${lastStatus}; not retried, as it failed on input ${JSON.stringify(b.inputId)} too`, {
+              endpoint,
+              status: lastStatus,
+              attempts: attempt,
+              failedOn: b.inputId,
+            });
+      }
       const structured = this.structuredOk;
       const body: Record<string, unknown> = {
         model: this.options.model,
@@ -286,11 +356,19 @@ export class OpenAIGenerator implements KeywordGenerator {
       if (structured) body.response_format = this.responseFormat;
       if (this.options.logprobs) body.logprobs = true;
       this.usage.requests++;
+      // This attempt's deadline: armed now, as the request is sent, and covering the body to its last byte.
+      const deadline = new AbortController();
+      const timer = setTimeout(() => deadline.abort(), this.options.timeoutMs);
+      const signal = opts.signal ? AbortSignal.any([opts.signal, deadline.signal]) : deadline.signal;
       try {
-        const res = (await this.client.chat.completions.create(
-          body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming,
-          { signal: opts.signal },
-        )) as OpenAI.Chat.Completions.ChatCompletion;
+        let res: OpenAI.Chat.Completions.ChatCompletion;
+        try {
+          res = (await this.client.chat.completions.create(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming, {
+            signal,
+          })) as OpenAI.Chat.Completions.ChatCompletion;
+        } finally {
+          clearTimeout(timer);
+        }
         // The client hands back the text of a non-JSON body (or throws a SyntaxError when it claims to be JSON).
         if (typeof res !== 'object' || res === null) throw new NotACompletion('HTTP 200 with a body that is not JSON');
         if (!Array.isArray(res.choices)) throw new NotACompletion('HTTP 200 with JSON that is not a chat completion (no choices)');
@@ -303,21 +381,25 @@ export class OpenAIGenerator implements KeywordGenerator {
         return choices.map((c) => {
           const lp = c.logprobs?.content;
           const logProb = Array.isArray(lp) && lp.length > 0 ? lp.reduce((a, t) => a + (t.logprob ?? 0), 0) : null;
-          return { content: typeof c.message?.content === 'string' ? c.message.content : '', logProb };
+          const anomaly = choiceAnomaly(c.message as unknown);
+          return anomaly === undefined ? { content: c.message.content as string, logProb } : { content: '', logProb, anomaly };
         });
       } catch (e) {
         this.usage.failures++;
-        if (e instanceof OpenAI.APIUserAbortError || opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled', undefined, e);
+        if (opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled', undefined, e);
         let retryable = false;
         let retryAfterMs = 0;
-        if (e instanceof NotACompletion) {
+        if (deadline.signal.aborted || e instanceof OpenAI.APIConnectionTimeoutError) {
+          // Our deadline (whatever the client made of the abort: before the headers or while reading the body).
+          lastStatus = `time-out after ${this.options.timeoutMs} ms`;
+          retryable = true;
+        } else if (e instanceof OpenAI.APIUserAbortError) {
+          throw cogrError('ABORTED', 'generation cancelled', undefined, e);
+        } else if (e instanceof NotACompletion) {
           lastStatus = e.message;
           retryable = true;
         } else if (e instanceof SyntaxError) {
           lastStatus = 'HTTP 200 with a body that is not JSON';
-          retryable = true;
-        } else if (e instanceof OpenAI.APIConnectionTimeoutError) {
-          lastStatus = `time-out after ${this.options.timeoutMs} ms`;
           retryable = true;
         } else if (e instanceof OpenAI.APIConnectionError) {
           lastStatus = `connection error (${e.message})`;
@@ -337,13 +419,17 @@ export class OpenAIGenerator implements KeywordGenerator {
         } else {
           throw e;
         }
-        if (!retryable || attempt >= this.options.maxRetries) {
-          throw cogrError(
+        if (!retryable || attempt >= this.options.maxRetries || batch.broken) {
+          const hint = lastStatus.startsWith('time-out') ? ` (the deadline counts from sending and covers the whole answer; ${TIMEOUT_HINT})` : '';
+          const error = cogrError(
             'LLM_ERROR',
-            `LLM endpoint ${endpoint} failed after ${attempt + 1} attempt(s): last status ${lastStatus}${retryable ? '' : ' (not retryable)'}`,
+            `LLM endpoint ${endpoint} failed after ${attempt + 1} attempt(s): last status ${lastStatus}${retryable ? '' : ' (not retryable)'}${hint}`,
             { endpoint, status: lastStatus, attempts: attempt + 1 },
             e,
           );
+          // The endpoint itself failed (not this input): requests not yet sent are not sent. Set before this slot is released.
+          if (retryable) batch.broken ??= { inputId, error };
+          throw error;
         }
         this.usage.retries++;
         const backoff = Math.min(this.options.retryMaxMs, this.options.retryBaseMs * 2 ** attempt);

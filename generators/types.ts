@@ -38,11 +38,24 @@ export interface KeywordSample {
   format: SampleFormat;
   /** The raw model output (LLM only), kept for diagnostics. */
   raw?: string;
+  /** LLM only: why the answer carried no model text (e.g. a null message content); such a sample is invalid_format and never cached. */
+  anomaly?: string;
 }
+
+/** One input's outcome: its samples, or why it has none. */
+export type SettledSamples = { ok: true; samples: KeywordSample[] } | { ok: false; error: Error };
 
 export interface KeywordGenerator {
   readonly kind: string;
   generate(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<KeywordSample[][]>;
+  /** Per input its samples or its error (a generator whose inputs can fail one by one, such as an LLM endpoint). */
+  generateSettled?(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<SettledSamples[]>;
+}
+
+/** Per input its samples or its error: the generator's own `generateSettled`, else `generate` (all or nothing). */
+export async function generateSettled(gen: KeywordGenerator, side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<SettledSamples[]> {
+  if (gen.generateSettled) return gen.generateSettled(side, inputs, opts);
+  return (await gen.generate(side, inputs, opts)).map((samples): SettledSamples => ({ ok: true, samples }));
 }
 
 /** A persistent key → JSON value store (an abstract-level sublevel with json valueEncoding fits). */

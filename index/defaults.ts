@@ -101,8 +101,25 @@ export const DEFAULTS = deepFreeze({
     maxBatch: 4096,
     maxTextLength: 65_536,
   },
-  /** OpenAI-compatible endpoints. */
-  llm: { concurrency: 4, maxRetries: 4, timeoutMs: 60_000, maxTokens: 512 },
+  /**
+   * Connections of both HTTP servers (`cogr serve`, `cogr reward-server`): a request (line,
+   * headers and body) must arrive within requestTimeoutMs (Node's default is 300 s, nginx
+   * cuts a stalled body after 60 s), its headers within headersTimeoutMs, an idle
+   * keep-alive connection is closed after keepAliveTimeoutMs, the deadlines are checked
+   * every timeoutCheckMs, and at most maxConnections are open, fewer when the open-file
+   * limit (`ulimit -n`) minus fdReserve is lower (so connections never exhaust the
+   * descriptors): beyond it a new connection closes the one that has waited longest
+   * without a request being handled (a body still trickling in, or idle keep-alive).
+   */
+  http: { requestTimeoutMs: 30_000, headersTimeoutMs: 20_000, keepAliveTimeoutMs: 10_000, timeoutCheckMs: 1_000, maxConnections: 10_000, fdReserve: 128 },
+  /**
+   * OpenAI-compatible endpoints. The deadline of an attempt counts from sending, so a server
+   * that answers one request at a time queues the others on its side: it works while
+   * concurrency × its answer time stays below the deadline (2 × 60 s against 120 s; a local
+   * server at 20 s per answer has 3× to spare). A hung endpoint fails an input after 5
+   * attempts (≈ 10 min), and the inputs not yet sent then fail at once.
+   */
+  llm: { concurrency: 2, maxRetries: 4, timeoutMs: 120_000, maxTokens: 512 },
 });
 
 type DeepReadonly<T> = { readonly [K in keyof T]: T[K] extends object ? DeepReadonly<T[K]> : T[K] };

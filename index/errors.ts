@@ -20,6 +20,7 @@ export const ERROR_CATALOGUE = {
   DB_LOCKED: { status: 409, summary: 'the database is held by another process' },
   DB_VERSION: { status: 409, summary: 'the database has another format version' },
   DB_CORRUPT: { status: 500, summary: 'the database is inconsistent' },
+  DISK_FULL: { status: 507, summary: 'no space left on the device (the path, or stdout, is named)' },
   LLM_ERROR: { status: 502, summary: 'the LLM endpoint failed after retries' },
   LLM_FORMAT: { status: 502, summary: 'the LLM output is not a keyword list' },
   WORKER_ERROR: { status: 500, summary: 'a worker failed on a batch' },

@@ -3,13 +3,15 @@
  * implements it (src/commands/, exporting `register(program)`); only the module of the
  * command being run is imported, so `cogr --help` or `cogr index search` does not load
  * the HTTP server, the LLM client or the worker pool. Errors become one clear line on
- * stderr and a non-zero exit code.
+ * stderr and a non-zero exit code; a closed stdout ends the command quietly, a full one
+ * is `error[DISK_FULL]` (output.ts).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { isCogrError } from '../index/errors.ts';
 import { packageRoot } from '../index/paths.ts';
+import { guardStdio } from './output.ts';
 
 export type Register = (program: Command) => void;
 
@@ -79,6 +81,7 @@ export async function buildProgram(argv?: readonly string[]): Promise<Command> {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  guardStdio();
   try {
     const program = await buildProgram(argv);
     await program.parseAsync(argv);

@@ -6,10 +6,13 @@
  *   [--no-cache] [--json]`
  *
  * Reads JSONL lines {"id", "text", "title"?} and prints, with --json, one JSON object
- * mapping each id to its list of sampled keyword sets (a readable line per sample
- * otherwise). Embedded, item side: an untrained item policy unless --policy (from the
- * project database) or --policy-file (a PolicyJSON file) is given; --opposite attaches a
- * query generation (features of the item policy). Embedded, query side: the query planner
+ * mapping each id to its list of samples: a keyword list, or for output that is not one
+ * `{"format": "invalid_format", "raw"?, "anomaly"?}` (a readable line per sample
+ * otherwise). An input that fails (the LLM endpoint, after its retries) does not discard
+ * the others: the answered ones are printed, then one error line names the failed ones
+ * and the exit code is non-zero. Embedded, item side: an untrained item policy unless
+ * --policy (from the project database) or --policy-file (a PolicyJSON file) is given;
+ * --opposite attaches a query generation (features of the item policy). Embedded, query side: the query planner
  * saved by `cogr sft`, `cogr demo` or `cogr evolve` (--policy round, default latest), over
  * the dataset it was fitted on (its items rebuild the relevance model), planning against
  * the item generation --opposite names (default: the latest).
@@ -23,12 +26,12 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { openDb, type CogrDb } from '../../index/db.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, isCogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { OpenAIGenerator, llmOptionsFromEnv } from '../../generators/llm.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
-import type { GenerateInput, KeywordGenerator } from '../../generators/types.ts';
+import { generateSettled, type GenerateInput, type KeywordGenerator, type KeywordSample } from '../../generators/types.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 import type { SearchContext } from '../../generators/prompts.ts';
 import type { Corpus } from '../../index/types.ts';
@@ -75,7 +78,46 @@ async function storedPlanner(db: CogrDb, flags: GenerateFlags): Promise<{ planne
   return { planner, corpus };
 }
 
-export async function runGenerate(flags: GenerateFlags): Promise<Record<string, string[][]>> {
+/** A sample as printed: its keywords, or what it is when the output was not a keyword list (never a fake empty list). */
+export type PrintedSample = string[] | { format: 'invalid_format'; raw?: string; anomaly?: string };
+
+/** The longest raw output shown for an invalid_format sample. */
+const RAW_SHOWN = 1000;
+
+function printed(s: KeywordSample): PrintedSample {
+  if (s.format === 'ok') return s.keywords;
+  const raw = s.raw === undefined || s.raw === '' ? undefined : s.raw.length > RAW_SHOWN ? `${s.raw.slice(0, RAW_SHOWN)}…` : s.raw;
+  return { format: 'invalid_format', ...(raw !== undefined ? { raw } : {}), ...(s.anomaly !== undefined ? { anomaly: s.anomaly } : {}) };
+}
+
+export interface GenerateResult {
+  /** Per answered input (input order), its samples. */
+  samples: Record<string, PrintedSample[]>;
+  /** The inputs that failed, in input order. */
+  failed: { id: string; error: Error }[];
+}
+
+/** Every input's samples, or the first failure (all or nothing). */
+export async function runGenerate(flags: GenerateFlags): Promise<Record<string, PrintedSample[]>> {
+  const r = await runGenerateSettled(flags);
+  if (r.failed.length > 0) throw r.failed[0].error;
+  return r.samples;
+}
+
+/** The failure line of a partly answered run: how many failed, which, and the first one's reason. */
+export function failedInputsError(failed: GenerateResult['failed'], total: number) {
+  // The reason to show: the failure that stopped the others, not one of those it stopped.
+  const first = failed.find((f) => !(isCogrError(f.error) && f.error.details?.failedOn !== undefined)) ?? failed[0];
+  const ids = failed.map((f) => f.id);
+  const shown = ids.length > 10 ? `${ids.slice(0, 10).map((id) => JSON.stringify(id)).join(', ')}, … (${ids.length - 10} more)` : ids.map((id) => JSON.stringify(id)).join(', ');
+  const code = isCogrError(first.error) ? first.error.code : 'LLM_ERROR';
+  const answered = total - failed.length;
+  return cogrError(code, `${failed.length} of ${total} input(s) failed: ${shown}; ${answered === 0 ? 'none was answered' : `the ${answered} answered are printed`}; ${JSON.stringify(first.id)}: ${first.error.message}`, {
+    failed: ids,
+  });
+}
+
+export async function runGenerateSettled(flags: GenerateFlags): Promise<GenerateResult> {
   const side = parseSide('--side', flags.side);
   const generator = parseChoice('--generator', flags.generator, ['embedded', 'openai'] as const);
   const inputs = readInputs(flags.from);
@@ -133,11 +175,15 @@ export async function runGenerate(flags: GenerateFlags): Promise<Record<string, 
         { cache: db && flags.cache ? llmCache(db) : undefined, logger: stderrLogger, ...(context ? { searchContext: context } : {}) },
       );
     }
-    const res = await gen.generate(side, inputs, { samples, temperature, topP: topP ?? DEFAULTS.decoding.index.topP, seed });
+    const res = await generateSettled(gen, side, inputs, { samples, temperature, topP: topP ?? DEFAULTS.decoding.index.topP, seed });
     if (gen instanceof OpenAIGenerator) stderrLogger.info('llm usage', { ...gen.usage });
-    const out: Record<string, string[][]> = {};
-    inputs.forEach((x, i) => (out[x.id] = res[i].map((s) => s.keywords)));
-    return out;
+    const result: GenerateResult = { samples: {}, failed: [] };
+    inputs.forEach((x, i) => {
+      const r = res[i];
+      if (r.ok) result.samples[x.id] = r.samples.map(printed);
+      else result.failed.push({ id: x.id, error: r.error });
+    });
+    return result;
   } finally {
     await db?.close();
   }
@@ -161,12 +207,17 @@ export function register(program: Command): void {
     ),
   )
     .option('--search-context <n>', 'openai, query side: put the titles of the stored query planner\'s n top items and its plan\'s keywords in the prompt (the paper\'s "+ search results")')
-    .option('--concurrency <n>', `openai: parallel requests (default ${DEFAULTS.llm.concurrency})`)
+    .option('--concurrency <n>', `openai: requests in flight at once (default ${DEFAULTS.llm.concurrency}; a server that answers one at a time needs concurrency × its answer time below --llm-timeout)`)
     .option('--no-cache', 'openai: do not use the generation cache in the project database')
-    .option('--json', 'print one JSON object {id: [[keyword, ...], ...]}')
+    .option('--json', 'print one JSON object {id: [[keyword, ...] or {"format": "invalid_format", ...}, ...]}')
     .action(async (flags: GenerateFlags) => {
-      const out = await runGenerate(flags);
-      if (flags.json) process.stdout.write(JSON.stringify(out) + '\n');
-      else for (const [id, sets] of Object.entries(out)) for (const s of sets) process.stdout.write(`${id}\t${s.join('; ')}\n`);
+      const { samples, failed } = await runGenerateSettled(flags);
+      if (flags.json) process.stdout.write(JSON.stringify(samples) + '\n');
+      else {
+        for (const [id, sets] of Object.entries(samples)) {
+          for (const s of sets) process.stdout.write(`${id}\t${Array.isArray(s) ? s.join('; ') : `(invalid_format${s.anomaly !== undefined ? `: ${s.anomaly}` : ''})`}\n`);
+        }
+      }
+      if (failed.length > 0) throw failedInputsError(failed, Object.keys(samples).length + failed.length);
     });
 }

@@ -111,7 +111,7 @@ export function withLlmOptions(cmd: Command): Command {
     .option('--base-url <url>', 'openai: endpoint base URL (default $OPENAI_BASE_URL)')
     .option('--model <name>', 'openai: model name (default $COGR_MODEL)')
     .option('--api-key <key>', 'openai: API key (default $OPENAI_API_KEY)')
-    .option('--llm-timeout <ms>', `openai: time-out of one request in milliseconds, then it is retried (default $COGR_LLM_TIMEOUT_MS, else ${DEFAULTS.llm.timeoutMs})`);
+    .option('--llm-timeout <ms>', `openai: deadline of one attempt in milliseconds, the whole answer counted from sending, then it is retried (default $COGR_LLM_TIMEOUT_MS, else ${DEFAULTS.llm.timeoutMs})`);
 }
 
 export interface ServerFlags {
@@ -122,6 +122,8 @@ export interface ServerFlags {
   token?: string;
   watch?: string;
   bodyLimit?: string;
+  requestTimeout?: string;
+  maxConnections?: string;
 }
 
 /** What both servers take: database, round, address, token, watch interval and body limit. */
@@ -132,7 +134,9 @@ export function withServerOptions(cmd: Command, defaults: { port: number; host: 
     .option('--host <host>', 'interface to bind (loopback by default)', defaults.host)
     .option('--token <token>', `bearer token for ${tokenHelp} (default $COGR_TOKEN)`)
     .option('--watch <seconds>', 'poll for newly committed generations every this many seconds')
-    .option('--body-limit <bytes>', `largest request body (default ${defaults.bodyLimit})`);
+    .option('--body-limit <bytes>', `largest request body (default ${defaults.bodyLimit})`)
+    .option('--request-timeout <ms>', `a request (headers and body) not received within this is answered 408 and closed (default ${DEFAULTS.http.requestTimeoutMs})`)
+    .option('--max-connections <n>', `open connections at most (default ${DEFAULTS.http.maxConnections}, or ulimit -n − ${DEFAULTS.http.fdReserve} when lower); beyond it the longest-waiting connection without a request being handled is closed`);
 }
 
 /**
@@ -158,6 +162,10 @@ export function parseServerFlags(flags: ServerFlags, maxBody: number) {
     token: parseToken(flags.token),
     watch: parseIntFlag('--watch', flags.watch, 1, 86_400),
     bodyLimit: parseIntFlag('--body-limit', flags.bodyLimit, 256, maxBody),
+    connections: {
+      ...(flags.requestTimeout !== undefined ? { requestTimeoutMs: parseIntFlag('--request-timeout', flags.requestTimeout, 1, 3_600_000) } : {}),
+      ...(flags.maxConnections !== undefined ? { maxConnections: parseIntFlag('--max-connections', flags.maxConnections, 1, 1_000_000) } : {}),
+    },
   };
 }
 

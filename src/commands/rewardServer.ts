@@ -56,6 +56,7 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
     ...(kMax ? { kMax } : {}),
     ...(server.token ? { token: server.token } : {}),
     ...(server.bodyLimit ? { limits: { bodyLimit: server.bodyLimit } } : {}),
+    connections: server.connections,
   });
   if (server.watch) live.watch(server.watch);
   await listenUntilSignal(app, server.host, server.port, 'cogr reward-server', log, () => live.stopWatch());

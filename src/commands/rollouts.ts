@@ -1,15 +1,19 @@
 /**
  * `cogr rollouts --side query|item --round r --out rollouts.jsonl [--db] [--samples G]
  *   [--temperature t] [--limit n] [--generator embedded|openai] [--base-url --model
- *   --api-key]`: GRPO rollouts of one round against the run's frozen generations, with
- *   prompts in chat format, completions, rewards, reasons, advantages and group ids
- *   (JSONL, ready for TRL or verl).
+ *   --api-key --llm-timeout --concurrency]`: GRPO rollouts of one round against the run's
+ *   frozen generations, with prompts in chat format, completions, rewards, reasons,
+ *   advantages and group ids (JSONL, ready for TRL or verl). When the LLM fails on some
+ *   inputs, the groups answered are written, the summary lists the inputs without lines,
+ *   and the command ends with an error line naming them.
  * `cogr import-generation --side item|query --from keywords.jsonl [--db]`: keywords from
  *   an external model (`{"id", "keywords": [...], "title"?}` per line) become a new
  *   generation of the run, evaluated on the held-out queries like any other.
  */
 import type { Command } from 'commander';
 import { openDb } from '../../index/db.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
+import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { OpenAIGenerator, llmOptionsFromEnv } from '../../generators/llm.ts';
 import { importGeneration } from '../evolve/importGeneration.ts';
@@ -31,6 +35,7 @@ interface RolloutFlags extends LlmFlags {
   generator: string;
   grouping?: string;
   groupingDelta?: string;
+  concurrency?: string;
   quiet?: boolean;
 }
 
@@ -51,23 +56,21 @@ export function register(program: Command): void {
       .option('--grouping <mode>', 'GRPO groups: exact (each prompt) or semantic (near-identical prompts pooled; default: the run’s)')
       .option('--grouping-delta <x>', 'semantic grouping: token-F1 threshold δ (default: the run’s, 0.8)'),
   )
+    .option('--concurrency <n>', `openai: requests in flight at once (default ${DEFAULTS.llm.concurrency}; a server that answers one at a time needs concurrency × its answer time below --llm-timeout)`)
     .option('--quiet', 'no progress display')
     .action(async (flags: RolloutFlags) => {
       const s = parseSide('--side', flags.side);
       const round = parseIntFlag('--round', flags.round, 1)!;
       const temperature = parseNumberFlag('--temperature', flags.temperature, { min: 0 });
       const generatorKind = parseChoice('--generator', flags.generator, ['embedded', 'openai'] as const);
+      const concurrency = parseIntFlag('--concurrency', flags.concurrency, 1, 256);
+      if (concurrency !== undefined && generatorKind !== 'openai') throw cogrError('INVALID_ARGUMENT', '--concurrency applies to --generator openai');
+      const llm = generatorKind === 'openai' ? llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey, llmTimeout: flags.llmTimeout }) : undefined;
       const db = await openDb(dbPath(flags.db), { logger: stderrLogger });
       try {
         const run = await readStoredRun(db);
         const { corpus } = await loadRunCorpus(run.config, stderrLogger);
-        const generator =
-          generatorKind === 'openai'
-            ? new OpenAIGenerator(llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey, llmTimeout: flags.llmTimeout }), {
-                cache: llmCache(db),
-                logger: stderrLogger,
-              })
-            : undefined;
+        const generator = llm ? new OpenAIGenerator({ ...llm, ...(concurrency !== undefined ? { concurrency } : {}) }, { cache: llmCache(db), logger: stderrLogger }) : undefined;
         const summary = await writeRollouts(db, corpus, {
           side: s,
           round,
@@ -82,6 +85,12 @@ export function register(program: Command): void {
           progress: createProgress({ enabled: !flags.quiet }),
         });
         process.stdout.write(JSON.stringify({ out: flags.out, ...summary }) + '\n');
+        if (summary.failed.length > 0) {
+          const n = summary.failed.length;
+          throw cogrError('LLM_ERROR', `${n} input(s) have no rollouts (${summary.failed.slice(0, 10).map((id) => JSON.stringify(id)).join(', ')}${n > 10 ? `, … (${n - 10} more)` : ''}); ${flags.out} holds the ${summary.groups} group(s) answered; first failure ${summary.failure ?? ''}`, {
+            failed: summary.failed,
+          });
+        }
       } finally {
         await db.close();
       }

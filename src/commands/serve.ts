@@ -70,7 +70,7 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
     await (keywordPool as KeywordWorkerPool | null)?.close();
     throw e;
   }
-  const app = buildSearchServer({ live, log, limits, drift: storeDriftProvider(server.dbPath), ...(server.token ? { token: server.token } : {}) });
+  const app = buildSearchServer({ live, log, limits, connections: server.connections, drift: storeDriftProvider(server.dbPath), ...(server.token ? { token: server.token } : {}) });
   if (server.watch) live.watch(server.watch);
   await listenUntilSignal(app, server.host, server.port, 'cogr serve', log, () => {
     live.stopWatch();

@@ -20,6 +20,7 @@ import { cogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { buildQueryTargets, exportTrl, itemEntries, runSft } from '../../generators/sft.ts';
+import { outputError } from '../output.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { policyStore, savePlanner, savePolicy } from '../run/policies.ts';
 import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
@@ -81,7 +82,12 @@ export function register(program: Command): void {
         await db.close();
       }
       const queryTargets = flags.queryTargets === 'pooled' ? buildQueryTargets(trainQueries, corpus.relevant, r.itemKeywords, N) : r.queryTargets;
-      const exported = flags.export ? exportTrl(flags.export, { items: corpus.items, itemKeywords: r.itemKeywords, queries: corpus.queries, queryTargets }) : null;
+      let exported: ReturnType<typeof exportTrl> | null = null;
+      try {
+        if (flags.export) exported = exportTrl(flags.export, { items: corpus.items, itemKeywords: r.itemKeywords, queries: corpus.queries, queryTargets });
+      } catch (e) {
+        throw outputError(e, (e as { path?: string }).path ?? flags.export!);
+      }
       const summary = {
         dataset: corpus.name,
         items: corpus.items.length,

@@ -9,8 +9,6 @@
  *                                       with its F1 per round: writes the JSON and/or
  *                                       HTML report and returns the report
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { cogrError } from '../../index/errors.ts';
 import type { IndexEntry, Side } from '../../index/types.ts';
 import type { AnalyzerName } from '../../index/analyzer.ts';
@@ -25,6 +23,7 @@ import {
   type GenerationSnapshot,
 } from './analyze.ts';
 import { renderDriftHtml } from './report.ts';
+import { writeOutputFile } from '../output.ts';
 
 /** The part of KeywordIndexStore the drift analysis reads. */
 export interface DriftSource {
@@ -97,12 +96,7 @@ export interface WriteDriftOptions extends StoreDriftOptions {
 export async function writeDriftReport(store: DriftSource, opts: WriteDriftOptions): Promise<DriftReport> {
   const { jsonPath, htmlPath, title, f1ByRound, ...rest } = opts;
   const report = await driftReportFromStore(store, { ...rest, f1ByRound: parseF1Points(f1ByRound ?? []) });
-  if (jsonPath) writeFileEnsuringDir(jsonPath, JSON.stringify(report, null, 2) + '\n');
-  if (htmlPath) writeFileEnsuringDir(htmlPath, renderDriftHtml(report, title === undefined ? {} : { title }));
+  if (jsonPath) writeOutputFile(jsonPath, JSON.stringify(report, null, 2) + '\n');
+  if (htmlPath) writeOutputFile(htmlPath, renderDriftHtml(report, title === undefined ? {} : { title }));
   return report;
-}
-
-function writeFileEnsuringDir(path: string, content: string): void {
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(path, content);
 }

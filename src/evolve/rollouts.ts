@@ -18,10 +18,13 @@
  * JSONL line per completion:
  *   {group_id, side, round, entity_id, prompt: [chat messages], completion: [{role:
  *    "assistant", content}], keywords, reward, reason, advantage, logprob, matched?}
- *
+ * An input the generator fails on (an LLM endpoint, after its retries) does not discard
+ * the others: its group is left out (a group's advantages need all its members), the
+ * groups answered are written, generation stops after the batch of the failure, and the
+ * summary lists the inputs without lines (`failed`) and the first failure.
  */
 import { createWriteStream } from 'node:fs';
-import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
 import type { CogrDb } from '../../index/db.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
 import { deriveSeed } from '../../index/random.ts';
@@ -29,10 +32,11 @@ import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus, Side } from '../../index/types.ts';
 import { loadPromptTemplate, renderPrompt, type ChatMessage } from '../../generators/prompts.ts';
 import { itemInput, queryInput } from '../../generators/sft.ts';
-import type { GenerateInput, KeywordGenerator, KeywordSample } from '../../generators/types.ts';
+import { generateSettled, type GenerateInput, type KeywordGenerator, type KeywordSample } from '../../generators/types.ts';
 import { batchGroups, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { createItemScorer } from '../../rewards/scorer.ts';
+import { outputError } from '../output.ts';
 import type { ProgressSink } from '../progress.ts';
 import { silentProgress } from '../progress.ts';
 import { scorerOptions } from '../run/config.ts';
@@ -65,6 +69,10 @@ export interface RolloutSummary {
   degenerateGroups: number;
   meanReward: number;
   reasons: Record<'ok' | 'over_budget' | 'invalid_format', number>;
+  /** Inputs without lines, in input order: failed, in a group with a failed member, or not attempted after a failure. */
+  failed: string[];
+  /** The first failure, `<input id>: <message>`. */
+  failure?: string;
 }
 
 function completionText(s: KeywordSample): string {
@@ -125,23 +133,48 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
   );
 
   const out = createWriteStream(opts.out, { encoding: 'utf8' });
-  const summary: RolloutSummary = { lines: 0, groups: 0, degenerateGroups: 0, meanReward: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 } };
+  // A write that fails (a full device) is kept and reported naming the file, never an unhandled 'error' event.
+  let writeError: unknown = null;
+  out.on('error', (e) => (writeError ??= e));
+  const summary: RolloutSummary = { lines: 0, groups: 0, degenerateGroups: 0, meanReward: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 }, failed: [] };
   let rewardSum = 0;
+  const failed = new Set<number>();
   progress.start(`rollouts ${opts.side} round ${opts.round}`, inputs.length);
   for (const batchGroupsOfInputs of batchGroups(groups, 32)) {
-    const batch = batchGroupsOfInputs.flat().map((i) => inputs[i]);
-    const samples = await generator.generate(opts.side, batch, { samples: G, temperature, seed: deriveSeed(config.seed, 'rollouts', opts.side, opts.round) });
+    if (writeError !== null) break;
+    const ordinals = batchGroupsOfInputs.flat();
+    if (summary.failure !== undefined) {
+      // Not attempted: the generator failed on an earlier batch.
+      for (const i of ordinals) failed.add(i);
+      continue;
+    }
+    const batch = ordinals.map((i) => inputs[i]);
+    const settled = await generateSettled(generator, opts.side, batch, { samples: G, temperature, seed: deriveSeed(config.seed, 'rollouts', opts.side, opts.round) });
     let at = 0;
     for (const g of batchGroupsOfInputs) {
       const members = g.map((_, j) => at + j);
       at += g.length;
-      const scored = members.map((i) => {
+      const samples: KeywordSample[][] = [];
+      for (const i of members) {
+        const r = settled[i];
+        if (r.ok) samples.push(r.samples);
+        else summary.failure ??= `${batch[i].id}: ${r.error.message}`;
+      }
+      if (samples.length < members.length) {
+        // A member failed: the group's advantages need all of them, so the group is left out.
+        for (const i of members) {
+          failed.add(ordinals[i]);
+          progress.tick();
+        }
+        continue;
+      }
+      const scored = members.map((i, j) => {
         const input = batch[i];
         const r = scorer.score(
-          samples[i].map((s) => ({ id: input.id, keywords: s.format === 'ok' ? s.keywords : null })),
+          samples[j].map((s) => ({ id: input.id, keywords: s.format === 'ok' ? s.keywords : null })),
           { details: true },
         );
-        return samples[i].map((s, k) => ({
+        return samples[j].map((s, k) => ({
           s,
           lr: { reward: r.rewards[k]!, reason: r.reasons[k]!, keywords: r.keywords![k] },
           // Matched items of a query's keywords (the item side reports no such count).
@@ -183,9 +216,13 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
       });
     }
   }
-  out.end();
-  await once(out, 'finish');
+  if (writeError === null) {
+    out.end();
+    await finished(out).catch((e: unknown) => (writeError ??= e));
+  } else out.destroy();
   progress.end();
+  if (writeError !== null) throw outputError(writeError, opts.out);
+  summary.failed = [...failed].sort((a, b) => a - b).map((i) => inputs[i].id);
   summary.meanReward = summary.lines ? rewardSum / summary.lines : 0;
   logger.info('rollouts written', { out: opts.out, ...summary.reasons, lines: summary.lines });
   return summary;

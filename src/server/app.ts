@@ -24,7 +24,7 @@ import { normalizeSelf } from '../../index/normalize.ts';
 import { topKIndex } from '../../index/topk.ts';
 import type { Explanation, KeywordView } from '../../index/view.ts';
 import { RANKERS, type Ranker } from '../../generators/planner/ranking.ts';
-import { createApp, parseOrThrow } from './http.ts';
+import { createApp, parseOrThrow, type ConnectionLimits } from './http.ts';
 import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
 import { createServerMetrics, type ServerMetrics } from './metrics.ts';
 import { buildOpenApi, renderDocsHtml, SchemaConverter, type RouteDoc } from './openapi.ts';
@@ -68,6 +68,8 @@ export interface SearchServerOptions {
   metrics?: ServerMetrics;
   /** Serves GET /v1/drift (vocabulary drift report); absent → 404. */
   drift?: DriftProvider;
+  /** Request and headers time-outs, keep-alive, the connection cap (index/defaults.ts `http`). */
+  connections?: ConnectionLimits;
 }
 
 const OptionsSchema = z.object({
@@ -322,7 +324,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   live.onPrepare((s) => caches.prepare(s));
   live.onReload((o) => metrics.reloads.inc({ outcome: o.error ? `failed_${o.error.code}` : o.swapped ? 'swapped' : 'unchanged' }));
 
-  const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics });
+  const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics, ...(opts.connections ? { connections: opts.connections } : {}) });
   app.addHook('onReady', async () => {
     await firstPrepared;
   });

@@ -2,19 +2,27 @@
  * Pieces both HTTP servers share: one JSON error shape (`{error: CogrError.toJSON()}`
  * with the catalogue's status) for every answer — fastify's own errors (body too large →
  * 413, unsupported type → 415), the router's (404, a path parameter too long → 414, a bad
- * URL → 400) and the HTTP parser's (headers too large → 431, malformed request → 400) —,
- * a JSON body parser that names the parse error and refuses prototype-polluting keys,
+ * URL → 400), the HTTP parser's (headers too large → 431, malformed request → 400, a
+ * request not received in time → 408) and Node's own checks (no Host header → 400, an
+ * Expect other than 100-continue → 417, CONNECT → 404) —, connections bounded in time
+ * (request, headers, keep-alive) and in number (the longest-waiting connection without a
+ * request being handled makes room for a new one), a JSON body parser that reads strict
+ * UTF-8, names the parse error and refuses duplicate and prototype-polluting keys,
  * request metrics, bearer-token checks and zod parsing with messages that name the field
  * (integer query parameters in decimal digits only).
  */
 import { timingSafeEqual } from 'node:crypto';
-import { maxHeaderSize, STATUS_CODES } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { z } from 'zod';
+import { z } from 'zod';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { CogrError, cogrError, type ErrorCode } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
+import { firstInvalidUtf8 } from '../datasets/common.ts';
 import type { ServerMetrics } from './metrics.ts';
 
 export interface ErrorBody {
@@ -77,10 +85,42 @@ export function parseOrThrow<T extends z.ZodType>(
   throw cogrError(code, `${field}: ${msg}`, { field, issues: r.error.issues.length });
 }
 
+/** How long a connection may take and how many may be open (index/defaults.ts `http`). */
+export const ConnectionLimitsSchema = z.strictObject({
+  /** The whole request (line, headers, body) must arrive within this. */
+  requestTimeoutMs: z.number().int().min(1).max(3_600_000).default(DEFAULTS.http.requestTimeoutMs),
+  /** The request line and headers must arrive within this (at most requestTimeoutMs). */
+  headersTimeoutMs: z.number().int().min(1).max(3_600_000).default(DEFAULTS.http.headersTimeoutMs),
+  /** An idle keep-alive connection is closed after this. */
+  keepAliveTimeoutMs: z.number().int().min(1).max(3_600_000).default(DEFAULTS.http.keepAliveTimeoutMs),
+  /** How often the request and headers deadlines are checked. */
+  timeoutCheckMs: z.number().int().min(1).max(60_000).default(DEFAULTS.http.timeoutCheckMs),
+  /** Open connections at most (default: index/defaults.ts `http.maxConnections`, or the open-file limit less a reserve when that is lower). */
+  maxConnections: z.number().int().min(1).max(1_000_000).optional(),
+});
+
+/** This process's soft limit of open files (Linux: /proc/self/limits), or undefined when it cannot be read. */
+function openFileLimit(): number | undefined {
+  try {
+    const m = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The default connection cap: the configured one, lowered to leave `fdReserve` descriptors free under the open-file limit. */
+export function defaultMaxConnections(limit = openFileLimit()): number {
+  const d = DEFAULTS.http;
+  return limit === undefined ? d.maxConnections : Math.max(1, Math.min(d.maxConnections, limit - d.fdReserve));
+}
+export type ConnectionLimits = z.input<typeof ConnectionLimitsSchema>;
+
 export interface AppOptions {
   bodyLimit: number;
   log: Logger;
   metrics: ServerMetrics;
+  connections?: ConnectionLimits;
 }
 
 /** Longest path parameter (e.g. an item id) the router accepts; longer is 414. The routes' own schemas limit them further (400 naming the field). */
@@ -91,26 +131,187 @@ const MAX_PARAM_LENGTH = 2048;
  * and headers over Node's limit, a malformed request, a client too slow), in the API's
  * error shape; the connection is closed after it.
  */
+function rawErrorResponse(e: CogrError, status = e.status): string {
+  const body = JSON.stringify({ error: e.toJSON() } satisfies ErrorBody);
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+}
+
+/** Whether a response has already started on this socket (then no error answer may be written into it). */
+function responseStarted(socket: Duplex): boolean {
+  const res = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  return res?.headersSent === true;
+}
+
 function clientErrorHandler(err: Error & { code?: string }, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const e =
     err.code === 'HPE_HEADER_OVERFLOW'
       ? cogrError('HEADERS_TOO_LARGE', `request line and headers: larger than the limit of ${maxHeaderSize} bytes`, { limit: maxHeaderSize })
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? cogrError('REQUEST_TIMEOUT', 'request: not received in time')
+        ? cogrError('REQUEST_TIMEOUT', 'request: not received in time (the request line, headers and body must arrive within the server\'s request time-out)')
         : cogrError('INVALID_ARGUMENT', `request: not a valid HTTP request (${err.code ?? 'parse error'})`);
-  if (socket.writable) {
-    const body = JSON.stringify({ error: e.toJSON() } satisfies ErrorBody);
-    socket.write(
-      `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
+  if (socket.writable && !responseStarted(socket)) socket.write(rawErrorResponse(e));
   socket.destroy(err);
 }
 
 /**
- * A request body as JSON: `INVALID_BODY` naming the parse error, or naming a `__proto__`
- * key, or a `constructor` key holding a `prototype` (prototype pollution), wherever it is.
+ * At most `max` open connections. A connection beyond it makes room by closing the one
+ * that has waited longest without a request being handled — a request whose body is still
+ * arriving, headers not yet complete, or an idle keep-alive connection —, so connections
+ * that trickle never lock new clients out; when every open connection has a request being
+ * handled, the new one is closed.
+ */
+function capConnections(server: Server, max: number): void {
+  interface Conn {
+    /** Order of the last activity that started the wait (connection, or end of the last response). */
+    since: number;
+    req: IncomingMessage | null;
+  }
+  const open = new Map<Socket, Conn>();
+  let clock = 0;
+  server.on('connection', (socket: Socket) => {
+    if (open.size >= max) {
+      let victim: Socket | undefined;
+      let oldest = Infinity;
+      for (const [s, c] of open) {
+        const waiting = c.req === null || !c.req.complete;
+        if (waiting && c.since < oldest) {
+          oldest = c.since;
+          victim = s;
+        }
+      }
+      if (victim === undefined) {
+        socket.destroy();
+        return;
+      }
+      open.delete(victim);
+      victim.destroy();
+    }
+    const conn: Conn = { since: ++clock, req: null };
+    open.set(socket, conn);
+    socket.once('close', () => open.delete(socket));
+  });
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const conn = open.get(req.socket as Socket);
+    if (!conn) return;
+    conn.req = req;
+    res.once('close', () => {
+      if (conn.req !== req) return;
+      conn.req = null;
+      conn.since = ++clock;
+    });
+  });
+}
+
+/** Node's own answers (no Host, an unknown Expect, CONNECT) in the API's error shape. */
+function shapeNodeAnswers(server: Server): void {
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const e = cogrError('INVALID_ARGUMENT', `expect: ${JSON.stringify(String(req.headers.expect ?? '').slice(0, 100))} is not supported (only 100-continue)`);
+    const body = JSON.stringify({ error: e.toJSON() } satisfies ErrorBody);
+    res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+  });
+  server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => {});
+    const e = cogrError('NOT_FOUND', `no route CONNECT ${String(req.url ?? '').slice(0, 200)} (this is not a proxy)`);
+    socket.once('finish', () => socket.destroy());
+    socket.end(rawErrorResponse(e));
+  });
+}
+
+/** The charset parameter of a content type, lower case, if any. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  const m = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType ?? '');
+  return m ? m[1].toLowerCase() : undefined;
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * A request body as text: strict UTF-8 (JSON's encoding, RFC 8259), the first byte that is
+ * not is INVALID_BODY naming it and its offset, never replaced by U+FFFD; a charset other
+ * than UTF-8 is refused (415).
+ */
+export function decodeJsonBody(body: Uint8Array, contentType?: string): string {
+  const charset = charsetOf(contentType);
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    throw cogrError('INVALID_BODY', `content-type: charset ${JSON.stringify(charset)} is not supported (JSON bodies are UTF-8)`, { field: 'content-type', status: 415 });
+  }
+  try {
+    return STRICT_UTF8.decode(body);
+  } catch {
+    const at = Math.max(0, firstInvalidUtf8(body));
+    const byte = body[at].toString(16).toUpperCase().padStart(2, '0');
+    throw cogrError('INVALID_BODY', `body: not valid UTF-8 (byte 0x${byte} at offset ${at}); JSON bodies must be UTF-8`, { field: 'body', offset: at });
+  }
+}
+
+/**
+ * The path of the first key repeated in one object of a JSON text (already known to be
+ * valid JSON), e.g. `program.keyword`, or null. JSON.parse keeps the last value silently.
+ */
+export function duplicateKeyPath(text: string): string | null {
+  interface Frame {
+    object: boolean;
+    /** The keys seen so far (a Set once there are many). */
+    keys: string[] | Set<string>;
+    /** Inside an object: the current key; the next string is a key. */
+    key: string | null;
+    expectKey: boolean;
+    index: number;
+  }
+  const stack: Frame[] = [];
+  const n = text.length;
+  let i = 0;
+  while (i < n) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      let j = i + 1;
+      let escaped = false;
+      for (;;) {
+        const d = text.charCodeAt(j);
+        if (d === 0x5c) {
+          escaped = true;
+          j += 2;
+        } else if (d === 0x22) break;
+        else j++;
+      }
+      const top = stack.length > 0 ? stack[stack.length - 1] : undefined;
+      if (top !== undefined && top.object && top.expectKey) {
+        const key = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
+        const seen = Array.isArray(top.keys) ? top.keys.includes(key) : top.keys.has(key);
+        if (seen) {
+          const path: (string | number)[] = stack.slice(0, -1).map((f) => (f.object ? f.key! : f.index));
+          return formatPath([...path, key]);
+        }
+        if (Array.isArray(top.keys)) {
+          top.keys.push(key);
+          if (top.keys.length > 16) top.keys = new Set(top.keys);
+        } else top.keys.add(key);
+        top.key = key;
+        top.expectKey = false;
+      }
+      i = j + 1;
+    } else if (c === 0x7b || c === 0x5b) {
+      stack.push({ object: c === 0x7b, keys: [], key: null, expectKey: c === 0x7b, index: 0 });
+      i++;
+    } else if (c === 0x7d || c === 0x5d) {
+      stack.pop();
+      i++;
+    } else if (c === 0x2c) {
+      const top = stack[stack.length - 1];
+      if (top.object) top.expectKey = true;
+      else top.index++;
+      i++;
+    } else i++;
+  }
+  return null;
+}
+
+/**
+ * A request body as JSON: `INVALID_BODY` naming the parse error, a key repeated in one
+ * object (`program.keyword: duplicate key`), a `__proto__` key, or a `constructor` key
+ * holding a `prototype` (prototype pollution), wherever it is.
  */
 export function parseJsonBody(text: string): unknown {
   if (text.length === 0) throw cogrError('INVALID_BODY', 'body: empty (send a JSON object)');
@@ -120,6 +321,8 @@ export function parseJsonBody(text: string): unknown {
   } catch (e) {
     throw cogrError('INVALID_BODY', `body: not valid JSON (${(e as Error).message})`);
   }
+  const duplicate = duplicateKeyPath(text);
+  if (duplicate !== null) throw cogrError('INVALID_BODY', `${duplicate}: duplicate key`, { field: duplicate });
   const stack: { v: unknown; path: string }[] = [{ v: value, path: 'body' }];
   while (stack.length > 0) {
     const { v, path } = stack.pop()!;
@@ -140,9 +343,19 @@ export function parseJsonBody(text: string): unknown {
 
 /** A fastify instance with the shared error handling and request metrics installed. */
 export function createApp(opts: AppOptions): FastifyInstance {
+  const c = parseOrThrow(ConnectionLimitsSchema, opts.connections ?? {}, 'INVALID_ARGUMENT', 'connections');
   const app = Fastify({
     logger: false,
     bodyLimit: opts.bodyLimit,
+    requestTimeout: c.requestTimeoutMs,
+    keepAliveTimeout: c.keepAliveTimeoutMs,
+    http: {
+      requestTimeout: c.requestTimeoutMs,
+      headersTimeout: Math.min(c.headersTimeoutMs, c.requestTimeoutMs),
+      connectionsCheckingInterval: c.timeoutCheckMs,
+      // Checked by the onRequest hook below, to answer in the API's error shape.
+      requireHostHeader: false,
+    },
     return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     clientErrorHandler,
@@ -156,9 +369,14 @@ export function createApp(opts: AppOptions): FastifyInstance {
       return sendError(reply, cogrError('INTERNAL', 'internal error'));
     },
   });
+  capConnections(app.server, c.maxConnections ?? defaultMaxConnections());
+  shapeNodeAnswers(app.server);
   const started = new WeakMap<FastifyRequest, bigint>();
-  app.addHook('onRequest', async (req) => {
+  app.addHook('onRequest', async (req, reply) => {
     started.set(req, process.hrtime.bigint());
+    if (req.raw.httpVersion === '1.1' && req.headers.host === undefined) {
+      return sendError(reply, cogrError('INVALID_ARGUMENT', 'host: HTTP/1.1 requires a Host header'));
+    }
   });
   app.addHook('onResponse', async (req, reply) => {
     const t0 = started.get(req);
@@ -166,17 +384,17 @@ export function createApp(opts: AppOptions): FastifyInstance {
     opts.metrics.requests.inc({ route, method: req.method, status: String(reply.statusCode) });
     if (t0 !== undefined) opts.metrics.latency.observe(Number(process.hrtime.bigint() - t0) / 1e9, { route });
   });
-  // JSON bodies: parse errors say what is wrong, and keys that could pollute prototypes are refused.
+  // JSON bodies: strict UTF-8; parse errors say what is wrong; duplicate keys and keys that could pollute prototypes are refused.
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
     try {
-      done(null, parseJsonBody(body as string));
+      done(null, parseJsonBody(decodeJsonBody(body as Buffer, req.headers['content-type'])));
     } catch (e) {
       done(e as Error, undefined);
     }
   });
   app.setErrorHandler((err: unknown, _req, reply) => {
-    if (err instanceof CogrError) return sendError(reply, err);
+    if (err instanceof CogrError) return sendError(reply, err, err.details?.status === 415 ? 415 : err.status);
     const e = err as { code?: string; statusCode?: number; message?: string };
     if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e.statusCode === 413) {
       return sendError(reply, cogrError('PAYLOAD_TOO_LARGE', `body: larger than the limit of ${opts.bodyLimit} bytes`, { limit: opts.bodyLimit }));

@@ -39,7 +39,7 @@ import {
   type QueryRewardDetail,
   type QueryScorer,
 } from '../../rewards/scorer.ts';
-import { bearerGuard, createApp, parseOrThrow } from './http.ts';
+import { bearerGuard, createApp, parseOrThrow, type ConnectionLimits } from './http.ts';
 import { createServerMetrics, type ServerMetrics } from './metrics.ts';
 import { buildOpenApi, renderDocsHtml, SchemaConverter, type RouteDoc } from './openapi.ts';
 import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
@@ -63,6 +63,8 @@ export interface RewardServerOptions {
   limits?: z.input<typeof RewardLimitsSchema>;
   log?: Logger;
   metrics?: ServerMetrics;
+  /** Request and headers time-outs, keep-alive, the connection cap (index/defaults.ts `http`). */
+  connections?: ConnectionLimits;
 }
 
 const OptionsSchema = z.object({
@@ -264,7 +266,7 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
   const metrics = opts.metrics ?? createServerMetrics();
   const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta });
   const schemas = rewardSchemas(limits);
-  const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics });
+  const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics, ...(opts.connections ? { connections: opts.connections } : {}) });
   const guard = bearerGuard(o.token);
 
   const routes: RouteDoc[] = [

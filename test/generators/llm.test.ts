@@ -7,9 +7,20 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/errors.ts';
 import { llmOptionsFromEnv, OpenAIGenerator, type LlmOptions } from '../../generators/llm.ts';
 import { parseKeywordOutput } from '../../generators/parse.ts';
-import type { KeyValueStore } from '../../generators/types.ts';
+import { memoryStore, type KeyValueStore } from '../../generators/types.ts';
 
-type Reply = { status: number; body?: unknown; hang?: boolean; headers?: Record<string, string>; raw?: string; contentType?: string };
+type Reply = {
+  status: number;
+  body?: unknown;
+  hang?: boolean;
+  /** Headers, then a body that never ends: chunks that keep trickling, a Content-Length never reached, or an SSE stream that keeps trickling. */
+  stall?: 'chunked' | 'length' | 'sse';
+  /** Answer after this many milliseconds. */
+  delayMs?: number;
+  headers?: Record<string, string>;
+  raw?: string;
+  contentType?: string;
+};
 type Handler = (body: Record<string, any>, call: number) => Reply;
 
 let server: Server;
@@ -41,8 +52,25 @@ beforeAll(async () => {
       }
       const r = handler(body, calls.length);
       if (r.hang) return; // never answer: the client times out
-      res.writeHead(r.status, { 'content-type': r.contentType ?? 'application/json', ...(r.headers ?? {}) });
-      res.end(r.raw ?? JSON.stringify(r.body ?? { error: { message: `status ${r.status}` } }));
+      if (r.stall) {
+        // Headers now, then a body that never finishes.
+        const sse = r.stall === 'sse';
+        res.writeHead(200, {
+          'content-type': sse ? 'text/event-stream' : 'application/json',
+          ...(r.stall === 'length' ? { 'content-length': '100' } : {}),
+        });
+        res.write(sse ? 'data: {' : '{');
+        if (r.stall === 'length') return;
+        const trickle = setInterval(() => res.write(sse ? ': still thinking\n' : ' '), 50);
+        res.on('close', () => clearInterval(trickle));
+        return;
+      }
+      const send = () => {
+        res.writeHead(r.status, { 'content-type': r.contentType ?? 'application/json', ...(r.headers ?? {}) });
+        res.end(r.raw ?? JSON.stringify(r.body ?? { error: { message: `status ${r.status}` } }));
+      };
+      if (r.delayMs) setTimeout(send, r.delayMs);
+      else send();
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
@@ -164,6 +192,92 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     const err = await gen({ timeoutMs: 100, maxRetries: 1 }).generate('query', [input], { samples: 1, temperature: 1 }).catch((e) => e);
     expect(isCogrError(err, 'LLM_ERROR')).toBe(true);
     expect(err.message).toMatch(/time-out/);
+  });
+
+  it('a body that never finishes is a time-out of the whole exchange: retried, then LLM_ERROR naming the endpoint and the flags', { timeout: 60_000 }, async () => {
+    for (const stall of ['chunked', 'length', 'sse'] as const) {
+      calls = [];
+      handler = (_b, call) => (call === 1 ? { status: 200, stall } : { status: 200, body: completion(['{"keywords": ["after the stall"]}']) });
+      // Long enough for the good answer to arrive in time on a busy machine.
+      const g = gen({ timeoutMs: 1500 });
+      const [samples] = await g.generate('query', [input], { samples: 1, temperature: 1 });
+      expect(samples[0].keywords, stall).toEqual(['after the stall']);
+      expect(g.usage, stall).toMatchObject({ requests: 2, failures: 1, retries: 1 });
+      calls = [];
+      handler = () => ({ status: 200, stall });
+      const err = await gen({ timeoutMs: 300, maxRetries: 2 }).generate('query', [input], { samples: 1, temperature: 1 }).catch((e) => e);
+      expect(isCogrError(err, 'LLM_ERROR'), stall).toBe(true);
+      expect(err.message).toContain(`LLM endpoint ${baseURL} failed after 3 attempt(s): last status time-out after 300 ms`);
+      expect(err.message).toMatch(/--llm-timeout or a lower --concurrency/);
+      expect(calls).toHaveLength(3);
+    }
+  });
+
+  it('the deadline counts from sending, not while a request waits for a concurrency slot', { timeout: 60_000 }, async () => {
+    // One request at a time, each answered after 150 ms: the last of 40 waits ≥ 5.8 s for its slot, beyond the 5 s deadline.
+    handler = () => ({ status: 200, delayMs: 150, body: completion(['{"keywords": ["served"]}']) });
+    const g = gen({ timeoutMs: 5000, concurrency: 1, maxRetries: 0 });
+    const inputs = Array.from({ length: 40 }, (_, i) => ({ id: `q${i}`, text: `query ${i}` }));
+    const res = await g.generate('query', inputs, { samples: 1, temperature: 1 });
+    expect(res.map((r) => r[0].keywords)).toEqual(inputs.map(() => ['served']));
+    expect(g.usage).toMatchObject({ requests: 40, failures: 0 });
+  });
+
+  it('never caches a protocol anomaly (a choice without text): the next call asks again', async () => {
+    const cache = memoryStore();
+    const anomalies = [{ role: 'assistant', content: null }, { role: 'assistant' }, { role: 'assistant', content: 5 }, { role: 'assistant', content: null, tool_calls: [] }, undefined];
+    for (const message of anomalies) {
+      handler = () => ({ status: 200, body: { ...completion(['x']), choices: [{ index: 0, finish_reason: 'stop', ...(message ? { message } : {}) }] } });
+      const g = gen({}, cache);
+      const [samples] = await g.generate('query', [input], { samples: 1, temperature: 0.7, seed: 1 });
+      expect(samples[0]).toMatchObject({ format: 'invalid_format', keywords: [], raw: '' });
+      expect(samples[0].anomaly).toMatch(/message|content/);
+      expect(cache.map.size).toBe(0);
+    }
+    // An empty text, which earlier versions cached for a null one, is asked again too.
+    const g0 = gen({}, cache);
+    const key = [...(await (async () => {
+      handler = () => ({ status: 200, body: completion(['{"keywords": ["real answer"]}']) });
+      await g0.generate('query', [input], { samples: 1, temperature: 0.7, seed: 1 });
+      return cache.map.keys();
+    })())][0];
+    expect(cache.map.get(key)).toEqual({ content: '{"keywords": ["real answer"]}', logProb: null });
+    await cache.put(key, { content: '', logProb: null });
+    calls = [];
+    const healed = gen({}, cache);
+    const [again] = await healed.generate('query', [input], { samples: 1, temperature: 0.7, seed: 1 });
+    expect(calls).toHaveLength(1);
+    expect(again[0]).toMatchObject({ format: 'ok', keywords: ['real answer'] });
+    expect(healed.usage).toMatchObject({ requests: 1, cacheHits: 0 });
+    // Model output is cached as before: a third run asks nothing.
+    calls = [];
+    const third = gen({}, cache);
+    await third.generate('query', [input], { samples: 1, temperature: 0.7, seed: 1 });
+    expect(calls).toHaveLength(0);
+    expect(third.usage.cacheHits).toBe(1);
+  });
+
+  it('settles per input: answered inputs are kept; after an endpoint failure the requests not yet sent are not sent', async () => {
+    const text = (b: Record<string, any>) => String(b.messages[1].content);
+    // An input-specific refusal (400) fails that input only.
+    handler = (b) => (text(b).includes('second') ? { status: 400, body: { error: { message: 'context too long' } } } : { status: 200, body: completion(['["fine"]']) });
+    const inputs = ['first', 'second', 'third'].map((t, i) => ({ id: `q${i}`, text: `${t} query` }));
+    const settled = await gen({ structured: 'off' }).generateSettled('query', inputs, { samples: 1, temperature: 1 });
+    expect(settled.map((r) => r.ok)).toEqual([true, false, true]);
+    const bad = settled[1];
+    expect(!bad.ok && isCogrError(bad.error, 'LLM_ERROR') && bad.error.message).toMatch(/HTTP 400 \(not retryable\)/);
+    // An endpoint failure (5xx after retries) stops the rest: one input's retries, not three.
+    calls = [];
+    handler = (b) => (text(b).includes('first') ? { status: 200, body: completion(['["kept"]']) } : { status: 503 });
+    const s2 = await gen({ concurrency: 1, maxRetries: 1 }).generateSettled('query', inputs, { samples: 1, temperature: 1 });
+    expect(s2[0]).toMatchObject({ ok: true, samples: [{ keywords: ['kept'] }] });
+    expect(s2.map((r) => r.ok)).toEqual([true, false, false]);
+    expect(calls).toHaveLength(3); // q0 once, q1 twice (a retry), q2 never
+    const notSent = s2[2];
+    expect(!notSent.ok && notSent.error.message).toMatch(/^not sent: the LLM endpoint .* failed on input "q1" \(LLM endpoint .* HTTP 503\)/);
+    // generate() still fails as a whole, with the failure of the input that failed.
+    const err = await gen({ concurrency: 1, maxRetries: 1 }).generate('query', inputs, { samples: 1, temperature: 1 }).catch((e) => e);
+    expect(isCogrError(err, 'LLM_ERROR') && err.message).toMatch(/failed after 2 attempt\(s\): last status HTTP 503$/);
   });
 
   it('falls back to plain text when the server rejects response_format', async () => {

@@ -141,6 +141,48 @@ describe('cogr sft and cogr generate', () => {
       await new Promise<void>((r) => server.close(() => r()));
     }
   });
+  it('generate --generator openai: a failed input keeps the answered ones (printed, then one line naming it, exit 1); invalid_format shows as such', async () => {
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const text = String((JSON.parse(body) as { messages: { content: string }[] }).messages.at(-1)!.content);
+        if (text.includes('renal')) {
+          res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"overloaded"}}');
+          return;
+        }
+        const message = text.includes('lens') ? { role: 'assistant', content: '{"keywords": ["Lens"]}' } : text.includes('heart') ? { role: 'assistant', content: null } : { role: 'assistant', content: 'I am sorry, I cannot help with that request today, it is long prose.' };
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'tiny', choices: [{ index: 0, finish_reason: 'stop', message }] }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = (server.address() as { port: number }).port;
+      writeFileSync(
+        join(dir, 'mixed.jsonl'),
+        ['{"id": "a", "text": "the crystalline lens"}', '{"id": "b", "text": "heart attack"}', '{"id": "c", "text": "bone marrow"}', '{"id": "d", "text": "renal failure"}'].join('\n') + '\n',
+      );
+      const env = { OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, COGR_MODEL: 'tiny' };
+      const args = ['generate', '--side', 'query', '--generator', 'openai', '--from', 'mixed.jsonl', '--no-cache', '--concurrency', '1'];
+      const r = await cogr([...args, '--json'], env);
+      expect(r.code).toBe(1);
+      expect(JSON.parse(r.stdout)).toEqual({
+        a: [['lens']],
+        b: [{ format: 'invalid_format', anomaly: 'a null message content' }],
+        c: [{ format: 'invalid_format', raw: 'I am sorry, I cannot help with that request today, it is long prose.' }],
+      });
+      const last = r.stderr.trim().split('\n').at(-1)!;
+      expect(last).toMatch(/^error\[LLM_ERROR\]: 1 of 4 input\(s\) failed: "d"; the 3 answered are printed; "d": LLM endpoint http:\/\/127\.0\.0\.1:\d+\/v1 failed after 5 attempt\(s\): last status HTTP 503$/);
+      const text = await cogr(args, env);
+      expect(text.code).toBe(1);
+      expect(text.stdout).toBe('a\tlens\nb\t(invalid_format: a null message content)\nc\t(invalid_format)\n');
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  }, 60_000);
+
   it('generate --generator openai: --llm-timeout bounds each request; a hung request and a non-JSON answer are retried', async () => {
     let calls = 0;
     const server = createServer((req, res) => {

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +27,8 @@ let evalIds: string[] = [];
 let server: Server;
 let baseURL = '';
 let llmCalls = 0;
+/** Requests whose prompt contains this text are answered 503. */
+let failText: string | null = null;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cogr-rollouts-'));
@@ -42,6 +44,10 @@ beforeAll(async () => {
     req.on('end', () => {
       llmCalls++;
       const b = JSON.parse(body) as { n?: number; messages: { content: string }[] };
+      if (failText !== null && b.messages.some((m) => m.content.includes(failText!))) {
+        res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"overloaded"}}');
+        return;
+      }
       const n = b.n ?? 1;
       const contents = Array.from({ length: n }, (_, i) =>
         i % 3 === 0 ? JSON.stringify({ keywords: ['t0w0', 'study'] }) : i % 3 === 1 ? '- t1w1\n- results' : 'I cannot help with that request, sorry.',
@@ -152,6 +158,32 @@ describe('rollouts', () => {
       expect(l.reward).toBe(-1);
       expect(l.completion[0].content).toContain('cannot help');
     }
+  });
+
+  it('an LLM failure on one input keeps the groups answered before it and names the inputs without lines', async () => {
+    const out = join(dir, 'partial.jsonl');
+    const byId = new Map(corpus.queries.map((q) => [q.id, q.text]));
+    const firstFour = train.slice(0, 4);
+    failText = byId.get(firstFour[1])!;
+    try {
+      const gen = new OpenAIGenerator({ baseURL, model: 'm', apiKey: 'k', retryBaseMs: 1, retryMaxMs: 2, timeoutMs: 5000, maxRetries: 1, concurrency: 1 });
+      const s = await writeRollouts(db, corpus, { side: 'query', round: 1, out, samples: 3, limit: 4, generator: gen, grouping: 'exact' });
+      const lines = readLines(out);
+      // The input before the failure is written; after the endpoint failed, the rest were not sent.
+      expect([...new Set(lines.map((l) => l.entity_id))].sort()).toEqual([firstFour[0]]);
+      expect(lines).toHaveLength(3);
+      expect(s).toMatchObject({ lines: 3, groups: 1 });
+      expect([...s.failed].sort()).toEqual(firstFour.slice(1).sort());
+      expect(s.failure).toMatch(new RegExp(`^${firstFour[1]}: LLM endpoint .* failed after 2 attempt\\(s\\): last status HTTP 503$`));
+    } finally {
+      failText = null;
+    }
+  });
+
+  it.skipIf(!existsSync('/dev/full'))('a full device as --out is DISK_FULL naming the file', async () => {
+    const err = await writeRollouts(db, corpus, { side: 'query', round: 1, out: '/dev/full', samples: 2, limit: 2 }).catch((e) => e);
+    expect(isCogrError(err, 'DISK_FULL')).toBe(true);
+    expect(err.message).toBe('/dev/full: no space left on device');
   });
 
   it('refuses a round the run has not reached, naming the missing step', async () => {

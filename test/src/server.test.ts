@@ -367,6 +367,21 @@ describe('every error answer has the API error shape', () => {
     expect((await getJson(`${base}/health`)).status).toBe(200);
   });
 
+  it('POST /v1/search refuses duplicate keys (naming the path) and bodies that are not UTF-8', async () => {
+    const { base } = await start();
+    const post = (body: string | Buffer) => getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const twice = await post('{"program":{"keyword":"red"},"program":{"keyword":"blue"},"k":1}');
+    expect(twice.status).toBe(400);
+    shaped(twice.body, 'INVALID_BODY');
+    expect(twice.body.error.message).toBe('program: duplicate key');
+    expect((await post('{"program":{"keyword":"red","keyword":5}}')).body.error.message).toBe('program.keyword: duplicate key');
+    const notUtf8 = await post(Buffer.concat([Buffer.from('{"program":{"keyword":"r'), Buffer.from([0xff]), Buffer.from('ed"}}')]));
+    expect(notUtf8.status).toBe(400);
+    shaped(notUtf8.body, 'INVALID_BODY');
+    expect(notUtf8.body.error.message).toMatch(/^body: not valid UTF-8 \(byte 0xFF at offset 24\)/);
+    expect((await post('{"program":{"keyword":"red"},"k":1}')).status).toBe(200);
+  });
+
   it('bodies with __proto__ or constructor.prototype keys', async () => {
     const { base } = await start();
     const cases: [string, string][] = [
