@@ -211,6 +211,25 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
   );
 }
 
+/**
+ * One line on the run's adoptions: which half-rounds were adopted, or — when none was —
+ * the half-round with the largest dev gain, its gain and standard error, and why the test
+ * kept SFT (a fall on dev, or a rise within z standard errors of the dev queries).
+ */
+export function adoptionSummary(steps: readonly StepRecord[]): string | null {
+  const halves = steps.filter((s) => s.phase !== 'sft');
+  if (halves.length === 0) return null;
+  const adopted = halves.filter((s) => s.adopted).map((s) => s.step);
+  if (adopted.length > 0) return `adopted: ${adopted.join(', ')} (a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors)`;
+  const tested = halves.filter((s) => s.devGain);
+  if (tested.length === 0) return 'no half-round was adopted (no dev queries to test them on)';
+  const top = tested.reduce((a, b) => (b.devGain!.gain > a.devGain!.gain ? b : a));
+  const g = top.devGain!;
+  const n = g.queries ?? top.dev?.queries ?? 0;
+  const reason = g.gain < 0 ? 'every half-round lowered dev F1' : `a rise within the noise of ${n} dev queries`;
+  return `no half-round was adopted: the largest dev gain was ${top.step}'s ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} F1 (standard error ${g.se.toFixed(4)}): ${reason}, so the result is the SFT step`;
+}
+
 interface FoldOutcome {
   fold: number;
   evalQueries: number;
@@ -332,6 +351,8 @@ export function register(program: Command): void {
         `held-out P / R / F1 of the whole matched set after each half-round; database ${dbPath}\n\n`,
     );
     process.stdout.write(renderSteps(res.steps, baselines));
+    const why = adoptionSummary(res.steps);
+    if (why) process.stdout.write(`\n${why}\n`);
     process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the best dev step\n`);
   });
 
