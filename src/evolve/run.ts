@@ -323,7 +323,8 @@ function trainingAsHeldOut(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordV
  * The served set's floor (run/state.ts SetFloor), chosen on the core training queries
  * planned and searched as held out: the fallback c with the best mean F1 of their top c by
  * p (ties: the smaller c), then the floor m of the grid with the best mean F1 of their
- * served sets (ties: the smaller m, so m = 0 unless a floor helps).
+ * served sets, kept only when its paired gain over no floor passes the adoption test
+ * (≥ 0 and ≥ z standard errors; else m = 0).
  */
 function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): SetFloor {
   if (ctx.config.floor === 'none' || ctx.coreQueries.length === 0) return { floor: 0, fallback: 0 };
@@ -335,10 +336,14 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): 
   });
   const { cutoff: fallback, f1: fallbackF1 } = tuneCutoff(curves, maxC);
   const planned = new Map(ctx.coreQueries.map((q) => [q.id, planner.plan(queryInput(q), { asHeldOut: true }).keywords]));
-  const floors: [number, number][] = DEFAULTS.run.floorGrid.map((m) => [m, trainingAsHeldOut(ctx, planner, itemView, false, { floor: m, fallback }, (q) => planned.get(q.id)!).metrics.f1]);
-  let best = floors[0];
-  for (const x of floors) if (x[1] > best[1] + 1e-12) best = x;
-  return { floor: best[0], fallback, trainF1: { floors, fallback: fallbackF1 } };
+  const tried = DEFAULTS.run.floorGrid.map((m) => ({ m, ...trainingAsHeldOut(ctx, planner, itemView, false, { floor: m, fallback }, (q) => planned.get(q.id)!) }));
+  let best = tried[0];
+  for (const x of tried) if (x.metrics.f1 > best.metrics.f1 + 1e-12) best = x;
+  // As a half-round's adoption: a floor is kept only when its paired gain over none is ≥ 0 and ≥ z standard errors.
+  const none = tried.find((x) => x.m === 0) ?? tried[0];
+  const asDev = (x: (typeof tried)[number]): DevMetrics => ({ queries: x.metrics.queries, f1: x.metrics.f1, precision: x.metrics.precision, recall: x.metrics.recall, meanMatched: x.metrics.meanMatched, meanKeywords: x.metrics.meanKeywords, perQuery: x.perQuery });
+  const floor = best.m > 0 && adoptionTest(asDev(best), asDev(none), ctx.config.adoptZ).adopted ? best.m : 0;
+  return { floor, fallback, trainF1: { floors: tried.map((x) => [x.m, x.metrics.f1]), fallback: fallbackF1 } };
 }
 
 /**

@@ -107,7 +107,7 @@ function meanSe(d: readonly number[]): { mean: number; se: number } {
  * gets the top `fallback` items by p, flagged as a fallback. Chosen at SFT on the core
  * training queries planned as held out: `fallback` the c with the best mean F1 of the top c
  * by p, then `floor` the m of DEFAULTS.run.floorGrid with the best mean F1 of the served
- * sets (0 when none beats the matched sets alone).
+ * sets, kept only when its paired gain over no floor passes the adoption test (else 0).
  */
 export interface SetFloor {
   floor: number;
