@@ -206,12 +206,17 @@ export function runRankedBaseline(
     });
     logger.info(`${name}: fold ${f + 1}/${o.folds} cutoff=${cutoff} trainF1=${trainF1.toFixed(4)} f1=${set.f1.toFixed(4)}`);
   });
+  return baselineResult(corpus, { folds: o.folds, seed: o.seed, k1: o.k1, b: o.b }, perFold, heldOut);
+}
+
+/** A k-fold baseline's result: its per-fold figures and the means over every held-out query's entry. */
+export function baselineResult(corpus: Corpus, o: { folds: number; seed: number; k1: number; b: number }, perFold: FoldResult[], heldOut: readonly RunEntry[]): Bm25BaselineResult {
   const all = evaluateRun(heldOut, corpus);
   const set = all.set as NonNullable<typeof all.set>;
   return {
     dataset: corpus.name,
     items: corpus.items.length,
-    judgedQueries: ids.length,
+    judgedQueries: judgedQueryIds(corpus).length,
     folds: o.folds,
     seed: o.seed,
     k1: o.k1,

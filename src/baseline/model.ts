@@ -15,7 +15,7 @@ import type { Corpus, Query } from '../../index/types.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
 import { judgedQueryIds, kFolds } from '../splits.ts';
 import type { SplitBaseline } from '../evolve/baseline.ts';
-import { checkFolds, type Bm25BaselineResult, type FoldResult } from './bm25.ts';
+import { baselineResult, checkFolds, type Bm25BaselineResult, type FoldResult } from './bm25.ts';
 
 const RANK_DEPTH = 1000;
 
@@ -120,26 +120,6 @@ export function runModelBaseline(corpus: Corpus, options: { folds?: number; seed
     perFold.push({ fold: f + 1, trainQueries: split.train.length, evalQueries: split.eval.length, cutoff: r.cutoff, trainF1: r.trainF1, f1: r.f1, precision: r.precision, recall: r.recall, ndcg10: r.ndcg10, map: r.map });
     logger.info(`model: fold ${f + 1}/${folds} alpha=${r.alpha} mean cut=${r.cutoff.toFixed(1)} f1=${r.f1.toFixed(4)}`);
   });
-  const ev = evaluateRun(all, corpus);
-  const set = ev.set!;
-  return {
-    method: 'model',
-    dataset: corpus.name,
-    items: corpus.items.length,
-    judgedQueries: ids.length,
-    folds,
-    seed,
-    // The text BM25 features' parameters (generators/planner/textIndex.ts).
-    k1: 1.2,
-    b: 0.75,
-    cutoffs: perFold.map((f) => f.cutoff),
-    alphas,
-    f1: set.f1,
-    precision: set.precision,
-    recall: set.recall,
-    ndcg10: ev.ranked['ndcg@10'],
-    map: ev.ranked['ap@1000'],
-    ranked: ev.ranked,
-    perFold,
-  };
+  // k1 and b: the text BM25 features' parameters (generators/planner/textIndex.ts).
+  return { method: 'model', alphas, ...baselineResult(corpus, { folds, seed, k1: 1.2, b: 0.75 }, perFold, all) };
 }

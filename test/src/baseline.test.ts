@@ -91,6 +91,25 @@ describe('cogr baseline bm25 (CLI)', () => {
     expect((r.ranked as Record<string, number>)['hit@1000']).toBe(1);
     expect(p.stderr).toContain('fold 5/5');
   });
+  it('baseline rm3 and baseline model print one JSON object each on the built CLI; RM3 expands differently from BM25', () => {
+    const run = (...args: string[]) => {
+      const p = spawnSync(process.execPath, [join(ROOT, 'bin/cogr.mjs'), 'baseline', ...args, '--dataset', 'med', '--folds', '5', '--json'], { cwd: ROOT, encoding: 'utf8' });
+      expect(p.status, p.stderr).toBe(0);
+      return JSON.parse(p.stdout.trim()) as Record<string, any>;
+    };
+    const bm25 = run('bm25');
+    const rm3 = run('rm3');
+    expect(rm3.rm3).toEqual({ fbDocs: 10, fbTerms: 10, originalQueryWeight: 0.5, k1: 1.2, b: 0.75 });
+    expect(rm3.perFold).toHaveLength(5);
+    expect(rm3.ndcg10).not.toBe(bm25.ndcg10);
+    expect(rm3.map).toBeGreaterThan(0);
+    const one = run('rm3', '--fb-docs', '1', '--fb-terms', '1');
+    expect(one.rm3.fbDocs).toBe(1);
+    const model = run('model');
+    expect(model.method).toBe('model');
+    expect(model.alphas).toHaveLength(5);
+    expect(model.perFold.every((f: { cutoff: number }) => f.cutoff >= 1)).toBe(true);
+  });
   it('rejects a bad --folds with error[INVALID_ARGUMENT]', () => {
     const p = spawnSync(process.execPath, [join(ROOT, 'bin/cogr.mjs'), 'baseline', 'bm25', '--dataset', 'med', '--folds', '1'], {
       cwd: ROOT,
