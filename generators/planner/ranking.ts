@@ -57,11 +57,13 @@ export const NO_FLOOR: Floor = { floor: 0, fallback: 0 };
 /**
  * The served set of a query: the matched entities (in `search` order) followed by those of
  * the top `floor` items by p that did not match (keyword score 0), or — when nothing
- * matches — the top `fallback` items by p, flagged `empty_plan`.
+ * matches — the top `fallback` items by p, flagged `empty_plan`. A query none of whose words
+ * occurs in any item's text (blank, stop words only, nonsense) gets no floor: p is then the
+ * same bias-only value for every item, and its top items would be arbitrary.
  */
 export function servedSet(view: KeywordView, matched: readonly ScoredEntity[], planner: KeywordPlanner | null, input: GenerateInput, f: Floor): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
   const k = matched.length === 0 ? f.fallback : f.floor;
-  if (k <= 0 || planner === null) return { items: [...matched], fallback: null, added: 0 };
+  if (k <= 0 || planner === null || !planner.textScores(input).some((s) => s > 0)) return { items: [...matched], fallback: null, added: 0 };
   const seen = new Set(matched.map((x) => x.ordinal));
   const extra = topByP(planner.probabilities(input), k)
     .filter((e) => !seen.has(e))

@@ -125,4 +125,10 @@ describe('servedSet: the floor and the empty-plan fallback, by hand', () => {
     expect(r.fallback).toBe('empty_plan');
     expect(servedSet(view, none, planner, input, NO_FLOOR).items).toEqual([]);
   });
+  it('a query none of whose words any item has gets no floor and no fallback (its top items by p would be arbitrary)', () => {
+    const blind = new KeywordPlanner(new Fixed(ids, p, [0, 0, 0, 0, 0]));
+    blind.attachOpposite(view);
+    const r = servedSet(view, [], blind, { id: 'q2', text: 'zzqx' }, { floor: 2, fallback: 3 });
+    expect(r).toEqual({ items: [], fallback: null, added: 0 });
+  });
 });
