@@ -45,8 +45,8 @@ export const DEFAULTS = deepFreeze({
     adoptZ: 1,
     /** What the adoption test pairs: 'dev' (the dev queries) or 'pooled' (the dev queries and the core training queries scored as held out; the dev gain must still be ≥ 0). */
     adoptOn: 'dev' as 'dev' | 'pooled',
-    /** The served set's floor: auto (top m by p added, top c by p when nothing matches; m, c chosen on training queries) or none. */
-    floor: 'auto' as 'auto' | 'none',
+    /** The served set's floor: fallback (top c by p when nothing matches), auto (and top m by p added to every set), none; c and m chosen on training queries. */
+    floor: 'fallback' as 'fallback' | 'auto' | 'none',
     /** The floors m tried (0 = none) and the largest fallback c. */
     floorGrid: [0, 1, 2, 3, 5, 10, 20] as readonly number[],
     fallbackMaxCutoff: 100,
@@ -70,7 +70,7 @@ export const DEFAULTS = deepFreeze({
   /** The query planner (generators/planner/planner.ts). */
   planner: { topItems: 100, lambda: 20, lr: 0.02, grpoParams: 'global' as 'all' | 'terms' | 'global' },
   /** The relevance model (generators/planner/relevance.ts). */
-  relevance: { neighbours: 10, profileDepth: 50, l2: 1, judgements: true },
+  relevance: { neighbours: 10, profileDepth: 50, l2: 1, judgements: true, queryTf: true },
   /** GRPO advantages: A = (r − mean) / (std + eps). */
   grpo: { eps: 1e-6 },
   /** CoSearch's semantic grouping: inputs with token-level F1 ≥ delta share a group of at least minSize inputs. */

@@ -59,6 +59,8 @@ export interface RelevanceSource {
   setWeights(w: ArrayLike<number>): void;
   /** idf of an analysed word over the items' text. */
   wordIdf(word: string): number;
+  /** The feature column of the normalised text BM25 the text ranking reads (default TEXT_SCORE_COLUMN). */
+  readonly textScoreColumn?: number;
   /** The source as JSON (relevance.ts RelevanceJSON). */
   toJSON(): unknown;
 }
@@ -297,15 +299,17 @@ export class KeywordPlanner implements KeywordGenerator {
 
   /**
    * The query's text BM25 over each item's title and description, normalised by the best
-   * item (the relevance model's `sNorm` feature, relevance.ts TEXT_SCORE_COLUMN; 0 when
-   * the item shares no word with the query), over the attached view's ordinals.
+   * item (the relevance model's `sTfNorm` feature, query words weighted by their counts, or
+   * `sNorm` for models without it; 0 when the item shares no word with the query), over
+   * the attached view's ordinals.
    */
   textScores(input: GenerateInput): Float64Array {
     const c = this.context(input);
     const map = this.viewToModel!;
     const d = this.relevance.dim;
     const out = new Float64Array(map.length);
-    for (let e = 0; e < map.length; e++) out[e] = map[e] >= 0 ? c.x[map[e] * d + TEXT_SCORE_COLUMN] : 0;
+    const col = this.relevance.textScoreColumn ?? TEXT_SCORE_COLUMN;
+    for (let e = 0; e < map.length; e++) out[e] = map[e] >= 0 ? c.x[map[e] * d + col] : 0;
     return out;
   }
 

@@ -33,8 +33,14 @@ import { TextIndex } from './textIndex.ts';
 const FEATURE_MEMO_BYTES = 256 << 20;
 
 export const TEXT_FEATURES = ['bias', 'sNorm', 'logRank', 'sIdf', 'matched'] as const;
-/** The feature column holding the normalised text BM25 s / s_max (the planner's text ranking reads it). */
+/** The feature column holding the normalised text BM25 s / s_max (the planner's text ranking reads it without `queryTf`). */
 export const TEXT_SCORE_COLUMN = TEXT_FEATURES.indexOf('sNorm');
+/**
+ * With `queryTf`, appended after the others: the text BM25 with each query word weighted
+ * by its count in the query (as Lucene and wink score a query: one clause per token),
+ * normalised by its best item (sTfNorm) and by Σ idf of the query's distinct words (sTfIdf).
+ */
+export const QUERY_TF_FEATURES = ['sTfNorm', 'sTfIdf'] as const;
 export const JUDGEMENT_FEATURES = ['logJudged', 'textShare', 'textMax', 'profileShare', 'profileMax', 'relmeanShare', 'relmeanMax'] as const;
 
 export interface RelevanceItem {
@@ -57,10 +63,13 @@ export interface RelevanceOptions {
   /** Above this many distinct rows, non-merged negative rows are subsampled with inverse-probability weights (seeded). */
   maxRows: number;
   seed: number;
+  /** Add the query-term-frequency BM25 features (QUERY_TF_FEATURES); models saved before them have none. */
+  queryTf: boolean;
 }
 export const DEFAULT_RELEVANCE: RelevanceOptions = {
   analyzer: 'english',
   judgements: true,
+  queryTf: true,
   neighbours: 10,
   profileDepth: 50,
   l2: 1,
@@ -113,6 +122,8 @@ export class RelevanceModel {
   readonly size: number;
   readonly dim: number;
   readonly featureNames: string[];
+  /** The column the planner's text ranking reads: sTfNorm with `queryTf`, else sNorm. */
+  readonly textScoreColumn: number;
   private weights: Float64Array;
   private readonly itemIndex: TextIndex;
   private readonly ordinal = new Map<string, number>();
@@ -146,8 +157,9 @@ export class RelevanceModel {
     for (const rel of this.trainRel) for (const i of rel) this.judgedCount[i]++;
     this.queryIndex = useJ ? new TextIndex(this.train.map((q) => q.text), this.analyzer) : null;
     this.trainTop = useJ ? this.train.map((q) => this.profile(q.text).top) : [];
-    this.featureNames = useJ ? [...TEXT_FEATURES, ...JUDGEMENT_FEATURES] : [...TEXT_FEATURES];
+    this.featureNames = [...TEXT_FEATURES, ...(useJ ? JUDGEMENT_FEATURES : []), ...(options.queryTf ? QUERY_TF_FEATURES : [])];
     this.dim = this.featureNames.length;
+    this.textScoreColumn = options.queryTf ? this.featureNames.indexOf('sTfNorm') : TEXT_SCORE_COLUMN;
     this.weights = weights ?? new Float64Array(this.dim);
     this.mark = new Int32Array(this.size);
   }
@@ -247,6 +259,17 @@ export class RelevanceModel {
         x[o + 4] = 1;
       }
       x[o + 2] = Math.log1p(pr.rank[i]) / logN;
+    }
+    if (this.options.queryTf) {
+      const { scores, sumIdf, ranked } = this.itemIndex.scoreCounts(query.text);
+      const col = this.textScoreColumn;
+      const sMax = ranked.length > 0 ? scores[ranked[0]] : 0;
+      for (let i = 0; i < N; i++) {
+        const s = scores[i];
+        if (s <= 0) continue;
+        x[i * d + col] = sMax > 0 ? s / sMax : 0;
+        x[i * d + col + 1] = sumIdf > 0 ? s / sumIdf : 0;
+      }
     }
     if (!this.queryIndex) return x;
     const self = this.trainPos.get(query.id);
@@ -415,7 +438,9 @@ export class RelevanceModel {
       return reuse;
     }
     const training = j.training.map(([id, text, rel]) => [{ id, text }, rel] as const);
-    const m = new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...j.options }, Float64Array.from(j.weights));
+    // A model saved before queryTf has no such features.
+    const saved = j.options as Partial<RelevanceOptions>;
+    const m = new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...saved, queryTf: saved.queryTf ?? false }, Float64Array.from(j.weights));
     if (m.dim !== j.weights.length) throw cogrError('DATA_FORMAT', `relevance model has ${j.weights.length} weights for ${m.dim} features`);
     return m;
   }

@@ -146,6 +146,16 @@ export class TextIndex {
     return this.scoreWeighted(new Map(this.terms(text).map((w) => [w, 1])));
   }
 
+  /** BM25 of every document for a text, each word weighted by how often the text repeats it (Lucene's one clause per token). */
+  scoreCounts(text: string): TextScores {
+    const m = new Map<number, number>();
+    for (const w of textTokens(text, this.analyzer)) {
+      const o = this.vocab.get(w);
+      if (o !== undefined) m.set(o, (m.get(o) ?? 0) + 1);
+    }
+    return this.scoreWeighted(m);
+  }
+
   /**
    * BM25 of every document for weighted words (ordinal → weight): Σ_w weight(w)·idf(w)·
    * tf·(k1 + 1)/(tf + k1·(1 − b + b·dl/avgdl)), as Lucene scores a query of boosted terms.

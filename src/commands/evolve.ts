@@ -62,6 +62,7 @@ interface RunFlags {
   devFraction?: string;
   adoptZ?: string;
   adoptOn?: string;
+  floor?: string;
   sftItemKeywords?: string;
   plannerParams?: string;
   plannerLr?: string;
@@ -95,6 +96,7 @@ function addRunOptions(cmd: Command, dbHelp: string): Command {
     .option('--dev-fraction <x>', `share of the training queries carved out as the dev split that decides adoption (default ${r.devFraction}; 0: every step adopted)`)
     .option('--adopt-z <z>', `a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (default ${r.adoptZ})`)
     .option('--adopt-on <queries>', `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) (default ${r.adoptOn})`)
+    .option('--floor <mode>', `the served set's floor: fallback (a query whose keywords match nothing gets the top c items by p) | auto (and every set the top m by p, when m passes the adoption test on training queries) | none (default ${r.floor})`)
     .option('--sft-item-keywords <m>', `keywords per item from the base generator: a number, or auto (the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}; default)`)
     .option('--planner-params <which>', `what the planner's GRPO moves: global (stop term and α) | terms (per-keyword terms) | all (and the relevance weights) (default ${DEFAULTS.planner.grpoParams})`)
     .option('--planner-lr <x>', `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`)
@@ -134,6 +136,7 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
   set('devFraction', num('--dev-fraction', flags.devFraction, false));
   set('adoptZ', num('--adopt-z', flags.adoptZ, false));
   set('adoptOn', flags.adoptOn);
+  set('floor', flags.floor);
   if (flags.sftItemKeywords !== undefined) set('sftItemKeywords', flags.sftItemKeywords === 'auto' ? 'auto' : num('--sft-item-keywords', flags.sftItemKeywords, true));
   set('plannerParams', flags.plannerParams);
   set('plannerLr', num('--planner-lr', flags.plannerLr, false));

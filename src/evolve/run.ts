@@ -342,7 +342,7 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): 
   // As a half-round's adoption: a floor is kept only when its paired gain over none is ≥ 0 and ≥ z standard errors.
   const none = tried.find((x) => x.m === 0) ?? tried[0];
   const asDev = (x: (typeof tried)[number]): DevMetrics => ({ queries: x.metrics.queries, f1: x.metrics.f1, precision: x.metrics.precision, recall: x.metrics.recall, meanMatched: x.metrics.meanMatched, meanKeywords: x.metrics.meanKeywords, perQuery: x.perQuery });
-  const floor = best.m > 0 && adoptionTest(asDev(best), asDev(none), ctx.config.adoptZ).adopted ? best.m : 0;
+  const floor = ctx.config.floor === 'auto' && best.m > 0 && adoptionTest(asDev(best), asDev(none), ctx.config.adoptZ).adopted ? best.m : 0;
   return { floor, fallback, trainF1: { floors: tried.map((x) => [x.m, x.metrics.f1]), fallback: fallbackF1 } };
 }
 
@@ -380,7 +380,7 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
     seed: deriveSeed(config.seed, 'sft'),
     kMax: config.kMax,
     analyzer: config.analyzer,
-    relevance: { neighbours: config.relevanceNeighbours, judgements: config.relevanceJudgements },
+    relevance: { neighbours: config.relevanceNeighbours, judgements: config.relevanceJudgements, queryTf: config.relevanceQueryTf },
     planner: { topItems: config.plannerTopItems, lambda: config.plannerLambda, grpoParams: config.plannerParams },
     logger: ctx.logger,
     progress: (label) => ctx.logger.info(`sft: ${label}`),

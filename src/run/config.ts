@@ -58,13 +58,13 @@ export const RunConfigSchema = z
      */
     adoptOn: z.enum(['dev', 'pooled']).default(DEFAULTS.run.adoptOn),
     /**
-     * The served set's floor (run/state.ts SetFloor): 'auto' — every matched set gains the
-     * top m items by p(item | query) and a query whose keywords match nothing gets the top
-     * c by p instead of an empty list, m and c chosen at SFT on the core training queries
-     * planned as held out (m may be 0) — or 'none' (the matched set alone, possibly empty).
-     * Runs written before this field were 'none'.
+     * The served set's floor (run/state.ts SetFloor): 'fallback' — a query whose keywords
+     * match nothing gets the top c items by p(item | query) instead of an empty list, c
+     * chosen at SFT on the core training queries planned as held out; 'auto' — also every
+     * matched set gains the top m by p when m passes the adoption test on those queries;
+     * 'none' — the matched set alone, possibly empty. Runs written before this field were 'none'.
      */
-    floor: z.enum(['auto', 'none']).default(DEFAULTS.run.floor),
+    floor: z.enum(['fallback', 'auto', 'none']).default(DEFAULTS.run.floor),
     /** The query planner: items whose keywords are candidates, the scale λ of its log-gain, its GRPO learning rate and parameters. */
     plannerTopItems: z.number().int().min(1).max(10_000).default(DEFAULTS.planner.topItems),
     plannerLambda: z.number().positive().default(DEFAULTS.planner.lambda),
@@ -73,6 +73,8 @@ export const RunConfigSchema = z
     /** The relevance model: nearest training queries per similarity, and whether training judgements are features. */
     relevanceNeighbours: z.number().int().min(1).max(1000).default(DEFAULTS.relevance.neighbours),
     relevanceJudgements: z.boolean().default(DEFAULTS.relevance.judgements),
+    /** The relevance model's query-term-frequency BM25 features (relevance.ts QUERY_TF_FEATURES); runs written before them had none. */
+    relevanceQueryTf: z.boolean().default(DEFAULTS.relevance.queryTf),
     /**
      * What the query side offers items in item half-rounds: 'labels' (each judging or
      * high-ranking training query's own name: its string, or its label when the string
@@ -107,7 +109,7 @@ export type RunConfig = z.output<typeof RunConfigSchema>;
  * Identity fields added after runs were stored, with the behaviour those runs had: a
  * stored config without one reads as this value, not as today's default.
  */
-const STORED_BEFORE: Partial<RunConfigInput> = { adoptOn: 'dev', floor: 'none' };
+const STORED_BEFORE: Partial<RunConfigInput> = { adoptOn: 'dev', floor: 'none', relevanceQueryTf: false };
 
 /** A stored run config, validated; fields it predates get the behaviour it ran with (STORED_BEFORE), later ones their defaults. */
 export function parseStoredConfig(raw: unknown): ReturnType<typeof RunConfigSchema.safeParse> {
@@ -163,6 +165,7 @@ export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = [
   'plannerParams',
   'relevanceNeighbours',
   'relevanceJudgements',
+  'relevanceQueryTf',
   'itemQuerySide',
   'itemRankDepth',
   'dropDegenerateGroups',
