@@ -143,16 +143,7 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
  * DB_LOCKED before anything is deleted.
  */
 async function openRunDb(dbPath: string, fresh: boolean): Promise<CogrDb> {
-  const db = await openDb(dbPath, { logger: stderrLogger });
-  if (fresh) {
-    try {
-      await db.clear();
-    } catch (e) {
-      await db.close();
-      throw e;
-    }
-  }
-  return db;
+  return openDb(dbPath, { logger: stderrLogger, fresh });
 }
 
 async function runOne(db: CogrDb, corpus: Corpus, config: RunConfig, flags: RunFlags, reportPath?: string): Promise<RunResult> {

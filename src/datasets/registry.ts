@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, systemError } from '../../index/errors.ts';
 import { packageRoot } from '../../index/paths.ts';
 import { cogrHome, homePath } from '../home.ts';
 import { DATASET_FORMATS, type DatasetFormat } from './common.ts';
@@ -90,9 +90,15 @@ export function checkRegistration(name: string, path: string): string {
 }
 
 function writeRegistry(reg: RegistryFile): void {
-  const file = registryPath(true);
-  writeFileSync(`${file}.tmp`, JSON.stringify(reg, null, 2) + '\n');
-  renameSync(`${file}.tmp`, file);
+  let file = join(cogrHome(), 'datasets.json');
+  try {
+    file = registryPath(true);
+    writeFileSync(`${file}.tmp`, JSON.stringify(reg, null, 2) + '\n');
+    renameSync(`${file}.tmp`, file);
+  } catch (e) {
+    // A full disk or a read-only home is named with the file, never a bare ENOSPC / EROFS.
+    throw systemError(e, `${file}.tmp`, 'writing the dataset registry') ?? e;
+  }
 }
 
 /** Record a dataset under a name in $COGR_HOME/datasets.json (replacing an earlier entry). */
