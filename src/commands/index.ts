@@ -7,7 +7,9 @@
  *           (entities absent from it are removed); unchanged entities are not rewritten.
  *   search  --query <raw> --keywords "<kw1>|<kw2>" [--generation g] [--k 10] [--all] [--json]
  *   explain --query <raw> --keywords "<kw1>|..." --id <id> [--generation g] [--json]
- *   list    [--json]      diff --from a --to b [--json]      delete --generation g
+ *   list    [--json]      diff --from a --to b [--json]      delete --generation g [--force]
+ * delete refuses a generation that a step (or import) of the stored run uses, naming it,
+ * unless --force.
  * Every sub-command takes --db <dir> (default $COGR_HOME/db) and --side (default item);
  * search and explain also --k1 and --b (BM25, defaults 1.2 and 0.75). import and delete
  * write through the LevelDB (and its lock); search, explain, list and diff read the
@@ -24,6 +26,7 @@ import { PublishedIndex, type GenerationInfo } from '../../index/published.ts';
 import type { Side } from '../../index/types.ts';
 import type { Bm25Params, Probe } from '../../index/view.ts';
 import { idSchema, jsonlRecords } from '../datasets/common.ts';
+import { bestStep, RunState } from '../run/state.ts';
 import { renderTable } from '../table.ts';
 import { dbPath, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption } from './options.ts';
 
@@ -52,6 +55,19 @@ export async function importJsonl(store: KeywordIndexStore, side: Side, file: st
   }
   const res = await w.commitWithStats({ source: file, ...(opts.meta ?? {}) });
   return { generation: res.generation, entities, changed: res.changed, rejectedKeywords: res.rejectedKeywords };
+}
+
+/** The steps (and imports) of the stored run that use a generation, by name ("step r1-item (the run's best step)"). */
+async function generationUsers(db: CogrDb, side: Side, g: number): Promise<string[]> {
+  const state = new RunState(db);
+  const steps = await state.steps();
+  const best = bestStep(steps);
+  const out: string[] = [];
+  for (const s of steps) {
+    if ((side === 'item' ? s.itemGeneration : s.queryGeneration) === g) out.push(`step ${s.step}${s === best ? " (the run's best step)" : ''}`);
+  }
+  for (const i of await state.imports()) if (i.side === side && i.generation === g) out.push(`the import from ${i.source}`);
+  return out;
 }
 
 // ---- option parsing ---------------------------------------------------------------
@@ -226,12 +242,24 @@ export function register(program: Command): void {
     });
 
   common(index.command('delete'))
-    .description('delete one generation (the others read exactly as before)')
+    .description('delete one generation (the others read exactly as before); a generation a step of the stored run uses is refused unless --force')
     .requiredOption('--generation <g>', 'the generation to delete')
-    .action(async (o: CommonOpts & { generation: string }) => {
+    .option('--force', "delete it even when a step of the stored run uses it (that step's result can then no longer be served)")
+    .action(async (o: CommonOpts & { generation: string; force?: boolean }) => {
       const side = parseSide('--side', o.side);
       const g = generationFlag('--generation', o.generation);
-      await withStore(o, false, (store) => store.deleteGeneration(side, g));
+      await withStore(o, false, async (store, db) => {
+        const users = await generationUsers(db, side, g);
+        if (users.length > 0 && !o.force) {
+          throw cogrError(
+            'INVALID_ARGUMENT',
+            `${side} generation ${g} is used by ${users.join(', ')} of the run stored in ${db.path}; deleting it would leave ${users.length > 1 ? 'them' : 'it'} without ${side} keywords (\`cogr serve\` could no longer serve the run's result); --force deletes it anyway`,
+            { side, generation: g, users },
+          );
+        }
+        await store.deleteGeneration(side, g);
+        if (users.length > 0) stderrLogger.warn(`deleted a generation the stored run uses (--force): ${users.join(', ')}; \`cogr verify\` reports them`);
+      });
       out(`deleted ${side} generation ${g}`);
     });
 }

@@ -49,11 +49,13 @@ function copyOfBase(name: string): string {
 /** A trace of an unnamed error: `error: Error: ...` or a stack frame. */
 const STACK = /^error: |\n\s+at /;
 let baseSteps: unknown;
+let baseRecords: { step: string; itemGeneration: number; queryGeneration: number; adopted: boolean }[] = [];
 
 beforeAll(() => {
   const r = cogr(demoArgs(join(base, 'db')));
   expect(r.status, r.stderr).toBe(0);
   baseSteps = stepsOf(r.stdout);
+  baseRecords = (JSON.parse(r.stdout) as { steps: typeof baseRecords }).steps;
   // Opening it once more turns LevelDB's log into a table file.
   expect(cogr(['verify', '--db', join(base, 'db')]).status).toBe(0);
   expect(readdirSync(join(base, 'db')).some((n) => n.endsWith('.ldb'))).toBe(true);
@@ -176,4 +178,33 @@ describe('a full device', () => {
     expect(r.stderr).not.toMatch(STACK);
     expect(existsSync(join(home, 'datasets.json'))).toBe(false);
   });
+});
+
+describe('index delete of a generation the stored run uses', () => {
+  it('is refused naming the steps unless --force; verify then reports the steps whose generation is missing', () => {
+    const db = copyOfBase('delete');
+    const best = baseRecords.filter((s) => s.adopted).at(-1)!;
+    const users = baseRecords.filter((s) => s.itemGeneration === best.itemGeneration).map((s) => s.step);
+    const list = () => (JSON.parse(cogr(['index', 'list', '--db', db, '--json']).stdout) as { generations: { generation: number }[] }).generations.map((g) => g.generation);
+    const before = list();
+    const r = cogr(['index', 'delete', '--db', db, '--generation', String(best.itemGeneration)]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`^error\\[INVALID_ARGUMENT\\]: item generation ${best.itemGeneration} is used by .*step ${best.step} \\(the run's best step\\).* --force deletes it anyway`));
+    for (const u of users) expect(r.stderr).toContain(`step ${u}`);
+    expect(list()).toEqual(before);
+    expect(cogr(['verify', '--db', db]).status).toBe(0);
+    // The query side is guarded the same way.
+    const q = cogr(['index', 'delete', '--db', db, '--side', 'query', '--generation', String(best.queryGeneration)]);
+    expect(q.status).toBe(2);
+    expect(q.stderr).toContain(`step ${best.step}`);
+    // --force deletes it; verify then names every step left without it.
+    const forced = cogr(['index', 'delete', '--db', db, '--generation', String(best.itemGeneration), '--force']);
+    expect(forced.status, forced.stderr).toBe(0);
+    expect(list()).not.toContain(best.itemGeneration);
+    const v = cogr(['verify', '--db', db, '--json']);
+    expect(v.status).toBe(1);
+    const lines = (JSON.parse(v.stdout) as { lines: { what: string; status: string; detail: string }[] }).lines.filter((l) => l.status === 'missing');
+    expect(lines.map((l) => l.what)).toEqual(users.map((u) => `step ${u}`));
+    expect(lines[0].detail).toContain(`uses item generation ${best.itemGeneration}, which the database does not hold`);
+  }, 60_000);
 });
