@@ -213,7 +213,15 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
       const hasRun = (await sub.get('config')) !== undefined || (await sub.get('version')) !== undefined;
       if (hasRun || run) {
         const expected = hasRun
-          ? { runStateVersion: (await sub.get('version')) ?? null, config: (await sub.get('config')) ?? null, split: (await sub.get('split')) ?? null, steps: (await sub.get('steps')) ?? [], imports: (await sub.get('imports')) ?? [] }
+          ? {
+              runStateVersion: (await sub.get('version')) ?? null,
+              config: (await sub.get('config')) ?? null,
+              split: (await sub.get('split')) ?? null,
+              steps: (await sub.get('steps')) ?? [],
+              imports: (await sub.get('imports')) ?? [],
+              // Runs written before fingerprints have none, in the database and in run.json alike.
+              ...((await sub.get('data')) !== undefined ? { data: await sub.get('data') } : {}),
+            }
           : null;
         const line: CheckLine = !run
           ? { what: 'run state', status: 'unpublished', detail: 'the database holds a run, no run.json does' }
