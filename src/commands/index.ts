@@ -152,13 +152,16 @@ export function register(program: Command): void {
       const gen = parseLatestOr('--generation', o.generation);
       const view = await published(o).openView(side, gen);
       const generation = view.generation;
-      const res = view.search(probeOf(o), { k, all: o.all ?? false, params });
+      const probe = probeOf(o);
+      // As the search API: a probe with no searchable term matches nothing, and says so.
+      const fallback = view.hasSearchableTerm(probe) ? null : { reason: 'no_terms' as const, message: 'the query has no searchable term (blank, stop words only, or no word or keyword the generation knows)' };
+      const res = fallback ? { matched: 0, items: [] } : view.search(probe, { k, all: o.all ?? false, params });
       const items = res.items.map((x) => ({ id: x.id, score: x.score }));
       if (o.json) {
-        out(JSON.stringify({ generation, matched: res.matched, items }));
+        out(JSON.stringify({ generation, matched: res.matched, fallback, items }));
         return;
       }
-      out(`${side} generation ${generation}: ${res.matched} matched`);
+      out(`${side} generation ${generation}: ${res.matched} matched${fallback ? ` (fallback no_terms: ${fallback.message})` : ''}`);
       if (items.length > 0) out(renderTable(['rank', 'id', 'score'], items.map((x, i) => [String(i + 1), x.id, x.score.toFixed(4)])));
     });
 

@@ -24,6 +24,7 @@ import { silentLogger, type Logger } from '../../index/log.ts';
 import type { Item } from '../../index/types.ts';
 import type { ViewData } from '../../index/view.ts';
 import type { QueryGeneratorDocument } from './queryGenerator.ts';
+import { NoSearchableTerms } from './state.ts';
 
 export interface KeywordPoolOptions {
   /** Worker threads; default one less than the cores (at least 1, at most 4). */
@@ -44,7 +45,11 @@ export interface LoadPayload {
 /** Messages to a worker. */
 export type ToWorker = { t: 'load'; key: string; payload: LoadPayload } | { t: 'release'; key: string } | { t: 'plan'; id: number; key: string; text: string };
 /** Messages from a worker. */
-export type FromWorker = { t: 'loaded'; key: string; error?: string } | { t: 'result'; id: number; keywords: string[] } | { t: 'error'; id: number; message: string };
+export type FromWorker =
+  | { t: 'loaded'; key: string; error?: string }
+  | { t: 'result'; id: number; keywords: string[] }
+  | { t: 'noTerms'; id: number }
+  | { t: 'error'; id: number; message: string };
 
 /** The queue is full: the caller falls back at once. */
 export class KeywordPoolBusy extends Error {
@@ -129,6 +134,7 @@ export class KeywordWorkerPool {
     if (!task || task.id !== m.id) return;
     slot.busy = null;
     if (m.t === 'result') task.resolve(m.keywords);
+    else if (m.t === 'noTerms') task.reject(new NoSearchableTerms(task.text));
     else task.reject(new Error(m.message));
     this.dispatch();
   }

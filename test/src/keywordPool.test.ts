@@ -13,7 +13,7 @@ import { runSft } from '../../generators/sft.ts';
 import { shareAll } from '../../workers/shared.ts';
 import { KeywordWorkerPool } from '../../src/server/keywordPool.ts';
 import { QueryKeywordResolver } from '../../src/server/queryKeywords.ts';
-import type { QueryKeywordSource } from '../../src/server/state.ts';
+import { NoSearchableTerms, type QueryKeywordSource } from '../../src/server/state.ts';
 import { generatorKeywordSource } from '../../src/server/storeLoader.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
@@ -48,9 +48,15 @@ describe('the real keyword worker', () => {
     const p = pool({ size: 2 });
     await p.load('k1', { doc: doc as never, view: itemView.data, items: corpus.items });
     const texts = [...corpus.queries.map((q) => q.text), 't0w3 t1w4 study', 'nothing known here'];
-    const got = await Promise.all(texts.map((t) => p.plan('k1', t)));
-    for (let i = 0; i < texts.length; i++) expect(got[i]).toEqual(await inProcess.keywords(texts[i], new AbortController().signal));
-    expect(got.some((k) => k.length > 0)).toBe(true);
+    // Keywords, or the refusal of a text none of whose words the items know (NoSearchableTerms).
+    const outcome = (p: Promise<string[]>) => p.then((k) => ({ keywords: k }), (e: unknown) => ({ refused: e instanceof NoSearchableTerms ? 'no_terms' : String(e) }));
+    const got = await Promise.all(texts.map((t) => outcome(p.plan('k1', t))));
+    for (let i = 0; i < texts.length - 1; i++) expect(got[i]).toEqual(await outcome(inProcess.keywords(texts[i], new AbortController().signal)));
+    expect(got.some((k) => 'keywords' in k && k.keywords.length > 0)).toBe(true);
+    // A text no item knows a word of: the bare planner would offer the keywords of the
+    // items likeliest a priori; the served one refuses it, and search answers no_terms.
+    expect(await outcome(inProcess.keywords(texts.at(-1)!, new AbortController().signal))).toMatchObject({ keywords: expect.arrayContaining([expect.any(String)]) });
+    expect(got.at(-1)).toEqual({ refused: 'no_terms' });
     // A generator that cannot be rebuilt fails the load, naming why.
     await expect(p.load('bad', { doc: { ...doc, json: { version: 99 } } as never, view: itemView.data, items: null })).rejects.toMatchObject({ code: 'WORKER_ERROR' });
   });
