@@ -1,10 +1,14 @@
 /**
  * Keyword generation off the event loop (src/server/keywordPool.ts), with real worker
  * threads: the real worker answers exactly what the generator answers in process; the
- * time budget falls back to the raw query while a worker is busy, and the late answer
+ * time budget falls back to the raw query while a worker is busy (held until the test
+ * releases it), and the late answer
  * still fills the cache; queued requests whose budget ran out never reach a worker; a
  * full queue is refused at once; a crashed worker fails only its request and is replaced.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KeywordView } from '../../index/view.ts';
@@ -66,12 +70,23 @@ describe('the pool', () => {
   it('lets the budget fall back while a worker is busy; the late answer fills the cache', async () => {
     const p = pool({ size: 1, workerEntry: SCRIPTED });
     await p.load('k', { doc: doc as never, view: itemView.data, items: null });
-    const source: QueryKeywordSource = { name: 'scripted', keywords: (text, signal) => p.plan('k', text, signal) };
+    const plans: Promise<string[]>[] = [];
+    const source: QueryKeywordSource = {
+      name: 'scripted',
+      keywords: (text, signal) => {
+        const plan = p.plan('k', text, signal);
+        plans.push(plan);
+        return plan;
+      },
+    };
     const resolver = new QueryKeywordResolver({ budgetMs: 20, cacheSize: 10 });
+    // The worker is held until the test releases it: never faster than the budget, however busy the machine.
+    const release = join(mkdtempSync(join(tmpdir(), 'cogr-pool-')), 'release');
+    const held = `hold ${release}`;
     // The event loop stays free while the worker works: a timer fires before the answer.
     const order: string[] = [];
     const timer = new Promise<void>((r) => setTimeout(() => (order.push('timer'), r()), 1));
-    const first = await resolver.resolve(source, 1, 'block 400');
+    const first = await resolver.resolve(source, 1, held);
     order.push('resolved');
     await timer;
     expect(first.fallback).toEqual({ reason: 'timeout', message: 'keyword generation exceeded 20 ms' });
@@ -79,13 +94,14 @@ describe('the pool', () => {
     // Meanwhile queued requests run out of budget and are dropped before reaching the worker.
     const dropped = await resolver.resolve(source, 1, 'never planned');
     expect(dropped.fallback?.reason).toBe('timeout');
-    // The blocked generation finishes and fills the cache.
-    await new Promise<void>((r) => {
-      const poll = () => (p.queued === 0 ? setTimeout(r, 450) : setTimeout(poll, 20));
-      poll();
-    });
-    const again = await resolver.resolve(source, 1, 'block 400');
-    expect(again).toEqual({ keywords: ['block', '400'], source: 'scripted', cached: true, fallback: null });
+    expect(p.queued).toBe(0);
+    // The held generation finishes and fills the cache.
+    writeFileSync(release, '');
+    expect(await plans[0]).toEqual(['hold', release]);
+    await new Promise((r) => setImmediate(r));
+    const again = await resolver.resolve(source, 1, held);
+    // (keywords normalised: the file's path loses its edge punctuation)
+    expect(again).toMatchObject({ keywords: ['hold', expect.stringContaining('release')], source: 'scripted', cached: true, fallback: null });
     // The dropped one never ran: it is not cached and is generated now.
     const now = await new QueryKeywordResolver({ budgetMs: 5000, cacheSize: 10 }).resolve(source, 1, 'never planned');
     expect(now.keywords).toEqual(['never', 'planned']);
