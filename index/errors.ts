@@ -88,7 +88,7 @@ export function systemError(e: unknown, path?: string, doing?: string): CogrErro
   const own = (e as { path?: unknown; dest?: unknown }).path;
   const syscall = (e as { syscall?: unknown }).syscall;
   const where = typeof own === 'string' ? own : path ?? `(${typeof syscall === 'string' ? syscall : 'a file operation'}; the path is not known)`;
-  const what = doing ? `${doing}: ` : '';
+  const what = doing && !doing.includes(where) ? `${doing}: ` : '';
   if (DISK_FULL_CODES.has(code)) return cogrError('DISK_FULL', `${what}${where}: no space left on the device (${code}); free some space and run the command again`, { path: where, errno: code }, e);
   if (READ_ONLY_CODES.has(code)) {
     return cogrError('READ_ONLY', `${what}${where}: cannot be written (${code === 'EROFS' ? 'read-only file system' : 'permission denied'}, ${code}); give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: where, errno: code }, e);
