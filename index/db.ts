@@ -287,7 +287,7 @@ async function openLevel(abs: string, exists: boolean): Promise<RootLevel> {
     }
     throw cogrError(
       'DB_CORRUPT',
-      `database ${abs} cannot be opened: ${msg}; nothing was written to it; \`cogr verify\` says what the published files still hold; to start over, remove the folder ${abs}`,
+      `database ${abs} cannot be opened: ${msg}; nothing was written to it; \`cogr verify\` says what the published files still hold; to start over, remove the folder ${abs} (--fresh cannot clear it: LevelDB must open a database to lock it)`,
       { path: abs },
       e,
     );

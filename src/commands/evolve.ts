@@ -270,7 +270,7 @@ export function register(program: Command): void {
       DEFAULTS.demo.dataset,
     )
       .option('--eval-fraction <x>', `share of judged queries held out (default ${DEFAULTS.run.evalFraction})`)
-      .option('--fresh', 'delete the stored demo run first (under the database lock: refused while another run uses it)'),
+      .option('--fresh', 'delete the stored demo run first, also one whose cells cannot be read (under the database lock: refused while another run uses it)'),
     'the run database (default: $COGR_HOME/db)',
   ).action(async (flags: RunFlags) => {
     // The dataset by its identity (a name, or its absolute path): two spellings are one run.
