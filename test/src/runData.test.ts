@@ -92,6 +92,10 @@ describe('a resume on changed data', () => {
       expect(r.stderr).toMatch(new RegExp(`^error\\[INVALID_ARGUMENT\\]: the database ${db} holds a run made on other data than dataset mine holds now: .* changed since the run began; .*--fresh`));
       // Nothing was written: the stored run is as it was.
       expect(await publishedSteps()).toEqual(steps);
+      // Rollouts for an external trainer are refused on other data too (rewards from the old judgements).
+      const roll = cogr('rollouts', '--side', 'query', '--round', '1', '--out', join(dir, 'r.jsonl'), '--limit', '1', '--quiet');
+      expect(roll.status).toBe(2);
+      expect([...roll.stderr.matchAll(/(items|queries|judgements|split) \(\d+ → \d+/g)].map((m) => m[1])).toEqual(parts.filter((p) => p !== 'split'));
       expect(cogr('datasets', 'add', 'mine', ds, '--replace').status).toBe(0);
     }, 60_000);
   }
