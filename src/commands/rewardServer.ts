@@ -19,7 +19,7 @@ import { cogrError } from '../../index/errors.ts';
 import { stderrLogger, type Logger } from '../../index/log.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
-import { coreIds, readRunAt } from '../run/state.ts';
+import { checkPublishedRunData, coreIds, readRunAt } from '../run/state.ts';
 import { listenUntilSignal } from '../server/listen.ts';
 import { buildRewardServer } from '../server/rewardServer.ts';
 import { LiveSnapshot } from '../server/state.ts';
@@ -42,6 +42,8 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
   if (!flags.dataset && !run) throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${server.dbPath} holds no co-evolution run to take it from)`);
   // The dataset as the run read it (its recorded format), unless --dataset names another.
   const loaded = (flags.dataset ? await loadDataset(flags.dataset, { logger: log }) : await loadRunCorpus(run!.config, log)).corpus;
+  // Rewards from other judgements than the run's would be served without a word.
+  if (run && !flags.dataset) checkPublishedRunData(server.dbPath, run, loaded);
   let corpus = loaded;
   if (run && !(flags.includeHeldOut && flags.includeDev)) {
     const core = coreIds(run.split);

@@ -300,6 +300,8 @@ export interface StoredRun {
   config: RunConfig;
   split: RunSplit;
   steps: StepRecord[];
+  /** The fingerprint of its data (absent in runs stored before fingerprints; readRunAt only). */
+  data?: DataFingerprint;
 }
 
 /** The round of a side's generator as of the given steps: the last adopted step that trained it (SFT = 0). */
@@ -410,5 +412,15 @@ export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
   }
   const r = RunConfigSchema.safeParse(doc.config);
   if (!r.success) throw cogrError('DB_CORRUPT', `the published run config of ${dbPath} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  return { config: r.data, split: doc.split, steps: doc.steps };
+  return { config: r.data, split: doc.split, steps: doc.steps, ...(doc.data !== undefined ? { data: parseFingerprint(doc.data, dbPath) } : {}) };
+}
+
+/**
+ * The run's dataset as loaded now, refused when it is not the data the run was made on
+ * (readers that take the dataset from the run: `serve`, `reward-server`).
+ */
+export function checkPublishedRunData(dbPath: string, run: StoredRun, corpus: Corpus): void {
+  if (run.data) {
+    checkRunData(dbPath, run.config.dataset, run.data, dataFingerprint(corpus, run.split), "serving it would pair the run's generations with other data: restore the data, name a dataset with --dataset, or rerun the run with --fresh");
+  }
 }

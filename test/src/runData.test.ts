@@ -92,6 +92,13 @@ describe('a resume on changed data', () => {
       expect(r.stderr).toMatch(new RegExp(`^error\\[INVALID_ARGUMENT\\]: the database ${db} holds a run made on other data than dataset mine holds now: .* changed since the run began; .*--fresh`));
       // Nothing was written: the stored run is as it was.
       expect(await publishedSteps()).toEqual(steps);
+      // The readers that take the dataset from the run refuse it too (they would serve the
+      // run's generations with other titles, planner texts or judgements), before listening.
+      for (const cmd of ['serve', 'reward-server']) {
+        const r2 = cogr(cmd, '--port', '0');
+        expect(r2.status, cmd).toBe(2);
+        expect(r2.stderr).toMatch(/^error\[INVALID_ARGUMENT\]: the database .* holds a run made on other data .*serving it would pair the run's generations with other data/);
+      }
       // Rollouts for an external trainer are refused on other data too (rewards from the old judgements).
       const roll = cogr('rollouts', '--side', 'query', '--round', '1', '--out', join(dir, 'r.jsonl'), '--limit', '1', '--quiet');
       expect(roll.status).toBe(2);
