@@ -6,11 +6,11 @@
  * still fills the cache; queued requests whose budget ran out never reach a worker; a
  * full queue is refused at once; a crashed worker fails only its request and is replaced.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import type { KeywordView } from '../../index/view.ts';
 import { KeywordView as View } from '../../index/view.ts';
 import { runSft } from '../../generators/sft.ts';
@@ -81,7 +81,9 @@ describe('the pool', () => {
     };
     const resolver = new QueryKeywordResolver({ budgetMs: 20, cacheSize: 10 });
     // The worker is held until the test releases it: never faster than the budget, however busy the machine.
-    const release = join(mkdtempSync(join(tmpdir(), 'cogr-pool-')), 'release');
+    const releaseDir = mkdtempSync(join(tmpdir(), 'cogr-pool-'));
+    onTestFinished(() => rmSync(releaseDir, { recursive: true, force: true }));
+    const release = join(releaseDir, 'release');
     const held = `hold ${release}`;
     // The event loop stays free while the worker works: a timer fires before the answer.
     const order: string[] = [];
