@@ -12,13 +12,20 @@
  * non-empty LevelDB without the key, fails with CogrError('DB_VERSION'); a database
  * whose LOCK is held by another process (or another open instance) fails with
  * CogrError('DB_LOCKED'). Neither case reads or writes anything else.
+ *
+ * Before LevelDB sees a folder, `checkDbFiles` looks at it: a folder holding table
+ * (`.ldb`/`.sst`), log or MANIFEST files must have its CURRENT and the MANIFEST that
+ * CURRENT names, else it is DB_CORRUPT (with the next step) and nothing is opened; LevelDB
+ * is asked to create a database only in a folder that holds none of its files, so it never
+ * makes a new database over existing ones. A folder that cannot be written is READ_ONLY
+ * and a full disk DISK_FULL (index/errors.ts), never DB_CORRUPT.
  */
-import { existsSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { accessSync, constants as fsConstants, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
-import { cogrError } from './errors.ts';
+import { cogrError, levelError, systemError } from './errors.ts';
 import { silentLogger, type Logger } from './log.ts';
 import { PUBLISHED_DIR } from './published.ts';
 
@@ -44,6 +51,12 @@ export interface OpenDbOptions {
   logger?: Logger;
   /** Create the database when the folder does not exist (default true). */
   createIfMissing?: boolean;
+  /**
+   * Clear the database right after taking its lock, before reading anything (what
+   * `--fresh` does): a database of another format version, or one whose cells cannot be
+   * read, is cleared too (CogrDb.clear).
+   */
+  fresh?: boolean;
 }
 
 export interface CogrDb {
@@ -92,9 +105,13 @@ class LevelCogrDb implements CogrDb {
   private readonly subs = new Map<string, JsonSublevel<unknown>>();
   constructor(
     readonly path: string,
-    readonly level: RootLevel,
+    private current: RootLevel,
     readonly logger: Logger,
   ) {}
+
+  get level(): RootLevel {
+    return this.current;
+  }
 
   sublevel<V = unknown>(name: string): JsonSublevel<V> {
     if (typeof name !== 'string' || name.length === 0 || name.includes('!')) {
@@ -102,7 +119,7 @@ class LevelCogrDb implements CogrDb {
     }
     let s = this.subs.get(name);
     if (!s) {
-      s = this.level.sublevel<string, unknown>(name, { keyEncoding: 'utf8', valueEncoding: 'json' });
+      s = this.current.sublevel<string, unknown>(name, { keyEncoding: 'utf8', valueEncoding: 'json' });
       this.subs.set(name, s);
     }
     return s as JsonSublevel<V>;
@@ -110,33 +127,150 @@ class LevelCogrDb implements CogrDb {
 
   async clear(): Promise<void> {
     await rm(join(this.path, PUBLISHED_DIR), { recursive: true, force: true });
-    await this.level.clear();
+    try {
+      await this.current.clear();
+    } catch (e) {
+      const named = levelError(e, this.path);
+      if (!named || named.code !== 'DB_CORRUPT') throw named ?? e;
+      // A database that cannot be read is cleared by its files: deleted while this process
+      // holds the open database (and its lock), then a new one is made in the folder.
+      this.logger.warn('the database cannot be read: deleting its files to start over', { path: this.path, error: causeMessage(e) });
+      for (const name of await readdir(this.path)) {
+        if (name !== 'LOCK') await rm(join(this.path, name), { recursive: true, force: true });
+      }
+      await this.current.close().catch(() => {});
+      this.subs.clear();
+      this.current = await openLevel(this.path, false);
+    }
     const rec: FormatRecord = { version: DB_FORMAT_VERSION, createdAt: new Date().toISOString() };
-    await this.level.put(DB_META_KEY, JSON.stringify(rec));
+    await this.current.put(DB_META_KEY, JSON.stringify(rec));
     this.logger.info('cleared the database', { path: this.path });
   }
 
   async close(): Promise<void> {
-    await this.level.close();
+    await this.current.close();
+  }
+}
+
+/** LevelDB's own files: tables, logs and manifests (LOCK, LOG and LOG.old are not data). */
+const TABLE_OR_LOG = /^\d+\.(ldb|sst|log)$/;
+const MANIFEST = /^MANIFEST-\d+$/;
+
+/** What a database folder holds, as LevelDB would see it. */
+export interface DbFiles {
+  /** The folder does not exist. */
+  missing: boolean;
+  /** Table (.ldb/.sst) and log files. */
+  tablesAndLogs: string[];
+  manifests: string[];
+  /** The MANIFEST named by CURRENT (null without CURRENT). */
+  current: string | null;
+}
+
+export function dbFiles(abs: string): DbFiles {
+  let names: string[];
+  try {
+    names = readdirSync(abs);
+  } catch (e) {
+    if ((e as { code?: string }).code === 'ENOENT') return { missing: true, tablesAndLogs: [], manifests: [], current: null };
+    if ((e as { code?: string }).code === 'ENOTDIR') throw cogrError('IO_ERROR', `database ${abs}: not a folder`, { path: abs });
+    throw systemError(e, abs, `database ${abs}`) ?? e;
+  }
+  let current: string | null = null;
+  if (names.includes('CURRENT')) {
+    try {
+      current = readFileSync(join(abs, 'CURRENT'), 'utf8').trim();
+    } catch (e) {
+      throw systemError(e, join(abs, 'CURRENT'), `database ${abs}`) ?? e;
+    }
+  }
+  return { missing: false, tablesAndLogs: names.filter((n) => TABLE_OR_LOG.test(n)).sort(), manifests: names.filter((n) => MANIFEST.test(n)).sort(), current };
+}
+
+/**
+ * Whether LevelDB's own files of a folder are sound enough to open it: a folder with
+ * table, log or MANIFEST files has a CURRENT that names a MANIFEST that exists. Returns
+ * whether the folder holds a database at all (false: missing or without LevelDB files);
+ * throws DB_CORRUPT naming what is missing and the next step otherwise.
+ */
+export function checkDbFiles(abs: string): boolean {
+  const f = dbFiles(abs);
+  if (f.missing) return false;
+  const has = f.tablesAndLogs.length + f.manifests.length > 0;
+  if (f.current === null) {
+    if (!has) return false;
+    const restore =
+      f.manifests.length >= 1
+        ? `if only CURRENT was lost, \`printf '${f.manifests[f.manifests.length - 1]}\\n' > ${join(abs, 'CURRENT')}\` restores it (then \`cogr verify\`); `
+        : '';
+    throw cogrError(
+      'DB_CORRUPT',
+      `database ${abs} holds LevelDB files (${[...f.manifests, ...f.tablesAndLogs].slice(0, 6).join(', ')}${f.tablesAndLogs.length + f.manifests.length > 6 ? ', ...' : ''}) but no CURRENT file: it cannot be opened, and nothing was written to it; ${restore}to start over, remove the folder ${abs}`,
+      { path: abs, missing: 'CURRENT' },
+    );
+  }
+  if (!MANIFEST.test(f.current) || !f.manifests.includes(f.current)) {
+    throw cogrError(
+      'DB_CORRUPT',
+      `database ${abs}: CURRENT names ${JSON.stringify(f.current)}, which ${MANIFEST.test(f.current) ? 'does not exist' : 'is not a MANIFEST file'} (manifests: ${f.manifests.join(', ') || 'none'}): it cannot be opened, and nothing was written to it; to start over, remove the folder ${abs}`,
+      { path: abs, missing: f.current },
+    );
+  }
+  return true;
+}
+
+/** A folder a writer is about to use: made when missing, and writable (else READ_ONLY / DISK_FULL naming it). */
+function checkWritable(abs: string): void {
+  try {
+    mkdirSync(abs, { recursive: true });
+    accessSync(abs, fsConstants.W_OK);
+  } catch (e) {
+    throw systemError(e, abs, `database ${abs}`) ?? e;
   }
 }
 
 /**
  * Open (or create) the project database at `path`.
  * Errors: DB_LOCKED (held by another process), DB_VERSION (another format version),
- * NOT_FOUND (missing and createIfMissing is false), DB_CORRUPT (unreadable meta).
+ * NOT_FOUND (missing and createIfMissing is false), DB_CORRUPT (LevelDB's own files
+ * incomplete, or unreadable), READ_ONLY / DISK_FULL / IO_ERROR (the folder).
  */
 export async function openDb(path: string, opts: OpenDbOptions = {}): Promise<CogrDb> {
   if (typeof path !== 'string' || path.length === 0) throw cogrError('INVALID_ARGUMENT', 'db path must be a non-empty string');
   const abs = resolve(path);
   const logger = opts.logger ?? silentLogger;
   const createIfMissing = opts.createIfMissing ?? true;
-  if (!createIfMissing && !existsSync(abs)) {
+  const exists = checkDbFiles(abs);
+  if (!exists && !createIfMissing) {
     throw cogrError('NOT_FOUND', `database ${abs} does not exist`, { path: abs });
   }
+  // LevelDB writes its LOCK (and, for a new database, every file) in the folder.
+  checkWritable(abs);
+  const level = await openLevel(abs, exists);
+  if (opts.fresh) {
+    const db = new LevelCogrDb(abs, level, logger);
+    try {
+      await db.clear();
+    } catch (e) {
+      await db.close().catch(() => {});
+      throw levelError(e, abs) ?? systemError(e, abs, `clearing database ${abs}`) ?? e;
+    }
+    return db;
+  }
+  try {
+    await checkFormat(level, abs, logger);
+  } catch (e) {
+    await level.close().catch(() => {});
+    throw levelError(e, abs) ?? e;
+  }
+  return new LevelCogrDb(abs, level, logger);
+}
+
+/** Open LevelDB at a checked folder: creating a database only when it holds none (`exists` false). */
+async function openLevel(abs: string, exists: boolean): Promise<RootLevel> {
   const level: RootLevel = new Level<string, string>(abs, { keyEncoding: 'utf8', valueEncoding: 'utf8' });
   try {
-    await level.open({ createIfMissing });
+    await level.open({ createIfMissing: !exists, errorIfExists: !exists });
   } catch (e) {
     if (hasCode(e, 'LEVEL_LOCKED')) {
       throw cogrError(
@@ -146,18 +280,19 @@ export async function openDb(path: string, opts: OpenDbOptions = {}): Promise<Co
         e,
       );
     }
-    if (!createIfMissing && /does not exist/.test(causeMessage(e))) {
-      throw cogrError('NOT_FOUND', `database ${abs} does not exist`, { path: abs }, e);
+    const msg = causeMessage(e);
+    if (/No space left on device|Disk quota exceeded/i.test(msg)) throw cogrError('DISK_FULL', `database ${abs}: no space left on the device (${msg}); free some space and run the command again`, { path: abs }, e);
+    if (/Read-only file system|Permission denied|Operation not permitted/i.test(msg)) {
+      throw cogrError('READ_ONLY', `database ${abs} cannot be written (${msg}); LevelDB writes its LOCK even to read: give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: abs }, e);
     }
-    throw cogrError('DB_CORRUPT', `database ${abs} cannot be opened: ${causeMessage(e)}`, { path: abs }, e);
+    throw cogrError(
+      'DB_CORRUPT',
+      `database ${abs} cannot be opened: ${msg}; nothing was written to it; \`cogr verify\` says what the published files still hold; to start over, remove the folder ${abs} (--fresh cannot clear it: LevelDB must open a database to lock it)`,
+      { path: abs },
+      e,
+    );
   }
-  try {
-    await checkFormat(level, abs, logger);
-  } catch (e) {
-    await level.close().catch(() => {});
-    throw e;
-  }
-  return new LevelCogrDb(abs, level, logger);
+  return level;
 }
 
 async function checkFormat(level: RootLevel, abs: string, logger: Logger): Promise<void> {

@@ -19,8 +19,10 @@ export const ERROR_CATALOGUE = {
   DUPLICATE_ID: { status: 422, summary: 'an id occurs twice' },
   DB_LOCKED: { status: 409, summary: 'the database is held by another process' },
   DB_VERSION: { status: 409, summary: 'the database has another format version' },
-  DB_CORRUPT: { status: 500, summary: 'the database is inconsistent' },
+  DB_CORRUPT: { status: 500, summary: 'the database is inconsistent or cannot be read (the path and the next step are named)' },
+  IO_ERROR: { status: 500, summary: 'a file or folder cannot be read or written (the path is named)' },
   DISK_FULL: { status: 507, summary: 'no space left on the device (the path, or stdout, is named)' },
+  READ_ONLY: { status: 503, summary: 'a file or folder cannot be written: read-only file system or no permission (the path is named)' },
   LLM_ERROR: { status: 502, summary: 'the LLM endpoint failed after retries' },
   LLM_FORMAT: { status: 502, summary: 'the LLM output is not a keyword list' },
   WORKER_ERROR: { status: 500, summary: 'a worker failed on a batch' },
@@ -57,4 +59,71 @@ export function cogrError(code: ErrorCode, message: string, details?: Record<str
 
 export function isCogrError(e: unknown, code?: ErrorCode): e is CogrError {
   return e instanceof CogrError && (code === undefined || e.code === code);
+}
+
+const DISK_FULL_CODES = new Set(['ENOSPC', 'EDQUOT']);
+const READ_ONLY_CODES = new Set(['EROFS', 'EACCES', 'EPERM']);
+
+/** The errno code (ENOSPC, EROFS, ...) of a Node system error, or of one in its cause chain. */
+export function errnoCode(e: unknown): string | undefined {
+  let cur: unknown = e;
+  for (let depth = 0; cur && depth < 8; depth++) {
+    const c = (cur as { code?: unknown; syscall?: unknown }).code;
+    if (typeof c === 'string' && /^E[A-Z0-9]+$/.test(c) && (cur as { syscall?: unknown }).syscall !== undefined) return c;
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/**
+ * A system error of the file system as a named CogrError: ENOSPC (and EDQUOT) is
+ * DISK_FULL, EROFS / EACCES / EPERM are READ_ONLY, any other errno code is IO_ERROR; the
+ * message names the path (the error's own, else `path`) and what was being done. Returns
+ * null for an error that is not a system error (or is a CogrError already).
+ */
+export function systemError(e: unknown, path?: string, doing?: string): CogrError | null {
+  if (e instanceof CogrError) return null;
+  const code = errnoCode(e);
+  if (!code) return null;
+  const own = (e as { path?: unknown; dest?: unknown }).path;
+  const syscall = (e as { syscall?: unknown }).syscall;
+  const where = typeof own === 'string' ? own : path ?? `(${typeof syscall === 'string' ? syscall : 'a file operation'}; the path is not known)`;
+  const what = doing && !doing.includes(where) ? `${doing}: ` : '';
+  if (DISK_FULL_CODES.has(code)) return cogrError('DISK_FULL', `${what}${where}: no space left on the device (${code}); free some space and run the command again`, { path: where, errno: code }, e);
+  if (READ_ONLY_CODES.has(code)) {
+    return cogrError('READ_ONLY', `${what}${where}: cannot be written (${code === 'EROFS' ? 'read-only file system' : 'permission denied'}, ${code}); give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: where, errno: code }, e);
+  }
+  const reason = e instanceof Error ? e.message : String(e);
+  return cogrError('IO_ERROR', `${what}${where}: ${reason}`, { path: where, errno: code }, e);
+}
+
+/**
+ * A LevelDB error (classic-level's LEVEL_IO_ERROR / LEVEL_CORRUPTION, whose message names the
+ * file, e.g. "IO error: /x/db/000005.ldb: Invalid argument") as a named CogrError: no space
+ * is DISK_FULL, a read-only file system or no permission is READ_ONLY, anything else is
+ * DB_CORRUPT naming the database folder and the next step. Null when it is not one.
+ */
+export function levelError(e: unknown, dbPath?: string): CogrError | null {
+  if (e instanceof CogrError) return null;
+  let cur: unknown = e;
+  let found: { code: string; message: string } | null = null;
+  for (let depth = 0; cur && depth < 8 && !found; depth++) {
+    const c = (cur as { code?: unknown }).code;
+    const m = (cur as { message?: unknown }).message;
+    if ((c === 'LEVEL_IO_ERROR' || c === 'LEVEL_CORRUPTION') && typeof m === 'string') found = { code: c, message: m };
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  if (!found) return null;
+  const file = /^(?:IO error|Corruption): (\/[^:]+)/.exec(found.message)?.[1];
+  const dir = dbPath ?? (file ? file.replace(/\/[^/]*$/, '') : '(the database folder)');
+  if (/No space left on device|Disk quota exceeded/i.test(found.message)) return cogrError('DISK_FULL', `database ${dir}: no space left on the device (${found.message}); free some space and run the command again`, { path: file ?? dir }, e);
+  if (/Read-only file system|Permission denied|Operation not permitted/i.test(found.message)) {
+    return cogrError('READ_ONLY', `database ${dir} cannot be written (${found.message}); give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: file ?? dir }, e);
+  }
+  return cogrError(
+    'DB_CORRUPT',
+    `database ${dir} cannot be read: ${found.message}; \`cogr verify\` says what is intact; to start over, \`cogr demo --fresh\` / \`cogr evolve --fresh\` clear it, or remove the folder ${dir}`,
+    { path: file ?? dir },
+    e,
+  );
 }

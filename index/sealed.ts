@@ -18,7 +18,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { cogrError } from './errors.ts';
+import { cogrError, systemError } from './errors.ts';
 
 const SEAL_PREFIX = 'cogr-sealed-json v1 sha256=';
 const HEADER_LENGTH = SEAL_PREFIX.length + 64 + 1;
@@ -60,7 +60,8 @@ export async function writeFileAtomic(path: string, parts: readonly Uint8Array[]
     await rename(tmp, path);
   } catch (e) {
     await rm(tmp, { force: true }).catch(() => {});
-    throw e;
+    // A full disk or a folder that cannot be written is named with the file (DISK_FULL, READ_ONLY, IO_ERROR).
+    throw systemError(e, path, `writing ${path}`) ?? e;
   }
 }
 

@@ -25,7 +25,7 @@
  */
 import type { IndexEntry, Side } from './types.ts';
 import { keywordWords, sharedKeywordNormalizer, type KeywordNormalizer } from './normalize.ts';
-import { getAnalyzer, type Analyzer } from './analyzer.ts';
+import { getAnalyzer, textTokens, type Analyzer } from './analyzer.ts';
 import { DEFAULTS } from './defaults.ts';
 import { StringTable } from './buffers.ts';
 import { buildViewData, type ViewData } from './viewBuild.ts';
@@ -184,6 +184,18 @@ export class KeywordView {
     const out: IndexEntry[] = [];
     for (let e = 0; e < this.size; e++) out.push(this.entry(e));
     return out;
+  }
+
+  /**
+   * Whether a probe has a searchable term in this view: one of its keywords (or its self
+   * keyword) is in the vocabulary, or a word of its self text (stop words aside, analysed)
+   * is among the words of the keywords. A blank, stop-word-only or unknown probe has none
+   * (search answers it with `no_terms`).
+   */
+  hasSearchableTerm(probe: Probe): boolean {
+    if (this.probeKeywordOrdinals(probe).length > 0) return true;
+    for (const w of textTokens(probe.self ?? '', this.analyzer)) if (this.wordOrdinal(w) >= 0) return true;
+    return false;
   }
 
   /**

@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { isCogrError } from '../index/errors.ts';
+import { isCogrError, levelError, systemError } from '../index/errors.ts';
 import { packageRoot } from '../index/paths.ts';
 import { guardStdio } from './output.ts';
 
@@ -90,9 +90,11 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = e.exitCode === 0 ? 0 : 2;
       return;
     }
-    if (isCogrError(e)) {
-      process.stderr.write(`error[${e.code}]: ${e.message}\n`);
-      process.exitCode = e.code === 'INVALID_ARGUMENT' ? 2 : 1;
+    // A file-system or LevelDB error that no layer named is named here (path, no stack).
+    const named = isCogrError(e) ? e : (levelError(e) ?? systemError(e));
+    if (named) {
+      process.stderr.write(`error[${named.code}]: ${named.message}\n`);
+      process.exitCode = named.code === 'INVALID_ARGUMENT' ? 2 : 1;
       return;
     }
     const err = e as Error;

@@ -191,6 +191,10 @@ export class RelevanceModel {
     const p = this.trainPos.get(queryId);
     return p === undefined ? new Int32Array(0) : this.trainRel[p];
   }
+  /** How many distinct words of a text (stop words aside, analysed) occur in the item texts. */
+  knownWords(text: string): number {
+    return this.itemIndex.terms(text).length;
+  }
   /** idf of an analysed word over the item texts. */
   wordIdf(word: string): number {
     return this.itemIndex.idfOf(word);

@@ -1,8 +1,9 @@
 /**
  * `cogr datasets [--json]`: the shipped and registered datasets with their sizes.
- * `cogr datasets add <name> <path> [--format f]`: register a folder under a name in
- * $COGR_HOME/datasets.json; it is loaded first, and a folder that does not load is not
- * registered. `cogr datasets remove <name>`: forget a registered name.
+ * `cogr datasets add <name> <path> [--format f] [--replace]`: register a folder under a
+ * name in $COGR_HOME/datasets.json; it is loaded first, and a folder that does not load is
+ * not registered; a name registered already is refused unless --replace (the same folder
+ * and format again is accepted and changes nothing). `cogr datasets remove <name>`: forget a registered name.
  */
 import type { Command } from 'commander';
 import { isCogrError } from '../../index/errors.ts';
@@ -83,12 +84,14 @@ export function register(program: Command): void {
     .command('add <name> <path>')
     .description('register a dataset folder under a name (format detected from its files unless --format)')
     .option('--format <format>', 'smart | trec | beir | wands | jsonl')
-    .action(async (name: string, path: string, opts: { format?: string }) => {
+    .option('--replace', 'point a registered name at another folder (a run made on the old one refuses to resume on other data)')
+    .action(async (name: string, path: string, opts: { format?: string; replace?: boolean }) => {
       const format = parseFormat(opts.format);
+      const replace = opts.replace ?? false;
       // Check the name and load the folder first: a broken dataset is reported and never registered.
-      const abs = checkRegistration(name, path);
+      const abs = checkRegistration(name, path, { ...(format ? { format } : {}), replace });
       const { corpus, format: used, warnings } = await loadDataset(abs, { ...(format ? { format } : {}), logger: stderrLogger });
-      const entry = registerDataset(name, abs, format);
+      const entry = registerDataset(name, abs, format, { replace });
       process.stdout.write(
         `registered ${entry.name} (${used}) -> ${entry.path}: ${corpus.items.length} items, ${corpus.queries.length} queries, ${judgedQueryIds(corpus).length} judged` +
           (warnings.unknownItemIds + warnings.unknownQueryIds > 0

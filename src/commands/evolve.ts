@@ -151,16 +151,7 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
  * DB_LOCKED before anything is deleted.
  */
 async function openRunDb(dbPath: string, fresh: boolean): Promise<CogrDb> {
-  const db = await openDb(dbPath, { logger: stderrLogger });
-  if (fresh) {
-    try {
-      await db.clear();
-    } catch (e) {
-      await db.close();
-      throw e;
-    }
-  }
-  return db;
+  return openDb(dbPath, { logger: stderrLogger, fresh });
 }
 
 async function runOne(db: CogrDb, corpus: Corpus, config: RunConfig, flags: RunFlags, reportPath?: string): Promise<RunResult> {
@@ -321,7 +312,7 @@ export function register(program: Command): void {
       DEFAULTS.demo.dataset,
     )
       .option('--eval-fraction <x>', `share of judged queries held out (default ${DEFAULTS.run.evalFraction})`)
-      .option('--fresh', 'delete the stored demo run first (under the database lock: refused while another run uses it)'),
+      .option('--fresh', 'delete the stored demo run first, also one whose cells cannot be read (under the database lock: refused while another run uses it)'),
     'the run database (default: $COGR_HOME/db)',
   ).action(async (flags: RunFlags) => {
     // The dataset by its identity (a name, or its absolute path): two spellings are one run.

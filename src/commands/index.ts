@@ -7,7 +7,9 @@
  *           (entities absent from it are removed); unchanged entities are not rewritten.
  *   search  --query <raw> --keywords "<kw1>|<kw2>" [--generation g] [--k 10] [--all] [--json]
  *   explain --query <raw> --keywords "<kw1>|..." --id <id> [--generation g] [--json]
- *   list    [--json]      diff --from a --to b [--json]      delete --generation g
+ *   list    [--json]      diff --from a --to b [--json]      delete --generation g [--force]
+ * delete refuses a generation that a step (or import) of the stored run uses, naming it,
+ * unless --force.
  * Every sub-command takes --db <dir> (default $COGR_HOME/db) and --side (default item);
  * search and explain also --k1 and --b (BM25, defaults 1.2 and 0.75). import and delete
  * write through the LevelDB (and its lock); search, explain, list and diff read the
@@ -24,6 +26,7 @@ import { PublishedIndex, type GenerationInfo } from '../../index/published.ts';
 import type { Side } from '../../index/types.ts';
 import type { Bm25Params, Probe } from '../../index/view.ts';
 import { idSchema, jsonlRecords } from '../datasets/common.ts';
+import { bestStep, RunState } from '../run/state.ts';
 import { renderTable } from '../table.ts';
 import { dbPath, parseChoice, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption } from './options.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
@@ -53,6 +56,19 @@ export async function importJsonl(store: KeywordIndexStore, side: Side, file: st
   }
   const res = await w.commitWithStats({ source: file, ...(opts.meta ?? {}) });
   return { generation: res.generation, entities, changed: res.changed, rejectedKeywords: res.rejectedKeywords };
+}
+
+/** The steps (and imports) of the stored run that use a generation, by name ("step r1-item (the run's best step)"). */
+async function generationUsers(db: CogrDb, side: Side, g: number): Promise<string[]> {
+  const state = new RunState(db);
+  const steps = await state.steps();
+  const best = bestStep(steps);
+  const out: string[] = [];
+  for (const s of steps) {
+    if ((side === 'item' ? s.itemGeneration : s.queryGeneration) === g) out.push(`step ${s.step}${s === best ? " (the run's best step)" : ''}`);
+  }
+  for (const i of await state.imports()) if (i.side === side && i.generation === g) out.push(`the import from ${i.source}`);
+  return out;
 }
 
 // ---- option parsing ---------------------------------------------------------------
@@ -153,8 +169,10 @@ export function register(program: Command): void {
       const view = await published(o).openView(side, gen);
       const generation = view.generation;
       const probe = probeOf(o);
-      let res = view.search(probe, { k, all: o.all ?? false, params });
-      if (ranker !== 'keywords') {
+      // As the search API: a probe with no searchable term matches nothing, and says so.
+      const fallback = view.hasSearchableTerm(probe) ? null : { reason: 'no_terms' as const, message: 'the query has no searchable term (blank, stop words only, or no word or keyword the generation knows)' };
+      let res = fallback ? { matched: 0, items: [] as { id: string; score: number }[] } : view.search(probe, { k, all: o.all ?? false, params });
+      if (ranker !== 'keywords' && !fallback) {
         if (side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
         const [planner, { rankMatched }] = await Promise.all([storedPlanner(dbPath(o.db)), import('../../generators/planner/ranking.ts')]);
         planner.attachOpposite(view);
@@ -164,10 +182,10 @@ export function register(program: Command): void {
       }
       const items = res.items.map((x) => ({ id: x.id, score: x.score }));
       if (o.json) {
-        out(JSON.stringify({ generation, matched: res.matched, rank: ranker, items }));
+        out(JSON.stringify({ generation, matched: res.matched, fallback, rank: ranker, items }));
         return;
       }
-      out(`${side} generation ${generation}: ${res.matched} matched`);
+      out(`${side} generation ${generation}: ${res.matched} matched${fallback ? ` (fallback no_terms: ${fallback.message})` : ''}`);
       if (items.length > 0) out(renderTable(['rank', 'id', 'score'], items.map((x, i) => [String(i + 1), x.id, x.score.toFixed(4)])));
     });
 
@@ -251,12 +269,24 @@ export function register(program: Command): void {
     });
 
   common(index.command('delete'))
-    .description('delete one generation (the others read exactly as before)')
+    .description('delete one generation (the others read exactly as before); a generation a step of the stored run uses is refused unless --force')
     .requiredOption('--generation <g>', 'the generation to delete')
-    .action(async (o: CommonOpts & { generation: string }) => {
+    .option('--force', "delete it even when a step of the stored run uses it (that step's result can then no longer be served)")
+    .action(async (o: CommonOpts & { generation: string; force?: boolean }) => {
       const side = parseSide('--side', o.side);
       const g = generationFlag('--generation', o.generation);
-      await withStore(o, false, (store) => store.deleteGeneration(side, g));
+      await withStore(o, false, async (store, db) => {
+        const users = await generationUsers(db, side, g);
+        if (users.length > 0 && !o.force) {
+          throw cogrError(
+            'INVALID_ARGUMENT',
+            `${side} generation ${g} is used by ${users.join(', ')} of the run stored in ${db.path}; deleting it would leave ${users.length > 1 ? 'them' : 'it'} without ${side} keywords (\`cogr serve\` could no longer serve the run's result); --force deletes it anyway`,
+            { side, generation: g, users },
+          );
+        }
+        await store.deleteGeneration(side, g);
+        if (users.length > 0) stderrLogger.warn(`deleted a generation the stored run uses (--force): ${users.join(', ')}; \`cogr verify\` reports them`);
+      });
       out(`deleted ${side} generation ${g}`);
     });
 }

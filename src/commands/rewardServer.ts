@@ -5,12 +5,13 @@
  *   cogr reward-server [--dataset <name|path>] [--db <dir>] [--round latest|<n>]
  *                      [--port 8081] [--host 127.0.0.1] [--token <T>] [--side query|item]
  *                      [--k-max 30] [--watch <seconds>] [--body-limit <bytes>]
- *                      [--include-held-out]
+ *                      [--include-dev] [--include-held-out]
  *
  * When the database holds a co-evolution run, the dataset defaults to the run's and only
- * the run's training queries are served: held-out queries and their judgements never
- * reach a trainer through rewards (a held-out id is NOT_FOUND) unless
- * --include-held-out says otherwise.
+ * the run's core training queries are served (coreIds: the training queries outside the
+ * dev split): dev queries, which decide adoption, and held-out queries, which measure
+ * the result, never reach a trainer through rewards (their ids are NOT_FOUND) unless
+ * --include-dev / --include-held-out say otherwise.
  */
 import type { Command } from 'commander';
 import { DEFAULTS } from '../../index/defaults.ts';
@@ -18,7 +19,7 @@ import { cogrError } from '../../index/errors.ts';
 import { stderrLogger, type Logger } from '../../index/log.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
-import { readRunAt } from '../run/state.ts';
+import { checkPublishedRunData, coreIds, readRunAt } from '../run/state.ts';
 import { listenUntilSignal } from '../server/listen.ts';
 import { buildRewardServer } from '../server/rewardServer.ts';
 import { LiveSnapshot } from '../server/state.ts';
@@ -28,6 +29,7 @@ import { parseIntFlag, parseServerFlags, parseSide, withServerOptions, type Serv
 interface RewardServerFlags extends ServerFlags {
   dataset?: string;
   includeHeldOut?: boolean;
+  includeDev?: boolean;
   side: string;
   kMax?: string;
 }
@@ -40,11 +42,17 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
   if (!flags.dataset && !run) throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${server.dbPath} holds no co-evolution run to take it from)`);
   // The dataset as the run read it (its recorded format), unless --dataset names another.
   const loaded = (flags.dataset ? await loadDataset(flags.dataset, { logger: log }) : await loadRunCorpus(run!.config, log)).corpus;
+  // Rewards from other judgements than the run's would be served without a word.
+  if (run && !flags.dataset) checkPublishedRunData(server.dbPath, run, loaded);
   let corpus = loaded;
-  if (run && !flags.includeHeldOut) {
-    const train = new Set(run.split.train);
-    corpus = { ...loaded, queries: loaded.queries.filter((q) => train.has(q.id)), relevant: new Map([...loaded.relevant].filter(([id]) => train.has(id))) };
-    log.info(`reward-server: serving the run's ${train.size} training queries only (held-out queries excluded; --include-held-out to serve them)`);
+  if (run && !(flags.includeHeldOut && flags.includeDev)) {
+    const core = coreIds(run.split);
+    const served = new Set([...core, ...(flags.includeDev ? run.split.dev : []), ...(flags.includeHeldOut ? run.split.eval : [])]);
+    corpus = { ...loaded, queries: loaded.queries.filter((q) => served.has(q.id)), relevant: new Map([...loaded.relevant].filter(([id]) => served.has(id))) };
+    const left = [...(flags.includeDev ? [] : [`${run.split.dev.length} dev (--include-dev)`]), ...(flags.includeHeldOut ? [] : [`${run.split.eval.length} held-out (--include-held-out)`])];
+    log.info(
+      `reward-server: serving the run's ${core.length} core training queries${flags.includeDev ? ` and ${run.split.dev.length} dev` : ''}${flags.includeHeldOut ? ` and ${run.split.eval.length} held-out` : ''} (${served.size} in all); not served: ${left.join(', ')}`,
+    );
   }
   const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: server.dbPath, round: server.round, corpus, log }), log);
   await live.reload();
@@ -70,6 +78,7 @@ export function register(program: Command): void {
     'the reward and admin endpoints',
   )
     .option('--dataset <name|path>', "dataset the generations were built from (default: the stored run's)")
+    .option('--include-dev', "also serve rewards for the run's dev queries (they decide which half-rounds are adopted: a trainer that sees them biases adoption)")
     .option('--include-held-out', "also serve rewards for the run's held-out queries (leaks their judgements to the trainer)")
     .option('--side <side>', 'side of a bare label without "query:" / "item:"', 'query')
     .option('--k-max <n>', `keyword budget K_max (default ${DEFAULTS.kMax})`)

@@ -18,7 +18,7 @@ import { stderrLogger, type Logger } from '../../index/log.ts';
 import { llmOptionsFromEnv } from '../../generators/llm.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
-import { readRunAt } from '../run/state.ts';
+import { checkPublishedRunData, readRunAt } from '../run/state.ts';
 import { buildSearchServer } from '../server/app.ts';
 import { KeywordWorkerPool } from '../server/keywordPool.ts';
 import { storeDriftProvider } from '../server/drift.ts';
@@ -53,6 +53,8 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   // Titles and item fields come from the dataset: --dataset, else the stored run's (in its recorded format).
   const run = flags.dataset ? null : await readRunAt(server.dbPath);
   const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : run ? (await loadRunCorpus(run.config, log)).corpus : undefined;
+  // The run's generations with another dataset's titles and planner texts would be served without a word.
+  if (run && corpus) checkPublishedRunData(server.dbPath, run, corpus);
   let keywordPool: KeywordWorkerPool | null = null;
   const pool = () => (keywordPool ??= new KeywordWorkerPool({ logger: log, ...(workers !== undefined ? { size: workers } : {}) }));
   const loader = storeSnapshotLoader({

@@ -3,7 +3,8 @@
  * (empty lines are skipped; ids may be strings or numbers and are kept as strings).
  *
  * - `items.jsonl`:   `{"id": "i1", "title": "Red sofa", "text": "A three-seat ...",
- *                     "fields": {"brand": "Acme"}}`  (`fields` optional, string values)
+ *                     "fields": {"brand": "Acme"}}`  (`fields` optional, string values; a
+ *                     field named `__proto__` is refused with DATA_FORMAT)
  * - `queries.jsonl`: `{"id": "q1", "text": "red couch"}`
  * - `qrels.jsonl`:   `{"query_id": "q1", "item_id": "i1", "grade": 2}`  (`grade` a
  *                     number, optional, default 1; grade >= 1 is relevant, 0 is judged
@@ -19,11 +20,27 @@ import type { Logger } from '../../index/log.ts';
 import type { Item } from '../../index/types.ts';
 import { CorpusBuilder, type ParsedDataset, idSchema, readJsonl } from './common.ts';
 
+/**
+ * An item's fields: string values. A field named `__proto__` is refused (DATA_FORMAT at
+ * its file and line), as the HTTP API refuses such keys: JSON.parse keeps it as an own
+ * key, but a plain object built from it would drop it (assigning `__proto__` sets the
+ * prototype), so it would vanish without a word. It is checked on the parsed value,
+ * before the record is copied.
+ */
+const fieldsSchema = z
+  .unknown()
+  .superRefine((v, ctx) => {
+    if (v !== null && typeof v === 'object' && Object.prototype.hasOwnProperty.call(v, '__proto__')) {
+      ctx.addIssue({ code: 'custom', path: ['__proto__'], message: 'a field may not be named "__proto__" (rename it)' });
+    }
+  })
+  .pipe(z.record(z.string(), z.string()));
+
 const itemLine = z.object({
   id: idSchema,
   title: z.string(),
   text: z.string(),
-  fields: z.record(z.string(), z.string()).optional(),
+  fields: fieldsSchema.optional(),
 });
 const queryLine = z.object({ id: idSchema, text: z.string().min(1) });
 const qrelLine = z.object({ query_id: idSchema, item_id: idSchema, grade: z.number().finite().optional().default(1) });

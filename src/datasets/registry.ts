@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, systemError } from '../../index/errors.ts';
 import { packageRoot } from '../../index/paths.ts';
 import { cogrHome, homePath } from '../home.ts';
 import { DATASET_FORMATS, type DatasetFormat } from './common.ts';
@@ -78,26 +78,45 @@ export function listDatasets(): DatasetEntry[] {
   return out;
 }
 
-/** Check a name and a folder for registration (nothing is written). */
-export function checkRegistration(name: string, path: string): string {
+/**
+ * Check a name and a folder for registration (nothing is written). A name registered
+ * already is refused unless `replace` (registering the same folder and format again
+ * changes nothing and is accepted): a run made on the old folder would otherwise meet
+ * other data under its dataset's name.
+ */
+export function checkRegistration(name: string, path: string, opts: { format?: DatasetFormat; replace?: boolean } = {}): string {
   if (!NAME.test(name)) {
     throw cogrError('INVALID_ARGUMENT', `name: ${JSON.stringify(name)} must be 1-64 letters, digits, ".", "_" or "-"`);
   }
   if (name in SHIPPED_DATASETS) throw cogrError('INVALID_ARGUMENT', `name: ${JSON.stringify(name)} is a shipped dataset`);
   const abs = resolve(path);
   if (!existsSync(abs) || !statSync(abs).isDirectory()) throw cogrError('DATA_MISSING', `${abs}: not a folder`, { path: abs });
+  const old = readRegistry().datasets[name];
+  if (old && !opts.replace && (old.path !== abs || old.format !== opts.format)) {
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `name: ${JSON.stringify(name)} is registered already (-> ${old.path}${old.format ? `, ${old.format}` : ''}); \`cogr datasets add --replace\` points it at ${abs} (a run made on the old folder then refuses to resume on other data), or choose another name`,
+      { name, registered: old.path },
+    );
+  }
   return abs;
 }
 
 function writeRegistry(reg: RegistryFile): void {
-  const file = registryPath(true);
-  writeFileSync(`${file}.tmp`, JSON.stringify(reg, null, 2) + '\n');
-  renameSync(`${file}.tmp`, file);
+  let file = join(cogrHome(), 'datasets.json');
+  try {
+    file = registryPath(true);
+    writeFileSync(`${file}.tmp`, JSON.stringify(reg, null, 2) + '\n');
+    renameSync(`${file}.tmp`, file);
+  } catch (e) {
+    // A full disk or a read-only home is named with the file, never a bare ENOSPC / EROFS.
+    throw systemError(e, `${file}.tmp`, 'writing the dataset registry') ?? e;
+  }
 }
 
-/** Record a dataset under a name in $COGR_HOME/datasets.json (replacing an earlier entry). */
-export function registerDataset(name: string, path: string, format?: DatasetFormat): DatasetEntry {
-  const abs = checkRegistration(name, path);
+/** Record a dataset under a name in $COGR_HOME/datasets.json (an earlier entry of the name only with `replace`). */
+export function registerDataset(name: string, path: string, format?: DatasetFormat, opts: { replace?: boolean } = {}): DatasetEntry {
+  const abs = checkRegistration(name, path, { ...(format ? { format } : {}), ...(opts.replace ? { replace: true } : {}) });
   const reg = readRegistry();
   reg.datasets[name] = format ? { path: abs, format } : { path: abs };
   writeRegistry(reg);

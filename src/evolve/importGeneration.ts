@@ -14,7 +14,7 @@ import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus, Side } from '../../index/types.ts';
 import { jsonlRecords } from '../datasets/common.ts';
 import { loadPlanner, policyStore } from '../run/policies.ts';
-import { coreIds, readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
+import { checkStoredRunData, coreIds, readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
 import { evaluateQueries, plannerKeywords, type QueryKeywordsFn } from './evaluate.ts';
 
 const ImportLine = z.object({
@@ -36,6 +36,7 @@ export function readKeywordFile(path: string, known: ReadonlySet<string>, side: 
 
 export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, path: string, logger: Logger = silentLogger): Promise<ImportRecord> {
   const run = await readStoredRun(db);
+  await checkStoredRunData(db, run, corpus);
   const store = new KeywordIndexStore(db);
   const policies = policyStore(db);
   const known = new Set(side === 'item' ? corpus.items.map((i) => i.id) : corpus.queries.map((q) => q.id));

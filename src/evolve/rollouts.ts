@@ -42,7 +42,7 @@ import { silentProgress } from '../progress.ts';
 import { scorerOptions } from '../run/config.ts';
 import { loadPlanner, loadPolicy, policyStore } from '../run/policies.ts';
 import { heldOutQueryScorer, queryOffers } from './run.ts';
-import { coreIds, frozenFor, readStoredRun } from '../run/state.ts';
+import { checkStoredRunData, coreIds, frozenFor, readStoredRun } from '../run/state.ts';
 
 export interface RolloutOptions {
   side: Side;
@@ -83,6 +83,7 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
   const logger = opts.logger ?? silentLogger;
   const progress = opts.progress ?? silentProgress;
   const run = await readStoredRun(db);
+  await checkStoredRunData(db, run, corpus);
   const { config } = run;
   const frozen = frozenFor(run, opts.side, opts.round);
   const store = new KeywordIndexStore(db);

@@ -58,6 +58,7 @@ import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
 import { configDifferences, parseRunConfig, scorerOptions, sftItemKeywordGrid, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '../run/policies.ts';
+import { checkRunData, dataFingerprint } from '../run/fingerprint.ts';
 import { adoptionTest, bestStep, coreIds, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type QuerySetF, type RankChoice, type RunSplit, type SetFloor, type StepRecord, type TrainStats } from '../run/state.ts';
 import { chooseRanker, evaluateQueries, plannerKeywords, pooledRankings } from './evaluate.ts';
 import { NO_FLOOR, type Floor } from '../../generators/planner/ranking.ts';
@@ -149,12 +150,19 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
       }
     }
   }
+  // The data: a resume on other items, queries, judgements (or the split they give) is
+  // refused before anything is written; a run stored before fingerprints gets one now.
+  const storedSplit = stored ? await state.split() : undefined;
+  const now = dataFingerprint(corpus, computeSplit(corpus, config));
+  const storedData = stored ? await state.data() : undefined;
+  if (storedData) checkRunData(db.path, config.dataset, storedData, now);
   await state.setConfig(config);
-  let split = await state.split();
+  let split = storedSplit;
   if (!split) {
     split = computeSplit(corpus, config);
     await state.setSplit(split);
   }
+  if (!storedData) await state.setData(storedSplit ? dataFingerprint(corpus, storedSplit) : now);
   const byId = new Map(corpus.queries.map((q) => [q.id, q]));
   const pick = (ids: readonly string[]) => ids.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
   const coreQueries = pick(coreIds(split));

@@ -2,7 +2,7 @@
  * The run store's files for readers: beside the generation files (index/published.ts),
  * the writer keeps in `<db>/published/`
  *
- *   run.json                 the run state (version, config, split, steps, imports), sealed,
+ *   run.json                 the run state (version, config, split, steps, imports, data), sealed,
  *                            rewritten (atomically) whenever the run state changes
  *   policy-<key>.json        each policy-store value (`policy-query-000001.json`, the list
  *                            of saved rounds `policy-query-rounds.json`), sealed
@@ -19,6 +19,7 @@ import { readSealedJson, writeSealedJson } from '../../index/sealed.ts';
 import { mkdir } from 'node:fs/promises';
 import type { KeyValueStore } from '../../generators/types.ts';
 import type { RunConfig } from './config.ts';
+import type { DataFingerprint } from './fingerprint.ts';
 import type { ImportRecord, RunSplit, StepRecord } from './state.ts';
 
 const RUN_FILE = 'run.json';
@@ -33,6 +34,8 @@ export interface PublishedRun {
   split: RunSplit | null;
   steps: StepRecord[];
   imports: ImportRecord[];
+  /** The fingerprint of the run's data (fingerprint.ts); absent in runs written before it. */
+  data?: DataFingerprint;
 }
 
 /** Write run.json from the run state's values (RunState calls this after every change). */

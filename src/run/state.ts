@@ -6,6 +6,10 @@
  *   split           → {train, dev, eval} query ids (fixed at the first step; dev ⊂ train)
  *   steps           → StepRecord[] (one per committed step, in order)
  *   imports         → ImportRecord[] (generations imported from external models)
+ *   data            → DataFingerprint (fingerprint.ts: digests of the items, queries,
+ *                     judgements and split the run was made on; a resume on other data is
+ *                     refused; a run written before it has none and gets it at its next
+ *                     resume)
  * Policies live in the `policies` sublevel (policies.ts), generations in the keyword
  * index (index/store.ts). Every change also rewrites `published/run.json`, the copy
  * readers use without the database (published.ts). A step is committed when its record is written, which happens
@@ -18,9 +22,10 @@
  */
 import type { CogrDb, JsonSublevel } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
-import type { Side } from '../../index/types.ts';
+import type { Corpus, Side } from '../../index/types.ts';
 import type { Ranker, RankingMetrics } from '../../generators/planner/ranking.ts';
 import { parseStoredConfig, type RunConfig } from './config.ts';
+import { checkRunData, dataFingerprint, parseFingerprint, type DataFingerprint } from './fingerprint.ts';
 import { publishRunState, readPublishedRun } from './published.ts';
 
 export const RUN_SUBLEVEL = 'run';
@@ -222,6 +227,7 @@ interface RunValues {
   split: RunSplit;
   steps: StepRecord[];
   imports: ImportRecord[];
+  data: DataFingerprint;
 }
 
 export class RunState {
@@ -272,12 +278,14 @@ export class RunState {
   /** Rewrite run.json, the readers' copy of the run state (published.ts). */
   async publish(): Promise<void> {
     const get = async <K extends keyof RunValues>(key: K) => (await this.sub.get(key)) as RunValues[K] | undefined;
+    const data = await get('data');
     await publishRunState(this.db, {
       runStateVersion: (await get('version')) ?? null,
       config: (await get('config')) ?? null,
       split: (await get('split')) ?? null,
       steps: (await get('steps')) ?? [],
       imports: (await get('imports')) ?? [],
+      ...(data !== undefined ? { data } : {}),
     });
   }
 
@@ -321,6 +329,14 @@ export class RunState {
   async steps(): Promise<StepRecord[]> {
     return (await this.get('steps')) ?? [];
   }
+  /** The fingerprint of the data the run was made on (undefined for a run written before fingerprints). */
+  async data(): Promise<DataFingerprint | undefined> {
+    const raw = await this.get('data');
+    return raw === undefined ? undefined : parseFingerprint(raw, this.db.path);
+  }
+  async setData(d: DataFingerprint): Promise<void> {
+    await this.put('data', d);
+  }
   async appendStep(rec: StepRecord): Promise<void> {
     const steps = await this.steps();
     steps.push(rec);
@@ -341,6 +357,8 @@ export interface StoredRun {
   config: RunConfig;
   split: RunSplit;
   steps: StepRecord[];
+  /** The fingerprint of its data (absent in runs stored before fingerprints; readRunAt only). */
+  data?: DataFingerprint;
 }
 
 /** The round of a side's generator as of the given steps: the last adopted step that trained it (SFT = 0). */
@@ -388,6 +406,16 @@ export async function readStoredRun(db: CogrDb): Promise<StoredRun> {
   const split = await state.split();
   if (!config || !split) throw cogrError('NOT_FOUND', `the database ${db.path} holds no co-evolution run (run cogr demo or cogr evolve first)`);
   return { config, split, steps: await state.steps() };
+}
+
+/**
+ * Refuse to work on a stored run with data other than its own (fingerprint.ts; the split
+ * is the stored one): INVALID_ARGUMENT naming what changed. A run without a fingerprint
+ * (written before them) is accepted.
+ */
+export async function checkStoredRunData(db: CogrDb, run: StoredRun, corpus: Corpus): Promise<void> {
+  const stored = await new RunState(db).data();
+  if (stored) checkRunData(db.path, run.config.dataset, stored, dataFingerprint(corpus, run.split));
 }
 
 /**
@@ -452,5 +480,15 @@ export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
   }
   const r = parseStoredConfig(doc.config);
   if (!r.success) throw cogrError('DB_CORRUPT', `the published run config of ${dbPath} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  return { config: r.data, split: doc.split, steps: doc.steps };
+  return { config: r.data, split: doc.split, steps: doc.steps, ...(doc.data !== undefined ? { data: parseFingerprint(doc.data, dbPath) } : {}) };
+}
+
+/**
+ * The run's dataset as loaded now, refused when it is not the data the run was made on
+ * (readers that take the dataset from the run: `serve`, `reward-server`).
+ */
+export function checkPublishedRunData(dbPath: string, run: StoredRun, corpus: Corpus): void {
+  if (run.data) {
+    checkRunData(dbPath, run.config.dataset, run.data, dataFingerprint(corpus, run.split), "serving it would pair the run's generations with other data: restore the data, name a dataset with --dataset, or rerun the run with --fresh");
+  }
 }

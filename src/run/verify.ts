@@ -14,6 +14,14 @@
  *   unpublished  the database holds it, no file does (a writer killed before writing them)
  *   lost         a file holds it, the database does not (it lost committed data, e.g. a
  *                damaged write-ahead log)
+ *   missing      a step of the stored run uses a generation that neither the database
+ *                nor the files hold (deleted with `index delete --force`): the run's result
+ *                cannot be served; nothing can repair it (rerun with --fresh)
+ *
+ * The database counts only when LevelDB can open it and every cell reads: a folder with
+ * table or log files but no CURRENT (or without the MANIFEST it names), or a table that
+ * cannot be read, is never intact (index/db.ts checkDbFiles; the files alone are then
+ * checked and reported).
  *
  * `--repair` (with the database lock, so never beside a writer) makes the files agree
  * with the database where that is safe: damaged and unpublished files are written again
@@ -24,16 +32,16 @@
 import { readdir, rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { openDb, type CogrDb } from '../../index/db.ts';
-import { isCogrError } from '../../index/errors.ts';
+import { isCogrError, levelError } from '../../index/errors.ts';
 import { PublishedIndex, publicInfo, publishedDir, unpublishGeneration, type GenerationInfo } from '../../index/published.ts';
 import { isTemporaryName } from '../../index/sealed.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { SIDES, type IndexEntry } from '../../index/types.ts';
 import { POLICY_SUBLEVEL } from './policies.ts';
 import { policyFile, publishPolicyValue, readPolicyFileAt, readPublishedRun } from './published.ts';
-import { RUN_SUBLEVEL, RunState } from './state.ts';
+import { RUN_SUBLEVEL, RunState, type StepRecord } from './state.ts';
 
-export type CheckStatus = 'ok' | 'damaged' | 'differs' | 'unpublished' | 'lost';
+export type CheckStatus = 'ok' | 'damaged' | 'differs' | 'unpublished' | 'lost' | 'missing';
 
 export interface CheckLine {
   /** What was checked: "item generation 3", "run state", "policy query:000001". */
@@ -47,7 +55,7 @@ export interface CheckLine {
 export interface VerifyReport {
   db: string;
   /** Whether the LevelDB was read: it is skipped (files only) while a writer holds it. */
-  database: 'checked' | 'locked' | 'missing' | { error: string };
+  database: 'checked' | 'locked' | 'missing' | { error: string; code?: string };
   lines: CheckLine[];
   /** Leftovers of killed writers: temporary files, cells of an unfinished staged commit (harmless; --repair removes them). */
   leftovers: string[];
@@ -64,6 +72,21 @@ interface FileState<T> {
   ok: boolean;
   value?: T;
   detail: string;
+}
+
+/** One line per run step whose item or query generation is not among `held` ("side:generation"). */
+function stepLines(steps: readonly StepRecord[], held: ReadonlySet<string>): CheckLine[] {
+  const out: CheckLine[] = [];
+  for (const s of steps) {
+    const gone = (['item', 'query'] as const).filter((side) => !held.has(`${side}:${side === 'item' ? s.itemGeneration : s.queryGeneration}`));
+    if (gone.length === 0) continue;
+    out.push({
+      what: `step ${s.step}`,
+      status: 'missing',
+      detail: `uses ${gone.map((side) => `${side} generation ${side === 'item' ? s.itemGeneration : s.queryGeneration}`).join(' and ')}, which the database does not hold (deleted?): ${s.adopted ? "the run's result cannot be served or resumed from it; " : ''}rerun with --fresh`,
+    });
+  }
+  return out;
 }
 
 export async function verifyProject(dbPath: string, opts: { repair?: boolean } = {}): Promise<VerifyReport> {
@@ -115,7 +138,7 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
     if (opts.repair) throw e;
     if (isCogrError(e, 'DB_LOCKED')) database = 'locked';
     else if (isCogrError(e, 'NOT_FOUND')) database = 'missing';
-    else database = { error: message(e) };
+    else database = { error: message(e), ...(isCogrError(e) ? { code: e.code } : {}) };
   }
   try {
     if (db) {
@@ -125,7 +148,12 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
           /* read through */
         }
       } catch (e) {
-        database = { error: `reading every cell failed: ${message(e)}` };
+        const named = levelError(e, dbPath);
+        database = { error: `reading every cell failed: ${message(named ?? e)}`, code: named?.code ?? 'DB_CORRUPT' };
+        // Nothing is compared with (or repaired from) a database that cannot be read.
+        if (opts.repair) throw named ?? e;
+        await db.close();
+        db = null;
       }
     }
     const store = db ? new KeywordIndexStore(db) : null;
@@ -185,7 +213,15 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
       const hasRun = (await sub.get('config')) !== undefined || (await sub.get('version')) !== undefined;
       if (hasRun || run) {
         const expected = hasRun
-          ? { runStateVersion: (await sub.get('version')) ?? null, config: (await sub.get('config')) ?? null, split: (await sub.get('split')) ?? null, steps: (await sub.get('steps')) ?? [], imports: (await sub.get('imports')) ?? [] }
+          ? {
+              runStateVersion: (await sub.get('version')) ?? null,
+              config: (await sub.get('config')) ?? null,
+              split: (await sub.get('split')) ?? null,
+              steps: (await sub.get('steps')) ?? [],
+              imports: (await sub.get('imports')) ?? [],
+              // Runs written before fingerprints have none, in the database and in run.json alike.
+              ...((await sub.get('data')) !== undefined ? { data: await sub.get('data') } : {}),
+            }
           : null;
         const line: CheckLine = !run
           ? { what: 'run state', status: 'unpublished', detail: 'the database holds a run, no run.json does' }
@@ -207,6 +243,8 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
         }
         lines.push(line);
       }
+      // The generations the run's steps use.
+      if (hasRun) lines.push(...stepLines(((await sub.get('steps')) as StepRecord[] | undefined) ?? [], stored));
       // Policies.
       const pol = db!.sublevel(POLICY_SUBLEVEL);
       const seen = new Set<string>();
@@ -249,6 +287,8 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
         lines.push({ what: `${side} generation ${g}`, status: file.ok ? 'ok' : 'damaged', detail: file.detail });
       }
       if (run) lines.push({ what: 'run state', status: run.ok ? 'ok' : 'damaged', detail: run.detail });
+      const steps = run?.ok ? (run.value as { steps?: StepRecord[] }).steps : undefined;
+      if (steps) lines.push(...stepLines(steps, new Set(gens.keys())));
       for (const [key, file] of policyFiles) lines.push({ what: `policy ${key}`, status: file.ok ? 'ok' : 'damaged', detail: file.detail });
     }
   } finally {

@@ -91,6 +91,8 @@ export function searchSchemas(l: SearchLimits) {
       .string({ error: 'required, a string' })
       .min(1, 'must not be empty')
       .max(l.maxQueryLength, `longer than ${l.maxQueryLength} characters`)
+      // Blank is empty, as for a program's text (a 400); other texts with no searchable term are fallback no_terms.
+      .refine((s) => s.trim().length > 0, 'must not be empty')
       .describe('the query text'),
     k: z.coerce
       .number({ error: 'expected an integer' })
@@ -153,7 +155,10 @@ const KeywordsUsedSchema = z.object({
   source: z.string().describe('generator name, or "raw" on fallback'),
   cached: z.boolean(),
 });
-const FallbackSchema = z.object({ reason: z.enum(['timeout', 'busy', 'error', 'no_generator', 'empty']), message: z.string() }).nullable();
+const FallbackSchema = z
+  .object({ reason: z.enum(['timeout', 'busy', 'error', 'no_generator', 'empty', 'no_terms']), message: z.string() })
+  .nullable()
+  .describe('why the generated keywords are missing; no_terms: the text has no searchable term (blank, stop words only, or no word the served items know), and nothing is matched for it');
 export const SearchResponseSchema = z.object({
   round: z.number().nullable(),
   generation: z.number(),
@@ -349,16 +354,18 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     const p = parseOrThrow(schemas.searchQuery, req.query, 'INVALID_ARGUMENT');
     const kw = await resolveText(snap, version, p.q);
     const probe = { self: p.q, keywords: kw.keywords };
+    // A query with no searchable term matches nothing (not the items likeliest a priori).
+    const noTerms = kw.fallback?.reason === 'no_terms';
     // The served set's order and floor (the run's choice): from the planner in the keyword workers, else keyword-bag BM25.
-    const ranked = await rankServed(snap, p.q, kw.keywords, p.k);
-    const res = ranked.set ?? snap.item.search(probe, { k: p.k });
+    const ranked = noTerms ? null : await rankServed(snap, p.q, kw.keywords, p.k);
+    const res = ranked === null ? { matched: 0, items: [] as { id: string; score: number }[] } : (ranked.set ?? snap.item.search(probe, { k: p.k }));
     return {
       round: snap.round,
       generation: snap.item.generation,
       query: p.q,
       keywords: { generated: kw.keywords, raw: normalizeSelf(p.q), source: kw.source, cached: kw.cached },
       fallback: kw.fallback,
-      ranking: ranked.info,
+      ...(ranked ? { ranking: ranked.info } : {}),
       matched: res.matched,
       items: res.items.map((h) => {
         const title = snap.titles.get(h.id);
@@ -367,7 +374,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
           id: h.id,
           score: h.score,
           ...(title !== undefined ? { title } : {}),
-          ...(ex ? { explain: { ...explainJson(ex), ranking: { ranker: ranked.info.ranker, score: h.score, keywordScore: ex.score } } } : {}),
+          ...(ex ? { explain: { ...explainJson(ex), ...(ranked ? { ranking: { ranker: ranked.info.ranker, score: h.score, keywordScore: ex.score } } : {}) } } : {}),
         };
       }),
     };
@@ -414,8 +421,9 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     const resolved = await Promise.all(texts.map((t) => resolveText(snap, version, t)));
     const textKeywords = new Map<string, readonly string[]>();
     texts.forEach((t, i) => textKeywords.set(t, resolved[i].keywords));
+    const noTerms = new Set(texts.filter((_, i) => resolved[i].fallback?.reason === 'no_terms'));
     const meter = new WorkMeter(limits.maxProgramWork);
-    const result = await runProgram(program, { view: snap.item, fieldIndex: caches.fieldIndex(snap), textKeywords }, b.k, meter);
+    const result = await runProgram(program, { view: snap.item, fieldIndex: caches.fieldIndex(snap), textKeywords, noTerms }, b.k, meter);
     const explained = b.explain ? await explainProgramHits(snap.item, result, meter) : null;
     return {
       round: snap.round,

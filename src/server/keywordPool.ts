@@ -25,6 +25,7 @@ import type { Item } from '../../index/types.ts';
 import type { ViewData } from '../../index/view.ts';
 import type { QueryGeneratorDocument } from './queryGenerator.ts';
 import type { Floor, Ranker } from '../../generators/planner/ranking.ts';
+import { NoSearchableTerms } from './state.ts';
 
 export interface KeywordPoolOptions {
   /** Worker threads; default one less than the cores (at least 1, at most 4). */
@@ -70,6 +71,7 @@ export type FromWorker =
   | { t: 'loaded'; key: string; error?: string }
   | { t: 'result'; id: number; keywords: string[] }
   | { t: 'ranked'; id: number; ranked: RankedSet }
+  | { t: 'noTerms'; id: number }
   | { t: 'error'; id: number; message: string };
 
 /** The queue is full: the caller falls back at once. */
@@ -158,6 +160,7 @@ export class KeywordWorkerPool {
     slot.busy = null;
     if (m.t === 'result') (task.resolve as (k: string[]) => void)(m.keywords);
     else if (m.t === 'ranked') (task.resolve as (r: RankedSet) => void)(m.ranked);
+    else if (m.t === 'noTerms') task.reject(new NoSearchableTerms(task.text));
     else task.reject(new Error(m.message));
     this.dispatch();
   }

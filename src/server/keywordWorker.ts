@@ -6,6 +6,7 @@ import { parentPort } from 'node:worker_threads';
 import { KeywordView } from '../../index/view.ts';
 import type { FromWorker, ToWorker } from './keywordPool.ts';
 import { rebuildQueryGenerator, type QueryPlanner } from './queryGenerator.ts';
+import { NoSearchableTerms } from './state.ts';
 
 const port = parentPort;
 if (!port) throw new Error('keywordWorker.ts runs as a worker thread');
@@ -44,6 +45,6 @@ port.on('message', (m: ToWorker) => {
     .then(() => planner.plan(m.text))
     .then(
       (keywords) => reply({ t: 'result', id: m.id, keywords }),
-      (e: unknown) => reply({ t: 'error', id: m.id, message: e instanceof Error ? e.message : String(e) }),
+      (e: unknown) => reply(e instanceof NoSearchableTerms ? { t: 'noTerms', id: m.id } : { t: 'error', id: m.id, message: e instanceof Error ? e.message : String(e) }),
     );
 });

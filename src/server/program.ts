@@ -313,6 +313,8 @@ export interface ProgramContext {
   fieldIndex: FieldIndex;
   /** Generated keywords per `text` value (normalised); absent → raw text only. */
   textKeywords: ReadonlyMap<string, readonly string[]>;
+  /** `text` values with no searchable term (fallback no_terms): they match nothing. */
+  noTerms?: ReadonlySet<string>;
 }
 
 /** A `text` node's probe in the view: its keyword ordinals (matching) and word ordinals (ranking). */
@@ -333,7 +335,7 @@ async function textProbe(ctx: EvalContext, text: string, meter: WorkMeter, path:
   let chars = text.length;
   for (const k of keywords) chars += k.length;
   await meter.add(1 + chars * TEXT_UNITS_PER_CHAR, path);
-  p = ctx.view.probeOrdinals({ self: text, keywords });
+  p = ctx.noTerms?.has(text) ? { keywords: [], words: [] } : ctx.view.probeOrdinals({ self: text, keywords });
   ctx.probes.set(text, p);
   return p;
 }

@@ -13,6 +13,9 @@ import type { KeyValueStore } from '../../generators/types.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { rankMatched, servedSet } from '../../generators/planner/ranking.ts';
 import type { RankedSet, RankRequest } from './keywordPool.ts';
+import { RelevanceModel } from '../../generators/planner/relevance.ts';
+import { textTokens } from '../../index/analyzer.ts';
+import { NoSearchableTerms } from './state.ts';
 import { cogrError } from '../../index/errors.ts';
 import { listPolicyRounds } from '../run/policies.ts';
 
@@ -54,9 +57,18 @@ export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: Key
   // Build the lazily made structures (text index, per-view maps) now, at load, not in the first request.
   planner.plan({ id: '\u0000warm-up', text: 'warm up' });
   planner.clearCache();
+  const relevance = planner.relevance instanceof RelevanceModel ? planner.relevance : null;
+  // A text none of whose words occurs in the items' texts or keywords has nothing to plan
+  // from: the planner would offer the keywords of the items likeliest a priori.
+  const searchable = (text: string): boolean => {
+    if (relevance !== null && relevance.knownWords(text) > 0) return true;
+    for (const w of textTokens(text, itemView.analyzer)) if (itemView.wordOrdinal(w) >= 0) return true;
+    return false;
+  };
   return {
     // Greedy decoding: the same query always gets the same keywords (and caches well).
     async plan(text: string): Promise<string[]> {
+      if (!searchable(text)) throw new NoSearchableTerms(text);
       const out = await planner.generate('query', [{ id: 'http', text }], { samples: 1, temperature: 0 });
       const s = out[0]?.[0];
       if (!s || s.format !== 'ok') throw new Error('the generator output is not a keyword list');

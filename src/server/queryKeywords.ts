@@ -1,7 +1,9 @@
 /**
  * Query keywords for the search API: the served round's query-side generator, behind
  * an LRU cache and a time budget. When the generator fails or runs out of time the
- * search falls back to the raw query string as its only keyword, and says so.
+ * search falls back to the raw query string as its only keyword, and says so. A text with
+ * no searchable term (no word at all, or — the planner says — none the served items
+ * know) is `no_terms`: nothing is searched for it.
  *
  * The cache is keyed by (snapshot version, normalised query text), so a generation
  * switch never serves keywords of the previous round's generator. Requests for the same
@@ -12,9 +14,10 @@
 import { normalizeKeywordSet, normalizeSelf } from '../../index/normalize.ts';
 import { isCogrError } from '../../index/errors.ts';
 import { KeywordPoolBusy } from './keywordPool.ts';
-import type { QueryKeywordSource } from './state.ts';
+import { textTokens } from '../../index/analyzer.ts';
+import { NoSearchableTerms, type QueryKeywordSource } from './state.ts';
 
-export type FallbackReason = 'timeout' | 'busy' | 'error' | 'no_generator' | 'empty';
+export type FallbackReason = 'timeout' | 'busy' | 'error' | 'no_generator' | 'empty' | 'no_terms';
 
 export interface ResolvedKeywords {
   /** Normalised generated keywords (empty on fallback). */
@@ -107,6 +110,9 @@ export class QueryKeywordResolver {
   }
 
   async resolve(source: QueryKeywordSource | null, version: number, text: string): Promise<ResolvedKeywords> {
+    // A text without a single word (blank, punctuation, stop words only) is not searched,
+    // whatever the generator: there is nothing to generate keywords from.
+    if (textTokens(text).length === 0) return this.fallback('no_terms', new NoSearchableTerms(text, 'no_words').message);
     if (!source) return this.fallback('no_generator', 'no query-side generator is configured for this round');
     const key = `${version}\u0000${source.name}\u0000${normalizeSelf(text)}`;
     const hit = this.cache.get(key);
@@ -139,6 +145,7 @@ export class QueryKeywordResolver {
       return { keywords, source: source.name, cached: false, fallback: null };
     } catch (e) {
       f.waiting--;
+      if (e instanceof NoSearchableTerms) return this.fallback('no_terms', e.message);
       if (e instanceof KeywordPoolBusy) return this.fallback('busy', e.message);
       if (isCogrError(e, 'ABORTED')) return this.fallback('timeout', `keyword generation exceeded ${this.opts.budgetMs} ms`);
       return this.fallback('error', e instanceof Error ? e.message : String(e));

@@ -26,9 +26,26 @@ import type { RankedSet, RankRequest } from './keywordPool.ts';
 export interface QueryKeywordSource {
   /** A short name reported in responses ("embedded", "openai", ...). */
   readonly name: string;
+  /** The text's keywords; rejects with NoSearchableTerms when the text has no word the served data knows. */
   keywords(text: string, signal: AbortSignal): Promise<string[]>;
   /** The served set ordered by a ranker other than keywords (the embedded planner only). */
   rank?(req: RankRequest, signal: AbortSignal): Promise<RankedSet>;
+}
+
+/**
+ * A query text with no searchable term: no word (stop words aside) at all, or — for a
+ * source that knows the served data, such as the query planner — none that occurs in the
+ * items' texts or keywords. Search answers it with `fallback: no_terms` and nothing
+ * matched, instead of keywords invented for a text that says nothing.
+ */
+export class NoSearchableTerms extends Error {
+  constructor(
+    readonly text: string,
+    why: 'no_words' | 'unknown_words' = 'unknown_words',
+  ) {
+    super(`the query has no searchable term (${text.trim() === '' ? 'it is blank' : why === 'no_words' ? 'it has no word but stop words and punctuation' : 'no word of it occurs in the served items'})`);
+    this.name = 'NoSearchableTerms';
+  }
 }
 
 export interface GenerationInfo {

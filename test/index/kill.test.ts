@@ -1,6 +1,7 @@
 /**
  * Crash safety: a child process committing a big generation is killed with SIGKILL at
- * random moments (mostly while the LevelDB batch is being written, or its files); on
+ * random points of its work (while its LevelDB batch is written, after one of the
+ * batches of a staged commit, between the commit and its files); on
  * reopening, each generation is either absent or complete and equal to what that child
  * was committing, in the database and in the published files readers use.
  */
@@ -20,8 +21,13 @@ const dir = mkdtempSync(join(tmpdir(), 'cogr-kill-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const N = 2_500;
 
-/** Run the child; kill it `delayMs` after it prints "writing" (or never when null). Staged: many small batches. */
-function runChild(path: string, seed: number, delayMs: number | null, staged = false): Promise<{ killed: boolean; out: string; writeMs: number }> {
+/**
+ * Run the child; kill it with SIGKILL as soon as it reports `killAt` ("writing", "batch <k>",
+ * "committed"; never when null). The kill moment is a point of the child's work, not a
+ * time: on a busy machine the child is slower and the kill lands at the same point.
+ * Staged: many small batches.
+ */
+function runChild(path: string, seed: number, killAt: string | null, staged = false): Promise<{ killed: boolean; out: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/commit-big.ts', path, String(N), String(seed), ...(staged ? ['1500'] : [])], {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -29,20 +35,14 @@ function runChild(path: string, seed: number, delayMs: number | null, staged = f
     let out = '';
     let err = '';
     let killed = false;
-    let writingAt = 0;
     child.stdout.on('data', (d) => {
       out += String(d);
-      if (writingAt === 0 && out.includes('writing')) writingAt = Date.now();
-      if (delayMs !== null && !killed && out.includes('writing')) {
-        setTimeout(() => {
-          killed = child.kill('SIGKILL');
-        }, delayMs);
-      }
+      if (killAt !== null && !killed && out.split('\n').includes(killAt)) killed = child.kill('SIGKILL');
     });
     child.stderr.on('data', (d) => (err += String(d)));
     child.on('error', reject);
     child.on('exit', (code, signal) => {
-      if (signal === 'SIGKILL' || code === 0) resolve({ killed: signal === 'SIGKILL', out, writeMs: writingAt === 0 ? 0 : Date.now() - writingAt });
+      if (signal === 'SIGKILL' || code === 0) resolve({ killed: signal === 'SIGKILL', out });
       else reject(new Error(`child failed (${code}): ${err}`));
     });
   });
@@ -55,16 +55,17 @@ describe('a commit killed midway', () => {
     // A first complete generation, so later commits build on a base.
     const first = await runChild(path, 1000, null);
     expect(first.out).toContain('done 0');
-    // The first run's batch write (and close) time spreads the kill moments over it.
-    const full = first.writeMs;
     let killedMid = 0;
     const seeds: number[] = [];
     for (let run = 0; run < 6; run++) {
       const seed = 2000 + run;
       seeds.push(seed);
-      const delay = Math.floor(rng() * Math.max(20, full * 0.6));
-      // Odd runs stage their commit over ~20 batches (what commits of millions do).
-      const r = await runChild(path, seed, delay, run % 2 === 1);
+      // Odd runs stage their commit over ~20 batches (what commits of millions do), and are
+      // killed after one of their ~36 batches; the others while their one batch is
+      // written or between its commit and its files.
+      const staged = run % 2 === 1;
+      const killAt = staged ? (rng() < 0.2 ? 'writing' : `batch ${1 + Math.floor(rng() * 30)}`) : rng() < 0.6 ? 'writing' : 'committed';
+      const r = await runChild(path, seed, killAt, staged);
       if (r.killed && !r.out.includes('done')) killedMid++;
     }
     // Readers (the published files) see only complete generations, each one of ours.
@@ -110,5 +111,5 @@ describe('a commit killed midway', () => {
     }
     // At least some runs must really have died in the middle for the test to mean anything.
     expect(killedMid).toBeGreaterThan(0);
-  }, 180_000);
+  }, 900_000); // bounded by its work (seven commits, six kills), not by time: the limit only stops a hang
 });

@@ -362,6 +362,23 @@ describe('cogr datasets (CLI)', () => {
     expect(r.stderr).toBe(`error[DATA_FORMAT]: ${join(d, 'items.jsonl')}:1:27: not valid UTF-8 (byte 0xE9 at offset 26); data files must be UTF-8 (convert it, e.g. iconv -f latin1 -t utf-8)\n`);
     expect(JSON.parse(cli(['datasets', '--json'], { COGR_HOME: home }).stdout).datasets.map((x: { name: string }) => x.name)).not.toContain('lat');
   });
+  it('an item field named __proto__ is refused naming file:line (never dropped); constructor and toString are kept', async () => {
+    const d = join(home, 'proto-fields');
+    mkdirSync(d);
+    writeFileSync(join(d, 'queries.jsonl'), '{"id": "q1", "text": "cafe"}\n');
+    writeFileSync(join(d, 'qrels.jsonl'), '{"query_id": "q1", "item_id": "i1"}\n');
+    writeFileSync(join(d, 'items.jsonl'), '{"id": "i1", "title": "a", "text": "x", "fields": {"constructor": "y", "toString": "z"}}\n');
+    const { corpus } = await loadDataset(d);
+    expect(Object.entries(corpus.items[0].fields!)).toEqual([
+      ['constructor', 'y'],
+      ['toString', 'z'],
+    ]);
+    writeFileSync(join(d, 'items.jsonl'), '{"id": "i1", "title": "a", "text": "x"}\n{"id": "i2", "title": "b", "text": "x", "fields": {"__proto__": "x", "brand": "Acme"}}\n');
+    const r = cli(['datasets', 'add', 'proto', d], { COGR_HOME: home });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe(`error[DATA_FORMAT]: ${join(d, 'items.jsonl')}:2: field "fields.__proto__": a field may not be named "__proto__" (rename it)\n`);
+    expect(JSON.parse(cli(['datasets', '--json'], { COGR_HOME: home }).stdout).datasets.map((x: { name: string }) => x.name)).not.toContain('proto');
+  });
   it('malformed data exits non-zero with error[CODE] and file:line', () => {
     mkdirSync(join(home, 'x'));
     const r = cli(['baseline', 'bm25', '--dataset', fx('trec-bad')], { COGR_HOME: home });

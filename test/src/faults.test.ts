@@ -218,12 +218,8 @@ describe('readers beside a training demo', () => {
     rewards.kill('SIGTERM');
     const steps = (JSON.parse(trained.out) as { steps: { itemGeneration: number; queryGeneration: number }[] }).steps;
     const finalItem = steps.at(-1)!.itemGeneration;
-    // serve catches up with the last generation...
-    for (let i = 0; i < 200; i++) {
-      const h = (await (await fetch(`${base}/health`)).json()) as { generation: number };
-      if (h.generation === finalItem) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // serve catches up with the last generation (waited for, not timed: its watch is slower on a busy machine)...
+    while (((await (await fetch(`${base}/health`)).json()) as { generation: number }).generation !== finalItem) await new Promise((r) => setTimeout(r, 50));
     expect(((await (await fetch(`${base}/v1/search?q=t0w3`)).json()) as { generation: number }).generation).toBe(finalItem);
     serve.kill('SIGTERM');
     const serveLog = (await serve.done).err;

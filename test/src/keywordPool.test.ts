@@ -1,19 +1,23 @@
 /**
  * Keyword generation off the event loop (src/server/keywordPool.ts), with real worker
  * threads: the real worker answers exactly what the generator answers in process; the
- * time budget falls back to the raw query while a worker is busy, and the late answer
+ * time budget falls back to the raw query while a worker is busy (held until the test
+ * releases it), and the late answer
  * still fills the cache; queued requests whose budget ran out never reach a worker; a
  * full queue is refused at once; a crashed worker fails only its request and is replaced.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import type { KeywordView } from '../../index/view.ts';
 import { KeywordView as View } from '../../index/view.ts';
 import { runSft } from '../../generators/sft.ts';
 import { shareAll } from '../../workers/shared.ts';
 import { KeywordWorkerPool } from '../../src/server/keywordPool.ts';
 import { QueryKeywordResolver } from '../../src/server/queryKeywords.ts';
-import type { QueryKeywordSource } from '../../src/server/state.ts';
+import { NoSearchableTerms, type QueryKeywordSource } from '../../src/server/state.ts';
 import { generatorKeywordSource } from '../../src/server/storeLoader.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
@@ -48,9 +52,15 @@ describe('the real keyword worker', () => {
     const p = pool({ size: 2 });
     await p.load('k1', { doc: doc as never, view: itemView.data, items: corpus.items });
     const texts = [...corpus.queries.map((q) => q.text), 't0w3 t1w4 study', 'nothing known here'];
-    const got = await Promise.all(texts.map((t) => p.plan('k1', t)));
-    for (let i = 0; i < texts.length; i++) expect(got[i]).toEqual(await inProcess.keywords(texts[i], new AbortController().signal));
-    expect(got.some((k) => k.length > 0)).toBe(true);
+    // Keywords, or the refusal of a text none of whose words the items know (NoSearchableTerms).
+    const outcome = (p: Promise<string[]>) => p.then((k) => ({ keywords: k }), (e: unknown) => ({ refused: e instanceof NoSearchableTerms ? 'no_terms' : String(e) }));
+    const got = await Promise.all(texts.map((t) => outcome(p.plan('k1', t))));
+    for (let i = 0; i < texts.length - 1; i++) expect(got[i]).toEqual(await outcome(inProcess.keywords(texts[i], new AbortController().signal)));
+    expect(got.some((k) => 'keywords' in k && k.keywords.length > 0)).toBe(true);
+    // A text no item knows a word of: the bare planner would offer the keywords of the
+    // items likeliest a priori; the served one refuses it, and search answers no_terms.
+    expect(await outcome(inProcess.keywords(texts.at(-1)!, new AbortController().signal))).toMatchObject({ keywords: expect.arrayContaining([expect.any(String)]) });
+    expect(got.at(-1)).toEqual({ refused: 'no_terms' });
     // A generator that cannot be rebuilt fails the load, naming why.
     await expect(p.load('bad', { doc: { ...doc, json: { version: 99 } } as never, view: itemView.data, items: null })).rejects.toMatchObject({ code: 'WORKER_ERROR' });
   });
@@ -60,12 +70,25 @@ describe('the pool', () => {
   it('lets the budget fall back while a worker is busy; the late answer fills the cache', async () => {
     const p = pool({ size: 1, workerEntry: SCRIPTED });
     await p.load('k', { doc: doc as never, view: itemView.data, items: null });
-    const source: QueryKeywordSource = { name: 'scripted', keywords: (text, signal) => p.plan('k', text, signal) };
+    const plans: Promise<string[]>[] = [];
+    const source: QueryKeywordSource = {
+      name: 'scripted',
+      keywords: (text, signal) => {
+        const plan = p.plan('k', text, signal);
+        plans.push(plan);
+        return plan;
+      },
+    };
     const resolver = new QueryKeywordResolver({ budgetMs: 20, cacheSize: 10 });
+    // The worker is held until the test releases it: never faster than the budget, however busy the machine.
+    const releaseDir = mkdtempSync(join(tmpdir(), 'cogr-pool-'));
+    onTestFinished(() => rmSync(releaseDir, { recursive: true, force: true }));
+    const release = join(releaseDir, 'release');
+    const held = `hold ${release}`;
     // The event loop stays free while the worker works: a timer fires before the answer.
     const order: string[] = [];
     const timer = new Promise<void>((r) => setTimeout(() => (order.push('timer'), r()), 1));
-    const first = await resolver.resolve(source, 1, 'block 400');
+    const first = await resolver.resolve(source, 1, held);
     order.push('resolved');
     await timer;
     expect(first.fallback).toEqual({ reason: 'timeout', message: 'keyword generation exceeded 20 ms' });
@@ -73,13 +96,14 @@ describe('the pool', () => {
     // Meanwhile queued requests run out of budget and are dropped before reaching the worker.
     const dropped = await resolver.resolve(source, 1, 'never planned');
     expect(dropped.fallback?.reason).toBe('timeout');
-    // The blocked generation finishes and fills the cache.
-    await new Promise<void>((r) => {
-      const poll = () => (p.queued === 0 ? setTimeout(r, 450) : setTimeout(poll, 20));
-      poll();
-    });
-    const again = await resolver.resolve(source, 1, 'block 400');
-    expect(again).toEqual({ keywords: ['block', '400'], source: 'scripted', cached: true, fallback: null });
+    expect(p.queued).toBe(0);
+    // The held generation finishes and fills the cache.
+    writeFileSync(release, '');
+    expect(await plans[0]).toEqual(['hold', release]);
+    await new Promise((r) => setImmediate(r));
+    const again = await resolver.resolve(source, 1, held);
+    // (keywords normalised: the file's path loses its edge punctuation)
+    expect(again).toMatchObject({ keywords: ['hold', expect.stringContaining('release')], source: 'scripted', cached: true, fallback: null });
     // The dropped one never ran: it is not cached and is generated now.
     const now = await new QueryKeywordResolver({ budgetMs: 5000, cacheSize: 10 }).resolve(source, 1, 'never planned');
     expect(now.keywords).toEqual(['never', 'planned']);

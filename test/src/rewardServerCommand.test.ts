@@ -6,14 +6,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../index/db.ts';
 import { loadDataset } from '../../src/datasets/index.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
+import { coreIds } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
 const root = join(__dirname, '../..');
 let dir = '';
-let child: ChildProcess | null = null;
+const children: ChildProcess[] = [];
 let base = '';
-let split: { train: string[]; eval: string[] };
+let withDev = '';
+let split: { train: string[]; dev: string[]; eval: string[] };
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cogr-rs-cmd-'));
@@ -29,34 +31,59 @@ beforeAll(async () => {
   const res = await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, dataset: ds, rounds: 1 });
   split = res.split;
   await db.close();
-  child = spawn(process.execPath, [join(root, 'bin/cogr.mjs'), 'reward-server', '--db', join(dir, 'db'), '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  base = await new Promise<string>((resolveP, reject) => {
+  base = await startServer([]);
+  withDev = await startServer(['--include-dev']);
+}, 120_000);
+
+/** A reward server on the stored run, started as a child process; its base URL once it listens. */
+function startServer(extra: string[]): Promise<string> {
+  const child = spawn(process.execPath, [join(root, 'bin/cogr.mjs'), 'reward-server', '--db', join(dir, 'db'), '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  return new Promise<string>((resolveP, reject) => {
     let err = '';
-    child!.stderr!.on('data', (d: Buffer) => {
+    child.stderr!.on('data', (d: Buffer) => {
       err += d.toString();
       const m = /address=(http:\/\/127\.0\.0\.1:\d+)/.exec(err);
       if (m) resolveP(m[1]);
     });
-    child!.on('exit', (code) => reject(new Error(`reward-server exited ${code}: ${err}`)));
+    child.on('exit', (code) => reject(new Error(`reward-server exited ${code}: ${err}`)));
   });
-}, 120_000);
+}
 
 afterAll(() => {
-  child?.kill('SIGTERM');
+  for (const c of children) c.kill('SIGTERM');
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function reward(id: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${base}/v1/reward/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id, keywords: ['t0w0'] }) });
+async function reward(id: string, at = base): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${at}/v1/reward/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id, keywords: ['t0w0'] }) });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
 describe('cogr reward-server on a stored run', () => {
-  it('takes the dataset from the run and serves rewards for training queries', async () => {
-    const r = await reward(split.train[0]);
-    expect(r.status).toBe(200);
-    expect(r.body.id).toBe(split.train[0]);
-    expect(typeof r.body.reward).toBe('number');
+  it('takes the dataset from the run and serves rewards for core training queries', async () => {
+    const core = coreIds(split);
+    expect(core.length).toBeGreaterThan(0);
+    for (const id of [core[0], core[core.length - 1]]) {
+      const r = await reward(id);
+      expect(r.status).toBe(200);
+      expect(r.body.id).toBe(id);
+      expect(typeof r.body.reward).toBe('number');
+    }
+  });
+
+  it('refuses dev queries (they decide adoption) unless --include-dev', async () => {
+    expect(split.dev.length).toBeGreaterThan(0);
+    for (const id of split.dev) {
+      const r = await reward(id);
+      expect(r.status).toBe(404);
+      expect(JSON.stringify(r.body)).toContain(id);
+      const served = await reward(id, withDev);
+      expect(served.status).toBe(200);
+      expect(typeof served.body.reward).toBe('number');
+    }
+    // --include-dev does not open the held-out queries.
+    expect((await reward(split.eval[0], withDev)).status).toBe(404);
   });
 
   it('refuses held-out queries: their judgements never reach a trainer', async () => {

@@ -139,7 +139,7 @@ describe('GET /v1/search', () => {
   });
 
   it('takes query keywords from an OpenAI-compatible endpoint, falling back when it is too slow', async () => {
-    // A local chat-completions server: JSON keywords, or a reply after 3 s for "slow" queries.
+    // A local chat-completions server: JSON keywords, or no reply at all for "slow" queries.
     let calls = 0;
     const llm = createServer((req, res) => {
       let body = '';
@@ -161,15 +161,18 @@ describe('GET /v1/search', () => {
             }),
           );
         };
-        if (slow) setTimeout(reply, 3000);
-        else reply();
+        // A slow query is never answered (the connection is closed at the end): it falls
+        // back within its budget however fast or busy the machine is.
+        if (!slow) reply();
       });
     });
     await new Promise<void>((r) => llm.listen(0, '127.0.0.1', () => r()));
     const port = (llm.address() as { port: number }).port;
     try {
       const gen = new OpenAIGenerator({ baseURL: `http://127.0.0.1:${port}/v1`, model: 'm', apiKey: 'k', maxRetries: 0 });
-      const { base } = await start({ source: generatorKeywordSource(gen), limits: { keywordBudgetMs: 300 } });
+      // A budget far above a loopback answer on a busy machine, and a small one for the query never answered.
+      const { base } = await start({ source: generatorKeywordSource(gen), limits: { keywordBudgetMs: 30_000 } });
+      const { base: tight } = await start({ source: generatorKeywordSource(gen), limits: { keywordBudgetMs: 100 } });
       const q = 'boots for winter';
       const ok = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}`);
       expect(ok.body.fallback).toBeNull();
@@ -179,7 +182,7 @@ describe('GET /v1/search', () => {
       const again = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}`);
       expect(again.body.keywords.cached).toBe(true);
       expect(calls).toBe(1);
-      const slow = await getJson(`${base}/v1/search?q=slow+boots`);
+      const slow = await getJson(`${tight}/v1/search?q=slow+boots`);
       expect(slow.status).toBe(200);
       expect(slow.body.fallback.reason).toBe('timeout');
       expect(slow.body.items.map((x: any) => x.id)).toEqual(gen1.search({ self: 'slow boots', keywords: [] }, { k: 10 }).items.map((x) => x.id));
@@ -430,12 +433,14 @@ describe('generation switching', () => {
       const queries = ['red running shoes', 'wool hat sale', 'black leather boots', 'summer dress 12', 'cotton socks'];
       const results: { status: number; body: any; q: string }[] = [];
       let stop = false;
+      // Each client sends at least 10 requests, and goes on until both swaps are done and
+      // then 2 more (so each one sees generation 2), however fast the machine is.
       const worker = async (w: number) => {
-        for (let i = 0; !stop || i < 10; i++) {
+        let after = 0;
+        for (let i = 0; i < 10 || !stop || after++ < 2; i++) {
           const q = queries[(w + i) % queries.length];
           const r = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}&k=20`);
           results.push({ ...r, q });
-          if (i > 400) break;
         }
       };
       const burst = Promise.all(Array.from({ length: 12 }, (_, w) => worker(w)));
@@ -448,7 +453,7 @@ describe('generation switching', () => {
       expect(reloadViaHttp.body.item).toEqual({ generation: 2, previous: 1 });
       stop = true;
       await burst;
-      expect(results.length).toBeGreaterThan(100);
+      expect(results.length).toBeGreaterThanOrEqual(12 * 12);
       const seen = new Set<number>();
       const src = fakeSource();
       for (const r of results) {

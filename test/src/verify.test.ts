@@ -32,7 +32,7 @@ afterEach(() => {
 
 const statuses = async (...extra: string[]) => {
   const r = await cogr('verify', '--db', db, '--json', ...extra);
-  return { code: r.code, err: r.err, report: JSON.parse(r.out) as { intact: boolean; database: unknown; lines: { what: string; status: string; repaired?: string }[] } };
+  return { code: r.code, err: r.err, report: JSON.parse(r.out) as { intact: boolean; database: unknown; lines: { what: string; status: string; repaired?: string }[]; leftovers: string[] } };
 };
 
 describe('cogr verify', () => {
@@ -89,10 +89,19 @@ describe('cogr verify', () => {
     expect(w.code).toBe(1);
     expect(w.err).toMatch(new RegExp(`^error\\[DB_CORRUPT\\]: query generation ${last} is published .* but the database .* does not hold it`));
     const fixed = await statuses('--repair');
-    expect(fixed.code).toBe(0);
     expect(fixed.report.lines.find((l) => l.what === `query generation ${last}`)?.repaired).toMatch(/files removed/);
+    // The run's steps that used it are reported: nothing can repair them (the generation is gone).
+    const users = fixed.report.lines.filter((l) => l.what.startsWith('step '));
+    expect(users.map((l) => [l.what, l.status])).toEqual([
+      ['step r1-query', 'missing'],
+      ['step r1-item', 'missing'],
+    ]);
+    expect(fixed.code).toBe(1);
     expect((await cogr('index', 'import', '--db', db, '--side', 'query', '--from', join(dir, 'q.jsonl'))).code).toBe(0);
-    expect((await statuses()).code).toBe(0);
+    const after = await cogr('verify', '--db', db);
+    expect(after.code).toBe(1);
+    expect(after.err).toMatch(/^error\[DB_CORRUPT\]: 2 of \d+ checked not intact \(step r1-query: missing; step r1-item: missing\); a step uses a generation that was deleted: .*--fresh/);
+    expect(after.out).toMatch(new RegExp(`step r1-query +missing +uses query generation ${last}, which the database does not hold`));
   });
 
   it('lists the cells of a staged commit killed midway as a leftover, and --repair deletes them', async () => {
@@ -110,9 +119,10 @@ describe('cogr verify', () => {
     ]);
     await handle.close();
     const r = await cogr('verify', '--db', db);
-    expect(r.code).toBe(0); // harmless: nothing reads them
+    // Harmless (nothing reads them): not counted against intact; only the steps the previous test left without their generation are.
+    expect(r.err).toMatch(/2 of \d+ checked not intact \(step r1-query: missing; step r1-item: missing\)/);
     expect(r.out).toContain(`1 leftover(s) of an interrupted writer (harmless; --repair removes them):\n  item generation ${next}: 2 cells of a staged commit that was interrupted (never read)\n`);
-    expect((await statuses('--repair')).code).toBe(0);
+    expect((await statuses('--repair')).report.leftovers).toEqual([]);
     expect((await cogr('verify', '--db', db)).out).not.toContain('leftover');
     const again = await openDb(db);
     const keys: string[] = [];
