@@ -55,7 +55,7 @@ describe('TextIndex and the text features, by hand', () => {
 
   it('gives sNorm, logRank, sIdf and matched per item', () => {
     const items = docs.map((text, i) => ({ id: `d${i}`, title: '', text }));
-    const m = RelevanceModel.create(items, [], { judgements: false });
+    const m = RelevanceModel.create(items, [], { judgements: false, queryTf: false });
     expect(m.featureNames).toEqual(['bias', 'sNorm', 'logRank', 'sIdf', 'matched']);
     const x = m.features({ id: 'q', text: 'statins' });
     const { scores, sumIdf } = idx.score('statins');
@@ -69,6 +69,29 @@ describe('TextIndex and the text features, by hand', () => {
       expect(row[3]).toBeCloseTo(scores[i] / sumIdf, 12);
       expect(row[4]).toBe(scores[i] > 0 ? 1 : 0);
     }
+  });
+
+  it('queryTf adds the BM25 of the query with each word weighted by its count: 2·s(statins) + s(heart), normalised by its best and by Σ idf', () => {
+    const items = docs.map((text, i) => ({ id: `d${i}`, title: '', text }));
+    const m = RelevanceModel.create(items, [], { judgements: false, queryTf: true });
+    expect(m.featureNames).toEqual(['bias', 'sNorm', 'logRank', 'sIdf', 'matched', 'sTfNorm', 'sTfIdf']);
+    expect(m.textScoreColumn).toBe(5);
+    const x = m.features({ id: 'q', text: 'statins statins heart' });
+    const st = idx.score('statins').scores;
+    const he = idx.score('heart').scores;
+    const sumIdf = idx.score('statins heart').sumIdf;
+    const tf = [0, 1, 2].map((i) => 2 * st[i] + he[i]);
+    const best = Math.max(...tf);
+    for (let i = 0; i < 3; i++) {
+      expect(x[i * 7 + 5]).toBeCloseTo(tf[i] > 0 ? tf[i] / best : 0, 12);
+      expect(x[i * 7 + 6]).toBeCloseTo(tf[i] > 0 ? tf[i] / sumIdf : 0, 12);
+    }
+    // A model saved before queryTf reads back without its features.
+    const old = m.toJSON();
+    delete (old.options as Partial<typeof old.options>).queryTf;
+    old.features = old.features.slice(0, 5);
+    old.weights = old.weights.slice(0, 5);
+    expect(RelevanceModel.fromJSON(old, items).featureNames).toEqual(['bias', 'sNorm', 'logRank', 'sIdf', 'matched']);
   });
 
   it('counts judgements of other training queries only (leave-one-out)', () => {
