@@ -119,7 +119,21 @@ export const DEFAULTS = deepFreeze({
    * server at 20 s per answer has 3× to spare). A hung endpoint fails an input after 5
    * attempts (≈ 10 min), and the inputs not yet sent then fail at once.
    */
-  llm: { concurrency: 2, maxRetries: 4, timeoutMs: 120_000, maxTokens: 512 },
+  llm: {
+    concurrency: 2,
+    maxRetries: 4,
+    timeoutMs: 120_000,
+    /**
+     * Completion tokens per sample: the structured-output schema bounds an answer to
+     * maxKeywords keywords of at most maxKeywordLength characters, which closes well within
+     * this; a sample that still reaches it (finish_reason "length") is reported as cut off.
+     */
+    maxTokens: 160,
+    /** Keywords a sample may hold (the schema's maxItems; the run's K_max when that is lower). */
+    maxKeywords: 12,
+    /** Characters of one keyword (the schema's maxLength). */
+    maxKeywordLength: 60,
+  },
 });
 
 type DeepReadonly<T> = { readonly [K in keyof T]: T[K] extends object ? DeepReadonly<T[K]> : T[K] };

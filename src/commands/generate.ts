@@ -7,7 +7,7 @@
  *
  * Reads JSONL lines {"id", "text", "title"?} and prints, with --json, one JSON object
  * mapping each id to its list of samples: a keyword list, or for output that is not one
- * `{"format": "invalid_format", "raw"?, "anomaly"?}` (a readable line per sample
+ * `{"format": "invalid_format", "raw"?, "anomaly"?, "truncated"?}` (a readable line per sample
  * otherwise). An input that fails (the LLM endpoint, after its retries) does not discard
  * the others: the answered ones are printed, then one error line names the failed ones
  * and the exit code is non-zero. Embedded, item side: an untrained item policy unless
@@ -79,7 +79,7 @@ async function storedPlanner(db: CogrDb, flags: GenerateFlags): Promise<{ planne
 }
 
 /** A sample as printed: its keywords, or what it is when the output was not a keyword list (never a fake empty list). */
-export type PrintedSample = string[] | { format: 'invalid_format'; raw?: string; anomaly?: string };
+export type PrintedSample = string[] | { format: 'invalid_format'; raw?: string; anomaly?: string; truncated?: true };
 
 /** The longest raw output shown for an invalid_format sample. */
 const RAW_SHOWN = 1000;
@@ -87,7 +87,12 @@ const RAW_SHOWN = 1000;
 function printed(s: KeywordSample): PrintedSample {
   if (s.format === 'ok') return s.keywords;
   const raw = s.raw === undefined || s.raw === '' ? undefined : s.raw.length > RAW_SHOWN ? `${s.raw.slice(0, RAW_SHOWN)}…` : s.raw;
-  return { format: 'invalid_format', ...(raw !== undefined ? { raw } : {}), ...(s.anomaly !== undefined ? { anomaly: s.anomaly } : {}) };
+  return {
+    format: 'invalid_format',
+    ...(raw !== undefined ? { raw } : {}),
+    ...(s.anomaly !== undefined ? { anomaly: s.anomaly } : {}),
+    ...(s.truncated === true ? { truncated: true as const } : {}),
+  };
 }
 
 export interface GenerateResult {
@@ -215,7 +220,7 @@ export function register(program: Command): void {
       if (flags.json) process.stdout.write(JSON.stringify(samples) + '\n');
       else {
         for (const [id, sets] of Object.entries(samples)) {
-          for (const s of sets) process.stdout.write(`${id}\t${Array.isArray(s) ? s.join('; ') : `(invalid_format${s.anomaly !== undefined ? `: ${s.anomaly}` : ''})`}\n`);
+          for (const s of sets) process.stdout.write(`${id}\t${Array.isArray(s) ? s.join('; ') : `(invalid_format${s.anomaly !== undefined ? `: ${s.anomaly}` : ''}${s.truncated ? ', cut off at max_tokens' : ''})`}\n`);
         }
       }
       if (failed.length > 0) throw failedInputsError(failed, Object.keys(samples).length + failed.length);

@@ -84,7 +84,7 @@ describe('rollouts', () => {
     const items = await new KeywordIndexStore(db).entries('item', 0);
     for (const l of lines.slice(0, 12)) {
       expect(l.prompt[0].role).toBe('system');
-      expect(l.prompt[1].content).toContain(corpus.queries.find((q) => q.id === l.entity_id)!.text);
+      expect(l.prompt.at(-1).content).toContain(corpus.queries.find((q) => q.id === l.entity_id)!.text);
       expect(l.completion[0].role).toBe('assistant');
       if (l.reason !== 'ok') continue;
       // recompute F1 of the matched set naively from the stored item generation: a training
