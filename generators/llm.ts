@@ -122,6 +122,9 @@ export function llmOptionsFromEnv(flags: { baseUrl?: string; model?: string; api
   };
 }
 
+/** The message of a 400 that refuses a prompt for its length, not the response_format. */
+const CONTEXT_400 = /context length|context window|maximum context|context is \d+ tokens|too many tokens|prompt is too long/i;
+
 /** A 200 answer that is not a chat completion: retried like a server error. */
 class NotACompletion extends Error {}
 
@@ -449,7 +452,10 @@ export class OpenAIGenerator implements KeywordGenerator {
         } else if (e instanceof OpenAI.APIError) {
           const st = e.status ?? 0;
           lastStatus = `HTTP ${st}`;
-          if (st === 400 && structured) {
+          // A 400 about the prompt's length (a context check such as cogr llm serve's or vLLM's) is not a refusal of the schema.
+          const aboutPrompt = st === 400 && (CONTEXT_400.test(e.message) || (e as { param?: unknown }).param === 'messages');
+          if (aboutPrompt) lastStatus = `HTTP 400 (${e.message.replace(/^400\s*/, '').slice(0, 300)})`;
+          if (st === 400 && structured && !aboutPrompt) {
             this.structuredOk = false;
             this.logger.info('LLM endpoint rejected response_format json_schema; falling back to plain text', { endpoint });
             attempt--; // the fallback is not a retry

@@ -134,6 +134,13 @@ export const DEFAULTS = deepFreeze({
     /** Characters of one keyword (the schema's maxLength). */
     maxKeywordLength: 60,
   },
+  /**
+   * `cogr llm serve`: one sequence at a time on one thread (two threads beside other load
+   * collapse to a few tokens/s), at most queueSize requests waiting (then 429), a deadline
+   * on every request from its arrival, a context of contextSize tokens (prompt + max_tokens
+   * beyond it is a 400), at most maxN choices and maxTokens completion tokens per request.
+   */
+  llmServe: { host: '127.0.0.1', port: 8000, threads: 1, contextSize: 2048, queueSize: 16, requestTimeoutMs: 120_000, maxN: 16, maxTokens: 1024, bodyLimit: 1024 * 1024 },
 });
 
 type DeepReadonly<T> = { readonly [K in keyof T]: T[K] extends object ? DeepReadonly<T[K]> : T[K] };

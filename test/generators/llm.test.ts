@@ -167,6 +167,19 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     expect(g.usage).toMatchObject({ truncated: 1, formatFailures: 1, samples: 2 });
   });
 
+  it('a 400 about the prompt\'s length fails that input naming the reason, and structured output stays on', async () => {
+    handler = (b) =>
+      String(b.messages.at(-1).content).includes('too long')
+        ? { status: 400, body: { error: { message: "messages: this model's context is 2048 tokens, but 2300 were requested", type: 'invalid_request_error', param: 'messages', code: 'INVALID_BODY' } } }
+        : { status: 200, body: completion(['{"keywords": ["fine"]}']) };
+    const g = gen();
+    const settled = await g.generateSettled('query', [{ id: 'long', text: 'too long' }, { id: 'ok', text: 'short' }], { samples: 1, temperature: 0.7 });
+    const bad = settled[0];
+    expect(!bad.ok && isCogrError(bad.error, 'LLM_ERROR') && bad.error.message).toMatch(/HTTP 400 \(messages: this model's context is 2048 tokens.*\(not retryable\)/);
+    expect(settled[1].ok).toBe(true);
+    expect(calls.every((c) => c.response_format?.type === 'json_schema')).toBe(true);
+  });
+
   it('reads a plain-text list, and repeats requests when the server ignores n', async () => {
     handler = () => ({ status: 200, body: completion(['Keywords:\n1. Heart attack\n2. myocardial infarction\n- aspirin']) });
     const g = gen();
