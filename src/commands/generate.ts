@@ -33,11 +33,13 @@ import { OpenAIGenerator, llmOptionsFromEnv } from '../../generators/llm.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { generateSettled, type GenerateInput, type KeywordGenerator, type KeywordSample } from '../../generators/types.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
-import type { SearchContext } from '../../generators/prompts.ts';
+import type { PromptExample, SearchContext } from '../../generators/prompts.ts';
 import type { Corpus } from '../../index/types.ts';
 import { idSchema, readJsonl } from '../datasets/common.ts';
 import { llmCache, loadPlanner, loadPolicy, plannerSource, policyStore } from '../run/policies.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
+import { coreIds, readStoredRun } from '../run/state.ts';
+import { trainingQueryExamples } from '../evolve/examples.ts';
 import { dbPath, parseChoice, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption, withLlmOptions, type LlmFlags } from './options.ts';
 
 const LineSchema = z.object({ id: idSchema, text: z.string(), title: z.string().optional() });
@@ -76,6 +78,36 @@ async function storedPlanner(db: CogrDb, flags: GenerateFlags): Promise<{ planne
   if ((await items.latest('item')) === null) throw cogrError('NOT_FOUND', `no item index in ${db.path} for the query planner to plan against (see cogr sft --commit-index)`);
   planner.attachOpposite(await items.openView('item', parseLatestOr('--opposite', flags.opposite ?? 'latest')));
   return { planner, corpus };
+}
+
+/**
+ * Worked examples from the co-evolution run in the database, if it holds one and the inputs
+ * include queries of its dataset: training queries (never dev or held-out ones) with the
+ * latest stored planner's plans for them as held out; else none (the prompt file's example).
+ */
+async function runExamples(db: CogrDb, inputs: readonly GenerateInput[]): Promise<{ examples: PromptExample[]; ids: string[] } | null> {
+  let run;
+  try {
+    run = await readStoredRun(db);
+  } catch (e) {
+    if (isCogrError(e, 'NOT_FOUND')) return null;
+    throw e;
+  }
+  const store = policyStore(db);
+  const source = await plannerSource(store);
+  const items = new KeywordIndexStore(db);
+  if (!source || (await items.latest('item')) === null) return null;
+  const { corpus } = await loadRunCorpus(source, stderrLogger);
+  // Only for queries of the run's dataset (another collection's examples would mislead).
+  const texts = new Set(corpus.queries.map((q) => q.text));
+  if (!inputs.some((x) => texts.has(x.text))) return null;
+  const planner = await loadPlanner(store, 'latest', corpus.items);
+  planner.attachOpposite(await items.openView('item', 'latest'));
+  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
+  const train = coreIds(run.split).map((id) => byId.get(id)).filter((q) => q !== undefined);
+  const examples = await trainingQueryExamples(planner, train, run.config.seed);
+  const textToId = new Map(train.map((q) => [q.text, q.id]));
+  return examples.length > 0 ? { examples, ids: examples.map((e) => textToId.get(e.text) ?? '?') } : null;
 }
 
 /** A sample as printed: its keywords, or what it is when the output was not a keyword list (never a fake empty list). */
@@ -175,10 +207,18 @@ export async function runGenerateSettled(flags: GenerateFlags): Promise<Generate
           return { items: c.itemIds.map((id) => titles.get(id) ?? id), keywords: c.keywords };
         };
       }
-      gen = new OpenAIGenerator(
+      const llm = new OpenAIGenerator(
         { ...o, ...(concurrency ? { concurrency } : {}) },
         { cache: db && flags.cache ? llmCache(db) : undefined, logger: stderrLogger, ...(context ? { searchContext: context } : {}) },
       );
+      if (side === 'query' && db) {
+        const shots = await runExamples(db, inputs);
+        if (shots) {
+          llm.setExamples('query', shots.examples);
+          stderrLogger.info("prompt examples: the run's training queries with their SFT targets", { queries: shots.ids.join(',') });
+        }
+      }
+      gen = llm;
     }
     const res = await generateSettled(gen, side, inputs, { samples, temperature, topP: topP ?? DEFAULTS.decoding.index.topP, seed });
     if (gen instanceof OpenAIGenerator) stderrLogger.info('llm usage', { ...gen.usage });

@@ -27,10 +27,11 @@ import { createWriteStream } from 'node:fs';
 import { finished } from 'node:stream/promises';
 import type { CogrDb } from '../../index/db.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
-import { createRng, deriveSeed, shuffle } from '../../index/random.ts';
+import { deriveSeed } from '../../index/random.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus, Side } from '../../index/types.ts';
 import { OpenAIGenerator } from '../../generators/llm.ts';
+import { trainingQueryExamples } from './examples.ts';
 import { loadPromptTemplate, renderPrompt, type ChatMessage } from '../../generators/prompts.ts';
 import { itemInput, queryInput } from '../../generators/sft.ts';
 import { generateSettled, type GenerateInput, type KeywordGenerator, type KeywordSample } from '../../generators/types.ts';
@@ -80,9 +81,6 @@ function completionText(s: KeywordSample): string {
   return s.raw ?? JSON.stringify({ keywords: s.keywords });
 }
 
-/** Worked examples in an LLM's query prompts. */
-const EXAMPLE_COUNT = 2;
-
 export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOptions): Promise<RolloutSummary> {
   const logger = opts.logger ?? silentLogger;
   const progress = opts.progress ?? silentProgress;
@@ -120,13 +118,7 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
   const template = loadPromptTemplate(opts.side);
   if (generator instanceof OpenAIGenerator && opts.side === 'query') {
     // Worked examples for the LLM: training queries (never held-out or dev ones) with their SFT targets, the query planner's plans as held out.
-    const inputs = shuffle(coreQueries, createRng(deriveSeed(config.seed, 'prompt-examples', opts.round)))
-      .slice(0, EXAMPLE_COUNT)
-      .map((q) => queryInput(q));
-    planner.leaveOneOut = true;
-    const plans = await planner.generate('query', inputs, { samples: 1, temperature: 0, seed: config.seed });
-    planner.leaveOneOut = false;
-    generator.setExamples('query', inputs.map((x, i) => ({ text: x.text, keywords: plans[i][0].keywords })).filter((e) => e.keywords.length > 0));
+    generator.setExamples('query', await trainingQueryExamples(planner, coreQueries, deriveSeed(config.seed, opts.round)));
   }
   let inputs: GenerateInput[] = opts.side === 'query' ? coreQueries.map((q) => queryInput(q)) : corpus.items.map((it) => itemInput(it));
   if (opts.limit && opts.limit > 0) inputs = inputs.slice(0, opts.limit);

@@ -6,7 +6,8 @@
  *   response_format (`json_schema`, compiled to a grammar; `json_object`; `text`);
  *   `stream` is refused (400). The n choices are drawn one after another with seeds
  *   seed, seed + 1, … (a random seed when none is given).
- * - `GET /v1/models`, `GET /health` (the model, the context, the queue).
+ * - `GET /v1/models`, `GET /health` (the model, the context, the queue, what was served:
+ *   completions, completion tokens, seconds in the engine).
  * One request is generated at a time; at most `queueSize` wait (one more is 429
  * OVERLOADED); each has a deadline from its arrival (`requestTimeoutMs`: 504
  * DEADLINE_EXCEEDED, the generation stopped); a request whose client has gone is skipped
@@ -117,13 +118,15 @@ export interface LlmServerStats {
   skipped: number;
   rejected: number;
   timedOut: number;
+  /** Seconds spent in the engine (prompt evaluation and generation). */
+  engineSeconds: number;
 }
 
 export function createLlmServer(engine: Engine, log: Logger, options: LlmServerOptions = {}, connections?: ConnectionLimits): { app: FastifyInstance; stats: LlmServerStats } {
   const o = parseOrThrow(LlmServerOptionsSchema, options, 'INVALID_ARGUMENT', 'llm serve');
   const app = createApp({ bodyLimit: o.bodyLimit, log, metrics: createServerMetrics(), ...(connections ? { connections } : {}) });
   const queue = new OneAtATime(o.queueSize);
-  const stats: LlmServerStats = { requests: 0, completions: 0, completionTokens: 0, skipped: 0, rejected: 0, timedOut: 0 };
+  const stats: LlmServerStats = { requests: 0, completions: 0, completionTokens: 0, skipped: 0, rejected: 0, timedOut: 0, engineSeconds: 0 };
   const created = Math.floor(Date.now() / 1000);
 
   // Error bodies in OpenAI's shape too: `type` and `param` beside cogr's `code`, `message`, `details`.
@@ -146,6 +149,15 @@ export function createLlmServer(engine: Engine, log: Logger, options: LlmServerO
     context_size: engine.contextSize,
     threads: engine.threads,
     queue: { running: queue.running ? 1 : 0, waiting: queue.size, limit: o.queueSize },
+    served: {
+      requests: stats.requests,
+      completions: stats.completions,
+      completion_tokens: stats.completionTokens,
+      engine_seconds: Math.round(stats.engineSeconds * 1000) / 1000,
+      skipped: stats.skipped,
+      rejected: stats.rejected,
+      timed_out: stats.timedOut,
+    },
   }));
 
   app.get('/v1/models', async () => ({ object: 'list', data: [{ id: engine.id, object: 'model', created, owned_by: 'cogr' }] }));
@@ -197,7 +209,9 @@ export function createLlmServer(engine: Engine, log: Logger, options: LlmServerO
               const out: { text: string; finishReason: string; tokens: number }[] = [];
               for (let i = 0; i < n; i++) {
                 if (ctl.signal.aborted) throw ctl.signal.reason;
+                const t0 = performance.now();
                 const c = await engine.complete(messages, { temperature: body.temperature ?? 1, topP: body.top_p ?? 1, maxTokens, seed: (seed0 + i) % 2 ** 31, stop, ...(format ? { format } : {}) }, ctl.signal);
+                stats.engineSeconds += (performance.now() - t0) / 1000;
                 stats.completions++;
                 stats.completionTokens += c.completionTokens;
                 out.push({ text: c.text, finishReason: c.finishReason, tokens: c.completionTokens });

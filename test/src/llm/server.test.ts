@@ -86,7 +86,7 @@ describe('cogr llm serve (scripted engine)', () => {
       { temperature: 0.7, topP: 0.8, maxTokens: 20, seed: 8, stop: ['END'], format: { kind: 'json_schema', schema: { type: 'object' } } },
     ]);
     expect(await (await fetch(`${base}/v1/models`)).json()).toMatchObject({ object: 'list', data: [{ id: 'scripted', object: 'model' }] });
-    expect(await (await fetch(`${base}/health`)).json()).toMatchObject({ status: 'ok', model: 'scripted', context_size: 100, threads: 1, queue: { running: 0, waiting: 0 } });
+    expect(await (await fetch(`${base}/health`)).json()).toMatchObject({ status: 'ok', model: 'scripted', context_size: 100, threads: 1, queue: { running: 0, waiting: 0 }, served: { requests: 1, completions: 2, completion_tokens: 8 } });
   });
 
   it('a full queue answers 429 in OpenAI\'s error shape with retry-after; the waiting requests are answered in order', async () => {

@@ -1,0 +1,27 @@
+/**
+ * Worked examples for an LLM's query prompts from a run: `count` of its core training
+ * queries (never dev or held-out ones), picked by a seed, each with its SFT target — the
+ * query planner's plan for it as held out (its own {q} and judgements left out).
+ */
+import { createRng, deriveSeed, shuffle } from '../../index/random.ts';
+import type { Query } from '../../index/types.ts';
+import type { KeywordPlanner } from '../../generators/planner/planner.ts';
+import type { PromptExample } from '../../generators/prompts.ts';
+import { queryInput } from '../../generators/sft.ts';
+
+/** Worked examples in an LLM's query prompts. */
+export const EXAMPLE_COUNT = 2;
+
+export async function trainingQueryExamples(planner: KeywordPlanner, trainQueries: readonly Query[], seed: number, count = EXAMPLE_COUNT): Promise<PromptExample[]> {
+  const inputs = shuffle(trainQueries, createRng(deriveSeed(seed, 'prompt-examples')))
+    .slice(0, count)
+    .map((q) => queryInput(q));
+  const before = planner.leaveOneOut;
+  planner.leaveOneOut = true;
+  try {
+    const plans = await planner.generate('query', inputs, { samples: 1, temperature: 0, seed });
+    return inputs.map((x, i) => ({ text: x.text, keywords: plans[i][0].keywords })).filter((e) => e.keywords.length > 0);
+  } finally {
+    planner.leaveOneOut = before;
+  }
+}
