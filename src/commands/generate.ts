@@ -215,7 +215,7 @@ export async function runGenerateSettled(flags: GenerateFlags): Promise<Generate
         const shots = await runExamples(db, inputs);
         if (shots) {
           llm.setExamples('query', shots.examples);
-          stderrLogger.info("prompt examples: the run's training queries with their SFT targets", { queries: shots.ids.join(',') });
+          stderrLogger.info("prompt examples: the run's training queries with the planner's plans as held out", { queries: shots.ids.join(',') });
         }
       }
       gen = llm;
