@@ -20,8 +20,11 @@
  * flags are given, and caches generations in the project database (`llm-cache`). With
  * --search-context n (query side) each prompt also holds the titles of the stored query
  * planner's n most probable items and its plan's keywords (the paper's "+ search results").
+ * Query prompts show two of the run's core training queries with the planner's plans when
+ * the project database holds a run and the inputs include queries of its dataset (looked
+ * for also with --no-cache; a database in use by a writer is left alone).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { openDb, type CogrDb } from '../../index/db.ts';
@@ -211,6 +214,16 @@ export async function runGenerateSettled(flags: GenerateFlags): Promise<Generate
         { ...o, ...(concurrency ? { concurrency } : {}) },
         { cache: db && flags.cache ? llmCache(db) : undefined, logger: stderrLogger, ...(context ? { searchContext: context } : {}) },
       );
+      // A run's examples are looked for also with --no-cache, in a database that exists (never created for it).
+      if (side === 'query' && !db && existsSync(dbPath(flags.db))) {
+        try {
+          db = await openDb(dbPath(flags.db), { logger: stderrLogger, createIfMissing: false });
+        } catch (e) {
+          // Held by a writer (a training run): the prompt file's example, as without a database.
+          if (!isCogrError(e, 'DB_LOCKED')) throw e;
+          stderrLogger.info('prompt examples: the database is in use; the prompt file\'s example is shown', { db: dbPath(flags.db) });
+        }
+      }
       if (side === 'query' && db) {
         const shots = await runExamples(db, inputs);
         if (shots) {
