@@ -54,7 +54,9 @@ class LlamaEngine implements Engine {
     const key = format.kind === 'json' ? 'json' : JSON.stringify(format.schema);
     let g = this.grammars.get(key);
     if (!g) {
-      g = (format.kind === 'json' ? this.llama.getGrammarFor('json') : this.llama.createGrammarForJsonSchema(format.schema as never)).catch((e: unknown) => {
+      const compile = () => (format.kind === 'json' ? this.llama.getGrammarFor('json') : this.llama.createGrammarForJsonSchema(format.schema as never));
+      // A schema refused synchronously or asynchronously is the same 400.
+      g = Promise.resolve().then(compile).catch((e: unknown) => {
         this.grammars.delete(key);
         throw new InvalidFormat(`response_format: the JSON schema cannot be compiled to a grammar (${(e as Error).message})`);
       });
