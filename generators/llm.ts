@@ -26,6 +26,12 @@
  * - `generateSettled`: per input its samples or its error; after an endpoint failure
  *   (retries exhausted on time-outs, connection errors, 429 or 5xx) the inputs not yet sent
  *   fail at once instead of each exhausting its own retries, and the answered ones are kept.
+ * - The schema asked for is bounded (parse.ts `boundedKeywordListSchema`): at most
+ *   min(kMax, maxKeywords) keywords of at most maxKeywordLength characters, so a grammar-
+ *   constrained small model closes its answer instead of writing one string until
+ *   max_tokens. Prompts carry worked examples (the prompt file's, or `examples` per side).
+ * - A choice that ended at max_tokens (finish_reason "length") is flagged `truncated` and
+ *   counted (`usage.truncated`), whether or not its text still parses.
  * - Usage counters: requests, tokens, failures, retries, cache hits, format failures.
  * Output that is not a keyword list becomes an `invalid_format` sample, never a crash.
  */
@@ -36,8 +42,8 @@ import { cogrError, type CogrError } from '../index/errors.ts';
 import { silentLogger, type Logger } from '../index/log.ts';
 import { createRng, deriveSeed, type Rng } from '../index/random.ts';
 import type { Side } from '../index/types.ts';
-import { KeywordListSchema, parseKeywordOutput } from './parse.ts';
-import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt, type ChatMessage, type PromptTemplate, type SearchContext } from './prompts.ts';
+import { boundedKeywordListSchema, parseKeywordOutput } from './parse.ts';
+import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt, type ChatMessage, type PromptExample, type PromptTemplate, type SearchContext } from './prompts.ts';
 import { DEFAULTS, K_MAX } from '../index/defaults.ts';
 import { type GenerateInput, type GenerateOptions, type KeyValueStore, type KeywordGenerator, type KeywordSample, type SettledSamples } from './types.ts';
 
@@ -58,6 +64,10 @@ export const LlmOptionsSchema = z.object({
   /** Ask for token log-probabilities and report Σ of them as the sample's logProb. */
   logprobs: z.boolean().default(false),
   kMax: z.number().int().min(1).default(K_MAX),
+  /** The most keywords a sample may hold (the schema's maxItems is min(kMax, maxKeywords)). */
+  maxKeywords: z.number().int().min(1).max(1000).default(DEFAULTS.llm.maxKeywords),
+  /** The longest keyword (the schema's maxLength). */
+  maxKeywordLength: z.number().int().min(1).max(1000).default(DEFAULTS.llm.maxKeywordLength),
   promptDir: z.string().default(DEFAULT_PROMPT_DIR),
 });
 export type LlmOptions = z.input<typeof LlmOptionsSchema>;
@@ -67,6 +77,8 @@ export interface LlmDeps {
   logger?: Logger;
   /** The paper's "+ search results" variant: top search results (titles, keywords) for a query input. */
   searchContext?: (input: GenerateInput) => readonly string[] | SearchContext | Promise<readonly string[] | SearchContext>;
+  /** Worked examples per side, replacing the prompt file's (e.g. training queries with their SFT targets; never held-out ones). */
+  examples?: Partial<Record<Side, readonly PromptExample[]>>;
 }
 
 export interface LlmUsage {
@@ -79,6 +91,8 @@ export interface LlmUsage {
   retries: number;
   cacheHits: number;
   formatFailures: number;
+  /** Samples that ended at max_tokens (finish_reason "length"). */
+  truncated: number;
   samples: number;
 }
 
@@ -107,6 +121,9 @@ export function llmOptionsFromEnv(flags: { baseUrl?: string; model?: string; api
     ...(timeoutMs !== undefined ? { timeoutMs } : {}),
   };
 }
+
+/** The message of a 400 that refuses a prompt for its length, not the response_format. */
+const CONTEXT_400 = /context length|context window|maximum context|context is \d+ tokens|too many tokens|prompt is too long/i;
 
 /** A 200 answer that is not a chat completion: retried like a server error. */
 class NotACompletion extends Error {}
@@ -148,12 +165,14 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 interface Choice {
   content: string;
   logProb: number | null;
+  /** The server's finish_reason ("stop", "length", …), when it gave one. */
+  finishReason?: string;
   /** What is wrong with a choice that carries no text (a protocol anomaly, never cached). */
   anomaly?: string;
 }
 
 /** A cached choice: model text only (anomalies are never written; an empty text, as earlier versions wrote for a null one, is asked again). */
-const CachedChoiceSchema = z.object({ content: z.string().min(1), logProb: z.number().nullable() });
+const CachedChoiceSchema = z.object({ content: z.string().min(1), logProb: z.number().nullable(), finishReason: z.string().optional() });
 
 /** Why a choice's message carries no text, or undefined when it does. */
 function choiceAnomaly(message: unknown): string | undefined {
@@ -181,6 +200,7 @@ export class OpenAIGenerator implements KeywordGenerator {
     retries: 0,
     cacheHits: 0,
     formatFailures: 0,
+    truncated: 0,
     samples: 0,
   };
   private readonly client: OpenAI;
@@ -188,6 +208,9 @@ export class OpenAIGenerator implements KeywordGenerator {
   private readonly cache: KeyValueStore | undefined;
   private readonly logger: Logger;
   private readonly searchContext: LlmDeps['searchContext'];
+  private examples: LlmDeps['examples'];
+  /** The most keywords a sample may hold: the schema's maxItems and the prompt's {{k_max}}. */
+  readonly keywordLimit: number;
   private readonly prompts = new Map<Side, PromptTemplate>();
   private structuredOk: boolean;
   private multiOk: boolean;
@@ -211,9 +234,11 @@ export class OpenAIGenerator implements KeywordGenerator {
     this.cache = deps.cache;
     this.logger = deps.logger ?? silentLogger;
     this.searchContext = deps.searchContext;
+    this.examples = deps.examples;
+    this.keywordLimit = Math.min(this.options.kMax, this.options.maxKeywords);
     this.structuredOk = this.options.structured === 'auto';
     this.multiOk = this.options.multiSample === 'auto';
-    const schema = z.toJSONSchema(KeywordListSchema) as Record<string, unknown>;
+    const schema = z.toJSONSchema(boundedKeywordListSchema(this.keywordLimit, this.options.maxKeywordLength)) as Record<string, unknown>;
     delete schema.$schema;
     this.responseFormat = { type: 'json_schema', json_schema: { name: 'keywords', schema, strict: true } };
   }
@@ -227,10 +252,20 @@ export class OpenAIGenerator implements KeywordGenerator {
     return p;
   }
 
+  /** Worked examples of a side from now on (replacing the prompt file's; an empty list restores them). */
+  setExamples(side: Side, examples: readonly PromptExample[]): void {
+    this.examples = { ...this.examples, [side]: examples };
+  }
+
+  /** The chat messages for one input without a search context (what rollouts record). */
+  promptFor(side: Side, input: GenerateInput): ChatMessage[] {
+    return renderPrompt(this.prompt(side), input, [], this.keywordLimit, this.examples?.[side]);
+  }
+
   /** The chat messages that would be sent for one input. */
   async messages(side: Side, input: GenerateInput): Promise<ChatMessage[]> {
     const ctx = side === 'query' && this.searchContext ? await this.searchContext(input) : [];
-    return renderPrompt(this.prompt(side), input, ctx, this.options.kMax);
+    return renderPrompt(this.prompt(side), input, ctx, this.keywordLimit, this.examples?.[side]);
   }
 
   /** Every input's samples, or the first failure once every input has settled. */
@@ -272,6 +307,8 @@ export class OpenAIGenerator implements KeywordGenerator {
         this.options.maxTokens,
         opts.seed ?? null,
         this.options.logprobs,
+        // The schema asked for (its bounds) shapes the answer.
+        this.options.structured === 'auto' ? this.responseFormat.json_schema.schema : null,
         index,
       ]),
     );
@@ -280,16 +317,20 @@ export class OpenAIGenerator implements KeywordGenerator {
 
   private toSample(c: Choice): KeywordSample {
     this.usage.samples++;
+    const truncated = c.finishReason === 'length';
+    if (truncated) this.usage.truncated++;
+    const cut = truncated ? { truncated: true as const } : {};
     if (c.anomaly !== undefined) {
       this.usage.formatFailures++;
-      return { keywords: [], logProb: c.logProb, format: 'invalid_format', raw: c.content, anomaly: c.anomaly };
+      return { keywords: [], logProb: c.logProb, format: 'invalid_format', raw: c.content, anomaly: c.anomaly, ...cut };
     }
     const p = parseKeywordOutput(c.content);
     if (!p.ok) {
       this.usage.formatFailures++;
-      return { keywords: [], logProb: c.logProb, format: 'invalid_format', raw: c.content };
+      return { keywords: [], logProb: c.logProb, format: 'invalid_format', raw: c.content, ...cut };
     }
-    return { keywords: p.keywords.slice(0, this.options.kMax * 4), logProb: c.logProb, format: 'ok', raw: c.content };
+    // Normalised and de-duplicated by the parser; over the limit is left to the layered reward's budget layer.
+    return { keywords: p.keywords.slice(0, this.options.kMax * 4), logProb: c.logProb, format: 'ok', raw: c.content, ...cut };
   }
 
   private async generateOne(side: Side, input: GenerateInput, opts: GenerateOptions, batch: BatchState): Promise<KeywordSample[]> {
@@ -319,7 +360,10 @@ export class OpenAIGenerator implements KeywordGenerator {
         const s = missing[j];
         out[s] = choices[j];
         // Model output only: a choice without text is a protocol anomaly, asked again next time.
-        if (this.cache && choices[j].anomaly === undefined) await this.cache.put(keys[s], { content: choices[j].content, logProb: choices[j].logProb });
+        if (this.cache && choices[j].anomaly === undefined) {
+          const c = choices[j];
+          await this.cache.put(keys[s], { content: c.content, logProb: c.logProb, ...(c.finishReason !== undefined ? { finishReason: c.finishReason } : {}) });
+        }
       }
       if (take === 0) throw cogrError('LLM_ERROR', `LLM endpoint ${this.options.baseURL} returned no choices`, { endpoint: this.options.baseURL });
       missing = missing.slice(take);
@@ -382,7 +426,8 @@ export class OpenAIGenerator implements KeywordGenerator {
           const lp = c.logprobs?.content;
           const logProb = Array.isArray(lp) && lp.length > 0 ? lp.reduce((a, t) => a + (t.logprob ?? 0), 0) : null;
           const anomaly = choiceAnomaly(c.message as unknown);
-          return anomaly === undefined ? { content: c.message.content as string, logProb } : { content: '', logProb, anomaly };
+          const fr = typeof c.finish_reason === 'string' ? { finishReason: c.finish_reason as string } : {};
+          return anomaly === undefined ? { content: c.message.content as string, logProb, ...fr } : { content: '', logProb, anomaly, ...fr };
         });
       } catch (e) {
         this.usage.failures++;
@@ -407,7 +452,10 @@ export class OpenAIGenerator implements KeywordGenerator {
         } else if (e instanceof OpenAI.APIError) {
           const st = e.status ?? 0;
           lastStatus = `HTTP ${st}`;
-          if (st === 400 && structured) {
+          // A 400 about the prompt's length (a context check such as cogr llm serve's or vLLM's) is not a refusal of the schema.
+          const aboutPrompt = st === 400 && (CONTEXT_400.test(e.message) || (e as { param?: unknown }).param === 'messages');
+          if (aboutPrompt) lastStatus = `HTTP 400 (${e.message.replace(/^400\s*/, '').slice(0, 300)})`;
+          if (st === 400 && structured && !aboutPrompt) {
             this.structuredOk = false;
             this.logger.info('LLM endpoint rejected response_format json_schema; falling back to plain text', { endpoint });
             attempt--; // the fallback is not a retry

@@ -13,9 +13,30 @@
 import { z } from 'zod';
 import { normalizeKeywordSet } from '../index/normalize.ts';
 
+/** What the parser accepts: a keyword list of any size (the limits are the normaliser's and the layered reward's). */
 export const KeywordListSchema = z.object({
   keywords: z.array(z.string().describe('one keyword or short phrase')).describe('the keyword set'),
 });
+
+/**
+ * What a server is asked for (`response_format: json_schema`): at most `maxItems`
+ * keywords of at most `maxLength` characters each. A grammar built from an unbounded
+ * schema lets a small model write one string until max_tokens; with the bounds the
+ * answer always closes. Lower case and distinct keywords are the client's work (the
+ * normaliser), as grammars such as llama.cpp's have no `pattern` or `uniqueItems`.
+ */
+export function boundedKeywordListSchema(maxItems: number, maxLength: number) {
+  if (!(Number.isInteger(maxItems) && maxItems >= 1) || !(Number.isInteger(maxLength) && maxLength >= 1)) {
+    throw new RangeError(`keyword schema bounds must be positive integers, got ${maxItems} items of ${maxLength} characters`);
+  }
+  return z.object({
+    keywords: z
+      .array(z.string().min(1).max(maxLength).describe('one keyword or short phrase, lower case'))
+      .min(1)
+      .max(maxItems)
+      .describe('the keyword set'),
+  });
+}
 
 export interface ParsedKeywords {
   ok: boolean;

@@ -4,12 +4,19 @@
  * - lines starting with `%%` are comments and are dropped;
  * - a line `=== user ===` separates the system message (above) from the user message;
  * - `{{name}}` placeholders are replaced: `query`, `title`, `text`, `k_max`,
- *   `search_context`; an unknown placeholder is an error (so typos do not go unnoticed).
+ *   `search_context`; an unknown placeholder is an error (so typos do not go unnoticed);
+ * - an optional line `=== examples ===` after the user message starts the worked examples,
+ *   one JSON object a line, `{"text", "title"?, "keywords": [...]}`: each becomes a user
+ *   turn (the user message filled with the example's input) and an assistant turn
+ *   (`{"keywords": [...]}`) before the real input. Small models need them to answer in the
+ *   shape asked for; a caller may give its own (drawn from training queries' targets),
+ *   which replace the file's.
  * Item input is cut to ITEM_TEXT_BUDGET characters (title to TITLE_BUDGET) before it is
  * placed in the prompt; query input to QUERY_TEXT_BUDGET.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { z } from 'zod';
 import { cogrError } from '../index/errors.ts';
 import type { Side } from '../index/types.ts';
 import { K_MAX } from '../index/defaults.ts';
@@ -23,12 +30,22 @@ export const QUERY_TEXT_BUDGET = 1000;
 /** The shipped prompts (generators/prompts/ in the package, also when running from dist/). */
 export const DEFAULT_PROMPT_DIR = join(packageRoot(), 'generators', 'prompts');
 
+/** A worked example: an input and the keywords it should get. */
+export interface PromptExample {
+  text: string;
+  title?: string;
+  keywords: readonly string[];
+}
+
 export interface PromptTemplate {
   side: Side;
   path: string;
   system: string;
   user: string;
+  examples: PromptExample[];
 }
+
+const ExampleSchema = z.object({ text: z.string().min(1), title: z.string().optional(), keywords: z.array(z.string().min(1)).min(1) });
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -36,12 +53,35 @@ export interface ChatMessage {
 }
 
 const SEPARATOR = '=== user ===';
+const EXAMPLES = '=== examples ===';
 
 export function parsePromptTemplate(side: Side, path: string, source: string): PromptTemplate {
-  const lines = source.split(/\r?\n/).filter((l) => !l.startsWith('%%'));
-  const at = lines.findIndex((l) => l.trim() === SEPARATOR);
+  const lines = source.split(/\r?\n/).map((l, i) => ({ l, n: i + 1 })).filter(({ l }) => !l.startsWith('%%'));
+  const at = lines.findIndex(({ l }) => l.trim() === SEPARATOR);
   if (at < 0) throw cogrError('DATA_FORMAT', `prompt file ${path} has no "${SEPARATOR}" line separating system and user messages`);
-  return { side, path, system: lines.slice(0, at).join('\n').trim(), user: lines.slice(at + 1).join('\n').trim() };
+  const ex = lines.findIndex(({ l }) => l.trim() === EXAMPLES);
+  if (ex >= 0 && ex < at) throw cogrError('DATA_FORMAT', `prompt file ${path}: "${EXAMPLES}" must come after "${SEPARATOR}"`);
+  const userLines = lines.slice(at + 1, ex < 0 ? undefined : ex);
+  const examples: PromptExample[] = [];
+  for (const { l, n } of ex < 0 ? [] : lines.slice(ex + 1)) {
+    if (l.trim() === '') continue;
+    let v: unknown;
+    try {
+      v = JSON.parse(l);
+    } catch (e) {
+      throw cogrError('DATA_FORMAT', `prompt file ${path}:${n}: an example is one JSON object a line (${(e as Error).message})`);
+    }
+    const r = ExampleSchema.safeParse(v);
+    if (!r.success) throw cogrError('DATA_FORMAT', `prompt file ${path}:${n}: an example is {"text", "title"?, "keywords": [...]} (${r.error.issues[0].message})`);
+    examples.push(r.data);
+  }
+  return {
+    side,
+    path,
+    system: lines.slice(0, at).map(({ l }) => l).join('\n').trim(),
+    user: userLines.map(({ l }) => l).join('\n').trim(),
+    examples,
+  };
 }
 
 export function loadPromptTemplate(side: Side, dir: string = DEFAULT_PROMPT_DIR): PromptTemplate {
@@ -85,19 +125,43 @@ export function renderSearchContext(c: readonly string[] | SearchContext): strin
   return parts.join('\n');
 }
 
-/** The chat messages for one input; `searchContext` gives top search results (query side). */
-export function renderPrompt(t: PromptTemplate, input: GenerateInput, searchContext: readonly string[] | SearchContext = [], kMax = K_MAX): ChatMessage[] {
-  const ctx = renderSearchContext(searchContext);
-  const vars: Record<string, string> = {
+function promptVars(input: { text: string; title?: string }, ctx: string, kMax: number): Record<string, string> {
+  return {
     query: cut(input.text, QUERY_TEXT_BUDGET),
     title: cut(input.title ?? '', TITLE_BUDGET),
     text: cut(input.text, ITEM_TEXT_BUDGET),
     k_max: String(kMax),
     search_context: ctx,
   };
-  const user = fill(t.user, vars, t.path).replace(/\n{3,}/g, '\n\n');
-  return [
-    { role: 'system', content: fill(t.system, vars, t.path) },
-    { role: 'user', content: user },
-  ];
 }
+
+function userMessage(t: PromptTemplate, input: { text: string; title?: string }, ctx: string, kMax: number): string {
+  return fill(t.user, promptVars(input, ctx, kMax), t.path).replace(/\n{3,}/g, '\n\n');
+}
+
+/**
+ * The chat messages for one input: the system message, a user and an assistant turn per
+ * worked example (`examples` when given and non-empty, else the prompt file's), then the
+ * input; `searchContext` gives top search results (query side; examples get none). An
+ * example's keywords are cut to `kMax`, so it never shows more than the schema allows; an
+ * example whose input is this input is left out.
+ */
+export function renderPrompt(
+  t: PromptTemplate,
+  input: GenerateInput,
+  searchContext: readonly string[] | SearchContext = [],
+  kMax = K_MAX,
+  examples?: readonly PromptExample[],
+): ChatMessage[] {
+  // An example is never the input itself (its own target would be the answer).
+  const shots = (examples !== undefined && examples.length > 0 ? examples : t.examples).filter((e) => e.text !== input.text || (e.title ?? '') !== (input.title ?? ''));
+  const ctx = renderSearchContext(searchContext);
+  const out: ChatMessage[] = [{ role: 'system', content: fill(t.system, promptVars(input, ctx, kMax), t.path) }];
+  for (const e of shots) {
+    out.push({ role: 'user', content: userMessage(t, e, '', kMax) });
+    out.push({ role: 'assistant', content: JSON.stringify({ keywords: e.keywords.slice(0, kMax) }) });
+  }
+  out.push({ role: 'user', content: userMessage(t, input, ctx, kMax) });
+  return out;
+}
+

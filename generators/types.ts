@@ -40,6 +40,8 @@ export interface KeywordSample {
   raw?: string;
   /** LLM only: why the answer carried no model text (e.g. a null message content); such a sample is invalid_format and never cached. */
   anomaly?: string;
+  /** LLM only: the answer ended at max_tokens (finish_reason "length"). */
+  truncated?: boolean;
 }
 
 /** One input's outcome: its samples, or why it has none. */

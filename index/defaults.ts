@@ -119,7 +119,28 @@ export const DEFAULTS = deepFreeze({
    * server at 20 s per answer has 3× to spare). A hung endpoint fails an input after 5
    * attempts (≈ 10 min), and the inputs not yet sent then fail at once.
    */
-  llm: { concurrency: 2, maxRetries: 4, timeoutMs: 120_000, maxTokens: 512 },
+  llm: {
+    concurrency: 2,
+    maxRetries: 4,
+    timeoutMs: 120_000,
+    /**
+     * Completion tokens per sample: the structured-output schema bounds an answer to
+     * maxKeywords keywords of at most maxKeywordLength characters, which closes well within
+     * this; a sample that still reaches it (finish_reason "length") is reported as cut off.
+     */
+    maxTokens: 160,
+    /** Keywords a sample may hold (the schema's maxItems; the run's K_max when that is lower). */
+    maxKeywords: 12,
+    /** Characters of one keyword (the schema's maxLength). */
+    maxKeywordLength: 60,
+  },
+  /**
+   * `cogr llm serve`: one sequence at a time on one thread (two threads beside other load
+   * collapse to a few tokens/s), at most queueSize requests waiting (then 429), a deadline
+   * on every request from its arrival, a context of contextSize tokens (prompt + max_tokens
+   * beyond it is a 400), at most maxN choices and maxTokens completion tokens per request.
+   */
+  llmServe: { host: '127.0.0.1', port: 8000, threads: 1, contextSize: 2048, queueSize: 16, requestTimeoutMs: 120_000, maxN: 16, maxTokens: 1024, bodyLimit: 1024 * 1024 },
 });
 
 type DeepReadonly<T> = { readonly [K in keyof T]: T[K] extends object ? DeepReadonly<T[K]> : T[K] };

@@ -7,7 +7,7 @@
  *
  * Reads JSONL lines {"id", "text", "title"?} and prints, with --json, one JSON object
  * mapping each id to its list of samples: a keyword list, or for output that is not one
- * `{"format": "invalid_format", "raw"?, "anomaly"?}` (a readable line per sample
+ * `{"format": "invalid_format", "raw"?, "anomaly"?, "truncated"?}` (a readable line per sample
  * otherwise). An input that fails (the LLM endpoint, after its retries) does not discard
  * the others: the answered ones are printed, then one error line names the failed ones
  * and the exit code is non-zero. Embedded, item side: an untrained item policy unless
@@ -20,8 +20,11 @@
  * flags are given, and caches generations in the project database (`llm-cache`). With
  * --search-context n (query side) each prompt also holds the titles of the stored query
  * planner's n most probable items and its plan's keywords (the paper's "+ search results").
+ * Query prompts show two of the run's core training queries with the planner's plans when
+ * the project database holds a run and the inputs include queries of its dataset (looked
+ * for also with --no-cache; a database in use by a writer is left alone).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { openDb, type CogrDb } from '../../index/db.ts';
@@ -33,11 +36,13 @@ import { OpenAIGenerator, llmOptionsFromEnv } from '../../generators/llm.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { generateSettled, type GenerateInput, type KeywordGenerator, type KeywordSample } from '../../generators/types.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
-import type { SearchContext } from '../../generators/prompts.ts';
+import type { PromptExample, SearchContext } from '../../generators/prompts.ts';
 import type { Corpus } from '../../index/types.ts';
 import { idSchema, readJsonl } from '../datasets/common.ts';
 import { llmCache, loadPlanner, loadPolicy, plannerSource, policyStore } from '../run/policies.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
+import { coreIds, readStoredRun } from '../run/state.ts';
+import { trainingQueryExamples } from '../evolve/examples.ts';
 import { dbPath, parseChoice, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption, withLlmOptions, type LlmFlags } from './options.ts';
 
 const LineSchema = z.object({ id: idSchema, text: z.string(), title: z.string().optional() });
@@ -78,8 +83,38 @@ async function storedPlanner(db: CogrDb, flags: GenerateFlags): Promise<{ planne
   return { planner, corpus };
 }
 
+/**
+ * Worked examples from the co-evolution run in the database, if it holds one and the inputs
+ * include queries of its dataset: training queries (never dev or held-out ones) with the
+ * latest stored planner's plans for them as held out; else none (the prompt file's example).
+ */
+async function runExamples(db: CogrDb, inputs: readonly GenerateInput[]): Promise<{ examples: PromptExample[]; ids: string[] } | null> {
+  let run;
+  try {
+    run = await readStoredRun(db);
+  } catch (e) {
+    if (isCogrError(e, 'NOT_FOUND')) return null;
+    throw e;
+  }
+  const store = policyStore(db);
+  const source = await plannerSource(store);
+  const items = new KeywordIndexStore(db);
+  if (!source || (await items.latest('item')) === null) return null;
+  const { corpus } = await loadRunCorpus(source, stderrLogger);
+  // Only for queries of the run's dataset (another collection's examples would mislead).
+  const texts = new Set(corpus.queries.map((q) => q.text));
+  if (!inputs.some((x) => texts.has(x.text))) return null;
+  const planner = await loadPlanner(store, 'latest', corpus.items);
+  planner.attachOpposite(await items.openView('item', 'latest'));
+  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
+  const train = coreIds(run.split).map((id) => byId.get(id)).filter((q) => q !== undefined);
+  const examples = await trainingQueryExamples(planner, train, run.config.seed);
+  const textToId = new Map(train.map((q) => [q.text, q.id]));
+  return examples.length > 0 ? { examples, ids: examples.map((e) => textToId.get(e.text) ?? '?') } : null;
+}
+
 /** A sample as printed: its keywords, or what it is when the output was not a keyword list (never a fake empty list). */
-export type PrintedSample = string[] | { format: 'invalid_format'; raw?: string; anomaly?: string };
+export type PrintedSample = string[] | { format: 'invalid_format'; raw?: string; anomaly?: string; truncated?: true };
 
 /** The longest raw output shown for an invalid_format sample. */
 const RAW_SHOWN = 1000;
@@ -87,7 +122,12 @@ const RAW_SHOWN = 1000;
 function printed(s: KeywordSample): PrintedSample {
   if (s.format === 'ok') return s.keywords;
   const raw = s.raw === undefined || s.raw === '' ? undefined : s.raw.length > RAW_SHOWN ? `${s.raw.slice(0, RAW_SHOWN)}…` : s.raw;
-  return { format: 'invalid_format', ...(raw !== undefined ? { raw } : {}), ...(s.anomaly !== undefined ? { anomaly: s.anomaly } : {}) };
+  return {
+    format: 'invalid_format',
+    ...(raw !== undefined ? { raw } : {}),
+    ...(s.anomaly !== undefined ? { anomaly: s.anomaly } : {}),
+    ...(s.truncated === true ? { truncated: true as const } : {}),
+  };
 }
 
 export interface GenerateResult {
@@ -170,10 +210,28 @@ export async function runGenerateSettled(flags: GenerateFlags): Promise<Generate
           return { items: c.itemIds.map((id) => titles.get(id) ?? id), keywords: c.keywords };
         };
       }
-      gen = new OpenAIGenerator(
+      const llm = new OpenAIGenerator(
         { ...o, ...(concurrency ? { concurrency } : {}) },
         { cache: db && flags.cache ? llmCache(db) : undefined, logger: stderrLogger, ...(context ? { searchContext: context } : {}) },
       );
+      // A run's examples are looked for also with --no-cache, in a database that exists (never created for it).
+      if (side === 'query' && !db && existsSync(dbPath(flags.db))) {
+        try {
+          db = await openDb(dbPath(flags.db), { logger: stderrLogger, createIfMissing: false });
+        } catch (e) {
+          // Held by a writer (a training run): the prompt file's example, as without a database.
+          if (!isCogrError(e, 'DB_LOCKED')) throw e;
+          stderrLogger.info('prompt examples: the database is in use; the prompt file\'s example is shown', { db: dbPath(flags.db) });
+        }
+      }
+      if (side === 'query' && db) {
+        const shots = await runExamples(db, inputs);
+        if (shots) {
+          llm.setExamples('query', shots.examples);
+          stderrLogger.info("prompt examples: the run's training queries with the planner's plans as held out", { queries: shots.ids.join(',') });
+        }
+      }
+      gen = llm;
     }
     const res = await generateSettled(gen, side, inputs, { samples, temperature, topP: topP ?? DEFAULTS.decoding.index.topP, seed });
     if (gen instanceof OpenAIGenerator) stderrLogger.info('llm usage', { ...gen.usage });
@@ -215,7 +273,7 @@ export function register(program: Command): void {
       if (flags.json) process.stdout.write(JSON.stringify(samples) + '\n');
       else {
         for (const [id, sets] of Object.entries(samples)) {
-          for (const s of sets) process.stdout.write(`${id}\t${Array.isArray(s) ? s.join('; ') : `(invalid_format${s.anomaly !== undefined ? `: ${s.anomaly}` : ''})`}\n`);
+          for (const s of sets) process.stdout.write(`${id}\t${Array.isArray(s) ? s.join('; ') : `(invalid_format${s.anomaly !== undefined ? `: ${s.anomaly}` : ''}${s.truncated ? ', cut off at max_tokens' : ''})`}\n`);
         }
       }
       if (failed.length > 0) throw failedInputsError(failed, Object.keys(samples).length + failed.length);

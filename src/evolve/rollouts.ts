@@ -30,6 +30,8 @@ import { silentLogger, type Logger } from '../../index/log.ts';
 import { deriveSeed } from '../../index/random.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import type { Corpus, Side } from '../../index/types.ts';
+import { OpenAIGenerator } from '../../generators/llm.ts';
+import { trainingQueryExamples } from './examples.ts';
 import { loadPromptTemplate, renderPrompt, type ChatMessage } from '../../generators/prompts.ts';
 import { itemInput, queryInput } from '../../generators/sft.ts';
 import { generateSettled, type GenerateInput, type KeywordGenerator, type KeywordSample } from '../../generators/types.ts';
@@ -115,6 +117,10 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
     }
   }
   const template = loadPromptTemplate(opts.side);
+  if (generator instanceof OpenAIGenerator && opts.side === 'query') {
+    // Worked examples for the LLM: training queries (never held-out or dev ones) with their SFT targets, the query planner's plans as held out.
+    generator.setExamples('query', await trainingQueryExamples(planner, coreQueries, deriveSeed(config.seed, opts.round)));
+  }
   let inputs: GenerateInput[] = opts.side === 'query' ? coreQueries.map((q) => queryInput(q)) : corpus.items.map((it) => itemInput(it));
   if (opts.limit && opts.limit > 0) inputs = inputs.slice(0, opts.limit);
 
@@ -192,7 +198,8 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
       const groupId = `${opts.side}:${opts.round}:${batch[members[0]].id}`;
       members.forEach((i, j) => {
         const input = batch[i];
-        const prompt: ChatMessage[] = renderPrompt(template, input, [], config.kMax);
+        // What was sent (the LLM's prompt: its keyword limit and examples), else the prompt an LLM would get.
+        const prompt: ChatMessage[] = generator instanceof OpenAIGenerator ? generator.promptFor(opts.side, input) : renderPrompt(template, input, [], config.kMax);
         scored[j].forEach(({ s, lr, matched }, k) => {
           summary.reasons[lr.reason]++;
           rewardSum += lr.reward;

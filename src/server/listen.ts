@@ -7,7 +7,7 @@ function isLoopback(host: string): boolean {
   return host === '127.0.0.1' || host === '::1' || host === 'localhost' || host.startsWith('127.');
 }
 
-export async function listenUntilSignal(app: FastifyInstance, host: string, port: number, what: string, log: Logger, onClose?: () => void): Promise<void> {
+export async function listenUntilSignal(app: FastifyInstance, host: string, port: number, what: string, log: Logger, onClose?: () => void, opts: { docs?: boolean } = {}): Promise<void> {
   if (!isLoopback(host)) log.warn(`${what} listens on ${host}, reachable from other machines; set --token for the protected endpoints`);
   let address: string;
   try {
@@ -28,7 +28,7 @@ export async function listenUntilSignal(app: FastifyInstance, host: string, port
     }
     throw e;
   }
-  log.info(`${what} listening`, { address, docs: `${address}/docs` });
+  log.info(`${what} listening`, opts.docs === false ? { address } : { address, docs: `${address}/docs` });
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);

@@ -6,7 +6,7 @@ import { Level } from 'level';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/errors.ts';
 import { llmOptionsFromEnv, OpenAIGenerator, type LlmOptions } from '../../generators/llm.ts';
-import { parseKeywordOutput } from '../../generators/parse.ts';
+import { boundedKeywordListSchema, parseKeywordOutput } from '../../generators/parse.ts';
 import { memoryStore, type KeyValueStore } from '../../generators/types.ts';
 
 type Reply = {
@@ -100,7 +100,7 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     expect(calls[0].n).toBe(3);
     expect(calls[0].response_format.type).toBe('json_schema');
     expect(calls[0].response_format.json_schema.schema.properties.keywords.type).toBe('array');
-    expect(calls[0].messages[1].content).toContain('breast cancer treatment');
+    expect(calls[0].messages.at(-1).content).toContain('breast cancer treatment');
     expect(samples.map((s) => s.keywords)).toEqual([
       ['breast cancer', 'tamoxifen', 'k0'],
       ['breast cancer', 'tamoxifen', 'k1'],
@@ -108,6 +108,76 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     ]);
     expect(samples.every((s) => s.format === 'ok' && s.logProb === null)).toBe(true);
     expect(g.usage).toMatchObject({ requests: 1, totalTokens: 15, failures: 0, cacheHits: 0 });
+  });
+
+  it('asks for a bounded schema (count ≤ min(K_max, 12), length ≤ 60) and shows a worked example before the input', async () => {
+    handler = (b) => ({ status: 200, body: completion(Array.from({ length: b.n ?? 1 }, () => '{"keywords": ["a"]}')) });
+    await gen().generate('query', [input], { samples: 1, temperature: 0.7 });
+    const schema = calls[0].response_format.json_schema.schema;
+    expect(schema.properties.keywords).toMatchObject({ type: 'array', minItems: 1, maxItems: 12 });
+    expect(schema.properties.keywords.items).toMatchObject({ type: 'string', minLength: 1, maxLength: 60 });
+    expect(calls[0].max_tokens).toBe(160);
+    const roles = calls[0].messages.map((m: { role: string }) => m.role);
+    expect(roles).toEqual(['system', 'user', 'assistant', 'user']);
+    expect(calls[0].messages[0].content).toContain('at most 12 different keywords');
+    expect(JSON.parse(calls[0].messages[2].content).keywords.length).toBeGreaterThan(0);
+    calls = [];
+    // A lower K_max bounds the schema and the prompt; examples given replace the file's, cut to the bound, never the input itself.
+    const g = gen({ kMax: 3, maxKeywordLength: 20 });
+    g.setExamples('query', [
+      { text: 'training query one', keywords: ['t1', 't2', 't3', 't4'] },
+      { text: input.text, keywords: ['its own answer'] },
+    ]);
+    await g.generate('query', [input], { samples: 1, temperature: 0.7 });
+    const s2 = calls[0].response_format.json_schema.schema.properties.keywords;
+    expect([s2.maxItems, s2.items.maxLength]).toEqual([3, 20]);
+    expect(calls[0].messages.map((m: { content: string }) => m.content)).toEqual([
+      expect.stringContaining('at most 3 different keywords'),
+      expect.stringContaining('training query one'),
+      '{"keywords":["t1","t2","t3"]}',
+      expect.stringContaining(input.text),
+    ]);
+  });
+
+  it('the bounded schema refuses too many or too long keywords; the parser still reads any list', () => {
+    const sch = boundedKeywordListSchema(2, 5);
+    expect(sch.safeParse({ keywords: ['ab', 'cd'] }).success).toBe(true);
+    expect(sch.safeParse({ keywords: ['ab', 'cd', 'ef'] }).success).toBe(false);
+    expect(sch.safeParse({ keywords: ['abcdef'] }).success).toBe(false);
+    expect(sch.safeParse({ keywords: [] }).success).toBe(false);
+    expect(() => boundedKeywordListSchema(0, 5)).toThrow(RangeError);
+  });
+
+  it('reports a sample cut off at max_tokens (finish_reason length) as truncated, parsed or not', async () => {
+    handler = () => ({
+      status: 200,
+      body: {
+        ...completion(['{"keywords": ["lens", "eye"]}', '{"keywords": ["lens", "crystalline lens", "crystal']),
+        choices: [
+          { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["Lens", "eye", "lens"]}' } },
+          { index: 1, finish_reason: 'length', message: { role: 'assistant', content: '{"keywords": ["lens", "crystalline lens", "crystal' } },
+        ],
+      },
+    });
+    const g = gen();
+    const [samples] = await g.generate('query', [input], { samples: 2, temperature: 0.7 });
+    expect(samples[0]).toMatchObject({ format: 'ok', keywords: ['lens', 'eye'] });
+    expect(samples[0].truncated).toBeUndefined();
+    expect(samples[1]).toMatchObject({ format: 'invalid_format', keywords: [], truncated: true });
+    expect(g.usage).toMatchObject({ truncated: 1, formatFailures: 1, samples: 2 });
+  });
+
+  it('a 400 about the prompt\'s length fails that input naming the reason, and structured output stays on', async () => {
+    handler = (b) =>
+      String(b.messages.at(-1).content).includes('too long')
+        ? { status: 400, body: { error: { message: "messages: this model's context is 2048 tokens, but 2300 were requested", type: 'invalid_request_error', param: 'messages', code: 'INVALID_BODY' } } }
+        : { status: 200, body: completion(['{"keywords": ["fine"]}']) };
+    const g = gen();
+    const settled = await g.generateSettled('query', [{ id: 'long', text: 'too long' }, { id: 'ok', text: 'short' }], { samples: 1, temperature: 0.7 });
+    const bad = settled[0];
+    expect(!bad.ok && isCogrError(bad.error, 'LLM_ERROR') && bad.error.message).toMatch(/HTTP 400 \(messages: this model's context is 2048 tokens.*\(not retryable\)/);
+    expect(settled[1].ok).toBe(true);
+    expect(calls.every((c) => c.response_format?.type === 'json_schema')).toBe(true);
   });
 
   it('reads a plain-text list, and repeats requests when the server ignores n', async () => {
@@ -241,7 +311,7 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
       await g0.generate('query', [input], { samples: 1, temperature: 0.7, seed: 1 });
       return cache.map.keys();
     })())][0];
-    expect(cache.map.get(key)).toEqual({ content: '{"keywords": ["real answer"]}', logProb: null });
+    expect(cache.map.get(key)).toEqual({ content: '{"keywords": ["real answer"]}', logProb: null, finishReason: 'stop' });
     await cache.put(key, { content: '', logProb: null });
     calls = [];
     const healed = gen({}, cache);
@@ -258,7 +328,7 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
   });
 
   it('settles per input: answered inputs are kept; after an endpoint failure the requests not yet sent are not sent', async () => {
-    const text = (b: Record<string, any>) => String(b.messages[1].content);
+    const text = (b: Record<string, any>) => String(b.messages.at(-1).content);
     // An input-specific refusal (400) fails that input only.
     handler = (b) => (text(b).includes('second') ? { status: 400, body: { error: { message: 'context too long' } } } : { status: 200, body: completion(['["fine"]']) });
     const inputs = ['first', 'second', 'third'].map((t, i) => ({ id: `q${i}`, text: `${t} query` }));

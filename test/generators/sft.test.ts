@@ -99,11 +99,12 @@ describe('SFT (Algorithm 1)', () => {
       const n = exportTrl(dir, { items: c.items, itemKeywords, queries: c.queries, queryTargets });
       expect(n).toEqual({ item: 1, query: 1 });
       const item = readFileSync(join(dir, 'item.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-      expect(item[0].prompt.map((m: { role: string }) => m.role)).toEqual(['system', 'user']);
-      expect(item[0].prompt[1].content).toContain(c.items[0].title);
+      // The system message, the prompt file's worked example (a user and an assistant turn), then the item.
+      expect(item[0].prompt.map((m: { role: string }) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
+      expect(item[0].prompt.at(-1).content).toContain(c.items[0].title);
       expect(item[0].completion).toEqual([{ role: 'assistant', content: '{"keywords":["alpha","beta"]}' }]);
       const query = JSON.parse(readFileSync(join(dir, 'query.jsonl'), 'utf8'));
-      expect(query.prompt[1].content).toContain(c.queries[1].text);
+      expect(query.prompt.at(-1).content).toContain(c.queries[1].text);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

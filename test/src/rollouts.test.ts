@@ -44,7 +44,8 @@ beforeAll(async () => {
     req.on('end', () => {
       llmCalls++;
       const b = JSON.parse(body) as { n?: number; messages: { content: string }[] };
-      if (failText !== null && b.messages.some((m) => m.content.includes(failText!))) {
+      // The input is the last message (worked examples of other training queries come before it).
+      if (failText !== null && b.messages.at(-1)!.content.includes(failText)) {
         res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"overloaded"}}');
         return;
       }
@@ -84,7 +85,7 @@ describe('rollouts', () => {
     const items = await new KeywordIndexStore(db).entries('item', 0);
     for (const l of lines.slice(0, 12)) {
       expect(l.prompt[0].role).toBe('system');
-      expect(l.prompt[1].content).toContain(corpus.queries.find((q) => q.id === l.entity_id)!.text);
+      expect(l.prompt.at(-1).content).toContain(corpus.queries.find((q) => q.id === l.entity_id)!.text);
       expect(l.completion[0].role).toBe('assistant');
       if (l.reason !== 'ok') continue;
       // recompute F1 of the matched set naively from the stored item generation: a training
@@ -158,6 +159,33 @@ describe('rollouts', () => {
       expect(l.reward).toBe(-1);
       expect(l.completion[0].content).toContain('cannot help');
     }
+  });
+
+  it("through the openai client: the prompts (recorded as sent) show two training queries with the planner's plans, never a held-out, dev query or the input itself", async () => {
+    const out = join(dir, 'llm-examples.jsonl');
+    const gen = new OpenAIGenerator({ baseURL, model: 'm', apiKey: 'k', retryBaseMs: 1, retryMaxMs: 2, timeoutMs: 5000 });
+    await writeRollouts(db, corpus, { side: 'query', round: 1, out, samples: 1, limit: 6, generator: gen });
+    const textToId = new Map(corpus.queries.map((q) => [q.text, q.id]));
+    const lines = readLines(out);
+    expect(lines.length).toBeGreaterThan(0);
+    const shown = new Set<string>();
+    for (const l of lines) {
+      const turns = l.prompt as { role: string; content: string }[];
+      const examples = turns.slice(1, -1);
+      // Two examples (user + assistant each), unless one of them is this input (left out).
+      expect([2, 4]).toContain(examples.length);
+      for (let i = 0; i < examples.length; i += 2) {
+        const text = examples[i].content.replace(/^Query: /, '').split('\n')[0];
+        const id = textToId.get(text)!;
+        shown.add(id);
+        expect(train).toContain(id);
+        expect(evalIds).not.toContain(id);
+        expect(id).not.toBe(l.entity_id);
+        expect(JSON.parse(examples[i + 1].content).keywords.length).toBeGreaterThan(0);
+      }
+      expect(turns.at(-1)!.content).toContain(corpus.queries.find((q) => q.id === l.entity_id)!.text);
+    }
+    expect(shown.size).toBeGreaterThanOrEqual(1);
   });
 
   it('an LLM failure on one input keeps the groups answered before it and names the inputs without lines', async () => {
