@@ -39,7 +39,7 @@ import {
   WorkMeter,
   type FieldIndex,
 } from './program.ts';
-import { QueryKeywordResolver, type ResolvedKeywords } from './queryKeywords.ts';
+import { LruCache, QueryKeywordResolver, type ResolvedKeywords } from './queryKeywords.ts';
 import type { LiveSnapshot, Snapshot } from './state.ts';
 import { VocabularyIndex } from './vocab.ts';
 
@@ -345,6 +345,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   );
   const docsHtml = renderDocsHtml(openapi);
 
+  const rankedCache = new LruCache<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }>(limits.cacheSize);
   const resolveText = (snap: Snapshot, version: number, text: string): Promise<ResolvedKeywords> =>
     resolver.resolve(snap.keywordSource, version, text);
 
@@ -357,7 +358,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     // A query with no searchable term matches nothing (not the items likeliest a priori).
     const noTerms = kw.fallback?.reason === 'no_terms';
     // The served set's order and floor (the run's choice): from the planner in the keyword workers, else keyword-bag BM25.
-    const ranked = noTerms ? null : await rankServed(snap, p.q, kw.keywords, p.k);
+    const ranked = noTerms ? null : await rankServed(snap, version, p.q, kw.keywords, p.k);
     const res = ranked === null ? { matched: 0, items: [] as { id: string; score: number }[] } : (ranked.set ?? snap.item.search(probe, { k: p.k }));
     return {
       round: snap.round,
@@ -387,8 +388,17 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
    * keywords without a floor, the source cannot rank (LLM, none) or the budget ran out —
    * `info` says which ranker answered and why.
    */
-  async function rankServed(snap: Snapshot, text: string, keywords: string[], k: number): Promise<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }> {
+  async function rankServed(snap: Snapshot, version: number, text: string, keywords: string[], k: number): Promise<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }> {
     const r = snap.ranking;
+    // The same snapshot, text, keywords and k always rank the same: answers are cached like the keywords.
+    const key = `${version}\u0000${normalizeSelf(text)}\u0000${keywords.join('\u0001')}\u0000${k}`;
+    const hit = rankedCache.get(key);
+    if (hit) return hit;
+    const out = await rankServedUncached(snap, text, keywords, k, r);
+    if (out.set) rankedCache.set(key, out);
+    return out;
+  }
+  async function rankServedUncached(snap: Snapshot, text: string, keywords: string[], k: number, r: Snapshot['ranking']): Promise<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }> {
     const info = (ranker: Ranker, fallback: string | null, reason: string | null): RankingInfo => ({ ranker, chosen: r.source, floor: r.floor.floor, fallback, ...(reason ? { reason } : {}) });
     const src = snap.keywordSource;
     if (r.ranker === 'keywords' && r.floor.floor === 0 && r.floor.fallback === 0) return { set: null, info: info('keywords', null, null) };

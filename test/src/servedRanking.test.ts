@@ -83,6 +83,10 @@ describe('GET /v1/search orders the served set by the ranker', () => {
     expect(r.items[0].explain.ranking.ranker).toBe('model');
     const scores = r.items.map((h: any) => h.score);
     expect([...scores].sort((a, b) => b - a)).toEqual(scores);
+    // A second request is answered from the ranking cache: the same items and scores.
+    const again = (await (await fetch(`${base}/v1/search?q=${encodeURIComponent(text)}&k=5`)).json()) as any;
+    expect(again.items).toEqual(r.items.map((h: any) => ({ id: h.id, score: h.score, ...(h.title !== undefined ? { title: h.title } : {}) })));
+    expect(again.ranking).toEqual(r.ranking);
   });
   it("auto serves the run's choice at SFT; keywords keeps keyword-bag BM25 of the matched set", async () => {
     const db = await openDb(dbPath);
