@@ -344,7 +344,9 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): 
   });
   const { cutoff: fallback, f1: fallbackF1 } = tuneCutoff(curves, maxC);
   const planned = new Map(ctx.coreQueries.map((q) => [q.id, planner.plan(queryInput(q), { asHeldOut: true }).keywords]));
-  const tried = DEFAULTS.run.floorGrid.map((m) => ({ m, ...trainingAsHeldOut(ctx, planner, itemView, false, { floor: m, fallback }, (q) => planned.get(q.id)!) }));
+  // 'fallback' tries no floor; 'auto' the grid.
+  const grid = ctx.config.floor === 'auto' ? DEFAULTS.run.floorGrid : [0];
+  const tried = grid.map((m) => ({ m, ...trainingAsHeldOut(ctx, planner, itemView, false, { floor: m, fallback }, (q) => planned.get(q.id)!) }));
   let best = tried[0];
   for (const x of tried) if (x.metrics.f1 > best.metrics.f1 + 1e-12) best = x;
   // As a half-round's adoption: a floor is kept only when its paired gain over none is ≥ 0 and ≥ z standard errors.
