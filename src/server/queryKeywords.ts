@@ -77,7 +77,7 @@ interface InFlight {
 }
 
 export class QueryKeywordResolver {
-  private readonly cache: LruCache<string[]>;
+  private readonly cache: LruCache<string[] | { noTerms: string }>;
   private readonly inflight = new Map<string, InFlight>();
   constructor(private readonly opts: KeywordResolverOptions) {
     this.cache = new LruCache(opts.cacheSize);
@@ -98,7 +98,10 @@ export class QueryKeywordResolver {
     this.inflight.set(key, f);
     promise.then(
       (out) => this.cache.set(key, normalizeKeywordSet(out).keywords),
-      () => {},
+      // A text the served data has no word for stays so for this snapshot: cached like an answer.
+      (e: unknown) => {
+        if (e instanceof NoSearchableTerms) this.cache.set(key, { noTerms: e.message });
+      },
     );
     const done = f;
     void promise
@@ -118,6 +121,7 @@ export class QueryKeywordResolver {
     const hit = this.cache.get(key);
     if (hit) {
       this.opts.onCacheHit?.();
+      if (!Array.isArray(hit)) return { ...this.fallback('no_terms', hit.noTerms), cached: true };
       // An empty set is cached too: the generator is deterministic per round, so asking again would not help.
       if (hit.length === 0) return { ...this.fallback('empty', 'the generator returned no valid keyword'), cached: true };
       return { keywords: hit, source: source.name, cached: true, fallback: null };

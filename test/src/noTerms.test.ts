@@ -72,6 +72,10 @@ describe('a query with no searchable term', () => {
     it(`matches nothing, labelled no_terms, in the CLI and the API alike: ${what}`, async () => {
       const g = await get(q);
       expect([g.matched, g.items, g.keywords.generated, g.fallback?.reason]).toEqual([0, [], [], 'no_terms']);
+      // Asked again, the same answer from the keyword cache (a no-term text stays so for the snapshot).
+      const again = await get(q);
+      expect([again.matched, again.fallback?.reason, again.fallback?.message]).toEqual([0, 'no_terms', g.fallback?.message]);
+      if (what === 'a word no item has') expect((again as unknown as { keywords: { cached: boolean } }).keywords.cached).toBe(true);
       const p = await post(q);
       expect([p.matched, p.items, p.texts[0].fallback?.reason]).toEqual([0, [], 'no_terms']);
       // A NUL cannot be passed in an argument vector.
