@@ -33,7 +33,7 @@ import { bestStep, f1Points, rankOf, servedRanking, type StepRecord } from '../r
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { renderTable } from '../table.ts';
-import { dbPath as dbPathFlag, parseNumberFlag, withDatasetOptions, withDbOption } from './options.ts';
+import { dbPath as dbPathFlag, parseChoice, parseNumberFlag, withDatasetOptions, withDbOption } from './options.ts';
 
 /** The demo's defaults: the paper's settings scaled to finish in well under a minute on 2 cores. */
 export const DEMO_DEFAULTS: RunConfigInput = { ...DEFAULTS.demo };
@@ -63,6 +63,7 @@ interface RunFlags {
   adoptZ?: string;
   adoptOn?: string;
   floor?: string;
+  relevanceQueryTf?: string;
   sftItemKeywords?: string;
   plannerParams?: string;
   plannerLr?: string;
@@ -97,6 +98,7 @@ function addRunOptions(cmd: Command, dbHelp: string): Command {
     .option('--adopt-z <z>', `a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (default ${r.adoptZ})`)
     .option('--adopt-on <queries>', `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) (default ${r.adoptOn})`)
     .option('--floor <mode>', `the served set's floor: fallback (a query whose keywords match nothing gets the top c items by p) | auto (and every set the top m by p, when m passes the adoption test on training queries) | none (default ${r.floor})`)
+    .option('--relevance-query-tf <yes|no>', `the relevance model's query-term-count BM25 features (default ${DEFAULTS.relevance.queryTf ? 'yes' : 'no'}; runs stored before them resume with no)`)
     .option('--sft-item-keywords <m>', `keywords per item from the base generator: a number, or auto (the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}; default)`)
     .option('--planner-params <which>', `what the planner's GRPO moves: global (stop term and α) | terms (per-keyword terms) | all (and the relevance weights) (default ${DEFAULTS.planner.grpoParams})`)
     .option('--planner-lr <x>', `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`)
@@ -137,6 +139,7 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
   set('adoptZ', num('--adopt-z', flags.adoptZ, false));
   set('adoptOn', flags.adoptOn);
   set('floor', flags.floor);
+  if (flags.relevanceQueryTf !== undefined) set('relevanceQueryTf', parseChoice('--relevance-query-tf', flags.relevanceQueryTf, ['yes', 'no'] as const) === 'yes');
   if (flags.sftItemKeywords !== undefined) set('sftItemKeywords', flags.sftItemKeywords === 'auto' ? 'auto' : num('--sft-item-keywords', flags.sftItemKeywords, true));
   set('plannerParams', flags.plannerParams);
   set('plannerLr', num('--planner-lr', flags.plannerLr, false));
