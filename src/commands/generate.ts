@@ -6,7 +6,8 @@
  *   [--no-cache] [--json]`
  *
  * Reads JSONL lines {"id", "text", "title"?} and prints, with --json, one JSON object
- * mapping each id to its list of samples: a keyword list, or for output that is not one
+ * mapping each id to its list of samples: a keyword list (`{"format": "ok", "keywords",
+ * "truncated": true}` when the model was cut off at max_tokens), or for output that is not one
  * `{"format": "invalid_format", "raw"?, "anomaly"?, "truncated"?}` (a readable line per sample
  * otherwise). An input that fails (the LLM endpoint, after its retries) does not discard
  * the others: the answered ones are printed, then one error line names the failed ones
@@ -114,13 +115,14 @@ async function runExamples(db: CogrDb, inputs: readonly GenerateInput[]): Promis
 }
 
 /** A sample as printed: its keywords, or what it is when the output was not a keyword list (never a fake empty list). */
-export type PrintedSample = string[] | { format: 'invalid_format'; raw?: string; anomaly?: string; truncated?: true };
+export type PrintedSample = string[] | { format: 'ok'; keywords: string[]; truncated: true } | { format: 'invalid_format'; raw?: string; anomaly?: string; truncated?: true };
 
 /** The longest raw output shown for an invalid_format sample. */
 const RAW_SHOWN = 1000;
 
 function printed(s: KeywordSample): PrintedSample {
-  if (s.format === 'ok') return s.keywords;
+  // A keyword list the model was cut off in (finish_reason "length") says so: its last keyword may be cut too.
+  if (s.format === 'ok') return s.truncated === true ? { format: 'ok', keywords: s.keywords, truncated: true } : s.keywords;
   const raw = s.raw === undefined || s.raw === '' ? undefined : s.raw.length > RAW_SHOWN ? `${s.raw.slice(0, RAW_SHOWN)}…` : s.raw;
   return {
     format: 'invalid_format',
@@ -273,7 +275,7 @@ export function register(program: Command): void {
       if (flags.json) process.stdout.write(JSON.stringify(samples) + '\n');
       else {
         for (const [id, sets] of Object.entries(samples)) {
-          for (const s of sets) process.stdout.write(`${id}\t${Array.isArray(s) ? s.join('; ') : `(invalid_format${s.anomaly !== undefined ? `: ${s.anomaly}` : ''}${s.truncated ? ', cut off at max_tokens' : ''})`}\n`);
+          for (const s of sets) process.stdout.write(`${id}\t${Array.isArray(s) ? s.join('; ') : s.format === 'ok' ? `${s.keywords.join('; ')} (cut off at max_tokens)` : `(invalid_format${s.anomaly !== undefined ? `: ${s.anomaly}` : ''}${s.truncated ? ', cut off at max_tokens' : ''})`}\n`);
         }
       }
       if (failed.length > 0) throw failedInputsError(failed, Object.keys(samples).length + failed.length);

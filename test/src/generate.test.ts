@@ -151,9 +151,10 @@ describe('cogr sft and cogr generate', () => {
           res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"overloaded"}}');
           return;
         }
-        const message = text.includes('lens') ? { role: 'assistant', content: '{"keywords": ["Lens"]}' } : text.includes('heart') ? { role: 'assistant', content: null } : { role: 'assistant', content: 'I am sorry, I cannot help with that request today, it is long prose.' };
+        const message = text.includes('lens') ? { role: 'assistant', content: '{"keywords": ["Lens"]}' } : text.includes('heart') ? { role: 'assistant', content: null } : text.includes('skin') ? { role: 'assistant', content: '{"keywords": ["skin", "rash"]}' } : { role: 'assistant', content: 'I am sorry, I cannot help with that request today, it is long prose.' };
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'tiny', choices: [{ index: 0, finish_reason: 'stop', message }] }));
+        // "skin": a keyword list that ends where max_tokens cut the model off.
+        res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'tiny', choices: [{ index: 0, finish_reason: text.includes('skin') ? 'length' : 'stop', message }] }));
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
@@ -161,7 +162,7 @@ describe('cogr sft and cogr generate', () => {
       const port = (server.address() as { port: number }).port;
       writeFileSync(
         join(dir, 'mixed.jsonl'),
-        ['{"id": "a", "text": "the crystalline lens"}', '{"id": "b", "text": "heart attack"}', '{"id": "c", "text": "bone marrow"}', '{"id": "d", "text": "renal failure"}'].join('\n') + '\n',
+        ['{"id": "a", "text": "the crystalline lens"}', '{"id": "b", "text": "heart attack"}', '{"id": "c", "text": "bone marrow"}', '{"id": "e", "text": "skin disease"}', '{"id": "d", "text": "renal failure"}'].join('\n') + '\n',
       );
       const env = { OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, COGR_MODEL: 'tiny' };
       const args = ['generate', '--side', 'query', '--generator', 'openai', '--from', 'mixed.jsonl', '--no-cache', '--concurrency', '1'];
@@ -171,12 +172,13 @@ describe('cogr sft and cogr generate', () => {
         a: [['lens']],
         b: [{ format: 'invalid_format', anomaly: 'a null message content' }],
         c: [{ format: 'invalid_format', raw: 'I am sorry, I cannot help with that request today, it is long prose.' }],
+        e: [{ format: 'ok', keywords: ['skin', 'rash'], truncated: true }],
       });
       const last = r.stderr.trim().split('\n').at(-1)!;
-      expect(last).toMatch(/^error\[LLM_ERROR\]: 1 of 4 input\(s\) failed: "d"; the 3 answered are printed; "d": LLM endpoint http:\/\/127\.0\.0\.1:\d+\/v1 failed after 5 attempt\(s\): last status HTTP 503$/);
+      expect(last).toMatch(/^error\[LLM_ERROR\]: 1 of 5 input\(s\) failed: "d"; the 4 answered are printed; "d": LLM endpoint http:\/\/127\.0\.0\.1:\d+\/v1 failed after 5 attempt\(s\): last status HTTP 503$/);
       const text = await cogr(args, env);
       expect(text.code).toBe(1);
-      expect(text.stdout).toBe('a\tlens\nb\t(invalid_format: a null message content)\nc\t(invalid_format)\n');
+      expect(text.stdout).toBe('a\tlens\nb\t(invalid_format: a null message content)\nc\t(invalid_format)\ne\tskin; rash (cut off at max_tokens)\n');
     } finally {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
