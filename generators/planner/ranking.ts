@@ -18,10 +18,6 @@ import { topByP, type KeywordPlanner } from './planner.ts';
 export const RANKERS = ['keywords', 'text', 'model'] as const;
 export type Ranker = (typeof RANKERS)[number];
 
-export function isRanker(x: unknown): x is Ranker {
-  return typeof x === 'string' && (RANKERS as readonly string[]).includes(x);
-}
-
 /** nDCG@10, MAP (average precision over the ranked matched set, trec_eval's `map`) and MRR@10 of one ranking. */
 export interface RankingMetrics {
   ndcg10: number;

@@ -95,11 +95,6 @@ export class TextIndex {
     return [...out];
   }
 
-  /** Number of word ordinals (the vocabulary's size). */
-  get vocabularySize(): number {
-    return this.idf.length;
-  }
-
   /** The word of an ordinal (the vocabulary in first-seen order, built on first use). */
   word(o: number): string {
     this.words ??= [...this.vocab.keys()];

@@ -334,7 +334,7 @@ function trainingAsHeldOut(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordV
  * served sets, kept only when its paired gain over no floor passes the adoption test
  * (≥ 0 and ≥ z standard errors; else m = 0).
  */
-function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): SetFloor {
+function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, planned: ReadonlyMap<string, string[]>): SetFloor {
   if (ctx.config.floor === 'none' || ctx.coreQueries.length === 0) return { floor: 0, fallback: 0 };
   planner.attachOpposite(itemView);
   const maxC = Math.min(DEFAULTS.run.fallbackMaxCutoff, itemView.size);
@@ -343,7 +343,6 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): 
     return setF1Curve(top, ctx.coreRelevant.get(q.id) ?? new Set(), maxC, ctx.config.beta);
   });
   const { cutoff: fallback, f1: fallbackF1 } = tuneCutoff(curves, maxC);
-  const planned = new Map(ctx.coreQueries.map((q) => [q.id, planner.plan(queryInput(q), { asHeldOut: true }).keywords]));
   // 'fallback' tries no floor; 'auto' the grid.
   const grid = ctx.config.floor === 'auto' ? DEFAULTS.run.floorGrid : [0];
   const tried = grid.map((m) => ({ m, ...trainingAsHeldOut(ctx, planner, itemView, false, { floor: m, fallback }, (q) => planned.get(q.id)!) }));
@@ -362,10 +361,10 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): 
  * queries planned and searched as held out (their own judgements out of their features,
  * no {q}, their own names out of their keywords). Held-out queries play no part.
  */
-function chooseRank(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, dev: DevMetrics | null): RankChoice {
+function chooseRank(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, dev: DevMetrics | null, planned: ReadonlyMap<string, string[]>): RankChoice {
   const asked = ctx.config.rank;
   if (asked !== 'auto') return { served: asked, asked, on: null };
-  const train = trainingAsHeldOut(ctx, planner, itemView, true).metrics;
+  const train = trainingAsHeldOut(ctx, planner, itemView, true, ctx.floor, (q) => planned.get(q.id)!).metrics;
   const on = pooledRankings([train, ...(dev ? [dev] : [])]);
   return { served: chooseRanker('auto', on), asked, on };
 }
@@ -401,14 +400,17 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
   const itemView = await ctx.store.openView('item', itemGen);
   sft.planner.attachOpposite(itemView);
   tuneAlpha(ctx, sft.planner, itemView);
-  const queryGen = await commitGeneration(ctx, 'query', planQueries(ctx, sft.planner), { step: 'sft', round: 0 }, null);
+  const queryEntries = planQueries(ctx, sft.planner);
+  const queryGen = await commitGeneration(ctx, 'query', queryEntries, { step: 'sft', round: 0 }, null);
   const queryView = await ctx.store.openView('query', queryGen);
   await savePolicy(ctx.policies, 0, sft.itemPolicy);
   await savePlanner(ctx.policies, 0, sft.planner, { dataset: config.dataset, ...(config.format ? { format: config.format } : {}) });
-  const floor = chooseFloor(ctx, sft.planner, itemView);
+  // The query generation's keywords are the core training queries planned as held out: the floor and the ranker choices reuse them.
+  const planned = new Map(queryEntries.map((e) => [e.id, e.keywords]));
+  const floor = chooseFloor(ctx, sft.planner, itemView, planned);
   ctx.floor = { floor: floor.floor, fallback: floor.fallback };
   const { metrics, dev, trainEval } = evaluate(ctx, sft.planner, itemView, 'sft');
-  const rank = chooseRank(ctx, sft.planner, itemView, dev);
+  const rank = chooseRank(ctx, sft.planner, itemView, dev, planned);
   return {
     step: 'sft',
     rank,
