@@ -4,6 +4,8 @@
  * prints `error[CODE]: message` and exits non-zero, the HTTP API answers with the
  * status and a JSON body `{error: {code, message, details}}`.
  */
+import { accessSync, constants as fsConstants, existsSync } from 'node:fs';
+import { dirname } from 'node:path';
 export const ERROR_CATALOGUE = {
   INVALID_ARGUMENT: { status: 400, summary: 'an argument or option is invalid' },
   INVALID_BODY: { status: 400, summary: 'a request body does not validate' },
@@ -77,6 +79,23 @@ export function errnoCode(e: unknown): string | undefined {
   return undefined;
 }
 
+/** The nearest existing folder above (or at) `path` when it cannot be written, else null. */
+function unwritableAncestor(path: string): string | null {
+  for (let d = path; ; ) {
+    if (existsSync(d)) {
+      try {
+        accessSync(d, fsConstants.W_OK);
+        return null;
+      } catch {
+        return d;
+      }
+    }
+    const up = dirname(d);
+    if (up === d) return null;
+    d = up;
+  }
+}
+
 /**
  * A system error of the file system as a named CogrError: ENOSPC (and EDQUOT) is
  * DISK_FULL, EROFS / EACCES / EPERM are READ_ONLY, any other errno code is IO_ERROR; the
@@ -91,6 +110,12 @@ export function systemError(e: unknown, path?: string, doing?: string): CogrErro
   const syscall = (e as { syscall?: unknown }).syscall;
   const where = typeof own === 'string' ? own : path ?? `(${typeof syscall === 'string' ? syscall : 'a file operation'}; the path is not known)`;
   const what = doing && !doing.includes(where) ? `${doing}: ` : '';
+  // A recursive mkdir on a read-only file system can fail with ENOENT (the folder it could not
+  // make is missing for the next level): the cause is the nearest existing folder that cannot be written.
+  if (code === 'ENOENT' && syscall === 'mkdir' && typeof own === 'string') {
+    const closed = unwritableAncestor(own);
+    if (closed) return cogrError('READ_ONLY', `${what}${own}: cannot be created: ${closed} cannot be written (a read-only file system or no permission); give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: own, errno: code }, e);
+  }
   if (DISK_FULL_CODES.has(code)) return cogrError('DISK_FULL', `${what}${where}: no space left on the device (${code}); free some space and run the command again`, { path: where, errno: code }, e);
   if (READ_ONLY_CODES.has(code)) {
     return cogrError('READ_ONLY', `${what}${where}: cannot be written (${code === 'EROFS' ? 'read-only file system' : 'permission denied'}, ${code}); give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: where, errno: code }, e);
