@@ -140,6 +140,9 @@ export const DEFAULTS = deepFreeze({
    * on every request from its arrival, a context of contextSize tokens (prompt + max_tokens
    * beyond it is a 400), at most maxN choices and maxTokens completion tokens per request.
    */
+  /** The embeddings client (src/embeddings/client.ts) and the shipped embeddings server (cogr embeddings serve). */
+  embeddings: { batchSize: 32, timeoutMs: 120_000, maxRetries: 2 },
+  embeddingsServe: { host: '127.0.0.1', port: 8001, maxInputs: 256, maxChars: 100_000, bodyLimit: 4 * 1024 * 1024, requestTimeoutMs: 120_000 },
   llmServe: { host: '127.0.0.1', port: 8000, threads: 1, contextSize: 2048, queueSize: 16, requestTimeoutMs: 120_000, maxN: 16, maxTokens: 1024, bodyLimit: 1024 * 1024 },
 });
 
