@@ -37,6 +37,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'rollouts', description: 'write GRPO rollouts (prompts, completions, rewards, reasons, advantages, group ids) of one round as JSONL', load: () => import('./commands/rollouts.ts') },
   { name: 'import-generation', description: 'commit keywords produced by an external model as a new generation of the run and evaluate it', load: () => import('./commands/rollouts.ts') },
   { name: 'llm', description: 'the real model: install SmolLM2-135M-Instruct (llm install) and serve it as an OpenAI-compatible endpoint (llm serve)', load: () => import('./commands/llm.ts') },
+  { name: 'embeddings', description: 'the embeddings server: install its venv (embeddings install) and serve all-MiniLM-L6-v2 as OpenAI\'s /v1/embeddings on loopback (embeddings serve)', load: () => import('./commands/embeddings.ts') },
   { name: 'reward-server', description: 'serve CoGR rewards against frozen generations (OpenRLHF POST /get_reward and JSON endpoints)', load: () => import('./commands/rewardServer.ts') },
   { name: 'serve', description: 'serve keyword retrieval of a trained round over HTTP (OpenAPI at /openapi.json, docs at /docs)', load: () => import('./commands/serve.ts') },
   { name: 'drift', description: 'vocabulary drift across keyword-index generations: metrics per side and generation, alignment, churn, added/dropped keywords', load: () => import('./commands/drift.ts') },

@@ -18,6 +18,15 @@
  *   query's mean normalised BM25 over each neighbour's relevant items — the
  *   similarity-weighted share of neighbours judging the item relevant, and the max of
  *   similarity × [relevant].
+ * Dense features (with `embeddings`, the name of an embeddings model whose vectors are
+ * registered with `registerDenseVectors` before the model is built — src/embeddings/ fetches
+ * them from an OpenAI-compatible /v1/embeddings endpoint), appended last; c = the cosine of
+ * the query's and the item's vectors:
+ *   cos         c
+ *   cosNorm     c / max over items of c (0 when that max is ≤ 0)
+ *   cosLogRank  ln(1 + rank by c) / ln(1 + N)
+ * A model built with them and no registered vectors, or asked about a query text without a
+ * vector, is DATA_MISSING naming the model (never a silent zero).
  * Leave-one-out: when the query is itself a training query (fitting, tuning, rollouts),
  * its own judgements never enter its own features: it is no neighbour of itself and its
  * judgement is not counted in logJudged.
@@ -41,6 +50,53 @@ export const TEXT_SCORE_COLUMN = TEXT_FEATURES.indexOf('sNorm');
  * normalised by its best item (sTfNorm) and by Σ idf of the query's distinct words (sTfIdf).
  */
 export const QUERY_TF_FEATURES = ['sTfNorm', 'sTfIdf'] as const;
+export const DENSE_FEATURES = ['cos', 'cosNorm', 'cosLogRank'] as const;
+
+/**
+ * The vectors of one embeddings model: every item's (by id) and the query texts' (those
+ * embedded ahead of time, and any added later, e.g. a served query's, at most
+ * MAX_DENSE_QUERIES kept beyond the first ones).
+ */
+export class DenseVectors {
+  private readonly queries = new Map<string, Float32Array>();
+  private readonly pinned: number;
+  constructor(
+    readonly model: string,
+    readonly dim: number,
+    private readonly items: ReadonlyMap<string, Float32Array>,
+    queries: ReadonlyMap<string, Float32Array> = new Map(),
+  ) {
+    for (const [t, v] of queries) this.queries.set(t, v);
+    this.pinned = this.queries.size;
+  }
+  item(id: string): Float32Array | undefined {
+    return this.items.get(id);
+  }
+  query(text: string): Float32Array | undefined {
+    return this.queries.get(text);
+  }
+  addQuery(text: string, v: Float32Array): void {
+    if (v.length !== this.dim) throw cogrError('EMBEDDINGS_FORMAT', `a ${this.model} query vector has dimension ${v.length}, expected ${this.dim}`);
+    if (this.queries.size >= this.pinned + MAX_DENSE_QUERIES) {
+      // Forget the oldest added query (the pinned ones stay).
+      let n = 0;
+      for (const k of this.queries.keys()) if (n++ === this.pinned) {
+        this.queries.delete(k);
+        break;
+      }
+    }
+    this.queries.set(text, v);
+  }
+}
+const MAX_DENSE_QUERIES = 10_000;
+const denseRegistry = new Map<string, DenseVectors>();
+/** Make a model's vectors available to relevance models built with `embeddings: model` (in this thread). */
+export function registerDenseVectors(v: DenseVectors): void {
+  denseRegistry.set(v.model, v);
+}
+export function denseVectorsOf(model: string): DenseVectors | undefined {
+  return denseRegistry.get(model);
+}
 export const JUDGEMENT_FEATURES = ['logJudged', 'textShare', 'textMax', 'profileShare', 'profileMax', 'relmeanShare', 'relmeanMax'] as const;
 
 export interface RelevanceItem {
@@ -65,11 +121,14 @@ export interface RelevanceOptions {
   seed: number;
   /** Add the query-term-frequency BM25 features (QUERY_TF_FEATURES); models saved before them have none. */
   queryTf: boolean;
+  /** The embeddings model whose cosines are features (DENSE_FEATURES); null: none (models saved before them have none). */
+  embeddings: string | null;
 }
 export const DEFAULT_RELEVANCE: RelevanceOptions = {
   analyzer: 'english',
   judgements: true,
   queryTf: true,
+  embeddings: null,
   neighbours: 10,
   profileDepth: 50,
   l2: 1,
@@ -137,6 +196,8 @@ export class RelevanceModel {
   private readonly profileMemo = new Map<string, QueryProfile>();
   private readonly mark: Int32Array;
   private version = 0;
+  /** Unit item vectors in ordinal order (size × dim) and their source, with `embeddings`. */
+  private readonly dense: { vectors: DenseVectors; matrix: Float32Array; dim: number; col: number } | null;
 
   private constructor(items: readonly RelevanceItem[], training: readonly (readonly [RelevanceQuery, readonly string[]])[], options: RelevanceOptions, weights?: Float64Array) {
     this.options = options;
@@ -157,11 +218,52 @@ export class RelevanceModel {
     for (const rel of this.trainRel) for (const i of rel) this.judgedCount[i]++;
     this.queryIndex = useJ ? new TextIndex(this.train.map((q) => q.text), this.analyzer) : null;
     this.trainTop = useJ ? this.train.map((q) => this.profile(q.text).top) : [];
-    this.featureNames = [...TEXT_FEATURES, ...(useJ ? JUDGEMENT_FEATURES : []), ...(options.queryTf ? QUERY_TF_FEATURES : [])];
+    this.featureNames = [...TEXT_FEATURES, ...(useJ ? JUDGEMENT_FEATURES : []), ...(options.queryTf ? QUERY_TF_FEATURES : []), ...(options.embeddings !== null ? DENSE_FEATURES : [])];
     this.dim = this.featureNames.length;
+    this.dense = options.embeddings === null ? null : this.denseMatrix(options.embeddings);
     this.textScoreColumn = options.queryTf ? this.featureNames.indexOf('sTfNorm') : TEXT_SCORE_COLUMN;
     this.weights = weights ?? new Float64Array(this.dim);
     this.mark = new Int32Array(this.size);
+  }
+
+  private denseMatrix(model: string): { vectors: DenseVectors; matrix: Float32Array; dim: number; col: number } {
+    const vectors = denseRegistry.get(model);
+    if (vectors === undefined) throw cogrError('DATA_MISSING', `the relevance model uses ${model} embeddings: give --embeddings URL of an endpoint serving ${model}`, { embeddings: model });
+    const dim = vectors.dim;
+    const matrix = new Float32Array(this.size * dim);
+    this.itemIds.forEach((id, i) => {
+      const v = vectors.item(id);
+      if (v === undefined) throw cogrError('DATA_MISSING', `no ${model} embedding for item ${JSON.stringify(id)}`, { embeddings: model, item: id });
+      let n = 0;
+      for (let j = 0; j < dim; j++) n += v[j] * v[j];
+      n = Math.sqrt(n);
+      if (n > 0) for (let j = 0; j < dim; j++) matrix[i * dim + j] = v[j] / n;
+    });
+    return { vectors, matrix, dim, col: this.featureNames.indexOf('cos') };
+  }
+
+  /** Cosine of a query text's vector with every item (ordinal order); null without `embeddings`. */
+  cosines(text: string): Float64Array | null {
+    if (this.dense === null) return null;
+    const { vectors, matrix, dim } = this.dense;
+    const q = vectors.query(text);
+    if (q === undefined) throw cogrError('DATA_MISSING', `no ${vectors.model} embedding for the query text ${JSON.stringify(text.slice(0, 80))}`, { embeddings: vectors.model });
+    let n = 0;
+    for (let j = 0; j < dim; j++) n += q[j] * q[j];
+    n = n > 0 ? Math.sqrt(n) : 1;
+    const out = new Float64Array(this.size);
+    for (let i = 0; i < this.size; i++) {
+      let s = 0;
+      const o = i * dim;
+      for (let j = 0; j < dim; j++) s += matrix[o + j] * q[j];
+      out[i] = s / n;
+    }
+    return out;
+  }
+
+  /** The embeddings model of the dense features, or null. */
+  get embeddingsModel(): string | null {
+    return this.options.embeddings;
   }
 
   /** Fit on every (training query, item) pair. */
@@ -273,6 +375,20 @@ export class RelevanceModel {
         if (s <= 0) continue;
         x[i * d + col] = sMax > 0 ? s / sMax : 0;
         x[i * d + col + 1] = sumIdf > 0 ? s / sumIdf : 0;
+      }
+    }
+    if (this.dense !== null) {
+      const c = this.cosines(query.text)!;
+      const col = this.dense.col;
+      let mx = -Infinity;
+      for (let i = 0; i < N; i++) if (c[i] > mx) mx = c[i];
+      const order = Int32Array.from({ length: N }, (_, i) => i).sort((a, b) => c[b] - c[a] || a - b);
+      for (let r = 0; r < N; r++) {
+        const i = order[r];
+        const o = i * d + col;
+        x[o] = c[i];
+        x[o + 1] = mx > 0 ? c[i] / mx : 0;
+        x[o + 2] = Math.log1p(r + 1) / logN;
       }
     }
     if (!this.queryIndex) return x;
@@ -444,7 +560,7 @@ export class RelevanceModel {
     const training = j.training.map(([id, text, rel]) => [{ id, text }, rel] as const);
     // A model saved before queryTf has no such features.
     const saved = j.options as Partial<RelevanceOptions>;
-    const m = new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...saved, queryTf: saved.queryTf ?? false }, Float64Array.from(j.weights));
+    const m = new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...saved, queryTf: saved.queryTf ?? false, embeddings: saved.embeddings ?? null }, Float64Array.from(j.weights));
     if (m.dim !== j.weights.length) throw cogrError('DATA_FORMAT', `relevance model has ${j.weights.length} weights for ${m.dim} features`);
     return m;
   }

@@ -12,9 +12,11 @@ import { runBm25Baseline, type Bm25BaselineResult } from '../baseline/bm25.ts';
 import { checkBm25 } from '../baseline/expected.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { renderTable } from '../table.ts';
-import { parseIntFlag, parseNumberFlag, withDatasetOptions, type DatasetFlags } from './options.ts';
+import { parseIntFlag, parseNumberFlag, withDatasetOptions, type DatasetFlags, type EmbeddingsFlags } from './options.ts';
 import { RM3_DEFAULTS, runRm3Baseline } from '../baseline/rm3.ts';
 import { runModelBaseline } from '../baseline/model.ts';
+import { runDenseBaseline } from '../baseline/dense.ts';
+import { embeddingsFromFlags } from '../embeddings/dense.ts';
 
 const f4 = (x: number): string => x.toFixed(4);
 
@@ -108,5 +110,26 @@ export function register(program: Command): void {
       const r = runModelBaseline(corpus, { folds, seed, logger: stderrLogger });
       if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
       else process.stdout.write(renderBm25(r, `relevance-model baseline on ${r.dataset} (expected-F1 cut; α per fold ${r.alphas.join(', ')}; cutoff = mean set size)`, 'items by p, top 1000'));
+    });
+
+  withDatasetOptions(baseline.command('dense').description('dense retrieval: items by the cosine of their embedding with the query\'s (an OpenAI-compatible /v1/embeddings endpoint, e.g. cogr embeddings serve), cut-off tuned on training folds as BM25\'s; vectors cached in the project database'))
+    .requiredOption('--embeddings <url>', 'the base URL of the embeddings API, e.g. http://127.0.0.1:8001/v1')
+    .option('--model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
+    .option('--embeddings-timeout <ms>', 'deadline of one embeddings request in milliseconds (default $COGR_EMBEDDINGS_TIMEOUT_MS, else 120000)')
+    .option('--db <dir>', 'the database caching the vectors by model and text digest (default $COGR_HOME/db)')
+    .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
+    .option('--seed <n>', 'seed of the fold assignment', String(DEFAULTS.run.seed))
+    .option('--max-cutoff <n>', 'largest retrieval cut-off searched', String(DEFAULTS.baseline.maxCutoff))
+    .option('--json', 'print one JSON object on stdout')
+    .action(async (opts: DatasetFlags & EmbeddingsFlags & { model?: string; db?: string; folds: string; seed: string; maxCutoff: string; json?: boolean }) => {
+      const folds = parseIntFlag('--folds', opts.folds, 2)!;
+      const seed = parseIntFlag('--seed', opts.seed, 0)!;
+      const maxCutoff = parseIntFlag('--max-cutoff', opts.maxCutoff, 1)!;
+      const setup = embeddingsFromFlags({ embeddings: opts.embeddings, ...(opts.model !== undefined ? { embeddingsModel: opts.model } : {}), ...(opts.embeddingsTimeout !== undefined ? { embeddingsTimeout: opts.embeddingsTimeout } : {}), ...(opts.db !== undefined ? { embeddingsCache: opts.db } : {}) })!;
+      const format = parseFormat(opts.format);
+      const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
+      const r = await runDenseBaseline(corpus, setup, { folds, seed, maxCutoff, logger: stderrLogger });
+      if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
+      else process.stdout.write(renderBm25(r, `dense baseline on ${r.dataset} (${r.model}, dimension ${r.dim}, cosine over all items)`, 'items by cosine, top 1000').replace(/, k1=[\d.]+ b=[\d.]+/, ''));
     });
 }

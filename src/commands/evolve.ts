@@ -34,6 +34,8 @@ import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { renderTable } from '../table.ts';
 import { dbPath as dbPathFlag, parseChoice, parseNumberFlag, withDatasetOptions, withDbOption } from './options.ts';
+import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
+import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
 
 /** The demo's defaults: the paper's settings scaled to finish in well under a minute on 2 cores. */
 export const DEMO_DEFAULTS: RunConfigInput = { ...DEFAULTS.demo };
@@ -69,6 +71,10 @@ interface RunFlags {
   plannerLr?: string;
   itemQuerySide?: string;
   rank?: string;
+  embeddings?: string;
+  embeddingsModel?: string;
+  embeddingsTimeout?: string;
+  embeddingsCache?: string;
   json?: boolean;
   fresh?: boolean;
   quiet?: boolean;
@@ -104,6 +110,10 @@ function addRunOptions(cmd: Command, dbHelp: string): Command {
     .option('--planner-lr <x>', `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`)
     .option('--item-query-side <what>', `what the query side offers items: labels (the names of training queries) | keywords (all their keywords) (default ${r.itemQuerySide})`)
     .option('--rank <ranker>', `how matched sets are ranked: auto (best nDCG@10 on dev + training queries) | model (p(item | query)) | text (text BM25) | keywords (keyword-bag BM25, the paper's rule) (default ${r.rank})`)
+    .option('--embeddings <url>', "query–item cosines of an embeddings model as relevance features (planning and the served ranking): the base URL of an OpenAI-compatible embeddings API, e.g. http://127.0.0.1:8001/v1 (cogr embeddings serve); the run records the model's name")
+    .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
+    .option('--embeddings-timeout <ms>', `deadline of one embeddings request in milliseconds (default $COGR_EMBEDDINGS_TIMEOUT_MS, else ${DEFAULTS.embeddings.timeoutMs})`)
+    .option('--embeddings-cache <dir>', 'the database caching the vectors by model and text digest (default $COGR_HOME/db)')
     .option('--grouping <mode>', 'GRPO groups: exact (each input) | semantic (near-identical inputs pooled, CoSearch; default exact)')
     .option('--grouping-delta <x>', `semantic grouping: token-F1 threshold δ (default ${DEFAULTS.grouping.delta})`)
     .option('--workers <n>', 'reward worker threads (default: number of cores)')
@@ -155,6 +165,19 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
  */
 async function openRunDb(dbPath: string, fresh: boolean): Promise<CogrDb> {
   return openDb(dbPath, { logger: stderrLogger, fresh });
+}
+
+/**
+ * With `--embeddings`: every item's and query's vector (cached), registered for the
+ * relevance model; the config names the model. Without: the config says none.
+ */
+async function withEmbeddings(flags: RunFlags, corpus: Corpus): Promise<Partial<RunConfigInput>> {
+  const setup = embeddingsFromFlags(flags);
+  if (setup === null) return {};
+  const v = await embedCorpus(corpus, setup, stderrLogger);
+  registerDenseVectors(new DenseVectors(v.model, v.dim, v.items, v.queries));
+  stderrLogger.info(`embeddings: ${v.items.size} items and ${v.queries.size} query texts under ${v.model} (dimension ${v.dim}) as relevance features`);
+  return { embeddingsModel: v.model };
 }
 
 async function runOne(db: CogrDb, corpus: Corpus, config: RunConfig, flags: RunFlags, reportPath?: string): Promise<RunResult> {
@@ -320,11 +343,12 @@ export function register(program: Command): void {
   ).action(async (flags: RunFlags) => {
     // The dataset by its identity (a name, or its absolute path): two spellings are one run.
     const identity = datasetIdentity(flags.dataset ?? String(DEMO_DEFAULTS.dataset));
-    const config = configFrom({ ...flags, dataset: identity.id }, DEMO_DEFAULTS);
+    const config0 = configFrom({ ...flags, dataset: identity.id }, DEMO_DEFAULTS);
     const dbPath = dbPathFlag(flags.db);
     // Everything is checked before the database is opened, created or cleared.
-    const { corpus } = await loadRunCorpus(config, stderrLogger);
-    computeSplit(corpus, config);
+    const { corpus } = await loadRunCorpus(config0, stderrLogger);
+    computeSplit(corpus, config0);
+    const config = parseRunConfig({ ...config0, ...(await withEmbeddings(flags, corpus)) });
     const t0 = Date.now();
     const reportPath = join(dirname(dbPath), 'demo-report.html');
     const db = await openRunDb(dbPath, flags.fresh ?? false);
@@ -370,7 +394,8 @@ export function register(program: Command): void {
     const which = only === undefined ? Array.from({ length: folds }, (_, k) => k) : [only];
     // Everything is checked before any database is opened, created or cleared.
     const { corpus } = await loadRunCorpus(base, stderrLogger);
-    const configs = which.map((k) => parseRunConfig({ ...base, fold: k }));
+    const dense = await withEmbeddings(flags, corpus);
+    const configs = which.map((k) => parseRunConfig({ ...base, ...dense, fold: k }));
     for (const c of configs) computeSplit(corpus, c);
     const indexes = baselineIndexes(corpus);
     const outcomes: FoldOutcome[] = [];

