@@ -411,7 +411,7 @@ export function register(program: Command): void {
         await db.close();
       }
     }
-    const summary = summarizeFolds(base.dataset, base, outcomes);
+    const summary = summarizeFolds(base.dataset, parseRunConfig({ ...base, ...dense }), outcomes);
     if (flags.json) {
       process.stdout.write(JSON.stringify(summary) + '\n');
       return;

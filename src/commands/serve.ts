@@ -27,9 +27,46 @@ import { LiveSnapshot } from '../server/state.ts';
 import { storeSnapshotLoader } from '../server/storeLoader.ts';
 import { RANKERS } from '../../generators/planner/ranking.ts';
 import { KEYWORD_SOURCES, keywordSourceFactory } from '../server/keywordSources.ts';
-import { parseChoice, parseIntFlag, parseServerFlags, withLlmOptions, withServerOptions, type LlmFlags, type ServerFlags } from './options.ts';
+import { parseChoice, parseIntFlag, parseServerFlags, withEmbeddingsOptions, withLlmOptions, withServerOptions, type EmbeddingsFlags, type LlmFlags, type ServerFlags } from './options.ts';
+import { cogrError } from '../../index/errors.ts';
+import type { Corpus } from '../../index/types.ts';
+import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
+import type { KeywordPoolOptions } from '../server/keywordPool.ts';
 
-interface ServeFlags extends ServerFlags, LlmFlags {
+/**
+ * With `--embeddings`: the items' vectors (cached) for the keyword workers and a query
+ * embedder (the same endpoint; the last 10,000 query texts kept in memory). A run fitted
+ * with embeddings needs them, and from the same model.
+ */
+export async function servingDense(flags: EmbeddingsFlags, runModel: string | null, corpus: Corpus | undefined, log: Logger): Promise<KeywordPoolOptions['dense'] | undefined> {
+  const setup = embeddingsFromFlags(flags);
+  if (setup === null) {
+    if (runModel !== null) throw cogrError('INVALID_ARGUMENT', `the stored run's relevance model uses ${runModel} embeddings: give --embeddings URL of an endpoint serving ${runModel}`, { embeddings: runModel });
+    return undefined;
+  }
+  const model = await setup.client.modelName();
+  if (runModel === null) log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used', { model });
+  if (runModel === null) return undefined;
+  if (model !== runModel) throw cogrError('INVALID_ARGUMENT', `--embeddings: the endpoint serves ${model}, the stored run was fitted with ${runModel}; give --embeddings-model ${runModel} or an endpoint serving it`, { embeddings: runModel, endpoint: model });
+  if (!corpus) throw cogrError('INVALID_ARGUMENT', "--embeddings needs the dataset's items (serve the stored run's dataset or give --dataset)");
+  const v = await embedCorpus({ items: corpus.items, queries: [] }, setup, log);
+  const ids = corpus.items.map((it) => it.id);
+  const data = new Float32Array(ids.length * v.dim);
+  ids.forEach((id, i) => data.set(v.items.get(id)!, i * v.dim));
+  const memo = new Map<string, Float32Array>();
+  const embed = async (text: string): Promise<Float32Array> => {
+    const hit = memo.get(text);
+    if (hit) return hit;
+    const [vec] = await setup.client.embedBatch([text], v.dim);
+    if (memo.size >= 10_000) memo.delete(memo.keys().next().value as string);
+    memo.set(text, vec);
+    return vec;
+  };
+  log.info('dense relevance features: query vectors from the embeddings endpoint', { model, endpoint: setup.client.baseURL, items: ids.length });
+  return { vectors: { model, dim: v.dim, ids, data }, embed };
+}
+
+interface ServeFlags extends ServerFlags, LlmFlags, EmbeddingsFlags {
   generator: string;
   dataset?: string;
   budgetMs?: string;
@@ -55,8 +92,9 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : run ? (await loadRunCorpus(run.config, log)).corpus : undefined;
   // The run's generations with another dataset's titles and planner texts would be served without a word.
   if (run && corpus) checkPublishedRunData(server.dbPath, run, corpus);
+  const dense = await servingDense(flags, run?.config.embeddingsModel ?? null, corpus, log);
   let keywordPool: KeywordWorkerPool | null = null;
-  const pool = () => (keywordPool ??= new KeywordWorkerPool({ logger: log, ...(workers !== undefined ? { size: workers } : {}) }));
+  const pool = () => (keywordPool ??= new KeywordWorkerPool({ logger: log, ...(workers !== undefined ? { size: workers } : {}), ...(dense ? { dense } : {}) }));
   const loader = storeSnapshotLoader({
     dbPath: server.dbPath,
     round: server.round,
@@ -82,7 +120,7 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
 
 export function register(program: Command): void {
   const d = DEFAULTS.serve;
-  withLlmOptions(
+  withEmbeddingsOptions(withLlmOptions(
     withServerOptions(
       program.command('serve'),
       d,
@@ -90,7 +128,7 @@ export function register(program: Command): void {
       'the admin endpoints',
       'best',
     ).option('--generator <kind>', "query keywords from: embedded (the round's saved query planner), openai (an endpoint), none (raw query only)", 'embedded'),
-  )
+  ), "a run fitted with --embeddings: the same model's endpoint, for the queries' vectors")
     .option('--dataset <name|path>', "dataset of the index: item titles and structured fields for field predicates (default: the stored run's)")
     .option('--budget-ms <ms>', `time budget for generating a query's keywords (default ${d.keywordBudgetMs})`)
     .option('--max-k <n>', `largest k a request may ask for (default ${d.maxK})`)

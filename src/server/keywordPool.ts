@@ -35,12 +35,27 @@ export interface KeywordPoolOptions {
   logger?: Logger;
   /** The worker module (path); default this folder's keywordWorker. */
   workerEntry?: string;
+  /**
+   * Dense relevance features (a run fitted with `--embeddings`): the items' vectors, sent
+   * to every worker with each generator, and how to get a query text's vector — awaited
+   * before the request is queued and sent with it.
+   */
+  dense?: { vectors: DensePayload; embed: (text: string, signal?: AbortSignal) => Promise<Float32Array> };
+}
+
+/** An embeddings model's item vectors for the workers (row i is ids[i]'s). */
+export interface DensePayload {
+  model: string;
+  dim: number;
+  ids: string[];
+  data: Float32Array;
 }
 
 export interface LoadPayload {
   doc: QueryGeneratorDocument;
   view: ViewData;
   items: readonly Item[] | null;
+  dense?: DensePayload;
 }
 
 /** A ranking request: the served set of `text` with `keywords` ordered by `ranker` (generators/planner/ranking.ts), its first `limit` entries. */
@@ -64,8 +79,8 @@ export interface RankedSet {
 export type ToWorker =
   | { t: 'load'; key: string; payload: LoadPayload }
   | { t: 'release'; key: string }
-  | { t: 'plan'; id: number; key: string; text: string }
-  | { t: 'rank'; id: number; key: string; req: RankRequest };
+  | { t: 'plan'; id: number; key: string; text: string; vector?: Float32Array }
+  | { t: 'rank'; id: number; key: string; req: RankRequest; vector?: Float32Array };
 /** Messages from a worker. */
 export type FromWorker =
   | { t: 'loaded'; key: string; error?: string }
@@ -88,6 +103,7 @@ interface Task {
   text: string;
   /** A ranking request instead of a plan. */
   rank?: RankRequest;
+  vector?: Float32Array;
   resolve: (out: never) => void;
   reject: (e: unknown) => void;
   signal: AbortSignal | undefined;
@@ -130,6 +146,7 @@ export class KeywordWorkerPool {
     this.maxQueue = opts.maxQueue ?? 256;
     this.log = opts.logger ?? silentLogger;
     this.entry = opts.workerEntry ?? DEFAULT_WORKER;
+    this.dense = opts.dense ?? null;
     for (let i = 0; i < this.size; i++) this.slots.push(this.spawn());
   }
 
@@ -180,8 +197,11 @@ export class KeywordWorkerPool {
   }
 
   /** Rebuild a generator in every worker under `key`; resolves when all have it. */
-  async load(key: string, payload: LoadPayload): Promise<void> {
+  private readonly dense: NonNullable<KeywordPoolOptions['dense']> | null;
+
+  async load(key: string, given: LoadPayload): Promise<void> {
     if (this.closed) throw cogrError('INTERNAL', 'the keyword pool is closed');
+    const payload: LoadPayload = this.dense ? { ...given, dense: this.dense.vectors } : given;
     this.loaded.set(key, payload);
     try {
       await Promise.all(
@@ -205,22 +225,24 @@ export class KeywordWorkerPool {
   }
 
   /** Keywords of `text` from the generator loaded as `key`. */
-  plan(key: string, text: string, signal?: AbortSignal): Promise<string[]> {
-    return this.enqueue<string[]>(key, text, undefined, signal);
+  async plan(key: string, text: string, signal?: AbortSignal): Promise<string[]> {
+    const vector = this.dense ? await this.dense.embed(text, signal) : undefined;
+    return this.enqueue<string[]>(key, text, undefined, signal, vector);
   }
 
   /** The served set of a query ordered by a ranker, from the generator loaded as `key` (its p and text BM25 over the served view). */
-  rank(key: string, req: RankRequest, signal?: AbortSignal): Promise<RankedSet> {
-    return this.enqueue<RankedSet>(key, req.text, req, signal);
+  async rank(key: string, req: RankRequest, signal?: AbortSignal): Promise<RankedSet> {
+    const vector = this.dense ? await this.dense.embed(req.text, signal) : undefined;
+    return this.enqueue<RankedSet>(key, req.text, req, signal, vector);
   }
 
-  private enqueue<T>(key: string, text: string, rank: RankRequest | undefined, signal?: AbortSignal): Promise<T> {
+  private enqueue<T>(key: string, text: string, rank: RankRequest | undefined, signal?: AbortSignal, vector?: Float32Array): Promise<T> {
     if (this.closed) return Promise.reject(cogrError('INTERNAL', 'the keyword pool is closed'));
     if (!this.loaded.has(key)) return Promise.reject(cogrError('INTERNAL', `no generator loaded as ${key}`));
     if (signal?.aborted) return Promise.reject(cogrError('ABORTED', 'keyword generation cancelled'));
     if (this.queue.length >= this.maxQueue) return Promise.reject(new KeywordPoolBusy(this.queue.length));
     return new Promise<T>((resolve, reject) => {
-      const task: Task = { id: this.nextId++, key, text, ...(rank ? { rank } : {}), resolve: resolve as (out: never) => void, reject, signal, onAbort: null };
+      const task: Task = { id: this.nextId++, key, text, ...(rank ? { rank } : {}), ...(vector ? { vector } : {}), resolve: resolve as (out: never) => void, reject, signal, onAbort: null };
       if (signal) {
         task.onAbort = () => {
           const i = this.queue.indexOf(task);
@@ -248,7 +270,8 @@ export class KeywordWorkerPool {
       if (!task) return;
       if (task.signal && task.onAbort) task.signal.removeEventListener('abort', task.onAbort);
       slot.busy = task;
-      slot.worker.postMessage((task.rank ? { t: 'rank', id: task.id, key: task.key, req: task.rank } : { t: 'plan', id: task.id, key: task.key, text: task.text }) satisfies ToWorker);
+      const v = task.vector ? { vector: task.vector } : {};
+      slot.worker.postMessage((task.rank ? { t: 'rank', id: task.id, key: task.key, req: task.rank, ...v } : { t: 'plan', id: task.id, key: task.key, text: task.text, ...v }) satisfies ToWorker);
     }
   }
 

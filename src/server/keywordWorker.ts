@@ -7,15 +7,22 @@ import { KeywordView } from '../../index/view.ts';
 import type { FromWorker, ToWorker } from './keywordPool.ts';
 import { rebuildQueryGenerator, type QueryPlanner } from './queryGenerator.ts';
 import { NoSearchableTerms } from './state.ts';
+import { DenseVectors, denseVectorsOf, registerDenseVectors } from '../../generators/planner/relevance.ts';
 
 const port = parentPort;
 if (!port) throw new Error('keywordWorker.ts runs as a worker thread');
 const planners = new Map<string, QueryPlanner>();
 const reply = (m: FromWorker) => port.postMessage(m);
+let denseModel: string | null = null;
 
 port.on('message', (m: ToWorker) => {
   if (m.t === 'load') {
     try {
+      const d = m.payload.dense;
+      if (d) denseModel = d.model;
+      if (d && denseVectorsOf(d.model) === undefined) {
+        registerDenseVectors(new DenseVectors(d.model, d.dim, new Map(d.ids.map((id, i) => [id, d.data.subarray(i * d.dim, (i + 1) * d.dim)]))));
+      }
       planners.set(m.key, rebuildQueryGenerator(m.payload.doc, new KeywordView(m.payload.view), m.payload.items));
       reply({ t: 'loaded', key: m.key });
     } catch (e) {
@@ -32,6 +39,8 @@ port.on('message', (m: ToWorker) => {
     reply({ t: 'error', id: m.id, message: `no generator loaded as ${m.key}` });
     return;
   }
+  // The query's vector (from the serving thread's embeddings endpoint) for the dense features.
+  if (m.vector && denseModel !== null) denseVectorsOf(denseModel)?.addQuery(m.t === 'rank' ? m.req.text : m.text, m.vector);
   if (m.t === 'rank') {
     Promise.resolve()
       .then(() => planner.rank(m.req))

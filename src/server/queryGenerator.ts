@@ -13,7 +13,7 @@ import type { KeyValueStore } from '../../generators/types.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { rankMatched, servedSet } from '../../generators/planner/ranking.ts';
 import type { RankedSet, RankRequest } from './keywordPool.ts';
-import { RelevanceModel } from '../../generators/planner/relevance.ts';
+import { RelevanceModel, denseVectorsOf } from '../../generators/planner/relevance.ts';
 import { textTokens } from '../../index/analyzer.ts';
 import { NoSearchableTerms } from './state.ts';
 import { cogrError } from '../../index/errors.ts';
@@ -55,6 +55,10 @@ export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: Key
   const planner = KeywordPlanner.fromJSON(doc.json, items);
   planner.attachOpposite(itemView);
   // Build the lazily made structures (text index, per-view maps) now, at load, not in the first request.
+  // With dense features the warm-up text needs a vector: a zero one (cosine 0 with every item).
+  const denseModel = planner.relevance instanceof RelevanceModel ? planner.relevance.embeddingsModel : null;
+  const dv = denseModel !== null ? denseVectorsOf(denseModel) : undefined;
+  if (dv && dv.query('warm up') === undefined) dv.addQuery('warm up', new Float32Array(dv.dim));
   planner.plan({ id: '\u0000warm-up', text: 'warm up' });
   planner.clearCache();
   const relevance = planner.relevance instanceof RelevanceModel ? planner.relevance : null;

@@ -1,0 +1,156 @@
+/**
+ * A run fitted with dense relevance features (`embeddingsModel`, vectors from a fake
+ * OpenAI-style embeddings server on loopback) served through real keyword workers: the
+ * served query's vector is fetched from the same endpoint and the served order equals the
+ * in-process evaluation's; a serve without --embeddings, or against an endpoint serving
+ * another model, is refused naming the model; a resume with another model is refused.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDb } from '../../index/db.ts';
+import { isCogrError } from '../../index/errors.ts';
+import { silentLogger } from '../../index/log.ts';
+import { KeywordIndexStore } from '../../index/store.ts';
+import { DenseVectors, RelevanceModel, denseVectorsOf, registerDenseVectors } from '../../generators/planner/relevance.ts';
+import { rankMatched, servedSet } from '../../generators/planner/ranking.ts';
+import { EmbeddingsClient } from '../../src/embeddings/client.ts';
+import { embedCorpus } from '../../src/embeddings/dense.ts';
+import { runCoevolution } from '../../src/evolve/run.ts';
+import { loadPlanner, policyStore } from '../../src/run/policies.ts';
+import { readStoredRun } from '../../src/run/state.ts';
+import { buildSearchServer } from '../../src/server/app.ts';
+import { KeywordWorkerPool } from '../../src/server/keywordPool.ts';
+import { keywordSourceFactory } from '../../src/server/keywordSources.ts';
+import { LiveSnapshot } from '../../src/server/state.ts';
+import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
+import { servingDense } from '../../src/commands/serve.ts';
+import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { tempDir } from './_serverFixture.ts';
+
+const corpus = synthCorpus();
+/** A hashed bag of words in 16 dimensions. */
+function vec(text: string): number[] {
+  const v = new Array(16).fill(0);
+  for (const w of text.toLowerCase().split(/\W+/).filter(Boolean)) {
+    let h = 7;
+    for (const c of w) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+    v[h % 16] += 1;
+  }
+  v[0] += 0.01;
+  return v;
+}
+let served: string[] = [];
+let modelName = 'fake-embed';
+let emb: Server;
+let url = '';
+let tmp: ReturnType<typeof tempDir>;
+let dbPath = '';
+const closers: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  emb = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      if (req.url?.endsWith('/models')) return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: [{ id: modelName, object: 'model' }] }));
+      const input = (JSON.parse(body) as { input: string[] }).input;
+      served.push(...input);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: input.map((t, index) => ({ object: 'embedding', index, embedding: vec(t) })) }));
+    });
+  });
+  await new Promise<void>((r) => emb.listen(0, '127.0.0.1', () => r()));
+  url = `http://127.0.0.1:${(emb.address() as AddressInfo).port}/v1`;
+  tmp = tempDir('cogr-served-dense-');
+  dbPath = join(tmp.dir, 'db');
+  const v = await embedCorpus(corpus, { client: new EmbeddingsClient({ baseURL: url }), cachePath: join(tmp.dir, 'cache') });
+  registerDenseVectors(new DenseVectors(v.model, v.dim, v.items, v.queries));
+  const db = await openDb(dbPath);
+  try {
+    await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0, embeddingsModel: v.model });
+  } finally {
+    await db.close();
+  }
+}, 120_000);
+afterAll(async () => {
+  for (const c of closers) await c();
+  emb.closeAllConnections();
+  await new Promise((r) => emb.close(r));
+  tmp.cleanup();
+});
+
+describe('a run with dense relevance features', () => {
+  it('records the embeddings model and fits the dense weights', async () => {
+    const db = await openDb(dbPath);
+    try {
+      const run = await readStoredRun(db);
+      expect(run.config.embeddingsModel).toBe('fake-embed');
+      const planner = await loadPlanner(policyStore(db), 0, corpus.items);
+      expect((planner.relevance as RelevanceModel).featureNames).toContain('cosNorm');
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('is served with the query vector from the same endpoint, in the evaluation order', async () => {
+    const dense = await servingDense({ embeddings: url, embeddingsCache: join(tmp.dir, 'cache') }, 'fake-embed', corpus, silentLogger);
+    expect(dense).toBeDefined();
+    const pool = new KeywordWorkerPool({ size: 1, dense: dense! });
+    closers.push(() => pool.close());
+    const keywordSource = keywordSourceFactory('embedded', () => ({}) as never, silentLogger, () => pool);
+    const live = new LiveSnapshot(storeSnapshotLoader({ dbPath, round: 'best', corpus, keywordSource, rank: 'model' }));
+    await live.reload();
+    const app = buildSearchServer({ live, limits: { keywordBudgetMs: 60_000 } });
+    closers.push(() => app.close());
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    // A text no query of the corpus has: its vector can only come from the endpoint.
+    const text = `${corpus.queries[5].text} ${corpus.queries[9].text.split(' ')[0]}`;
+    served = [];
+    const r = (await (await fetch(`${base}/v1/search?q=${encodeURIComponent(text)}&k=5`)).json()) as { items: { id: string; score: number }[] };
+    expect(served).toContain(text);
+    // In process: the same planner with the same query vector.
+    denseVectorsOf('fake-embed')!.addQuery(text, Float32Array.from(vec(text)));
+    const db = await openDb(dbPath);
+    try {
+      const planner = await loadPlanner(policyStore(db), 0, corpus.items);
+      const view = await new KeywordIndexStore(db).openView('item', 0);
+      planner.attachOpposite(view);
+      const input = { id: 'http', text };
+      const keywords = planner.plan(input).keywords;
+      const floor = (await readStoredRun(db)).steps[0].floor!;
+      const set = servedSet(view, view.search({ self: text, keywords }, { all: true }).items, planner, input, floor);
+      const want = rankMatched(set.items, 'model', planner, input).slice(0, 5);
+      expect(want.length).toBeGreaterThan(1);
+      expect(r.items.map((h) => h.id)).toEqual(want.map((x) => x.id));
+      r.items.forEach((h, i) => expect(h.score).toBeCloseTo(want[i].score, 6));
+    } finally {
+      await db.close();
+    }
+  }, 120_000);
+
+  it('without --embeddings, or with an endpoint serving another model, serve is refused naming the model', async () => {
+    const none = await servingDense({}, 'fake-embed', corpus, silentLogger).catch((e: unknown) => e);
+    expect(isCogrError(none, 'INVALID_ARGUMENT')).toBe(true);
+    expect((none as Error).message).toMatch(/uses fake-embed embeddings: give --embeddings URL/);
+    modelName = 'another-model';
+    try {
+      const other = await servingDense({ embeddings: url }, 'fake-embed', corpus, silentLogger).catch((e: unknown) => e);
+      expect((other as Error).message).toMatch(/serves another-model, the stored run was fitted with fake-embed/);
+    } finally {
+      modelName = 'fake-embed';
+    }
+  });
+
+  it('a resume with another embeddings model is refused naming both', async () => {
+    const db = await openDb(dbPath);
+    try {
+      const e = await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0, embeddingsModel: 'another-model' }).catch((x: unknown) => x);
+      expect(isCogrError(e, 'INVALID_ARGUMENT')).toBe(true);
+      expect((e as Error).message).toMatch(/embeddingsModel: stored "fake-embed", asked "another-model"/);
+    } finally {
+      await db.close();
+    }
+  });
+});
