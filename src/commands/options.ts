@@ -170,12 +170,7 @@ export function parseServerFlags(flags: ServerFlags, maxBody: number) {
 }
 
 
-export interface EmbeddingsFlags {
-  embeddings?: string;
-  embeddingsModel?: string;
-  embeddingsTimeout?: string;
-  embeddingsCache?: string;
-}
+export type { EmbeddingsFlags } from '../embeddings/dense.ts';
 
 /** `--embeddings URL` (an OpenAI-compatible /v1/embeddings API) and its model, deadline and cache. */
 export function withEmbeddingsOptions(cmd: Command, what: string): Command {

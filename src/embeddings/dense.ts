@@ -10,8 +10,6 @@ import { openDb, type CogrDb } from '../../index/db.ts';
 import { cogrError } from '../../index/errors.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
 import type { Corpus, Item } from '../../index/types.ts';
-import type { EmbeddingsFlags } from '../commands/options.ts';
-import { parseIntFlag } from '../commands/options.ts';
 import { cogrHome } from '../home.ts';
 import { join } from 'node:path';
 import { EmbeddingsClient, embeddingsTimeoutFromEnv, embedTexts, normalized, parseEmbeddingsUrl } from './client.ts';
@@ -78,6 +76,14 @@ export interface EmbeddingsSetup {
   cachePath: string | null;
 }
 
+/** The `--embeddings*` flags (commands/options.ts withEmbeddingsOptions). */
+export interface EmbeddingsFlags {
+  embeddings?: string;
+  embeddingsModel?: string;
+  embeddingsTimeout?: string;
+  embeddingsCache?: string;
+}
+
 /** The client and cache from `--embeddings*` flags; null without `--embeddings`. */
 export function embeddingsFromFlags(flags: EmbeddingsFlags, env: NodeJS.ProcessEnv = process.env): EmbeddingsSetup | null {
   if (flags.embeddings === undefined) {
@@ -85,7 +91,12 @@ export function embeddingsFromFlags(flags: EmbeddingsFlags, env: NodeJS.ProcessE
     return null;
   }
   const baseURL = parseEmbeddingsUrl('--embeddings', flags.embeddings);
-  const timeoutMs = parseIntFlag('--embeddings-timeout', flags.embeddingsTimeout, 1, 86_400_000) ?? embeddingsTimeoutFromEnv(env);
+  let timeoutMs = embeddingsTimeoutFromEnv(env);
+  if (flags.embeddingsTimeout !== undefined) {
+    const t = flags.embeddingsTimeout.trim();
+    timeoutMs = /^\d+$/.test(t) ? Number(t) : NaN;
+    if (!(timeoutMs >= 1 && timeoutMs <= 86_400_000)) throw cogrError('INVALID_ARGUMENT', `--embeddings-timeout: expected an integer in [1, 86400000] (milliseconds), got ${JSON.stringify(flags.embeddingsTimeout)}`);
+  }
   return {
     client: new EmbeddingsClient({ baseURL, ...(flags.embeddingsModel !== undefined ? { model: flags.embeddingsModel } : {}), timeoutMs }),
     cachePath: flags.embeddingsCache ?? join(cogrHome(env), 'db'),
