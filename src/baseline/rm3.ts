@@ -40,6 +40,12 @@ export const rm3OptionsSchema = z
     k1: z.number().min(0, 'k1 must be >= 0').default(DEFAULTS.bm25.k1),
     b: z.number().min(0, 'b must be in [0, 1]').max(1, 'b must be in [0, 1]').default(DEFAULTS.bm25.b),
     analysis: z.enum(TEXT_ANALYSES).default(DEFAULTS.baseline.analysis),
+    /**
+     * Each feedback item's word weights: `length` (tf / |d|, every kept word; cogr's RM3)
+     * or `anserini` (as Anserini's Rm3Reranker: the item's kept words cut to its fbTerms
+     * most frequent, tf over their sum). The crosscheck bench runs both against Anserini.
+     */
+    docVectors: z.enum(['length', 'anserini']).default('length'),
   })
   .strict();
 export type Rm3Options = z.input<typeof rm3OptionsSchema>;
@@ -88,13 +94,19 @@ export class Rm3Index {
     for (let r = 0; r < Math.min(fbDocs, ranked.length); r++) {
       const d = ranked[r];
       const { terms, tfs } = this.index.docTerms(d);
-      const len = this.docLength[d];
-      if (len === 0) continue;
+      let kept: [number, number][] = [];
       for (let j = 0; j < terms.length; j++) {
         const o = terms[j];
         if (!ALLOWED.test(this.index.word(o)) || this.index.df(o) / N > 0.1) continue;
-        w.set(o, (w.get(o) ?? 0) + (scores[d] * tfs[j]) / len);
+        kept.push([o, tfs[j]]);
       }
+      let len = this.docLength[d];
+      if (this.options.docVectors === 'anserini') {
+        kept = kept.sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, fbTerms);
+        len = kept.reduce((s, [, tf]) => s + tf, 0);
+      }
+      if (len === 0) continue;
+      for (const [o, tf] of kept) w.set(o, (w.get(o) ?? 0) + (scores[d] * tf) / len);
     }
     const top = [...w].sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, fbTerms);
     const sum = top.reduce((s, [, x]) => s + x, 0);
