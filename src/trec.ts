@@ -4,7 +4,9 @@
  *
  * Order. trec_eval ignores the rank column: it sorts each query's lines by score,
  * highest first, and breaks ties by document id in decreasing byte order (its
- * `comp_sim_docno` compares the second id with the first). `trecOrder` sorts the same
+ * `comp_sim_docno` compares the second id with the first); it keeps scores as 32-bit
+ * floats, so scores equal in single precision tie (pytrec_eval does the same: checked by
+ * the crosscheck bench). `trecOrder` sorts the same
  * way, the writer writes lines in that order with ranks 1, 2, … and every score in the
  * shortest form that reads back as the same double, so trec_eval sees exactly the ties
  * cogr saw; cogr's metrics (src/metrics.ts, entries with scores) rank in this order
@@ -35,10 +37,15 @@ function compareIdsDesc(a: string, b: string): number {
   return a === b ? 0 : Buffer.compare(Buffer.from(b), Buffer.from(a));
 }
 
-/** Score, highest first; ties by document id in decreasing byte order, as trec_eval breaks them. A new array. */
+/**
+ * Score, highest first; ties by document id in decreasing byte order, as trec_eval breaks
+ * them. trec_eval (and pytrec_eval) keep a score as a 32-bit float, so scores equal in
+ * single precision tie here too. A new array.
+ */
 export function trecOrder<T extends ScoredId>(hits: readonly T[]): T[] {
   const ascii = hits.every((h) => /^[\x00-\x7f]*$/.test(h.id));
-  return [...hits].sort((a, b) => b.score - a.score || (ascii ? (a.id < b.id ? 1 : a.id > b.id ? -1 : 0) : compareIdsDesc(a.id, b.id)));
+  const f = new Map<T, number>(hits.map((h) => [h, Math.fround(h.score)]));
+  return [...hits].sort((a, b) => f.get(b)! - f.get(a)! || (ascii ? (a.id < b.id ? 1 : a.id > b.id ? -1 : 0) : compareIdsDesc(a.id, b.id)));
 }
 
 const TAG = /^\S+$/;

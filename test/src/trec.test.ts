@@ -33,6 +33,11 @@ describe('run files (src/trec.ts)', () => {
     expect(readFileSync(path, 'utf8')).toBe('q Q0 a 1 3 t\nq Q0 b 2 2 t\n');
   });
 
+  it('ties scores equal in single precision, as trec_eval keeps them', () => {
+    // 1 + 1e-8 is 1 as a 32-bit float: a tie, broken by id; 1 + 1e-6 is not.
+    expect(trecOrder([{ id: 'a', score: 1 + 1e-8 }, { id: 'b', score: 1 }]).map((h) => h.id)).toEqual(['b', 'a']);
+    expect(trecOrder([{ id: 'a', score: 1 + 1e-6 }, { id: 'b', score: 1 }]).map((h) => h.id)).toEqual(['a', 'b']);
+  });
   it('orders non-ASCII ids by UTF-8 bytes as trec_eval (strcmp)', () => {
     // 'é' (0xC3 0xA9) is above 'z' (0x7A) in bytes.
     expect(trecOrder([{ id: 'z', score: 1 }, { id: 'é', score: 1 }, { id: 'a', score: 1 }]).map((h) => h.id)).toEqual(['é', 'z', 'a']);
