@@ -182,3 +182,29 @@ describe('run files and qrels on the built CLI (MED)', () => {
     expect(new Set(q.map((l) => l.split(' ')[0])).size).toBe(base.judgedQueries);
   });
 });
+
+describe('cogr evolve --run-file (MED, one small fold)', () => {
+  it("the run file's figures are the final step's: set F1 of the whole served lists, served nDCG@10", () => {
+    const cli = join(__dirname, '../../bin/cogr.mjs');
+    const env = { ...process.env, COGR_HOME: join(dir, 'home-evolve') };
+    const runFile = join(dir, 'evolve.run');
+    const args = ['evolve', '--dataset', 'med', '--folds', '5', '--fold', '0', '--rounds', '1', '--group-size', '4', '--query-epochs', '1', '--item-epochs', '1', '--workers', '1', '--quiet', '--json', '--run-file', runFile];
+    const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env });
+    expect(r.status, r.stderr).toBe(0);
+    const summary = JSON.parse(r.stdout);
+    expect(readFileSync(runFile, 'utf8').split('\n')[0]).toMatch(/^\S+ Q0 \S+ 1 \S+ cogr-evolve$/);
+    const queries = new Set(readFileSync(runFile, 'utf8').trimEnd().split('\n').map((l) => l.split(' ')[0]));
+    // Fold 0 holds out 6 of MED's 30 judged queries; one whose keywords match nothing has no lines (and 0 in the figures).
+    const heldOut = 6;
+    expect(queries.size).toBeGreaterThan(0);
+    expect(queries.size).toBeLessThanOrEqual(heldOut);
+    // Evaluate the file over the fold's held-out queries only.
+    const ev = spawnSync(process.execPath, [cli, 'eval', '--run', runFile, '--dataset', 'med', '--json', '--per-query'], { encoding: 'utf8', env });
+    expect(ev.status, ev.stderr).toBe(0);
+    const per = (JSON.parse(ev.stdout).perQuery as { queryId: string; ranked: Record<string, number>; set: { f1: number } }[]).filter((q) => queries.has(q.queryId));
+    expect(per.length).toBe(queries.size);
+    const mean = (f: (q: (typeof per)[number]) => number) => per.reduce((s, q) => s + f(q), 0) / heldOut;
+    expect(mean((q) => q.set.f1)).toBeCloseTo(summary.final.f1, 12);
+    expect(mean((q) => q.ranked['ndcg@10'])).toBeCloseTo(summary.final.ndcg10, 12);
+  }, 600_000);
+});
