@@ -9,9 +9,10 @@
  *
  * The tokenizer here is the platform's UAX #29 word segmentation (`Intl.Segmenter`, ICU),
  * keeping word-like segments, with ideographs and hiragana one token per character as
- * Lucene's StandardTokenizer emits them and tokens cut at Lucene's 255 characters. ICU and
- * Lucene's JFlex grammar implement the same rules; where they part (emoji, which Lucene
- * keeps as tokens, and dictionary segmentation of Thai, Lao, Khmer, Myanmar) the bench
+ * Lucene's StandardTokenizer emits them, pictographs (emoji, ®, ™) kept as tokens as Lucene
+ * keeps them, and tokens cut at Lucene's 255 characters. ICU and Lucene's JFlex grammar
+ * implement the same rules; where they may still part (dictionary segmentation of Thai,
+ * Lao, Khmer, Myanmar; emoji sequences with joiners) the bench
  * `npm run bench -- crosscheck` counts the differing tokens against Lucene's analyzer
  * itself on the shipped collections.
  *
@@ -36,6 +37,7 @@ export const LUCENE_ENGLISH_STOP_WORDS: ReadonlySet<string> = new Set([
 
 const MAX_TOKEN = 255;
 const SPLIT_CHARS = /[\p{Script=Han}\p{Script=Hiragana}]/u;
+const PICTOGRAPH = /\p{Extended_Pictographic}/u;
 
 let segmenter: Intl.Segmenter | null = null;
 
@@ -44,8 +46,12 @@ export function standardTokens(text: string): string[] {
   segmenter ??= new Intl.Segmenter('en', { granularity: 'word' });
   const out: string[] = [];
   for (const s of segmenter.segment(text)) {
-    if (!s.isWordLike) continue;
     const w = s.segment;
+    if (!s.isWordLike) {
+      // Lucene keeps emoji and other pictographs (®, ™, ©) as tokens; ICU does not call them words.
+      if (PICTOGRAPH.test(w)) out.push(w);
+      continue;
+    }
     if (SPLIT_CHARS.test(w)) {
       // Lucene emits each ideograph and hiragana character alone; other runs stay whole.
       let run = '';

@@ -100,6 +100,9 @@ describe("Lucene's EnglishAnalyzer chain (index/english.ts)", () => {
   it('tokenizes by UAX #29: apostrophes and decimals inside tokens, one token per ideograph', () => {
     expect(standardTokens("The patient's 3.5 mg/kg dose, don't U.S.A. 漢字")).toEqual(['The', "patient's", '3.5', 'mg', 'kg', 'dose', "don't", 'U.S.A', '漢', '字']);
   });
+  it('keeps pictographs as tokens, as Lucene does (NFCorpus query PLAIN-3261)', () => {
+    expect(luceneEnglishTokens('update on herbalife ®')).toEqual(['updat', 'herbalif', '®']);
+  });
   it("drops possessive 's (also ’S) before lower-casing", () => {
     expect(dropPossessive("patient's")).toBe('patient');
     expect(dropPossessive('JOHN’S')).toBe('JOHN');
