@@ -16,6 +16,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchModule>> = {
   drift: () => import('./drift.ts'),
   baseline: () => import('./baseline.ts'),
   cli: () => import('./cli.ts'),
+  crosscheck: () => import('./crosscheck.ts'),
 };
 
 const [name, ...args] = process.argv.slice(2);

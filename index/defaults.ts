@@ -70,7 +70,7 @@ export const DEFAULTS = deepFreeze({
   /** The query planner (generators/planner/planner.ts). */
   planner: { topItems: 100, lambda: 20, lr: 0.02, grpoParams: 'global' as 'all' | 'terms' | 'global' },
   /** The relevance model (generators/planner/relevance.ts). */
-  relevance: { neighbours: 10, profileDepth: 50, l2: 1, judgements: true, queryTf: true },
+  relevance: { neighbours: 10, profileDepth: 50, l2: 1, judgements: true, queryTf: true, textAnalysis: 'wink' as 'lucene' | 'wink' },
   /** GRPO advantages: A = (r − mean) / (std + eps). */
   grpo: { eps: 1e-6 },
   /** CoSearch's semantic grouping: inputs with token-level F1 ≥ delta share a group of at least minSize inputs. */
@@ -80,8 +80,8 @@ export const DEFAULTS = deepFreeze({
     invalidFormatReward: { query: -1, item: -1 },
     overBudgetReward: { query: 0, item: -1 },
   },
-  /** The BM25 baseline's cut-off search. */
-  baseline: { maxCutoff: 1000 },
+  /** The BM25 baseline's cut-off search; the text analysis of the BM25 and RM3 baselines (index/english.ts: `lucene`, Lucene's EnglishAnalyzer chain, or `wink`, unstemmed letter/digit runs). */
+  baseline: { maxCutoff: 1000, analysis: 'lucene' as 'lucene' | 'wink' },
   /** `cogr serve`. */
   serve: {
     host: '127.0.0.1',

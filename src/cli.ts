@@ -42,6 +42,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'serve', description: 'serve keyword retrieval of a trained round over HTTP (OpenAPI at /openapi.json, docs at /docs)', load: () => import('./commands/serve.ts') },
   { name: 'drift', description: 'vocabulary drift across keyword-index generations: metrics per side and generation, alignment, churn, added/dropped keywords', load: () => import('./commands/drift.ts') },
   { name: 'verify', description: 'check every generation file, the run state and the policies against their digests and the database; --repair rewrites them', load: () => import('./commands/verify.ts') },
+  { name: 'eval', description: "cogr's metrics of a TREC run file against a dataset's judgements", load: () => import('./commands/eval.ts') },
   { name: 'index', description: 'the keyword inverted index: import generations, search, explain, list, diff, delete', load: () => import('./commands/index.ts') },
 ];
 

@@ -21,6 +21,7 @@
  */
 import { f1FromCounts, fBetaFromCounts, macroAverage, setScores, type SetScores } from '../rewards/setMetrics.ts';
 import type { Corpus } from '../index/types.ts';
+import { trecOrder } from './trec.ts';
 
 export const DEFAULT_CUTOFFS: readonly number[] = Object.freeze([1, 3, 10, 100, 1000]);
 export const RANKED_METRICS = ['mrr', 'ndcg', 'ndcgBinary', 'p', 'r', 'f1', 'hit', 'ap'] as const;
@@ -117,6 +118,12 @@ export interface RunEntry {
   queryId: string;
   /** The ranking (best first). */
   ranked: readonly string[];
+  /**
+   * The ranking's scores (aligned with `ranked`). When given, the ranked metrics order the
+   * items as trec_eval does (score, highest first; ties by document id, the larger first:
+   * src/trec.ts trecOrder), so they equal trec_eval's on the run file written from them.
+   */
+  scores?: readonly number[];
   /** The whole retrieved (matched) set, when the system produces one. */
   matched?: Iterable<string>;
 }
@@ -148,7 +155,8 @@ export function evaluateRun(
   let allMatched = entries.length > 0;
   for (const e of entries) {
     const rel = judgements.relevant.get(e.queryId) ?? empty;
-    const ranked = rankedMetrics(e.ranked, rel, judgements.qrels.get(e.queryId), cutoffs);
+    const order = e.scores ? trecOrder(e.ranked.map((id, i) => ({ id, score: e.scores![i] }))).map((h) => h.id) : e.ranked;
+    const ranked = rankedMetrics(order, rel, judgements.qrels.get(e.queryId), cutoffs);
     if (e.matched === undefined) {
       allMatched = false;
       perQuery.push({ queryId: e.queryId, ranked });

@@ -59,6 +59,8 @@ export interface RelevanceSource {
   setWeights(w: ArrayLike<number>): void;
   /** idf of an analysed word over the items' text. */
   wordIdf(word: string): number;
+  /** The analysed words of a text as wordIdf knows them (default: index/analyzer.ts textTokens with `analyzer`). */
+  textWords?(text: string): string[];
   /** The feature column of the normalised text BM25 the text ranking reads (default TEXT_SCORE_COLUMN). */
   readonly textScoreColumn?: number;
   /** The source as JSON (relevance.ts RelevanceJSON). */
@@ -328,7 +330,7 @@ export class KeywordPlanner implements KeywordGenerator {
     const content: { w: string; i: number; idf: number }[] = [];
     ws.forEach((w, i) => {
       if (STOP_WORDS.has(w)) return;
-      const t = textTokens(w, an);
+      const t = this.relevance.textWords ? this.relevance.textWords(w) : textTokens(w, an);
       if (t.length === 0) return;
       content.push({ w, i, idf: this.relevance.wordIdf(t[0]) });
     });

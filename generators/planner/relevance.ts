@@ -37,6 +37,8 @@ import { cogrError } from '../../index/errors.ts';
 import { createRng } from '../../index/random.ts';
 import { fitLogistic, RowBuilder, sigmoid } from './logistic.ts';
 import { TextIndex } from './textIndex.ts';
+import { isTextAnalysis, luceneEnglishTokens, type TextAnalysis } from '../../index/english.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 
 /** Bytes of feature rows a model keeps (rows cost items × features × 8 bytes per query; features do not depend on the weights). */
 const FEATURE_MEMO_BYTES = 256 << 20;
@@ -111,6 +113,13 @@ export interface RelevanceQuery {
 
 export interface RelevanceOptions {
   analyzer: AnalyzerName;
+  /**
+   * The words of the text BM25 features (index/english.ts): `wink` — index/analyzer.ts
+   * textTokens (letter/digit runs, wink-nlp-utils' stop words) stemmed by `analyzer`;
+   * `lucene` — Lucene's EnglishAnalyzer chain (Porter v1, 33 stop words). Models saved
+   * before this option read as `wink`.
+   */
+  textAnalysis: TextAnalysis;
   /** Use the training judgements as features (default true when there are any). */
   judgements: boolean;
   neighbours: number;
@@ -126,6 +135,7 @@ export interface RelevanceOptions {
 }
 export const DEFAULT_RELEVANCE: RelevanceOptions = {
   analyzer: 'english',
+  textAnalysis: DEFAULTS.relevance.textAnalysis,
   judgements: true,
   queryTf: true,
   embeddings: null,
@@ -206,7 +216,8 @@ export class RelevanceModel {
     this.itemIds = sorted.map((x) => x.id);
     this.size = sorted.length;
     this.itemIds.forEach((id, i) => this.ordinal.set(id, i));
-    this.itemIndex = new TextIndex(sorted.map(itemText), this.analyzer);
+    const tokenize = options.textAnalysis === 'lucene' ? luceneEnglishTokens : undefined;
+    this.itemIndex = new TextIndex(sorted.map(itemText), this.analyzer, undefined, tokenize);
     this.train = training.map(([q]) => q);
     this.train.forEach((q, i) => this.trainPos.set(q.id, i));
     this.trainRel = training.map(([, rel]) => {
@@ -216,7 +227,7 @@ export class RelevanceModel {
     const useJ = options.judgements && this.train.length > 0;
     this.judgedCount = new Int32Array(this.size);
     for (const rel of this.trainRel) for (const i of rel) this.judgedCount[i]++;
-    this.queryIndex = useJ ? new TextIndex(this.train.map((q) => q.text), this.analyzer) : null;
+    this.queryIndex = useJ ? new TextIndex(this.train.map((q) => q.text), this.analyzer, undefined, tokenize) : null;
     this.trainTop = useJ ? this.train.map((q) => this.profile(q.text).top) : [];
     this.featureNames = [...TEXT_FEATURES, ...(useJ ? JUDGEMENT_FEATURES : []), ...(options.queryTf ? QUERY_TF_FEATURES : []), ...(options.embeddings !== null ? DENSE_FEATURES : [])];
     this.dim = this.featureNames.length;
@@ -296,6 +307,10 @@ export class RelevanceModel {
   /** How many distinct words of a text (stop words aside, analysed) occur in the item texts. */
   knownWords(text: string): number {
     return this.itemIndex.terms(text).length;
+  }
+  /** The analysed words of a text, as the text BM25 features see them. */
+  textWords(text: string): string[] {
+    return this.itemIndex.tokens(text);
   }
   /** idf of an analysed word over the item texts. */
   wordIdf(word: string): number {
@@ -551,7 +566,7 @@ export class RelevanceModel {
     const j = json as Partial<RelevanceJSON> | null;
     if (!j || j.format !== 'cogr-relevance-model') throw cogrError('DATA_FORMAT', 'not a relevance model (format field is not "cogr-relevance-model")');
     if (j.version !== 1) throw cogrError('DB_VERSION', `relevance model has format version ${String(j.version)}; this cogr reads version 1`);
-    if (!j.options || !isAnalyzerName(j.options.analyzer) || !Array.isArray(j.weights) || !Array.isArray(j.training)) throw cogrError('DATA_FORMAT', 'relevance model JSON is malformed');
+    if (!j.options || !isAnalyzerName(j.options.analyzer) || (j.options.textAnalysis !== undefined && !isTextAnalysis(j.options.textAnalysis)) || !Array.isArray(j.weights) || !Array.isArray(j.training)) throw cogrError('DATA_FORMAT', 'relevance model JSON is malformed');
     const signature = JSON.stringify([j.options, j.training]);
     if (reuse && reuse.signature === signature && reuse.size === items.length && reuse.dim === j.weights.length) {
       reuse.setWeights(j.weights);
@@ -560,7 +575,8 @@ export class RelevanceModel {
     const training = j.training.map(([id, text, rel]) => [{ id, text }, rel] as const);
     // A model saved before queryTf has no such features.
     const saved = j.options as Partial<RelevanceOptions>;
-    const m = new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...saved, queryTf: saved.queryTf ?? false, embeddings: saved.embeddings ?? null }, Float64Array.from(j.weights));
+    // A model saved before textAnalysis used wink's tokens.
+    const m = new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...saved, queryTf: saved.queryTf ?? false, textAnalysis: saved.textAnalysis ?? 'wink', embeddings: saved.embeddings ?? null }, Float64Array.from(j.weights));
     if (m.dim !== j.weights.length) throw cogrError('DATA_FORMAT', `relevance model has ${j.weights.length} weights for ${m.dim} features`);
     return m;
   }

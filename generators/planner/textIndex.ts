@@ -1,7 +1,8 @@
 /**
  * BM25 over running text (item title + description, or training query texts), the
  * first-stage signal of the relevance model. Words come from index/analyzer.ts
- * `textTokens` (lower-case letter/digit runs, stop words removed, analysed), postings
+ * `textTokens` (lower-case letter/digit runs, stop words removed, analysed) or from the
+ * tokenizer given (index/english.ts luceneEnglishTokens), postings
  * are CSR typed arrays, and scoring is term-at-a-time into a dense accumulator:
  *   score(d) = Σ_{w ∈ distinct words of the text} idf(w)·tf·(k1 + 1)/(tf + k1·(1 − b + b·dl/avgdl)),
  *   idf(w) = ln(1 + (N − df + 0.5)/(df + 0.5))   (Lucene's non-negative idf; k1 1.2, b 0.75).
@@ -27,11 +28,16 @@ export class TextIndex {
   private readonly norm: Float64Array;
   private readonly k1: number;
 
+  /** The words of a text (textTokens with the analyzer, or the tokenizer the index was built with). */
+  readonly tokens: (text: string) => string[];
+
   constructor(
     docs: readonly string[],
     readonly analyzer: Analyzer,
     params: { k1: number; b: number } = { k1: 1.2, b: 0.75 },
+    tokenize?: (text: string) => string[],
   ) {
+    this.tokens = tokenize ?? ((t) => textTokens(t, analyzer));
     const n = docs.length;
     this.size = n;
     this.k1 = params.k1;
@@ -42,7 +48,7 @@ export class TextIndex {
     let total = 0;
     for (let d = 0; d < n; d++) {
       const tf = new Map<number, number>();
-      const toks = textTokens(docs[d], analyzer);
+      const toks = this.tokens(docs[d]);
       for (const w of toks) {
         let o = this.vocab.get(w);
         if (o === undefined) {
@@ -88,7 +94,7 @@ export class TextIndex {
   /** Distinct word ordinals of a text that occur in the collection. */
   terms(text: string): number[] {
     const out = new Set<number>();
-    for (const w of textTokens(text, this.analyzer)) {
+    for (const w of this.tokens(text)) {
       const o = this.vocab.get(w);
       if (o !== undefined) out.add(o);
     }
@@ -144,7 +150,7 @@ export class TextIndex {
   /** BM25 of every document for a text, each word weighted by how often the text repeats it (Lucene's one clause per token). */
   scoreCounts(text: string): TextScores {
     const m = new Map<number, number>();
-    for (const w of textTokens(text, this.analyzer)) {
+    for (const w of this.tokens(text)) {
       const o = this.vocab.get(w);
       if (o !== undefined) m.set(o, (m.get(o) ?? 0) + 1);
     }

@@ -7,8 +7,12 @@
  *   and NFCorpus). k1 = 1.2, b = 0.75; wink's IDF is ln(1 + (N − n + 0.5)/(n + 0.5))
  *   (its `k` = 1). wink cannot add documents after consolidate(), so the index is built
  *   once per dataset and then only searched.
- * - Tokens (the reference setting): lower case, split on anything that is not a
+ * - Tokens (`analysis`): `lucene` (the default) the chain of Lucene's EnglishAnalyzer, as
+ *   Pyserini indexes and searches by default (UAX #29 words, possessive 's dropped, lower
+ *   case, Lucene's 33 English stop words, Porter v1 stemming; index/english.ts), or
+ *   `wink`, the paper-reference setting: lower case, split on anything that is not a
  *   letter or a digit, English stop words removed (wink-nlp-utils' list), no stemming.
+ * - Order: score, highest first, ties by item id as trec_eval breaks them (src/trec.ts).
  * - Cut-off: for every fold, the k in 1..maxCutoff (default 1000) that maximises the
  *   mean F1 of the top-k set over the fold's TRAINING queries (ties: smallest k) is
  *   applied to its held-out queries; their whole-set P/R/F1 and ranked metrics are
@@ -17,6 +21,8 @@
  */
 import bm25 from 'wink-bm25-text-search';
 import { textTokens } from '../../index/analyzer.ts';
+import { luceneEnglishTokens, TEXT_ANALYSES, type TextAnalysis } from '../../index/english.ts';
+import { trecOrder, type RunQuery, type ScoredId } from '../trec.ts';
 import { z } from 'zod';
 import { cogrError } from '../../index/errors.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
@@ -25,9 +31,14 @@ import { DEFAULT_CUTOFFS, evaluateRun, setF1Curve, type RankedScores, type RunEn
 import { judgedQueryIds, kFolds } from '../splits.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
 
-/** Lower-case word tokens (letters and digits), English stop words removed. */
+/** Lower-case word tokens (letters and digits), English stop words removed (the `wink` analysis). */
 export function tokenize(text: string): string[] {
   return textTokens(text);
+}
+
+/** The tokenizer of a text analysis. */
+export function tokenizerOf(analysis: TextAnalysis): (text: string) => string[] {
+  return analysis === 'lucene' ? luceneEnglishTokens : tokenize;
 }
 
 /** The text BM25 indexes for an item: title + text, without repeating a leading title. */
@@ -39,6 +50,7 @@ export function itemText(item: Item): string {
 export interface Bm25Options {
   k1?: number;
   b?: number;
+  analysis?: TextAnalysis;
 }
 
 export interface Bm25Hit {
@@ -50,20 +62,23 @@ export interface Bm25Hit {
 export class Bm25Index {
   private readonly engine: ReturnType<typeof bm25>;
   readonly size: number;
+  readonly analysis: TextAnalysis;
 
   constructor(items: readonly Item[], opts: Bm25Options = {}) {
     if (items.length < 3) throw cogrError('INVALID_ARGUMENT', `items: BM25 needs at least 3 items, got ${items.length}`);
     this.engine = bm25();
     this.engine.defineConfig({ fldWeights: { body: 1 }, bm25Params: { k1: opts.k1 ?? DEFAULTS.bm25.k1, b: opts.b ?? DEFAULTS.bm25.b, k: 1 } });
-    this.engine.definePrepTasks([tokenize]);
+    this.analysis = opts.analysis ?? DEFAULTS.baseline.analysis;
+    this.engine.definePrepTasks([tokenizerOf(this.analysis)]);
     for (const it of items) this.engine.addDoc({ body: itemText(it) }, it.id);
     this.engine.consolidate(9);
     this.size = items.length;
   }
 
-  /** Items sharing at least one token with the text, best first, at most `limit`. */
+  /** Items sharing at least one token with the text, best first (ties by id as trec_eval: src/trec.ts), at most `limit`. */
   search(text: string, limit: number = DEFAULTS.baseline.maxCutoff): Bm25Hit[] {
-    return this.engine.search(text, Math.max(1, limit)).map(([id, score]) => ({ id, score }));
+    const all = this.engine.search(text, this.size).map(([id, score]) => ({ id, score }));
+    return trecOrder(all).slice(0, Math.max(1, limit));
   }
 }
 
@@ -73,8 +88,10 @@ export const bm25BaselineOptionsSchema = z.object({
   maxCutoff: z.number().int('maxCutoff must be an integer').min(1, 'maxCutoff must be >= 1').default(DEFAULTS.baseline.maxCutoff),
   k1: z.number().min(0, 'k1 must be >= 0').default(DEFAULTS.bm25.k1),
   b: z.number().min(0, 'b must be in [0, 1]').max(1, 'b must be in [0, 1]').default(DEFAULTS.bm25.b),
+  analysis: z.enum(TEXT_ANALYSES, { message: `analysis must be one of ${TEXT_ANALYSES.join(', ')}` }).default(DEFAULTS.baseline.analysis),
 });
-export type Bm25BaselineOptions = z.input<typeof bm25BaselineOptionsSchema> & { logger?: Logger };
+/** `run`, when given, receives every judged query's ranking (top maxCutoff, trec order) for a run file. */
+export type Bm25BaselineOptions = z.input<typeof bm25BaselineOptionsSchema> & { logger?: Logger; run?: RunQuery[] };
 
 export interface FoldResult {
   fold: number;
@@ -100,6 +117,8 @@ export interface Bm25BaselineResult {
   seed: number;
   k1: number;
   b: number;
+  /** The text analysis (index/english.ts). */
+  analysis: TextAnalysis;
   /** The tuned cut-off of each fold. */
   cutoffs: number[];
   /** Means over all held-out queries. */
@@ -114,7 +133,7 @@ export interface Bm25BaselineResult {
 }
 
 export function parseBm25Options(opts: Bm25BaselineOptions): z.output<typeof bm25BaselineOptionsSchema> {
-  const { logger: _l, ...rest } = opts;
+  const { logger: _l, run: _r, ...rest } = opts;
   const r = bm25BaselineOptionsSchema.safeParse(rest);
   if (!r.success) {
     const issue = r.error.issues[0];
@@ -144,9 +163,9 @@ export function runBm25Baseline(corpus: Corpus, options: Bm25BaselineOptions = {
   const o = parseBm25Options(options);
   const logger = options.logger ?? silentLogger;
   checkFolds(corpus, o.folds);
-  logger.info(`bm25: indexing ${corpus.items.length} items of ${corpus.name}`);
-  const index = new Bm25Index(corpus.items, { k1: o.k1, b: o.b });
-  return runRankedBaseline(corpus, o, (text, limit) => index.search(text, limit).map((h) => h.id), 'bm25', logger);
+  logger.info(`bm25: indexing ${corpus.items.length} items of ${corpus.name} (${o.analysis} analysis)`);
+  const index = new Bm25Index(corpus.items, { k1: o.k1, b: o.b, analysis: o.analysis });
+  return runRankedBaseline(corpus, o, (text, limit) => index.search(text, limit), 'bm25', logger, options.run);
 }
 
 /** Refuse more folds than judged queries. */
@@ -163,9 +182,10 @@ export function checkFolds(corpus: Corpus, folds: number): void {
 export function runRankedBaseline(
   corpus: Corpus,
   o: z.output<typeof bm25BaselineOptionsSchema>,
-  rank: (text: string, limit: number) => string[],
+  rank: (text: string, limit: number) => ScoredId[],
   name: string,
   logger: Logger = silentLogger,
+  run?: RunQuery[],
 ): Bm25BaselineResult {
   const ids = judgedQueryIds(corpus);
   const limit = Math.max(o.maxCutoff, Math.max(...DEFAULT_CUTOFFS));
@@ -173,7 +193,9 @@ export function runRankedBaseline(
   const rankings = new Map<string, string[]>();
   const curves = new Map<string, Float64Array>();
   for (const id of ids) {
-    const ranked = rank(text.get(id) ?? '', limit);
+    const hits = trecOrder(rank(text.get(id) ?? '', limit));
+    run?.push({ queryId: id, hits: hits.slice(0, o.maxCutoff) });
+    const ranked = hits.map((h) => h.id);
     rankings.set(id, ranked);
     curves.set(id, setF1Curve(ranked, corpus.relevant.get(id) ?? new Set(), o.maxCutoff));
   }
@@ -206,11 +228,11 @@ export function runRankedBaseline(
     });
     logger.info(`${name}: fold ${f + 1}/${o.folds} cutoff=${cutoff} trainF1=${trainF1.toFixed(4)} f1=${set.f1.toFixed(4)}`);
   });
-  return baselineResult(corpus, { folds: o.folds, seed: o.seed, k1: o.k1, b: o.b }, perFold, heldOut);
+  return baselineResult(corpus, { folds: o.folds, seed: o.seed, k1: o.k1, b: o.b, analysis: o.analysis }, perFold, heldOut);
 }
 
 /** A k-fold baseline's result: its per-fold figures and the means over every held-out query's entry. */
-export function baselineResult(corpus: Corpus, o: { folds: number; seed: number; k1: number; b: number }, perFold: FoldResult[], heldOut: readonly RunEntry[]): Bm25BaselineResult {
+export function baselineResult(corpus: Corpus, o: { folds: number; seed: number; k1: number; b: number; analysis: TextAnalysis }, perFold: FoldResult[], heldOut: readonly RunEntry[]): Bm25BaselineResult {
   const all = evaluateRun(heldOut, corpus);
   const set = all.set as NonNullable<typeof all.set>;
   return {
@@ -221,6 +243,7 @@ export function baselineResult(corpus: Corpus, o: { folds: number; seed: number;
     seed: o.seed,
     k1: o.k1,
     b: o.b,
+    analysis: o.analysis,
     cutoffs: perFold.map((f) => f.cutoff),
     f1: set.f1,
     precision: set.precision,

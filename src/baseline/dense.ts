@@ -10,28 +10,30 @@ import type { Corpus } from '../../index/types.ts';
 import { DenseIndex, embedCorpus, type CorpusVectors, type EmbeddingsSetup } from '../embeddings/dense.ts';
 import { checkFolds, parseBm25Options, runRankedBaseline, type Bm25BaselineOptions, type Bm25BaselineResult } from './bm25.ts';
 import { cogrError } from '../../index/errors.ts';
+import type { RunQuery, ScoredId } from '../trec.ts';
 
 export type DenseBaselineResult = Bm25BaselineResult & { method: 'dense'; model: string; dim: number; endpoint: string };
 
 /** The k-fold dense baseline over precomputed vectors. */
-export function runDenseOnVectors(corpus: Corpus, vectors: CorpusVectors, options: Bm25BaselineOptions = {}, endpoint = ''): DenseBaselineResult {
+export function runDenseOnVectors(corpus: Corpus, vectors: CorpusVectors, options: Bm25BaselineOptions = {}, endpoint = '', run?: RunQuery[]): DenseBaselineResult {
   const o = parseBm25Options(options);
   const logger = options.logger ?? silentLogger;
   checkFolds(corpus, o.folds);
   const index = new DenseIndex(corpus.items.map((it) => it.id), corpus.items.map((it) => vectors.items.get(it.id)!));
-  const rank = (text: string, limit: number): string[] => {
+  const rank = (text: string, limit: number): ScoredId[] => {
     const q = vectors.queries.get(text);
     if (q === undefined) throw cogrError('INTERNAL', `dense baseline: no vector for the query text ${JSON.stringify(text.slice(0, 60))}`);
-    return Array.from(index.rank(q, limit), (i) => index.ids[i]);
+    const scores = index.scores(q);
+    return Array.from(index.rank(q, limit), (i) => ({ id: index.ids[i], score: scores[i] }));
   };
-  const r = runRankedBaseline(corpus, o, rank, 'dense', logger);
+  const r = runRankedBaseline(corpus, o, rank, 'dense', logger, run);
   return { method: 'dense', model: vectors.model, dim: vectors.dim, endpoint, ...r };
 }
 
 /** Embed the corpus (cached) and run the k-fold dense baseline. */
-export async function runDenseBaseline(corpus: Corpus, setup: EmbeddingsSetup, options: Bm25BaselineOptions = {}): Promise<DenseBaselineResult> {
+export async function runDenseBaseline(corpus: Corpus, setup: EmbeddingsSetup, options: Bm25BaselineOptions = {}, run?: RunQuery[]): Promise<DenseBaselineResult> {
   const logger = options.logger ?? silentLogger;
   checkFolds(corpus, parseBm25Options(options).folds);
   const vectors = await embedCorpus(corpus, setup, logger);
-  return runDenseOnVectors(corpus, vectors, options, setup.client.baseURL);
+  return runDenseOnVectors(corpus, vectors, options, setup.client.baseURL, run);
 }

@@ -9,10 +9,11 @@
  * The ranking is p over all items (its top 1,000 for the ranked metrics).
  */
 import { ALPHA_GRID } from '../../generators/planner/planner.ts';
-import { RelevanceModel, type RelevanceOptions } from '../../generators/planner/relevance.ts';
+import { DEFAULT_RELEVANCE, RelevanceModel, type RelevanceOptions } from '../../generators/planner/relevance.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
 import type { Corpus, Query } from '../../index/types.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
+import type { RunQuery } from '../trec.ts';
 import { judgedQueryIds, kFolds } from '../splits.ts';
 import type { SplitBaseline } from '../evolve/baseline.ts';
 import { baselineResult, checkFolds, type Bm25BaselineResult, type FoldResult } from './bm25.ts';
@@ -70,11 +71,14 @@ export function modelOnQueries(model: RelevanceModel, corpus: Pick<Corpus, 'qrel
   }
   let cutSum = 0;
   const entries: RunEntry[] = heldOut.map((q) => {
-    const s = sortByP(model.probabilities(q));
+    const p = model.probabilities(q);
+    const s = sortByP(p);
     const k = expectedF1Cut(s, alpha);
     cutSum += k;
     const ids = (n: number) => Array.from(s.order.subarray(0, n), (o) => model.itemIds[o]);
-    return { queryId: q.id, ranked: ids(Math.min(RANK_DEPTH, s.order.length)), matched: ids(k) };
+    const depth = Math.min(RANK_DEPTH, s.order.length);
+    // The scores let the ranked metrics order ties as trec_eval does (src/metrics.ts).
+    return { queryId: q.id, ranked: ids(depth), scores: Array.from(s.order.subarray(0, depth), (o) => p[o]), matched: ids(k) };
   });
   const ev = evaluateRun(entries, corpus);
   return {
@@ -100,7 +104,7 @@ export function fitModel(corpus: Corpus, train: readonly Query[], opts: Partial<
 }
 
 /** The k-fold model baseline: per fold, the relevance model fitted and α tuned on the fold's training queries. */
-export function runModelBaseline(corpus: Corpus, options: { folds?: number; seed?: number; relevance?: Partial<RelevanceOptions>; logger?: Logger } = {}): Bm25BaselineResult & { method: 'model'; alphas: number[] } {
+export function runModelBaseline(corpus: Corpus, options: { folds?: number; seed?: number; relevance?: Partial<RelevanceOptions>; logger?: Logger; run?: RunQuery[] } = {}): Bm25BaselineResult & { method: 'model'; alphas: number[] } {
   const folds = options.folds ?? 5;
   const seed = options.seed ?? 1;
   const logger = options.logger ?? silentLogger;
@@ -116,10 +120,11 @@ export function runModelBaseline(corpus: Corpus, options: { folds?: number; seed
     const model = fitModel(corpus, pick(split.train), { ...options.relevance, seed });
     const r = modelOnQueries(model, corpus, pick(split.train), pick(split.eval));
     all.push(...r.entries);
+    for (const e of r.entries) options.run?.push({ queryId: e.queryId, hits: e.ranked.map((id, i) => ({ id, score: e.scores![i] })) });
     alphas.push(r.alpha);
     perFold.push({ fold: f + 1, trainQueries: split.train.length, evalQueries: split.eval.length, cutoff: r.cutoff, trainF1: r.trainF1, f1: r.f1, precision: r.precision, recall: r.recall, ndcg10: r.ndcg10, map: r.map });
     logger.info(`model: fold ${f + 1}/${folds} alpha=${r.alpha} mean cut=${r.cutoff.toFixed(1)} f1=${r.f1.toFixed(4)}`);
   });
   // k1 and b: the text BM25 features' parameters (generators/planner/textIndex.ts).
-  return { method: 'model', alphas, ...baselineResult(corpus, { folds, seed, k1: 1.2, b: 0.75 }, perFold, all) };
+  return { method: 'model', alphas, ...baselineResult(corpus, { folds, seed, k1: 1.2, b: 0.75, analysis: options.relevance?.textAnalysis ?? DEFAULT_RELEVANCE.textAnalysis }, perFold, all) };
 }

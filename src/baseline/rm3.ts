@@ -4,7 +4,8 @@
  * Anserini's defaults — fbDocs 10, fbTerms 10, originalQueryWeight 0.5:
  *
  * 1. First stage: BM25 (k1 1.2, b 0.75) of the query over each item's title + text, the
- *    same tokens as the BM25 baseline (lower-case letter/digit runs, English stop words
+ *    same tokens as the BM25 baseline (`analysis`: `lucene`, Lucene's EnglishAnalyzer chain
+ *    as Pyserini's default, or `wink`, lower-case letter/digit runs, English stop words
  *    removed, no stemming; generators/planner/textIndex.ts), a word repeated in the query
  *    counted as often as it occurs (Lucene's one clause per token; wink does the same).
  * 2. The relevance model over the top fbDocs items d with scores s(d):
@@ -18,14 +19,16 @@
  * The ranking's cut-off is tuned on training queries to maximise F1, as BM25's is.
  */
 import { z } from 'zod';
-import { getAnalyzer, textTokens } from '../../index/analyzer.ts';
+import { getAnalyzer } from '../../index/analyzer.ts';
+import { TEXT_ANALYSES } from '../../index/english.ts';
+import { trecOrder, type ScoredId } from '../trec.ts';
 import { cogrError } from '../../index/errors.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
 import type { Item } from '../../index/types.ts';
 import { TextIndex } from '../../generators/planner/textIndex.ts';
 import { silentLogger } from '../../index/log.ts';
 import type { Corpus } from '../../index/types.ts';
-import { checkFolds, itemText, parseBm25Options, runRankedBaseline, type Bm25BaselineOptions, type Bm25BaselineResult } from './bm25.ts';
+import { checkFolds, itemText, parseBm25Options, runRankedBaseline, tokenizerOf, type Bm25BaselineOptions, type Bm25BaselineResult } from './bm25.ts';
 
 export const RM3_DEFAULTS = { fbDocs: 10, fbTerms: 10, originalQueryWeight: 0.5 } as const;
 
@@ -36,6 +39,13 @@ export const rm3OptionsSchema = z
     originalQueryWeight: z.number().min(0, 'originalQueryWeight must be in [0, 1]').max(1, 'originalQueryWeight must be in [0, 1]').default(RM3_DEFAULTS.originalQueryWeight),
     k1: z.number().min(0, 'k1 must be >= 0').default(DEFAULTS.bm25.k1),
     b: z.number().min(0, 'b must be in [0, 1]').max(1, 'b must be in [0, 1]').default(DEFAULTS.bm25.b),
+    analysis: z.enum(TEXT_ANALYSES).default(DEFAULTS.baseline.analysis),
+    /**
+     * Each feedback item's word weights: `length` (tf / |d|, every kept word; cogr's RM3)
+     * or `anserini` (as Anserini's Rm3Reranker: the item's kept words cut to its fbTerms
+     * most frequent, tf over their sum). The crosscheck bench runs both against Anserini.
+     */
+    docVectors: z.enum(['length', 'anserini']).default('length'),
   })
   .strict();
 export type Rm3Options = z.input<typeof rm3OptionsSchema>;
@@ -57,7 +67,7 @@ export class Rm3Index {
     }
     this.options = r.data;
     this.ids = items.map((it) => it.id);
-    this.index = new TextIndex(items.map(itemText), getAnalyzer('none'), { k1: this.options.k1, b: this.options.b });
+    this.index = new TextIndex(items.map(itemText), getAnalyzer('none'), { k1: this.options.k1, b: this.options.b }, tokenizerOf(this.options.analysis));
     this.docLength = new Int32Array(items.length);
     for (let d = 0; d < items.length; d++) for (const tf of this.index.docTerms(d).tfs) this.docLength[d] += tf;
   }
@@ -66,7 +76,7 @@ export class Rm3Index {
   private queryVector(text: string): Map<number, number> {
     const v = new Map<number, number>();
     let n = 0;
-    for (const w of textTokens(text)) {
+    for (const w of this.index.tokens(text)) {
       const o = this.index.wordOrdinal(w);
       if (o < 0) continue;
       v.set(o, (v.get(o) ?? 0) + 1);
@@ -84,13 +94,19 @@ export class Rm3Index {
     for (let r = 0; r < Math.min(fbDocs, ranked.length); r++) {
       const d = ranked[r];
       const { terms, tfs } = this.index.docTerms(d);
-      const len = this.docLength[d];
-      if (len === 0) continue;
+      let kept: [number, number][] = [];
       for (let j = 0; j < terms.length; j++) {
         const o = terms[j];
         if (!ALLOWED.test(this.index.word(o)) || this.index.df(o) / N > 0.1) continue;
-        w.set(o, (w.get(o) ?? 0) + (scores[d] * tfs[j]) / len);
+        kept.push([o, tfs[j]]);
       }
+      let len = this.docLength[d];
+      if (this.options.docVectors === 'anserini') {
+        kept = kept.sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, fbTerms);
+        len = kept.reduce((s, [, tf]) => s + tf, 0);
+      }
+      if (len === 0) continue;
+      for (const [o, tf] of kept) w.set(o, (w.get(o) ?? 0) + (scores[d] * tf) / len);
     }
     const top = [...w].sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, fbTerms);
     const sum = top.reduce((s, [, x]) => s + x, 0);
@@ -110,25 +126,29 @@ export class Rm3Index {
     return { weights, terms };
   }
 
-  /** BM25 of the query's own words (weighted by their count in the query), best first, at most `limit` item ids. */
-  searchBm25(text: string, limit: number): string[] {
-    return Array.from(this.index.scoreWeighted(this.queryVector(text)).ranked.subarray(0, limit), (d) => this.ids[d]);
+  /** BM25 of the query's own words (weighted by their count in the query), best first (ties by id as trec_eval), at most `limit`. */
+  searchBm25(text: string, limit: number): ScoredId[] {
+    return this.hits(this.index.scoreWeighted(this.queryVector(text)), limit);
   }
 
-  /** BM25 + RM3, best first, at most `limit` item ids (ties: lower ordinal first). */
-  search(text: string, limit: number): string[] {
+  /** BM25 + RM3, best first (ties by id as trec_eval: src/trec.ts), at most `limit`. */
+  search(text: string, limit: number): ScoredId[] {
     const { weights } = this.expand(text);
-    return Array.from(this.index.scoreWeighted(weights).ranked.subarray(0, limit), (d) => this.ids[d]);
+    return this.hits(this.index.scoreWeighted(weights), limit);
+  }
+
+  private hits(r: { scores: Float64Array; ranked: Int32Array }, limit: number): ScoredId[] {
+    return trecOrder(Array.from(r.ranked, (d) => ({ id: this.ids[d], score: r.scores[d] }))).slice(0, limit);
   }
 }
 
 /** The k-fold BM25 + RM3 baseline (cut-off tuned on training folds, as BM25's). */
-export function runRm3Baseline(corpus: Corpus, options: Bm25BaselineOptions & { rm3?: Omit<Rm3Options, 'k1' | 'b'> } = {}): Bm25BaselineResult & { rm3: z.output<typeof rm3OptionsSchema> } {
+export function runRm3Baseline(corpus: Corpus, options: Bm25BaselineOptions & { rm3?: Omit<Rm3Options, 'k1' | 'b' | 'analysis'> } = {}): Bm25BaselineResult & { rm3: z.output<typeof rm3OptionsSchema> } {
   const { rm3, ...rest } = options;
   const o = parseBm25Options(rest);
   const logger = options.logger ?? silentLogger;
   checkFolds(corpus, o.folds);
-  logger.info(`bm25+rm3: indexing ${corpus.items.length} items of ${corpus.name}`);
-  const index = new Rm3Index(corpus.items, { ...rm3, k1: o.k1, b: o.b });
-  return { ...runRankedBaseline(corpus, o, (text, limit) => index.search(text, limit), 'bm25+rm3', logger), rm3: index.options };
+  logger.info(`bm25+rm3: indexing ${corpus.items.length} items of ${corpus.name} (${o.analysis} analysis)`);
+  const index = new Rm3Index(corpus.items, { ...rm3, k1: o.k1, b: o.b, analysis: o.analysis });
+  return { ...runRankedBaseline(corpus, o, (text, limit) => index.search(text, limit), 'bm25+rm3', logger, options.run), rm3: index.options };
 }

@@ -10,6 +10,8 @@ import { isCogrError } from '../../index/errors.ts';
 import { stderrLogger } from '../../index/log.ts';
 import { checkRegistration, listDatasets, loadDataset, parseFormat, registerDataset, unregisterDataset } from '../datasets/index.ts';
 import { judgedQueryIds } from '../splits.ts';
+import { formatQrels } from '../trec.ts';
+import { writeFileAtomic } from '../../index/sealed.ts';
 import { renderTable } from '../table.ts';
 
 export interface DatasetSummary {
@@ -99,6 +101,24 @@ export function register(program: Command): void {
             : '') +
           '\n',
       );
+    });
+  cmd
+    .command('export-qrels')
+    .description("write a dataset's judgements as TREC qrels (qid 0 docid grade; every judged pair with its grade, queries and ids in byte order), for trec_eval and pytrec_eval")
+    .requiredOption('--dataset <name|path>', 'a shipped or registered dataset name, or a dataset folder')
+    .option('--format <format>', 'dataset format: smart | trec | beir | wands | jsonl (default: detected)')
+    .option('--out <file>', 'the qrels file (default: stdout)')
+    .action(async (opts: { dataset: string; format?: string; out?: string }) => {
+      const format = parseFormat(opts.format);
+      const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
+      const text = formatQrels(corpus.qrels);
+      if (opts.out === undefined) {
+        process.stdout.write(text);
+        return;
+      }
+      await writeFileAtomic(opts.out, [Buffer.from(text, 'utf8')]);
+      const pairs = [...corpus.qrels.values()].reduce((a, m) => a + m.size, 0);
+      stderrLogger.info(`qrels ${opts.out}: ${corpus.qrels.size} queries, ${pairs} judgements`);
     });
   cmd
     .command('remove <name>')

@@ -30,6 +30,8 @@ import { loadRunCorpus } from '../run/corpus.ts';
 import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
 import { datasetIdentity } from '../datasets/index.ts';
 import { bestStep, f1Points, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
+import { finalServedRun } from '../evolve/runFile.ts';
+import { writeRunFile, type RunQuery } from '../trec.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { renderTable } from '../table.ts';
@@ -66,6 +68,7 @@ interface RunFlags {
   adoptOn?: string;
   floor?: string;
   relevanceQueryTf?: string;
+  relevanceAnalysis?: string;
   sftItemKeywords?: string;
   plannerParams?: string;
   plannerLr?: string;
@@ -105,6 +108,7 @@ function addRunOptions(cmd: Command, dbHelp: string): Command {
     .option('--adopt-on <queries>', `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) (default ${r.adoptOn})`)
     .option('--floor <mode>', `the served set's floor: fallback (a query whose keywords match nothing gets the top c items by p) | auto (and every set the top m by p, when m passes the adoption test on training queries) | none (default ${r.floor})`)
     .option('--relevance-query-tf <yes|no>', `the relevance model's query-term-count BM25 features (default ${DEFAULTS.relevance.queryTf ? 'yes' : 'no'}; runs stored before them resume with no)`)
+    .option('--relevance-analysis <name>', `the words of the relevance model's text BM25 features: wink (letter/digit runs, wink's stop words, Porter2) | lucene (Lucene's EnglishAnalyzer: UAX #29 words, 33 stop words, Porter v1) (default ${DEFAULTS.relevance.textAnalysis}; runs stored before it resume with wink)`)
     .option('--sft-item-keywords <m>', `keywords per item from the base generator: a number, or auto (the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}; default)`)
     .option('--planner-params <which>', `what the planner's GRPO moves: global (stop term and α) | terms (per-keyword terms) | all (and the relevance weights) (default ${DEFAULTS.planner.grpoParams})`)
     .option('--planner-lr <x>', `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`)
@@ -150,6 +154,7 @@ function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<Ru
   set('adoptOn', flags.adoptOn);
   set('floor', flags.floor);
   if (flags.relevanceQueryTf !== undefined) set('relevanceQueryTf', parseChoice('--relevance-query-tf', flags.relevanceQueryTf, ['yes', 'no'] as const) === 'yes');
+  if (flags.relevanceAnalysis !== undefined) set('relevanceAnalysis', parseChoice('--relevance-analysis', flags.relevanceAnalysis, ['wink', 'lucene'] as const));
   if (flags.sftItemKeywords !== undefined) set('sftItemKeywords', flags.sftItemKeywords === 'auto' ? 'auto' : num('--sft-item-keywords', flags.sftItemKeywords, true));
   set('plannerParams', flags.plannerParams);
   set('plannerLr', num('--planner-lr', flags.plannerLr, false));
@@ -381,9 +386,10 @@ export function register(program: Command): void {
     withDatasetOptions(program.command('evolve'))
       .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
       .option('--fold <k>', 'run only this fold; folds count from 0 (0 to folds − 1) everywhere: flags, progress, folders, JSON')
-      .option('--fresh', 'delete the stored run of each fold first (under its database lock)'),
+      .option('--fresh', 'delete the stored run of each fold first (under its database lock)')
+      .option('--run-file <path>', "write a TREC run file (qid Q0 docid rank score tag, tag cogr-evolve): for every fold run, each held-out query's served ranking at the fold's final step (its best dev step, as `final` in --json): the whole matched set from that step's item generation with the SFT floor, ordered by the fold's served ranker and scored by it (p, text BM25 or keyword-bag BM25); lines in trec_eval's order (score, then docid); a query whose keywords match nothing and gets no fallback has no lines"),
     'folder of the per-fold run databases (default: $COGR_HOME/evolve/<dataset>/fold-<k>/db)',
-  ).action(async (flags: RunFlags & { folds: string; fold?: string }) => {
+  ).action(async (flags: RunFlags & { folds: string; fold?: string; runFile?: string }) => {
     const folds = num('--folds', flags.folds, true)!;
     const only = num('--fold', flags.fold, true);
     const identity = datasetIdentity(flags.dataset!);
@@ -399,6 +405,7 @@ export function register(program: Command): void {
     for (const c of configs) computeSplit(corpus, c);
     const indexes = baselineIndexes(corpus);
     const outcomes: FoldOutcome[] = [];
+    const runQueries: RunQuery[] = [];
     for (const config of configs) {
       const k = config.fold;
       const dbPath = flags.db ? join(flags.db, `fold-${k}`) : join(cogrHome(), 'evolve', identity.folder, `fold-${k}`, 'db');
@@ -407,11 +414,20 @@ export function register(program: Command): void {
       try {
         const res = await runOne(db, corpus, config, flags);
         outcomes.push({ fold: k, evalQueries: res.split.eval.length, devQueries: res.split.dev.length, baselines: await splitBaselines(db, corpus, res.split, indexes), steps: res.steps });
+        if (flags.runFile !== undefined) {
+          const served = await finalServedRun(db, corpus, res.config, res.split, res.steps);
+          runQueries.push(...served.queries);
+          stderrLogger.info(`fold ${k}: run file: ${served.queries.length} held-out queries at step ${served.step ?? '(none)'}, ranked by ${served.ranker}`);
+        }
       } finally {
         await db.close();
       }
     }
     const summary = summarizeFolds(base.dataset, parseRunConfig({ ...base, ...dense }), outcomes);
+    if (flags.runFile !== undefined) {
+      const lines = await writeRunFile(flags.runFile, runQueries, 'cogr-evolve');
+      stderrLogger.info(`run file ${flags.runFile}: ${runQueries.length} queries, ${lines} lines`);
+    }
     if (flags.json) {
       process.stdout.write(JSON.stringify(summary) + '\n');
       return;

@@ -6,6 +6,8 @@
  *           prints its number. Without --patch the file is the whole generation
  *           (entities absent from it are removed); unchanged entities are not rewritten.
  *   search  --query <raw> --keywords "<kw1>|<kw2>" [--generation g] [--k 10] [--all] [--json]
+ *           or --batch <file.jsonl> [--run-file <path>] [--run-tag t]: every line's probe,
+ *           written as a TREC run (src/trec.ts)
  *   explain --query <raw> --keywords "<kw1>|..." --id <id> [--generation g] [--json]
  *   list    [--json]      diff --from a --to b [--json]      delete --generation g [--force]
  * delete refuses a generation that a step (or import) of the stored run uses, naming it,
@@ -30,6 +32,12 @@ import { bestStep, RunState } from '../run/state.ts';
 import { renderTable } from '../table.ts';
 import { dbPath, parseChoice, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption } from './options.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
+
+const batchLineSchema = z.object({
+  id: idSchema,
+  query: z.string().optional(),
+  keywords: z.array(z.string()).optional(),
+});
 
 const lineSchema = z.object({
   id: idSchema,
@@ -159,8 +167,11 @@ export function register(program: Command): void {
     .option('--k1 <x>', `BM25 k1 (default ${DEFAULTS.bm25.k1})`)
     .option('--b <x>', `BM25 b (default ${DEFAULTS.bm25.b})`)
     .option('--rank <ranker>', "order of the matched set: keywords (keyword-bag BM25) | model (p(item | query)) | text (text BM25) — model and text use the stored run's SFT planner and dataset (item side)", 'keywords')
+    .option('--batch <file>', 'search every line {"id", "query"?, "keywords"?: [...]} of a JSONL file and write a TREC run file (qid Q0 docid rank score tag; the top --k, or with --all every matched item, of each; ties by docid as trec_eval) to --run-file or stdout')
+    .option('--run-file <path>', 'with --batch: the run file (default: stdout)')
+    .option('--run-tag <tag>', "with --batch: the run file's tag column", 'cogr-index')
     .option('--json', 'print one JSON object')
-    .action(async (o: CommonOpts & { generation?: string; query?: string; keywords?: string; k: string; all?: boolean; k1?: string; b?: string; rank: string; json?: boolean }) => {
+    .action(async (o: CommonOpts & { generation?: string; query?: string; keywords?: string; k: string; all?: boolean; k1?: string; b?: string; rank: string; batch?: string; runFile?: string; runTag: string; json?: boolean }) => {
       const side = parseSide('--side', o.side);
       const k = parseIntFlag('--k', o.k, 0)!;
       const params = bm25Of(o);
@@ -168,6 +179,32 @@ export function register(program: Command): void {
       const gen = parseLatestOr('--generation', o.generation);
       const view = await published(o).openView(side, gen);
       const generation = view.generation;
+      if (o.batch !== undefined) {
+        const [{ rankMatched }, { trecOrder, writeRunFile, formatRun }] = await Promise.all([import('../../generators/planner/ranking.ts'), import('../trec.ts')]);
+        if (ranker !== 'keywords' && side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
+        const planner = ranker === 'keywords' ? null : await storedPlanner(dbPath(o.db));
+        planner?.attachOpposite(view);
+        const queries: { queryId: string; hits: { id: string; score: number }[] }[] = [];
+        const t0 = Date.now();
+        for (const { value } of jsonlRecords(o.batch, batchLineSchema, { uniqueId: (v) => v.id })) {
+          const probe: Probe = { self: value.query ?? '', keywords: value.keywords ?? [] };
+          if (!view.hasSearchableTerm(probe)) {
+            queries.push({ queryId: value.id, hits: [] });
+            continue;
+          }
+          const whole = view.search(probe, { all: true, params });
+          const ranked = planner ? rankMatched(whole.items, ranker, planner, { id: value.id, text: value.query ?? '' }) : whole.items;
+          const hits = trecOrder(ranked.map((x) => ({ id: x.id, score: x.score })));
+          queries.push({ queryId: value.id, hits: o.all ? hits : hits.slice(0, k) });
+          if (queries.length % 1000 === 0) stderrLogger.info(`search --batch: ${queries.length} queries, ${(queries.length / ((Date.now() - t0) / 1000)).toFixed(0)}/s`);
+        }
+        if (o.runFile === undefined) out(formatRun(queries, o.runTag).replace(/\n$/, ''));
+        else {
+          const lines = await writeRunFile(o.runFile, queries, o.runTag);
+          stderrLogger.info(`run file ${o.runFile}: ${queries.length} queries, ${lines} lines (${side} generation ${generation})`);
+        }
+        return;
+      }
       const probe = probeOf(o);
       // As the search API: a probe with no searchable term matches nothing, and says so.
       const fallback = view.hasSearchableTerm(probe) ? null : { reason: 'no_terms' as const, message: 'the query has no searchable term (blank, stop words only, or no word or keyword the generation knows)' };

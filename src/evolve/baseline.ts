@@ -1,7 +1,8 @@
 /**
  * The baselines on a run's own split (the demo's reference rows and each fold of
  * `cogr evolve`): BM25 over raw item text (wink-bm25-text-search, src/baseline/bm25.ts)
- * and BM25 + RM3 (src/baseline/rm3.ts), the retrieval cut-off tuned on the training
+ * and BM25 + RM3 (src/baseline/rm3.ts), both over the baselines' default text analysis
+ * (DEFAULTS.baseline.analysis: Lucene's EnglishAnalyzer chain, index/english.ts), the retrieval cut-off tuned on the training
  * queries to maximise F1 and applied to the held-out ones; and the run's relevance model
  * with an expected-F1 cut over all items (src/baseline/model.ts).
  */
@@ -13,20 +14,21 @@ import { Bm25Index, tuneCutoff, type FoldResult } from '../baseline/bm25.ts';
 import { modelOnQueries } from '../baseline/model.ts';
 import { Rm3Index } from '../baseline/rm3.ts';
 import { evaluateRun, setF1Curve, type RunEntry } from '../metrics.ts';
+import { trecOrder, type ScoredId } from '../trec.ts';
 import { listPolicyRounds, loadPlanner, policyStore } from '../run/policies.ts';
 import { coreIds, type RunSplit } from '../run/state.ts';
 
 /** A fold's figures without its fold and query counts. */
 export type SplitBaseline = Omit<FoldResult, 'fold' | 'trainQueries' | 'evalQueries'>;
 
-/** A ranking of item ids for a query text, best first, at most `limit`. */
-export type TextRanking = (text: string, limit: number) => string[];
+/** A ranking of scored item ids for a query text, best first (ties by id as trec_eval), at most `limit`. */
+export type TextRanking = (text: string, limit: number) => ScoredId[];
 
 /** Any text ranking on the split: the cut-off tuned on its training queries, figures over its held-out ones. */
 export function rankedOnSplit(corpus: Corpus, split: RunSplit, rank: TextRanking, maxCutoff: number = DEFAULTS.baseline.maxCutoff): SplitBaseline {
   const text = new Map(corpus.queries.map((q) => [q.id, q.text]));
   const ranked = new Map<string, string[]>();
-  for (const id of [...split.train, ...split.eval]) ranked.set(id, rank(text.get(id) ?? '', maxCutoff));
+  for (const id of [...split.train, ...split.eval]) ranked.set(id, trecOrder(rank(text.get(id) ?? '', maxCutoff)).map((h) => h.id));
   const curves = split.train.map((id) => setF1Curve(ranked.get(id)!, corpus.relevant.get(id) ?? new Set(), maxCutoff));
   const { cutoff, f1: trainF1 } = tuneCutoff(curves, maxCutoff);
   const entries: RunEntry[] = split.eval.map((id) => {
@@ -47,7 +49,7 @@ export function rankedOnSplit(corpus: Corpus, split: RunSplit, rank: TextRanking
 
 export function bm25OnSplit(corpus: Corpus, split: RunSplit, maxCutoff: number = DEFAULTS.baseline.maxCutoff, index?: Bm25Index): SplitBaseline {
   const bm25 = index ?? new Bm25Index(corpus.items);
-  return rankedOnSplit(corpus, split, (text, limit) => bm25.search(text, limit).map((h) => h.id), maxCutoff);
+  return rankedOnSplit(corpus, split, (text, limit) => bm25.search(text, limit), maxCutoff);
 }
 
 /** The text indexes the baselines of several splits of one corpus share. */

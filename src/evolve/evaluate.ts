@@ -79,11 +79,17 @@ export function evaluateQueries(
     const res = served ? { matched: served.items.length, items: served.items } : found;
     matchedTotal += res.matched;
     const ranked = res.items.map((x) => x.id);
-    entries.push({ queryId: q.id, ranked, matched: ranked });
+    const scores = res.items.map((x) => x.score);
+    // With scores the ranked metrics order ties as trec_eval does (src/metrics.ts), so they equal trec_eval's on `--run-file`.
+    entries.push({ queryId: q.id, ranked, scores, matched: ranked });
     if (rankWith && !rankWith.noRankings) {
       for (const r of RANKERS) {
-        const order = r === 'keywords' ? ranked : rankMatched(res.items, r, rankWith.planner, queryInput(q)).map((x) => x.id);
-        byRanker.get(r)!.push({ queryId: q.id, ranked: order });
+        if (r === 'keywords') {
+          byRanker.get(r)!.push({ queryId: q.id, ranked, scores });
+          continue;
+        }
+        const order = rankMatched(res.items, r, rankWith.planner, queryInput(q));
+        byRanker.get(r)!.push({ queryId: q.id, ranked: order.map((x) => x.id), scores: order.map((x) => x.score) });
       }
     }
   }

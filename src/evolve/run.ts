@@ -389,7 +389,7 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
     seed: deriveSeed(config.seed, 'sft'),
     kMax: config.kMax,
     analyzer: config.analyzer,
-    relevance: { neighbours: config.relevanceNeighbours, judgements: config.relevanceJudgements, queryTf: config.relevanceQueryTf, embeddings: config.embeddingsModel },
+    relevance: { neighbours: config.relevanceNeighbours, judgements: config.relevanceJudgements, queryTf: config.relevanceQueryTf, textAnalysis: config.relevanceAnalysis, embeddings: config.embeddingsModel },
     planner: { topItems: config.plannerTopItems, lambda: config.plannerLambda, grpoParams: config.plannerParams },
     logger: ctx.logger,
     progress: (label) => ctx.logger.info(`sft: ${label}`),

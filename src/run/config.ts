@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
 import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/analyzer.ts';
+import { TEXT_ANALYSES } from '../../index/english.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
 import { RANKERS } from '../../generators/planner/ranking.ts';
@@ -75,6 +76,8 @@ export const RunConfigSchema = z
     relevanceJudgements: z.boolean().default(DEFAULTS.relevance.judgements),
     /** The relevance model's query-term-frequency BM25 features (relevance.ts QUERY_TF_FEATURES); runs written before them had none. */
     relevanceQueryTf: z.boolean().default(DEFAULTS.relevance.queryTf),
+    /** The words of the relevance model's text BM25 features (index/english.ts): 'wink' (Porter2, wink's stop words) or 'lucene' (Lucene's EnglishAnalyzer chain); runs written before it had 'wink'. */
+    relevanceAnalysis: z.enum(TEXT_ANALYSES).default(DEFAULTS.relevance.textAnalysis),
     /**
      * The embeddings model whose query–item cosines are relevance features (relevance.ts
      * DENSE_FEATURES; vectors from `--embeddings URL`), or null for none. Runs written
@@ -115,7 +118,7 @@ export type RunConfig = z.output<typeof RunConfigSchema>;
  * Identity fields added after runs were stored, with the behaviour those runs had: a
  * stored config without one reads as this value, not as today's default.
  */
-const STORED_BEFORE: Partial<RunConfigInput> = { adoptOn: 'dev', floor: 'none', relevanceQueryTf: false };
+const STORED_BEFORE: Partial<RunConfigInput> = { adoptOn: 'dev', floor: 'none', relevanceQueryTf: false, relevanceAnalysis: 'wink' };
 
 /** A stored run config, validated; fields it predates get the behaviour it ran with (STORED_BEFORE), later ones their defaults. */
 export function parseStoredConfig(raw: unknown): ReturnType<typeof RunConfigSchema.safeParse> {
@@ -172,6 +175,7 @@ export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = [
   'relevanceNeighbours',
   'relevanceJudgements',
   'relevanceQueryTf',
+  'relevanceAnalysis',
   'embeddingsModel',
   'itemQuerySide',
   'itemRankDepth',

@@ -99,7 +99,7 @@ describe('cogr baseline bm25 (CLI)', () => {
     };
     const bm25 = run('bm25');
     const rm3 = run('rm3');
-    expect(rm3.rm3).toEqual({ fbDocs: 10, fbTerms: 10, originalQueryWeight: 0.5, k1: 1.2, b: 0.75 });
+    expect(rm3.rm3).toEqual({ fbDocs: 10, fbTerms: 10, originalQueryWeight: 0.5, k1: 1.2, b: 0.75, analysis: 'lucene', docVectors: 'length' });
     expect(rm3.perFold).toHaveLength(5);
     expect(rm3.ndcg10).not.toBe(bm25.ndcg10);
     expect(rm3.map).toBeGreaterThan(0);
