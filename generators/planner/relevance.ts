@@ -25,6 +25,7 @@
 import type { Analyzer } from '../../index/analyzer.ts';
 import { getAnalyzer, isAnalyzerName, type AnalyzerName } from '../../index/analyzer.ts';
 import { cogrError } from '../../index/errors.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { createRng } from '../../index/random.ts';
 import { fitLogistic, RowBuilder, sigmoid } from './logistic.ts';
 import { TextIndex } from './textIndex.ts';
@@ -66,16 +67,17 @@ export interface RelevanceOptions {
   /** Add the query-term-frequency BM25 features (QUERY_TF_FEATURES); models saved before them have none. */
   queryTf: boolean;
 }
-export const DEFAULT_RELEVANCE: RelevanceOptions = {
-  analyzer: 'english',
-  judgements: true,
-  queryTf: true,
-  neighbours: 10,
-  profileDepth: 50,
-  l2: 1,
-  maxRows: 4_000_000,
-  seed: 1,
-};
+/** The relevance model's defaults, from index/defaults.ts (`DEFAULTS.relevance`). */
+export const DEFAULT_RELEVANCE: RelevanceOptions = (({ analyzer, judgements, queryTf, neighbours, profileDepth, l2, maxRows, seed }) => ({
+  analyzer,
+  judgements,
+  queryTf,
+  neighbours,
+  profileDepth,
+  l2,
+  maxRows,
+  seed,
+}))(DEFAULTS.relevance);
 
 /** The text BM25 profile of one query over the items. */
 export interface QueryProfile {

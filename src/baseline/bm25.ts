@@ -18,7 +18,7 @@
 import bm25 from 'wink-bm25-text-search';
 import { textTokens } from '../../index/analyzer.ts';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
 import type { Corpus, Item } from '../../index/types.ts';
 import { DEFAULT_CUTOFFS, evaluateRun, setF1Curve, type RankedScores, type RunEntry } from '../metrics.ts';
@@ -116,10 +116,7 @@ export interface Bm25BaselineResult {
 export function parseBm25Options(opts: Bm25BaselineOptions): z.output<typeof bm25BaselineOptionsSchema> {
   const { logger: _l, ...rest } = opts;
   const r = bm25BaselineOptionsSchema.safeParse(rest);
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    throw cogrError('INVALID_ARGUMENT', `${issue?.path.join('.') || 'options'}: ${issue?.message ?? 'invalid'}`);
-  }
+  if (!r.success) throw schemaError('INVALID_ARGUMENT', r.error);
   return r.data;
 }
 

@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
 import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/analyzer.ts';
-import { cogrError } from '../../index/errors.ts';
+import { schemaError } from '../../index/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
 import { RANKERS } from '../../generators/planner/ranking.ts';
 
@@ -120,11 +120,7 @@ export type RunConfigInput = z.input<typeof RunConfigSchema>;
 
 export function parseRunConfig(input: unknown): RunConfig {
   const r = RunConfigSchema.safeParse(input);
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    const path = issue.path.length ? issue.path.join('.') : '(config)';
-    throw cogrError('INVALID_ARGUMENT', `run config field ${path}: ${issue.message}`, { issues: r.error.issues });
-  }
+  if (!r.success) throw schemaError('INVALID_ARGUMENT', r.error, { what: 'run config' });
   return r.data;
 }
 

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import type { Corpus } from '../../index/types.ts';
 import type { RunSplit } from './state.ts';
 
@@ -96,6 +96,6 @@ export function checkRunData(dbPath: string, dataset: string, stored: DataFinger
 /** A stored fingerprint, validated (DB_CORRUPT when it does not validate). */
 export function parseFingerprint(raw: unknown, where: string): DataFingerprint {
   const r = DataFingerprintSchema.safeParse(raw);
-  if (!r.success) throw cogrError('DB_CORRUPT', `the stored data fingerprint of ${where} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw schemaError('DB_CORRUPT', r.error, { what: `the stored data fingerprint of ${where} does not validate` });
   return r.data;
 }

@@ -21,7 +21,7 @@
  * whatever reads a stored run goes through here.
  */
 import type { CogrDb, JsonSublevel } from '../../index/db.ts';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import type { Corpus, Side } from '../../index/types.ts';
 import type { Ranker, RankingMetrics } from '../../generators/planner/ranking.ts';
 import { parseStoredConfig, type RunConfig } from './config.ts';
@@ -312,7 +312,7 @@ export class RunState {
     const raw = await this.get('config');
     if (raw === undefined) return undefined;
     const r = parseStoredConfig(raw);
-    if (!r.success) throw cogrError('DB_CORRUPT', `the stored run config of ${this.db.path} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    if (!r.success) throw schemaError('DB_CORRUPT', r.error, { what: `the stored run config of ${this.db.path} does not validate` });
     return r.data;
   }
   async setConfig(c: RunConfig): Promise<void> {
@@ -479,7 +479,7 @@ export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
     );
   }
   const r = parseStoredConfig(doc.config);
-  if (!r.success) throw cogrError('DB_CORRUPT', `the published run config of ${dbPath} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw schemaError('DB_CORRUPT', r.error, { what: `the published run config of ${dbPath} does not validate` });
   return { config: r.data, split: doc.split, steps: doc.steps, ...(doc.data !== undefined ? { data: parseFingerprint(doc.data, dbPath) } : {}) };
 }
 
