@@ -207,6 +207,9 @@ export function runRankedBaseline(
 }
 
 /** A k-fold baseline's result: its per-fold figures and the means over every held-out query's entry. */
+/** A baseline's figures on one split (a fold's result without its fold and query counts). */
+export type SplitBaseline = Omit<FoldResult, 'fold' | 'trainQueries' | 'evalQueries'>;
+
 export function baselineResult(corpus: Corpus, o: { folds: number; seed: number; k1: number; b: number }, perFold: FoldResult[], heldOut: readonly RunEntry[]): Bm25BaselineResult {
   const all = evaluateRun(heldOut, corpus);
   const set = all.set as NonNullable<typeof all.set>;

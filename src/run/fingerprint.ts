@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { cogrError, schemaError } from '../../index/errors.ts';
 import type { Corpus } from '../../index/types.ts';
-import type { RunSplit } from './state.ts';
+import type { RunSplit } from './records.ts';
 
 const Part = z.object({ count: z.number().int().nonnegative(), sha256: z.string().regex(/^[0-9a-f]{64}$/) });
 export const DataFingerprintSchema = z
