@@ -28,7 +28,7 @@ import { parseStoredConfig, type RunConfig } from './config.ts';
 import { checkRunData, dataFingerprint, parseFingerprint, type DataFingerprint } from './fingerprint.ts';
 import { publishRunState, readPublishedRun } from './published.ts';
 import type { DevMetrics, ImportRecord, QuerySetF, RunSplit, StepRecord } from './records.ts';
-export type { HeldOutMetrics, DevMetrics, RankChoice, SetFloor, QuerySetF, SftStats, TrainStats, ImportRecord, StepRecord, RunSplit } from './records.ts';
+export type { HeldOutMetrics, DevMetrics, RankChoice, SetFloor, QuerySetF, TrainStats, ImportRecord, StepRecord, RunSplit } from './records.ts';
 
 export const RUN_SUBLEVEL = 'run';
 /** 2: dev split, adoption per step, the query planner (run-state 1 runs are refused). */
