@@ -17,7 +17,7 @@ import { textTokens } from '../../index/analyzer.ts';
 import { NoSearchableTerms, type QueryGeneratorDocument, type RankedSet, type RankRequest } from './queryTypes.ts';
 export type { QueryGeneratorDocument } from './queryTypes.ts';
 import { cogrError } from '../../index/errors.ts';
-import { listPolicyRounds } from '../run/policies.ts';
+import { listPolicyRounds, readPlannerDocument } from '../run/policies.ts';
 
 
 /** A generator rebuilt in a worker: one query text in, its keywords out. */
@@ -37,7 +37,7 @@ export async function loadQueryGenerator(policies: KeyValueStore, round: number 
   if (rounds.length === 0) return null;
   const usable = round === null ? rounds : rounds.filter((r) => r <= round);
   const pick = exact !== undefined && rounds.includes(exact) ? exact : usable.length ? usable[usable.length - 1] : rounds[0];
-  const json = await policies.get(`planner:${String(pick).padStart(6, '0')}`);
+  const json = await readPlannerDocument(policies, pick);
   if (json === undefined) return null;
   return { kind: 'planner', round: pick, json };
 }
