@@ -38,7 +38,7 @@
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
 import { z } from 'zod';
-import { cogrError, type CogrError } from '../index/errors.ts';
+import { cogrError, schemaError, type CogrError } from '../index/errors.ts';
 import { silentLogger, type Logger } from '../index/log.ts';
 import { createRng, deriveSeed, type Rng } from '../index/random.ts';
 import type { Side } from '../index/types.ts';
@@ -219,10 +219,7 @@ export class OpenAIGenerator implements KeywordGenerator {
 
   constructor(options: LlmOptions, deps: LlmDeps = {}) {
     const parsed = LlmOptionsSchema.safeParse(options);
-    if (!parsed.success) {
-      const i = parsed.error.issues[0];
-      throw cogrError('INVALID_ARGUMENT', `LLM option ${i.path.join('.') || '(root)'}: ${i.message}`);
-    }
+    if (!parsed.success) throw schemaError('INVALID_ARGUMENT', parsed.error, { what: 'LLM options' });
     this.options = parsed.data;
     this.client = new OpenAI({
       baseURL: this.options.baseURL,

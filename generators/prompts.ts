@@ -17,7 +17,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { cogrError } from '../index/errors.ts';
+import { cogrError, schemaError } from '../index/errors.ts';
 import type { Side } from '../index/types.ts';
 import { K_MAX } from '../index/defaults.ts';
 import { packageRoot } from '../index/paths.ts';
@@ -72,7 +72,7 @@ export function parsePromptTemplate(side: Side, path: string, source: string): P
       throw cogrError('DATA_FORMAT', `prompt file ${path}:${n}: an example is one JSON object a line (${(e as Error).message})`);
     }
     const r = ExampleSchema.safeParse(v);
-    if (!r.success) throw cogrError('DATA_FORMAT', `prompt file ${path}:${n}: an example is {"text", "title"?, "keywords": [...]} (${r.error.issues[0].message})`);
+    if (!r.success) throw schemaError('DATA_FORMAT', r.error, { what: `prompt file ${path}:${n}: an example is {"text", "title"?, "keywords": [...]}` });
     examples.push(r.data);
   }
   return {

@@ -68,9 +68,31 @@ export const DEFAULTS = deepFreeze({
   /** The demo: the paper's settings scaled to finish in well under a minute on 2 cores. */
   demo: { dataset: 'nfcorpus', rounds: 2, queryEpochs: 2, itemEpochs: 2, sftEpochs: 5 },
   /** The query planner (generators/planner/planner.ts). */
-  planner: { topItems: 100, lambda: 20, lr: 0.02, grpoParams: 'global' as 'all' | 'terms' | 'global' },
+  planner: {
+    topItems: 100,
+    lambda: 20,
+    lr: 0.02,
+    grpoParams: 'global' as 'all' | 'terms' | 'global',
+    /** ε floor of 2·Σp in ln G; L2 shrinkage of a GRPO step; bytes of per-query feature caches; most candidates per query. */
+    epsilon: 1e-9,
+    l2: 1e-4,
+    cacheBytes: 256 << 20,
+    maxCandidates: 256,
+  },
   /** The relevance model (generators/planner/relevance.ts). */
-  relevance: { neighbours: 10, profileDepth: 50, l2: 1, judgements: true, queryTf: true, textAnalysis: 'wink' as 'lucene' | 'wink' },
+  relevance: {
+    analyzer: 'english' as 'english' | 'none',
+    neighbours: 10,
+    profileDepth: 50,
+    l2: 1,
+    judgements: true,
+    queryTf: true,
+    /** The words of the text BM25 features: wink's tokens with Porter2 (what runs stored before the option ran with) or Lucene's EnglishAnalyzer chain. */
+    textAnalysis: 'wink' as 'lucene' | 'wink',
+    /** Above this many distinct rows, negative rows are subsampled (seeded). */
+    maxRows: 4_000_000,
+    seed: 1,
+  },
   /** GRPO advantages: A = (r − mean) / (std + eps). */
   grpo: { eps: 1e-6 },
   /** CoSearch's semantic grouping: inputs with token-level F1 ≥ delta share a group of at least minSize inputs. */

@@ -67,6 +67,43 @@ export function isCogrError(e: unknown, code?: ErrorCode): e is CogrError {
   return e instanceof CogrError && (code === undefined || e.code === code);
 }
 
+/** What `schemaError` reads of a validation issue (zod's issue, without importing zod here). */
+export interface SchemaIssue {
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+  readonly code?: string;
+  readonly keys?: readonly string[];
+}
+
+/** A field's path as JSON addresses it: `a.b[0].c`; `(root)` for the value itself. */
+export function formatPath(path: readonly PropertyKey[], prefix = ''): string {
+  let out = prefix;
+  for (const p of path) {
+    if (typeof p === 'number') out += `[${p}]`;
+    else out += out.length === 0 ? String(p) : `.${String(p)}`;
+  }
+  return out.length === 0 ? '(root)' : out;
+}
+
+/**
+ * The one turn of a schema validation error (zod's) into the catalogue's error, with one
+ * message shape: `<what>: <field>: <message>` (`<field>: <message>` without `what`), the
+ * field the first issue's path (`formatPath`, `prefix` before it), unknown keys named.
+ * Details: `{field, issues}` (the number of issues) and the caller's own.
+ */
+export function schemaError(
+  code: ErrorCode,
+  error: { readonly issues: readonly SchemaIssue[] },
+  opts: { what?: string; prefix?: string; details?: Record<string, unknown> } = {},
+): CogrError {
+  const issue = error.issues[0];
+  const field = formatPath(issue?.path ?? [], opts.prefix);
+  const msg =
+    issue === undefined ? 'invalid' : issue.code === 'unrecognized_keys' && issue.keys ? `unknown field(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}` : issue.message;
+  const text = opts.what === undefined ? `${field}: ${msg}` : `${opts.what}: ${field}: ${msg}`;
+  return cogrError(code, text, { field, issues: error.issues.length, ...opts.details });
+}
+
 const DISK_FULL_CODES = new Set(['ENOSPC', 'EDQUOT']);
 const READ_ONLY_CODES = new Set(['EROFS', 'EACCES', 'EPERM']);
 

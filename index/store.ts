@@ -50,7 +50,7 @@
 import type { AbstractSnapshot } from 'abstract-level';
 import { z } from 'zod';
 import type { CogrDb, JsonSublevel } from './db.ts';
-import { cogrError } from './errors.ts';
+import { cogrError, schemaError } from './errors.ts';
 import { silentLogger, type Logger } from './log.ts';
 import { keywordWords, makeKeywordNormalizer } from './normalize.ts';
 import { ANALYZERS, DEFAULT_ANALYZER, getAnalyzer, type Analyzer, type AnalyzerName } from './analyzer.ts';
@@ -283,9 +283,6 @@ function checkGeneration(g: unknown, field = 'generation'): number {
   }
   return g;
 }
-function zodMessage(e: z.ZodError, what: string): string {
-  return e.issues.map((i) => `${what}.${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-}
 
 /** The match keys posted for a record: its keywords' keys and its self key. */
 function postedKeys(rec: LiveRecord | undefined, an: Analyzer): Set<string> {
@@ -443,7 +440,7 @@ export class KeywordIndexStore {
   writer(side: Side, opts: WriterOptions = {}): IndexWriter {
     checkSide(side);
     const parsed = writerOptionsSchema.safeParse(opts);
-    if (!parsed.success) throw cogrError('INVALID_ARGUMENT', zodMessage(parsed.error, 'writer options'));
+    if (!parsed.success) throw schemaError('INVALID_ARGUMENT', parsed.error, { what: 'writer options' });
     return new IndexWriter(this, side, { ...parsed.data });
   }
 
@@ -460,7 +457,7 @@ export class KeywordIndexStore {
   async openView(side: Side, generation: number | 'latest', opts: { shared?: boolean } = {}): Promise<KeywordView> {
     checkSide(side);
     const parsed = viewOptionsSchema.safeParse(opts);
-    if (!parsed.success) throw cogrError('INVALID_ARGUMENT', zodMessage(parsed.error, 'view options'));
+    if (!parsed.success) throw schemaError('INVALID_ARGUMENT', parsed.error, { what: 'view options' });
     const published = this.lastPublished.get(side);
     if (published && published.generation === generation) return new KeywordView(published);
     return this.withSnapshot(async (snap) => {

@@ -14,9 +14,9 @@
  *   WeakMap beside the ViewData; plain arrays, never stored nor shared: a worker that
  *   receives a SharedArrayBuffer-backed view builds its own on first use). With them
  *   come, per word and per block of `block` postings, the largest term frequency and the
- *   smallest document length. A word's contribution idf·tf·(k1+1)/(tf + k1·(1 − b +
- *   b·dl/avgdl)) grows with tf and falls with dl when k1 ≥ 0 and 0 ≤ b ≤ 1, so
- *   idf·g(maxTf, minDl) bounds it over a list or a block.
+ *   smallest document length. A word's contribution (bm25.ts's term) grows with tf and
+ *   falls with dl when k1 ≥ 0 and 0 ≤ b ≤ 1, so idf·g(maxTf, minDl) bounds it over a
+ *   list or a block.
  * - Matching stays the CoGR rule on keyword keys: the matched set is marked first in a
  *   bitset (and counted: a search reports the whole set's size). A matched entity holds
  *   every word of a probe keyword it shares, so it sits in at least one probe word list.
@@ -38,7 +38,7 @@
  * Parameters outside k1 ≥ 0, 0 ≤ b ≤ 1 (where the monotonicity does not hold) and probes
  * whose keywords hold few postings return null: the caller ranks exhaustively.
  */
-import type { Bm25Params } from './view.ts';
+import { bm25Idf, bm25Norm, bm25Numerator, bm25Term, type Bm25Params } from './bm25.ts';
 import type { ViewData } from './viewBuild.ts';
 
 /** Postings per block of the block-max bounds (default; a power of two). */
@@ -235,13 +235,12 @@ export function rankTopK(
   const avgdl = (N === 0 ? 0 : data.totalLength / N) || 1;
   const nq = wordOrdinals.length;
   const idfs = new Float64Array(nq);
-  const g = (tf: number, dl: number) => (tf * (k1 + 1)) / (tf + k1 * (1 - b + (b * dl) / avgdl));
+  const g = (tf: number, dl: number) => bm25Term(1, tf, k1, bm25Norm(k1, b, dl, avgdl));
   const ub = new Float64Array(nq);
   const order: number[] = [];
   for (let j = 0; j < nq; j++) {
     const w = wordOrdinals[j];
-    const df = data.wordDf[w];
-    idfs[j] = Math.log(1 + (N - df + 0.5) / (df + 0.5));
+    idfs[j] = bm25Idf(N, data.wordDf[w]);
     ub[j] = idfs[j] * g(ix.maxTf[w], ix.minDl[w]) * SLACK;
     if (ix.wpOff[w + 1] > ix.wpOff[w]) order.push(j);
   }
@@ -259,7 +258,7 @@ export function rankTopK(
     const j = order[i];
     const w = wordOrdinals[j];
     lMask.set(wordBits(w), 4 * i);
-    lA[i] = idfs[j] * ix.maxTf[w] * (k1 + 1);
+    lA[i] = bm25Numerator(idfs[j], ix.maxTf[w], k1);
     lB[i] = ix.maxTf[w];
     longest = Math.max(longest, ix.wpOff[w + 1] - ix.wpOff[w]);
   }
@@ -361,7 +360,7 @@ export function rankTopK(
             if (bound * SLACK < theta) continue;
           }
           // The exact score: KeywordView.score's expression, in the probe's word order.
-          const norm = k1 * (1 - b + (b * dl) / avgdl);
+          const norm = bm25Norm(k1, b, dl, avgdl);
           for (let t = sig[q + 5], te = sig[q + 6]; t < te; t++) {
             const jj = slot[bagWord[t]];
             if (jj >= 0) tfOf[jj] = bagTf[t];
@@ -370,7 +369,7 @@ export function rankTopK(
           for (let jj = 0; jj < nq; jj++) {
             const tf = tfOf[jj];
             if (tf > 0) {
-              s += (idfs[jj] * tf * (k1 + 1)) / (tf + norm);
+              s += bm25Term(idfs[jj], tf, k1, norm);
               tfOf[jj] = 0;
             }
           }

@@ -11,10 +11,8 @@
  * therefore posted like any other keyword.
  *
  * Ranking is BM25 over bags of words: a document is the multiset of the words of
- * S_e ∪ {self_e}; a probe is the set of distinct words of S ∪ {s}.
- *   idf(w)   = ln(1 + (N − df(w) + 0.5) / (df(w) + 0.5))            (Lucene's non-negative idf)
- *   score    = Σ_w idf(w) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl/avgdl))
- * Defaults k1 = 1.2, b = 0.75 (Robertson & Zaragoza, "The Probabilistic Relevance
+ * S_e ∪ {self_e}; a probe is the set of distinct words of S ∪ {s}; the score is the sum
+ * over the probe's words of bm25.ts's term (Lucene's non-negative idf). Defaults k1 = 1.2, b = 0.75 (Robertson & Zaragoza, "The Probabilistic Relevance
  * Framework: BM25 and Beyond", 2009; also Lucene's defaults). Useful ranges:
  * k1 ∈ [0, 3] (term-frequency saturation), b ∈ [0, 1] (length normalisation).
  * Only integer sums are stored (df, document lengths, total length); avgdl is derived.
@@ -30,13 +28,11 @@ import { DEFAULTS } from './defaults.ts';
 import { StringTable } from './buffers.ts';
 import { buildViewData, type ViewData } from './viewBuild.ts';
 import { rankTopK } from './topk.ts';
+import { BM25_FORMULA, bm25Idf, bm25Norm, bm25Term, type Bm25Params } from './bm25.ts';
 
 export type { ViewData } from './viewBuild.ts';
 
-export interface Bm25Params {
-  k1: number;
-  b: number;
-}
+export type { Bm25Params } from './bm25.ts';
 export const DEFAULT_BM25: Readonly<Bm25Params> = DEFAULTS.bm25;
 
 export interface ScoredEntity {
@@ -299,8 +295,7 @@ export class KeywordView {
   }
 
   idf(wordOrdinal: number): number {
-    const df = this.data.wordDf[wordOrdinal];
-    return Math.log(1 + (this.size - df + 0.5) / (df + 0.5));
+    return bm25Idf(this.size, this.data.wordDf[wordOrdinal]);
   }
 
   /** Term frequency of a word in an entity's bag (binary search), 0 when absent. */
@@ -327,11 +322,11 @@ export class KeywordView {
     const docLen = this.data.docLen;
     for (let i = 0; i < ordinals.length; i++) {
       const e = ordinals[i];
-      const norm = k1 * (1 - b + (b * docLen[e]) / avgdl);
+      const norm = bm25Norm(k1, b, docLen[e], avgdl);
       let s = 0;
       for (let j = 0; j < wordOrdinals.length; j++) {
         const tf = this.tf(e, wordOrdinals[j]);
-        if (tf > 0) s += (idfs[j] * tf * (k1 + 1)) / (tf + norm);
+        if (tf > 0) s += bm25Term(idfs[j], tf, k1, norm);
       }
       out[i] = s;
     }
@@ -408,17 +403,17 @@ export class KeywordView {
     const matchedKeywords = [...probeKws].filter((k) => own.has(k)).map((k) => this.surface(k)).sort();
     const avgdl = this.avgDocLength || 1;
     const dl = this.data.docLen[e];
-    const norm = params.k1 * (1 - params.b + (params.b * dl) / avgdl);
+    const norm = bm25Norm(params.k1, params.b, dl, avgdl);
     const terms: ExplainTerm[] = [];
-    let score = 0;
-    for (const w of this.probeWordOrdinals(probe)) {
+    const words = this.probeWordOrdinals(probe);
+    for (const w of words) {
       const tf = this.tf(e, w);
       if (tf === 0) continue;
       const idf = this.idf(w);
-      const contribution = (idf * tf * (params.k1 + 1)) / (tf + norm);
-      score += contribution;
-      terms.push({ word: this.word(w), tf, df: this.data.wordDf[w], idf, contribution });
+      terms.push({ word: this.word(w), tf, df: this.data.wordDf[w], idf, contribution: bm25Term(idf, tf, params.k1, norm) });
     }
+    // The score is the scorer's own (the sum of the terms in the probe's word order).
+    const score = this.score(words, [e], params)[0];
     terms.sort((a, b) => b.contribution - a.contribution || (a.word < b.word ? -1 : 1));
     return {
       id,
@@ -429,7 +424,7 @@ export class KeywordView {
       avgDocLength: avgdl,
       params: { ...params },
       terms,
-      formula: `Σ idf(w)·tf·(k1+1)/(tf + k1·(1 − b + b·dl/avgdl)), idf = ln(1 + (N − df + 0.5)/(df + 0.5)), N=${this.size}, k1=${params.k1}, b=${params.b}, dl=${dl}, avgdl=${avgdl.toFixed(4)}`,
+      formula: `${BM25_FORMULA}, N=${this.size}, k1=${params.k1}, b=${params.b}, dl=${dl}, avgdl=${avgdl.toFixed(4)}`,
     };
   }
 }

@@ -10,7 +10,7 @@
  * samples share one mean and standard deviation (rewards/grpo.ts, pooledAdvantages).
  */
 import { z } from 'zod';
-import { cogrError } from '../index/errors.ts';
+import { schemaError } from '../index/errors.ts';
 import { normalizeSelf } from '../index/normalize.ts';
 import { DEFAULTS } from '../index/defaults.ts';
 
@@ -62,7 +62,7 @@ export interface Grouping {
 export function groupInputs(inputs: readonly string[], opts: { delta?: number; kMin?: number } = {}): Grouping {
   const parsed = GroupingOptions.safeParse(opts);
   if (!parsed.success) {
-    throw cogrError('INVALID_ARGUMENT', `grouping options: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    throw schemaError('INVALID_ARGUMENT', parsed.error, { what: 'grouping options' });
   }
   const delta = parsed.data.delta ?? DEFAULTS.grouping.delta;
   const kMin = parsed.data.kMin ?? DEFAULTS.grouping.minSize;

@@ -22,6 +22,7 @@
  * the incremental form is tested and benchmarked against. Both sum the per-query
  * differences in ascending query order, so they agree to the last bit in practice.
  */
+import { DEFAULTS } from '../index/defaults.ts';
 import { cogrError } from '../index/errors.ts';
 import { sharedKeywordNormalizer } from '../index/normalize.ts';
 import type { AnalyzerName } from '../index/analyzer.ts';
@@ -337,7 +338,7 @@ export function incrementalReward(
   resolved: ResolvedCandidate,
   counts?: CandidateCounts,
 ): number {
-  const beta = ctx.beta ?? 1;
+  const beta = ctx.beta ?? DEFAULTS.run.beta;
   const qc = resolvedQueries(ctx, item, resolved);
   const k = item - cache.start;
   const qref = cache.qref;
@@ -403,7 +404,7 @@ export function fullQueryCounts(ctx: ItemRewardContext, replace?: { item: number
 
 /** Σ over counted queries of F_β for the given counts. */
 export function sumF(ctx: ItemRewardContext, counts: QueryCounts): number {
-  const beta = ctx.beta ?? 1;
+  const beta = ctx.beta ?? DEFAULTS.run.beta;
   const { counted, nRel } = ctx.relevance;
   let s = 0;
   for (let q = 0; q < counts.nRet.length; q++) {
@@ -427,7 +428,7 @@ export function itemRewardFull(
   checkItem(ctx, item);
   const penalty = budgetPenalty(normalizeCandidate(candidate, ctx.queryView.data.analyzer).length, { side: 'item', kMax: ctx.kMax });
   if (penalty !== null) return penalty;
-  const beta = ctx.beta ?? 1;
+  const beta = ctx.beta ?? DEFAULTS.run.beta;
   const ref = reference ?? fullQueryCounts(ctx);
   const next = fullQueryCounts(ctx, { item, queries: candidateQueries(ctx, item, normalizeCandidate(candidate, ctx.queryView.data.analyzer)) });
   const { counted, nRel } = ctx.relevance;

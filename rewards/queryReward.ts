@@ -3,6 +3,7 @@
  * S_q ∪ {q} against rel(q); 0 when |S_q| > K_max (after normalisation and
  * de-duplication). The query need not be in any query index.
  */
+import { DEFAULTS } from '../index/defaults.ts';
 import { normalizeKeywordSet } from '../index/normalize.ts';
 import type { KeywordView } from '../index/view.ts';
 import { budgetPenalty } from './layered.ts';
@@ -74,5 +75,5 @@ export function queryReward(
   const { keywords } = normalizeKeywordSet(probe.keywords);
   const penalty = budgetPenalty(keywords.length, { side: 'query', kMax: opts.kMax });
   if (penalty !== null) return { reward: penalty, precision: 0, recall: 0, nRet: 0, tp: 0, overBudget: true };
-  return { ...queryResult(itemView, probe.self, keywords, rel, nRel, opts.beta ?? 1), overBudget: false };
+  return { ...queryResult(itemView, probe.self, keywords, rel, nRel, opts.beta ?? DEFAULTS.run.beta), overBudget: false };
 }

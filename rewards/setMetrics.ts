@@ -3,6 +3,8 @@
  * F-beta = (1 + β²)·tp / (β²·n_rel + n_ret); β = 1 gives F1 = 2·tp / (n_ret + n_rel).
  * All are 0 when tp = 0 (including the empty cases).
  */
+import { DEFAULTS } from '../index/defaults.ts';
+
 export interface SetCounts {
   /** |retrieved| */
   nRet: number;
@@ -12,7 +14,7 @@ export interface SetCounts {
   tp: number;
 }
 
-export function fBetaFromCounts(nRet: number, nRel: number, tp: number, beta = 1): number {
+export function fBetaFromCounts(nRet: number, nRel: number, tp: number, beta: number = DEFAULTS.run.beta): number {
   if (tp <= 0) return 0;
   const b2 = beta * beta;
   return ((1 + b2) * tp) / (b2 * nRel + nRet);
@@ -49,7 +51,7 @@ export interface SetScores {
   fBeta: number;
 }
 
-export function setScores(retrieved: Iterable<string>, relevant: ReadonlySet<string>, beta = 1): SetScores {
+export function setScores(retrieved: Iterable<string>, relevant: ReadonlySet<string>, beta: number = DEFAULTS.run.beta): SetScores {
   const c = setCounts(retrieved, relevant);
   return {
     precision: precisionFromCounts(c.nRet, c.tp),

@@ -18,7 +18,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
 import { z } from 'zod';
-import { cogrError, isCogrError, type CogrError } from '../index/errors.ts';
+import { cogrError, isCogrError, schemaError, type CogrError } from '../index/errors.ts';
 import { silentLogger, type Logger } from '../index/log.ts';
 import type { KeywordView, ViewData } from '../index/view.ts';
 import { mergeItemRewardCaches, type ItemRewardCache } from '../rewards/itemReward.ts';
@@ -120,10 +120,7 @@ export class RewardPool {
 
   static create(opts: RewardPoolOptions = {}): RewardPool {
     const parsed = OptionsSchema.safeParse(opts);
-    if (!parsed.success) {
-      const msg = parsed.error.issues.map((i) => `${i.path.join('.') || 'options'}: ${i.message}`).join('; ');
-      throw cogrError('INVALID_ARGUMENT', `reward pool options: ${msg}`);
-    }
+    if (!parsed.success) throw schemaError('INVALID_ARGUMENT', parsed.error, { what: 'reward pool options' });
     return new RewardPool(opts);
   }
 

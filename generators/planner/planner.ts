@@ -33,6 +33,7 @@
  */
 import type { Analyzer } from '../../index/analyzer.ts';
 import { textTokens } from '../../index/analyzer.ts';
+import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
 import type { Rng } from '../../index/random.ts';
@@ -106,7 +107,17 @@ export interface PlannerJSON {
   relevance: unknown;
 }
 
-export const DEFAULT_PLANNER: PlannerConfig = { topItems: 100, maxKeywords: 30, lambda: 20, epsilon: 1e-9, grpoParams: 'all', l2: 1e-4, cacheBytes: 256 << 20, maxCandidates: 256 };
+/** The planner's defaults, from index/defaults.ts (`DEFAULTS.planner`, K_max). */
+export const DEFAULT_PLANNER: PlannerConfig = (({ topItems, lambda, epsilon, grpoParams, l2, cacheBytes, maxCandidates }) => ({
+  topItems,
+  maxKeywords: K_MAX,
+  lambda,
+  epsilon,
+  grpoParams,
+  l2,
+  cacheBytes,
+  maxCandidates,
+}))(DEFAULTS.planner);
 
 export interface PlanResult {
   /** Surface keywords in the order chosen (the label first for long queries). */

@@ -34,11 +34,11 @@
 import type { Analyzer } from '../../index/analyzer.ts';
 import { getAnalyzer, isAnalyzerName, type AnalyzerName } from '../../index/analyzer.ts';
 import { cogrError } from '../../index/errors.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 import { createRng } from '../../index/random.ts';
 import { fitLogistic, RowBuilder, sigmoid } from './logistic.ts';
 import { TextIndex } from './textIndex.ts';
 import { isTextAnalysis, luceneEnglishTokens, type TextAnalysis } from '../../index/english.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
 
 /** Bytes of feature rows a model keeps (rows cost items × features × 8 bytes per query; features do not depend on the weights). */
 const FEATURE_MEMO_BYTES = 256 << 20;
@@ -133,18 +133,19 @@ export interface RelevanceOptions {
   /** The embeddings model whose cosines are features (DENSE_FEATURES); null: none (models saved before them have none). */
   embeddings: string | null;
 }
-export const DEFAULT_RELEVANCE: RelevanceOptions = {
-  analyzer: 'english',
-  textAnalysis: DEFAULTS.relevance.textAnalysis,
-  judgements: true,
-  queryTf: true,
+/** The relevance model's defaults, from index/defaults.ts (`DEFAULTS.relevance`); no embeddings unless a run gives a model. */
+export const DEFAULT_RELEVANCE: RelevanceOptions = (({ analyzer, textAnalysis, judgements, queryTf, neighbours, profileDepth, l2, maxRows, seed }) => ({
+  analyzer,
+  textAnalysis,
+  judgements,
+  queryTf,
   embeddings: null,
-  neighbours: 10,
-  profileDepth: 50,
-  l2: 1,
-  maxRows: 4_000_000,
-  seed: 1,
-};
+  neighbours,
+  profileDepth,
+  l2,
+  maxRows,
+  seed,
+}))(DEFAULTS.relevance);
 
 /** The text BM25 profile of one query over the items. */
 export interface QueryProfile {

@@ -3,11 +3,13 @@
  * first-stage signal of the relevance model. Words come from index/analyzer.ts
  * `textTokens` (lower-case letter/digit runs, stop words removed, analysed) or from the
  * tokenizer given (index/english.ts luceneEnglishTokens), postings
- * are CSR typed arrays, and scoring is term-at-a-time into a dense accumulator:
- *   score(d) = Σ_{w ∈ distinct words of the text} idf(w)·tf·(k1 + 1)/(tf + k1·(1 − b + b·dl/avgdl)),
- *   idf(w) = ln(1 + (N − df + 0.5)/(df + 0.5))   (Lucene's non-negative idf; k1 1.2, b 0.75).
+ * are CSR typed arrays, and scoring is term-at-a-time into a dense accumulator: the score
+ * of a document is the sum over the text's distinct words of index/bm25.ts's term
+ * (Lucene's non-negative idf; k1 1.2, b 0.75).
  */
 import { textTokens, type Analyzer } from '../../index/analyzer.ts';
+import { bm25Idf, bm25Norm, bm25Term, type Bm25Params } from '../../index/bm25.ts';
+import { DEFAULTS } from '../../index/defaults.ts';
 
 export interface TextScores {
   /** BM25 score of every document (0 when it shares no word with the text). */
@@ -34,7 +36,7 @@ export class TextIndex {
   constructor(
     docs: readonly string[],
     readonly analyzer: Analyzer,
-    params: { k1: number; b: number } = { k1: 1.2, b: 0.75 },
+    params: Bm25Params = DEFAULTS.bm25,
     tokenize?: (text: string) => string[],
   ) {
     this.tokens = tokenize ?? ((t) => textTokens(t, analyzer));
@@ -79,16 +81,16 @@ export class TextIndex {
       }
     }
     this.idf = new Float64Array(nw);
-    for (let w = 0; w < nw; w++) this.idf[w] = Math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5));
+    for (let w = 0; w < nw; w++) this.idf[w] = bm25Idf(n, df[w]);
     const avgdl = n > 0 && total > 0 ? total / n : 1;
     this.norm = new Float64Array(n);
-    for (let d = 0; d < n; d++) this.norm[d] = params.k1 * (1 - params.b + (params.b * dl[d]) / avgdl);
+    for (let d = 0; d < n; d++) this.norm[d] = bm25Norm(params.k1, params.b, dl[d], avgdl);
   }
 
   /** idf of an (analysed) word, the idf of an unseen word when the collection lacks it. */
   idfOf(word: string): number {
     const o = this.vocab.get(word);
-    return o === undefined ? Math.log(1 + (this.size + 0.5) / 0.5) : this.idf[o];
+    return o === undefined ? bm25Idf(this.size, 0) : this.idf[o];
   }
 
   /** Distinct word ordinals of a text that occur in the collection. */
@@ -158,14 +160,14 @@ export class TextIndex {
   }
 
   /**
-   * BM25 of every document for weighted words (ordinal → weight): Σ_w weight(w)·idf(w)·
-   * tf·(k1 + 1)/(tf + k1·(1 − b + b·dl/avgdl)), as Lucene scores a query of boosted terms.
+   * BM25 of every document for weighted words (ordinal → weight): the sum of bm25.ts's
+   * term with weight(w)·idf(w) for idf, as Lucene scores a query of boosted terms.
    * `sumIdf` is Σ idf over the words (unweighted).
    */
   scoreWeighted(weights: ReadonlyMap<number, number>): TextScores {
     const scores = new Float64Array(this.size);
     let sumIdf = 0;
-    const k1p = this.k1 + 1;
+    const k1 = this.k1;
     let touched = 0;
     for (const [w, weight] of weights) {
       const idf = this.idf[w];
@@ -175,7 +177,7 @@ export class TextIndex {
         const d = this.postDoc[j];
         const tf = this.postTf[j];
         if (scores[d] === 0) touched++;
-        scores[d] += (wi * tf * k1p) / (tf + this.norm[d]);
+        scores[d] += bm25Term(wi, tf, k1, this.norm[d]);
       }
     }
     const ranked = new Int32Array(touched);

@@ -11,6 +11,7 @@
  * Dense features (DENSE, fixed order) are documented next to their names; sparse features
  * are one per keyword ("k␁<kw>"), with value 1.
  */
+import { bm25Idf } from '../../index/bm25.ts';
 import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, keywordWords, normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
 import { ITEM_TEXT_BUDGET } from '../prompts.ts';
 import type { GenerateInput } from '../types.ts';
@@ -92,8 +93,7 @@ export function selfKeyword(input: GenerateInput): string {
 
 function wordIdf(stats: WordStats | null, w: string): number {
   if (!stats || stats.n === 0) return 1;
-  const df = stats.df.get(w) ?? 0;
-  return Math.log(1 + (stats.n - df + 0.5) / (df + 0.5));
+  return bm25Idf(stats.n, stats.df.get(w) ?? 0);
 }
 
 interface Gram {

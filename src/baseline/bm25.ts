@@ -24,7 +24,7 @@ import { textTokens } from '../../index/analyzer.ts';
 import { luceneEnglishTokens, TEXT_ANALYSES, type TextAnalysis } from '../../index/english.ts';
 import { trecOrder, type RunQuery, type ScoredId } from '../trec.ts';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
 import type { Corpus, Item } from '../../index/types.ts';
 import { DEFAULT_CUTOFFS, evaluateRun, setF1Curve, type RankedScores, type RunEntry } from '../metrics.ts';
@@ -135,10 +135,7 @@ export interface Bm25BaselineResult {
 export function parseBm25Options(opts: Bm25BaselineOptions): z.output<typeof bm25BaselineOptionsSchema> {
   const { logger: _l, run: _r, ...rest } = opts;
   const r = bm25BaselineOptionsSchema.safeParse(rest);
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    throw cogrError('INVALID_ARGUMENT', `${issue?.path.join('.') || 'options'}: ${issue?.message ?? 'invalid'}`);
-  }
+  if (!r.success) throw schemaError('INVALID_ARGUMENT', r.error);
   return r.data;
 }
 
@@ -232,6 +229,9 @@ export function runRankedBaseline(
 }
 
 /** A k-fold baseline's result: its per-fold figures and the means over every held-out query's entry. */
+/** A baseline's figures on one split (a fold's result without its fold and query counts). */
+export type SplitBaseline = Omit<FoldResult, 'fold' | 'trainQueries' | 'evalQueries'>;
+
 export function baselineResult(corpus: Corpus, o: { folds: number; seed: number; k1: number; b: number; analysis: TextAnalysis }, perFold: FoldResult[], heldOut: readonly RunEntry[]): Bm25BaselineResult {
   const all = evaluateRun(heldOut, corpus);
   const set = all.set as NonNullable<typeof all.set>;

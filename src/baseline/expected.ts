@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import { dataRoot } from '../datasets/registry.ts';
 
 const Metrics = z.object({ f1: z.number(), precision: z.number(), recall: z.number(), ndcg10: z.number() });
@@ -26,7 +26,7 @@ export function readExpectedQuality(path = expectedQualityPath()): ExpectedQuali
     throw cogrError('DATA_FORMAT', `${path}: cannot read expected quality (${(e as Error).message})`);
   }
   const r = ExpectedSchema.safeParse(raw);
-  if (!r.success) throw cogrError('DATA_FORMAT', `${path}: field ${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`);
+  if (!r.success) throw schemaError('DATA_FORMAT', r.error, { what: path });
   return r.data;
 }
 

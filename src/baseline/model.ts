@@ -15,7 +15,7 @@ import type { Corpus, Query } from '../../index/types.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
 import type { RunQuery } from '../trec.ts';
 import { judgedQueryIds, kFolds } from '../splits.ts';
-import type { SplitBaseline } from '../evolve/baseline.ts';
+import type { SplitBaseline } from './bm25.ts';
 import { baselineResult, checkFolds, type Bm25BaselineResult, type FoldResult } from './bm25.ts';
 
 const RANK_DEPTH = 1000;

@@ -22,7 +22,7 @@ import { z } from 'zod';
 import { getAnalyzer } from '../../index/analyzer.ts';
 import { TEXT_ANALYSES } from '../../index/english.ts';
 import { trecOrder, type ScoredId } from '../trec.ts';
-import { cogrError } from '../../index/errors.ts';
+import { schemaError } from '../../index/errors.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
 import type { Item } from '../../index/types.ts';
 import { TextIndex } from '../../generators/planner/textIndex.ts';
@@ -61,10 +61,7 @@ export class Rm3Index {
 
   constructor(items: readonly Item[], opts: Rm3Options = {}) {
     const r = rm3OptionsSchema.safeParse(opts);
-    if (!r.success) {
-      const issue = r.error.issues[0];
-      throw cogrError('INVALID_ARGUMENT', `rm3 option ${issue?.path.join('.') || '(options)'}: ${issue?.message ?? 'invalid'}`);
-    }
+    if (!r.success) throw schemaError('INVALID_ARGUMENT', r.error, { what: 'rm3 options' });
     this.options = r.data;
     this.ids = items.map((it) => it.id);
     this.index = new TextIndex(items.map(itemText), getAnalyzer('none'), { k1: this.options.k1, b: this.options.b }, tokenizerOf(this.options.analysis));

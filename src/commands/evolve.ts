@@ -21,7 +21,6 @@ import { cogrError } from '../../index/errors.ts';
 import { KeywordIndexStore } from '../../index/store.ts';
 import { writeDriftReport } from '../drift/fromStore.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
-import { DEFAULT_ANALYZER } from '../../index/analyzer.ts';
 import { stderrLogger } from '../../index/log.ts';
 import type { Corpus } from '../../index/types.ts';
 import { baselineIndexes, splitBaselines, type SplitBaseline, type SplitBaselines } from '../evolve/baseline.ts';
@@ -35,45 +34,18 @@ import { writeRunFile, type RunQuery } from '../trec.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { renderTable } from '../table.ts';
-import { dbPath as dbPathFlag, parseChoice, parseNumberFlag, withDatasetOptions, withDbOption } from './options.ts';
+import { addRunFlags, dbPath as dbPathFlag, parseNumberFlag, runFlagValues, withDatasetOptions, withDbOption, withEmbeddingsOptions } from './options.ts';
 import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
 
 /** The demo's defaults: the paper's settings scaled to finish in well under a minute on 2 cores. */
 export const DEMO_DEFAULTS: RunConfigInput = { ...DEFAULTS.demo };
 
+/** The flags of a run command: the run options' flags (RUN_OPTIONS, by commander's attribute names) and the command's own. */
 interface RunFlags {
   dataset?: string;
   format?: string;
   db?: string;
-  seed?: string;
-  rounds?: string;
-  groupSize?: string;
-  kMax?: string;
-  queryEpochs?: string;
-  itemEpochs?: string;
-  sftEpochs?: string;
-  itemsPerEpoch?: string;
-  lr?: string;
-  kl?: string;
-  beta?: string;
-  decode?: string;
-  grouping?: string;
-  groupingDelta?: string;
-  workers?: string;
-  evalFraction?: string;
-  analyzer?: string;
-  devFraction?: string;
-  adoptZ?: string;
-  adoptOn?: string;
-  floor?: string;
-  relevanceQueryTf?: string;
-  relevanceAnalysis?: string;
-  sftItemKeywords?: string;
-  plannerParams?: string;
-  plannerLr?: string;
-  itemQuerySide?: string;
-  rank?: string;
   embeddings?: string;
   embeddingsModel?: string;
   embeddingsTimeout?: string;
@@ -81,86 +53,24 @@ interface RunFlags {
   json?: boolean;
   fresh?: boolean;
   quiet?: boolean;
+  [flag: string]: unknown;
 }
 
 function num(flag: string, v: string | undefined, integer: boolean): number | undefined {
   return parseNumberFlag(flag, v, { integer });
 }
 
-function addRunOptions(cmd: Command, dbHelp: string): Command {
-  const r = DEFAULTS.run;
-  return withDbOption(cmd, dbHelp)
-    .option('--seed <n>', `seed of the split, sampling and training (default ${r.seed})`)
-    .option('--rounds <n>', `co-evolution rounds R (paper: ${r.rounds})`)
-    .option('--group-size <n>', `GRPO samples per input G (paper: ${r.groupSize})`)
-    .option('--k-max <n>', `keyword budget K_max on both sides (paper: ${DEFAULTS.kMax})`)
-    .option('--query-epochs <n>', `query-side GRPO epochs per round (default ${r.queryEpochs}; the paper: 10)`)
-    .option('--item-epochs <n>', `item-side GRPO epochs per round (default ${r.itemEpochs}; the paper: 5)`)
-    .option('--sft-epochs <n>', 'SFT epochs')
-    .option('--items-per-epoch <n>', 'items sampled per item-side epoch (0 = all)')
-    .option('--lr <x>', 'learning rate of the GRPO updates')
-    .option('--kl <x>', 'KL coefficient to the SFT policy')
-    .option('--beta <x>', 'F-beta instead of F1 in the rewards and metrics')
-    .option('--decode <mode>', 'indexing/evaluation decoding: greedy | sample')
-    .option('--analyzer <name>', `how keywords match: english (Porter2 stems) | none (surface forms) (default ${DEFAULT_ANALYZER})`)
-    .option('--dev-fraction <x>', `share of the training queries carved out as the dev split that decides adoption (default ${r.devFraction}; 0: every step adopted)`)
-    .option('--adopt-z <z>', `a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (default ${r.adoptZ})`)
-    .option('--adopt-on <queries>', `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) (default ${r.adoptOn})`)
-    .option('--floor <mode>', `the served set's floor: fallback (a query whose keywords match nothing gets the top c items by p) | auto (and every set the top m by p, when m passes the adoption test on training queries) | none (default ${r.floor})`)
-    .option('--relevance-query-tf <yes|no>', `the relevance model's query-term-count BM25 features (default ${DEFAULTS.relevance.queryTf ? 'yes' : 'no'}; runs stored before them resume with no)`)
-    .option('--relevance-analysis <name>', `the words of the relevance model's text BM25 features: wink (letter/digit runs, wink's stop words, Porter2) | lucene (Lucene's EnglishAnalyzer: UAX #29 words, 33 stop words, Porter v1) (default ${DEFAULTS.relevance.textAnalysis}; runs stored before it resume with wink)`)
-    .option('--sft-item-keywords <m>', `keywords per item from the base generator: a number, or auto (the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}; default)`)
-    .option('--planner-params <which>', `what the planner's GRPO moves: global (stop term and α) | terms (per-keyword terms) | all (and the relevance weights) (default ${DEFAULTS.planner.grpoParams})`)
-    .option('--planner-lr <x>', `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`)
-    .option('--item-query-side <what>', `what the query side offers items: labels (the names of training queries) | keywords (all their keywords) (default ${r.itemQuerySide})`)
-    .option('--rank <ranker>', `how matched sets are ranked: auto (best nDCG@10 on dev + training queries) | model (p(item | query)) | text (text BM25) | keywords (keyword-bag BM25, the paper's rule) (default ${r.rank})`)
-    .option('--embeddings <url>', "query–item cosines of an embeddings model as relevance features (planning and the served ranking): the base URL of an OpenAI-compatible embeddings API, e.g. http://127.0.0.1:8001/v1 (cogr embeddings serve); the run records the model's name")
-    .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
-    .option('--embeddings-timeout <ms>', `deadline of one embeddings request in milliseconds (default $COGR_EMBEDDINGS_TIMEOUT_MS, else ${DEFAULTS.embeddings.timeoutMs})`)
-    .option('--embeddings-cache <dir>', 'the database caching the vectors by model and text digest (default $COGR_HOME/db)')
-    .option('--grouping <mode>', 'GRPO groups: exact (each input) | semantic (near-identical inputs pooled, CoSearch; default exact)')
-    .option('--grouping-delta <x>', `semantic grouping: token-F1 threshold δ (default ${DEFAULTS.grouping.delta})`)
-    .option('--workers <n>', 'reward worker threads (default: number of cores)')
+function addRunOptions(cmd: Command, dbHelp: string, command: 'demo' | 'evolve'): Command {
+  return withEmbeddingsOptions(addRunFlags(withDbOption(cmd, dbHelp), command), "query–item cosines of an embeddings model as relevance features (planning and the served ranking); the run records the model's name")
     .option('--json', 'print one JSON object on stdout')
     .option('--quiet', 'no progress display');
 }
 
 function configFrom(flags: RunFlags, defaults: RunConfigInput, extra: Partial<RunConfigInput> = {}): RunConfig {
   const input: Record<string, unknown> = { ...defaults, ...extra };
-  const set = (k: keyof RunConfigInput, v: unknown) => {
-    if (v !== undefined) input[k] = v;
-  };
-  set('dataset', flags.dataset);
-  set('format', flags.format);
-  set('seed', num('--seed', flags.seed, true));
-  set('rounds', num('--rounds', flags.rounds, true));
-  set('groupSize', num('--group-size', flags.groupSize, true));
-  set('kMax', num('--k-max', flags.kMax, true));
-  set('queryEpochs', num('--query-epochs', flags.queryEpochs, true));
-  set('itemEpochs', num('--item-epochs', flags.itemEpochs, true));
-  set('sftEpochs', num('--sft-epochs', flags.sftEpochs, true));
-  set('itemsPerEpoch', num('--items-per-epoch', flags.itemsPerEpoch, true));
-  set('lr', num('--lr', flags.lr, false));
-  set('klCoef', num('--kl', flags.kl, false));
-  set('beta', num('--beta', flags.beta, false));
-  set('decode', flags.decode);
-  set('grouping', flags.grouping);
-  set('groupingDelta', num('--grouping-delta', flags.groupingDelta, false));
-  set('workers', num('--workers', flags.workers, true));
-  set('evalFraction', num('--eval-fraction', flags.evalFraction, false));
-  set('analyzer', flags.analyzer);
-  set('devFraction', num('--dev-fraction', flags.devFraction, false));
-  set('adoptZ', num('--adopt-z', flags.adoptZ, false));
-  set('adoptOn', flags.adoptOn);
-  set('floor', flags.floor);
-  if (flags.relevanceQueryTf !== undefined) set('relevanceQueryTf', parseChoice('--relevance-query-tf', flags.relevanceQueryTf, ['yes', 'no'] as const) === 'yes');
-  if (flags.relevanceAnalysis !== undefined) set('relevanceAnalysis', parseChoice('--relevance-analysis', flags.relevanceAnalysis, ['wink', 'lucene'] as const));
-  if (flags.sftItemKeywords !== undefined) set('sftItemKeywords', flags.sftItemKeywords === 'auto' ? 'auto' : num('--sft-item-keywords', flags.sftItemKeywords, true));
-  set('plannerParams', flags.plannerParams);
-  set('plannerLr', num('--planner-lr', flags.plannerLr, false));
-  set('itemQuerySide', flags.itemQuerySide);
-  set('rank', flags.rank);
-  return parseRunConfig(input);
+  if (flags.dataset !== undefined) input.dataset = flags.dataset;
+  if (flags.format !== undefined) input.format = flags.format;
+  return parseRunConfig({ ...input, ...runFlagValues(flags) });
 }
 
 /**
@@ -341,10 +251,9 @@ export function register(program: Command): void {
       program
         .command('demo'),
       DEFAULTS.demo.dataset,
-    )
-      .option('--eval-fraction <x>', `share of judged queries held out (default ${DEFAULTS.run.evalFraction})`)
-      .option('--fresh', 'delete the stored demo run first, also one whose cells cannot be read (under the database lock: refused while another run uses it)'),
+    ).option('--fresh', 'delete the stored demo run first, also one whose cells cannot be read (under the database lock: refused while another run uses it)'),
     'the run database (default: $COGR_HOME/db)',
+    'demo',
   ).action(async (flags: RunFlags) => {
     // The dataset by its identity (a name, or its absolute path): two spellings are one run.
     const identity = datasetIdentity(flags.dataset ?? String(DEMO_DEFAULTS.dataset));
@@ -389,6 +298,7 @@ export function register(program: Command): void {
       .option('--fresh', 'delete the stored run of each fold first (under its database lock)')
       .option('--run-file <path>', "write a TREC run file (qid Q0 docid rank score tag, tag cogr-evolve): for every fold run, each held-out query's served ranking at the fold's final step (its best dev step, as `final` in --json): the whole matched set from that step's item generation with the SFT floor, ordered by the fold's served ranker and scored by it (p, text BM25 or keyword-bag BM25); lines in trec_eval's order (score, then docid); a query whose keywords match nothing and gets no fallback has no lines"),
     'folder of the per-fold run databases (default: $COGR_HOME/evolve/<dataset>/fold-<k>/db)',
+    'evolve',
   ).action(async (flags: RunFlags & { folds: string; fold?: string; runFile?: string }) => {
     const folds = num('--folds', flags.folds, true)!;
     const only = num('--fold', flags.fold, true);

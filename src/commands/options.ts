@@ -9,6 +9,7 @@ import { DEFAULTS } from '../../index/defaults.ts';
 import { cogrError } from '../../index/errors.ts';
 import type { Side } from '../../index/types.ts';
 import { cogrHome } from '../home.ts';
+import { RUN_OPTIONS, type RunFlag, type RunOption } from '../run/config.ts';
 
 export interface NumberFlagOptions {
   integer?: boolean;
@@ -179,4 +180,49 @@ export function withEmbeddingsOptions(cmd: Command, what: string): Command {
     .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
     .option('--embeddings-timeout <ms>', `deadline of one embeddings request in milliseconds (default $COGR_EMBEDDINGS_TIMEOUT_MS, else ${DEFAULTS.embeddings.timeoutMs})`)
     .option('--embeddings-cache <dir>', 'the database caching the vectors by model and text digest (default $COGR_HOME/db)');
+}
+
+// ---- run options (src/run/config.ts RUN_OPTIONS) --------------------------------
+
+/** commander's attribute of a flag: `--relevance-query-tf <yes|no>` → `relevanceQueryTf`. */
+function flagAttribute(flag: string): string {
+  return flag
+    .split(' ')[0]
+    .replace(/^--/, '')
+    .replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** The flags of every run option of the table that `command` takes, in the table's order. */
+export function addRunFlags(cmd: Command, command: 'demo' | 'evolve'): Command {
+  for (const o of Object.values(RUN_OPTIONS) as RunOption[]) {
+    if (o.cli && (o.cli.only === undefined || o.cli.only === command)) cmd.option(o.cli.flag, o.cli.help);
+  }
+  return cmd;
+}
+
+function runFlagValue(cli: RunFlag, value: string): unknown {
+  const name = cli.flag.split(' ')[0];
+  switch (cli.kind) {
+    case 'int':
+      return parseNumberFlag(name, value, { integer: true });
+    case 'number':
+      return parseNumberFlag(name, value, {});
+    case 'yesno':
+      return parseChoice(name, value, ['yes', 'no'] as const) === 'yes';
+    case 'intOrAuto':
+      return value === 'auto' ? 'auto' : parseNumberFlag(name, value, { integer: true });
+    case 'string':
+      return value;
+  }
+}
+
+/** The config fields the given run flags set (parsed by their kind; flags not given are absent). */
+export function runFlagValues(flags: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, o] of Object.entries(RUN_OPTIONS) as [string, RunOption][]) {
+    if (!o.cli) continue;
+    const v = flags[flagAttribute(o.cli.flag)];
+    if (typeof v === 'string') out[key] = runFlagValue(o.cli, v);
+  }
+  return out;
 }

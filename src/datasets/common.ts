@@ -19,7 +19,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
 import type { Corpus, Item, Query } from '../../index/types.ts';
 
@@ -295,11 +295,7 @@ export function* jsonlRecords<T>(path: string, schema: z.ZodType<T>, opts: { uni
       throw formatError(path, i + 1, `not valid JSON (${(e as Error).message})`);
     }
     const r = schema.safeParse(raw);
-    if (!r.success) {
-      const issue = r.error.issues[0];
-      const field = issue && issue.path.length > 0 ? `field "${issue.path.join('.')}"` : 'line';
-      throw formatError(path, i + 1, `${field}: ${issue?.message ?? 'invalid'}`);
-    }
+    if (!r.success) throw schemaError('DATA_FORMAT', r.error, { what: `${path}:${i + 1}`, details: { file: path, line: i + 1 } });
     if (seen && opts.uniqueId) {
       const id = opts.uniqueId(r.data);
       if (seen.has(id)) throw cogrError('DUPLICATE_ID', `${path}:${i + 1}: id ${JSON.stringify(id)} occurs twice`, { file: path, line: i + 1, id });

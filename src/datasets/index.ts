@@ -6,7 +6,7 @@
  * threshold grade >= 1, duplicate ids, unknown-id judgements counted in warnings).
  */
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
 import { DATASET_FORMATS, type DatasetFormat, type LoadedDataset, type ParsedDataset } from './common.ts';
 import { detectFormat } from './detect.ts';
@@ -49,10 +49,7 @@ export function parseFormat(value: string | undefined): DatasetFormat | undefine
 
 export async function loadDataset(nameOrPath: string, opts: LoadDatasetOptions = {}): Promise<LoadedDataset> {
   const parsed = optionsSchema.safeParse(opts);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw cogrError('INVALID_ARGUMENT', `${issue?.path.join('.') || 'options'}: ${issue?.message ?? 'invalid'}`);
-  }
+  if (!parsed.success) throw schemaError('INVALID_ARGUMENT', parsed.error);
   if (typeof nameOrPath !== 'string' || nameOrPath.trim() === '') {
     throw cogrError('INVALID_ARGUMENT', 'dataset: expected a dataset name or a folder path');
   }

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { cogrError, systemError } from '../../index/errors.ts';
+import { cogrError, schemaError, systemError } from '../../index/errors.ts';
 import { packageRoot } from '../../index/paths.ts';
 import { cogrHome, homePath } from '../home.ts';
 import { DATASET_FORMATS, type DatasetFormat } from './common.ts';
@@ -55,10 +55,7 @@ function readRegistry(): RegistryFile {
     throw cogrError('DATA_FORMAT', `${file}:1: not valid JSON (${(e as Error).message})`, { file });
   }
   const r = registrySchema.safeParse(raw);
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    throw cogrError('DATA_FORMAT', `${file}: field "${issue?.path.join('.') ?? ''}": ${issue?.message ?? 'invalid'}`, { file });
-  }
+  if (!r.success) throw schemaError('DATA_FORMAT', r.error, { what: file, details: { file } });
   return r.data;
 }
 

@@ -62,7 +62,7 @@
  *   surface form of the key, most used first)
  */
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import { keywordWords, normalizeKeyword } from '../../index/normalize.ts';
 import { getAnalyzer, type AnalyzerName } from '../../index/analyzer.ts';
 import type { IndexEntry, Side } from '../../index/types.ts';
@@ -194,16 +194,10 @@ export const F1PointsSchema = z.array(
     .strict(),
 );
 
-function zodMessage(err: z.ZodError, what: string): string {
-  return err.issues
-    .map((i) => `${what}${i.path.length ? '.' + i.path.join('.') : ''}: ${i.message}`)
-    .join('; ');
-}
-
 /** Validate drift options (from, to, limit); throws INVALID_ARGUMENT naming the field. */
 export function parseDriftOptions(opts: unknown): z.output<typeof DriftOptionsSchema> {
   const r = DriftOptionsSchema.safeParse(opts ?? {});
-  if (!r.success) throw cogrError('INVALID_ARGUMENT', zodMessage(r.error, 'drift options'));
+  if (!r.success) throw schemaError('INVALID_ARGUMENT', r.error, { what: 'drift options' });
   if (r.data.to !== null && r.data.to < r.data.from) {
     throw cogrError('INVALID_ARGUMENT', `drift options.to (${r.data.to}) must be ≥ from (${r.data.from})`);
   }
@@ -213,7 +207,7 @@ export function parseDriftOptions(opts: unknown): z.output<typeof DriftOptionsSc
 /** Validate a list of `{round, side, f1}` points; throws INVALID_ARGUMENT naming the field. */
 export function parseF1Points(data: unknown, what = 'f1ByRound'): F1Point[] {
   const r = F1PointsSchema.safeParse(data);
-  if (!r.success) throw cogrError('INVALID_ARGUMENT', zodMessage(r.error, what));
+  if (!r.success) throw schemaError('INVALID_ARGUMENT', r.error, { what });
   return r.data;
 }
 

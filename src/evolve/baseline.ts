@@ -10,7 +10,7 @@ import type { CogrDb } from '../../index/db.ts';
 import type { Corpus, Query } from '../../index/types.ts';
 import { DEFAULTS } from '../../index/defaults.ts';
 import type { RelevanceModel } from '../../generators/planner/relevance.ts';
-import { Bm25Index, tuneCutoff, type FoldResult } from '../baseline/bm25.ts';
+import { Bm25Index, tuneCutoff, type SplitBaseline } from '../baseline/bm25.ts';
 import { modelOnQueries } from '../baseline/model.ts';
 import { Rm3Index } from '../baseline/rm3.ts';
 import { evaluateRun, setF1Curve, type RunEntry } from '../metrics.ts';
@@ -18,8 +18,7 @@ import { trecOrder, type ScoredId } from '../trec.ts';
 import { listPolicyRounds, loadPlanner, policyStore } from '../run/policies.ts';
 import { coreIds, type RunSplit } from '../run/state.ts';
 
-/** A fold's figures without its fold and query counts. */
-export type SplitBaseline = Omit<FoldResult, 'fold' | 'trainQueries' | 'evalQueries'>;
+export type { SplitBaseline } from '../baseline/bm25.ts';
 
 /** A ranking of scored item ids for a query text, best first (ties by id as trec_eval), at most `limit`. */
 export type TextRanking = (text: string, limit: number) => ScoredId[];

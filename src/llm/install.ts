@@ -19,7 +19,7 @@ import { copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFil
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
 import { cogrHome } from '../home.ts';
 
@@ -87,7 +87,7 @@ export async function expectedManifest(modelPath: string): Promise<ModelManifest
     throw cogrError('DATA_FORMAT', `model manifest ${manifestPath(modelPath)} is not JSON (${(e as Error).message}): delete it or run npx cogr llm install again`);
   }
   const r = ModelManifestSchema.safeParse(json);
-  if (!r.success) throw cogrError('DATA_FORMAT', `model manifest ${manifestPath(modelPath)}: ${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`);
+  if (!r.success) throw schemaError('DATA_FORMAT', r.error, { what: `model manifest ${manifestPath(modelPath)}` });
   return r.data;
 }
 

@@ -9,107 +9,182 @@ import { z } from 'zod';
 import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
 import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/analyzer.ts';
 import { TEXT_ANALYSES } from '../../index/english.ts';
-import { cogrError } from '../../index/errors.ts';
+import { schemaError } from '../../index/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
 import { RANKERS } from '../../generators/planner/ranking.ts';
 
+/**
+ * How a run option's flag value is read: an integer, a number, a word (checked by the
+ * schema), yes|no (a boolean), or an integer or "auto".
+ */
+export type RunFlagKind = 'int' | 'number' | 'string' | 'yesno' | 'intOrAuto';
+
+/** A run option's command-line flag: its commander spelling, help and kind; `only` limits it to one command. */
+export interface RunFlag {
+  flag: string;
+  help: string;
+  kind: RunFlagKind;
+  only?: 'demo' | 'evolve';
+}
+
+/** One row of the run-option table: the config field's schema (with its default), whether a resume must match it, and its flag. */
+export interface RunOption {
+  schema: z.ZodType;
+  identity: boolean;
+  cli?: RunFlag;
+}
+
+const opt = <S extends z.ZodType>(schema: S, identity: boolean, cli?: RunFlag) => ({ schema, identity, ...(cli ? { cli } : {}) });
+const r = DEFAULTS.run;
+
+/**
+ * The run options, one row each, in the config's field order: the schema
+ * (`RunConfigSchema`), the identity fields (`IDENTITY_FIELDS`), the flags of `cogr evolve`
+ * and `cogr demo`, their help and their parsing (commands/options.ts `addRunFlags`,
+ * `runFlagValues`) all come from here. Adding a run option is one row.
+ */
+export const RUN_OPTIONS = {
+  dataset: opt(z.string().min(1), true),
+  format: opt(z.string().optional(), true),
+  seed: opt(z.number().int().nonnegative().default(r.seed), true, { flag: '--seed <n>', help: `seed of the split, sampling and training (default ${r.seed})`, kind: 'int' }),
+  /** Which held-out split: a train/eval split (fold = -1) or fold `fold` of `folds`. */
+  folds: opt(z.number().int().min(2).max(20).default(r.folds), true),
+  fold: opt(z.number().int().min(-1).default(-1), true),
+  evalFraction: opt(z.number().gt(0).lt(1).default(r.evalFraction), true, { flag: '--eval-fraction <x>', help: `share of judged queries held out (default ${r.evalFraction})`, kind: 'number', only: 'demo' }),
+  rounds: opt(z.number().int().min(0).max(50).default(r.rounds), false, { flag: '--rounds <n>', help: `co-evolution rounds R (paper: ${r.rounds})`, kind: 'int' }),
+  groupSize: opt(z.number().int().min(2).max(64).default(r.groupSize), true, { flag: '--group-size <n>', help: `GRPO samples per input G (paper: ${r.groupSize})`, kind: 'int' }),
+  kMax: opt(z.number().int().min(1).max(200).default(K_MAX), true, { flag: '--k-max <n>', help: `keyword budget K_max on both sides (paper: ${DEFAULTS.kMax})`, kind: 'int' }),
+  queryEpochs: opt(z.number().int().min(0).max(100).default(r.queryEpochs), true, { flag: '--query-epochs <n>', help: `query-side GRPO epochs per round (default ${r.queryEpochs}; the paper: 10)`, kind: 'int' }),
+  itemEpochs: opt(z.number().int().min(0).max(100).default(r.itemEpochs), true, { flag: '--item-epochs <n>', help: `item-side GRPO epochs per round (default ${r.itemEpochs}; the paper: 5)`, kind: 'int' }),
+  sftEpochs: opt(z.number().int().min(0).max(100).default(r.sftEpochs), true, { flag: '--sft-epochs <n>', help: 'SFT epochs', kind: 'int' }),
+  /** Items sampled per item-side epoch (0 = all). */
+  itemsPerEpoch: opt(z.number().int().min(0).default(0), true, { flag: '--items-per-epoch <n>', help: 'items sampled per item-side epoch (0 = all)', kind: 'int' }),
+  rolloutTemperature: opt(z.number().positive().default(DEFAULTS.decoding.rollout.temperature), true),
+  decodeTemperature: opt(z.number().positive().default(DEFAULTS.decoding.index.temperature), true),
+  /**
+   * How indexing and evaluation decode keywords: 'greedy' (the embedded policy's argmax
+   * sequence with its stop rule: stable across generations, the default) or 'sample'
+   * (temperature `decodeTemperature`, seeded per entity, as the paper does with LLMs).
+   */
+  decode: opt(z.enum(['greedy', 'sample']).default('greedy'), true, { flag: '--decode <mode>', help: 'indexing/evaluation decoding: greedy | sample', kind: 'string' }),
+  /** Nucleus mass of indexing and evaluation decoding when decode is 'sample' (rollouts are not truncated). */
+  topP: opt(z.number().gt(0).max(1).default(DEFAULTS.decoding.index.topP), true),
+  lr: opt(z.number().positive().default(r.lr), true, { flag: '--lr <x>', help: 'learning rate of the GRPO updates', kind: 'number' }),
+  clip: opt(z.number().positive().default(r.clip), true),
+  klCoef: opt(z.number().nonnegative().default(r.klCoef), true, { flag: '--kl <x>', help: 'KL coefficient to the SFT policy', kind: 'number' }),
+  beta: opt(z.number().positive().default(r.beta), true, { flag: '--beta <x>', help: 'F-beta instead of F1 in the rewards and metrics', kind: 'number' }),
+  /** SFT: keywords per item (M) from the base generator, or 'auto' (the M of DEFAULTS.sft.itemKeywordsGrid with the best training F1). */
+  sftItemKeywords: opt(z.union([z.number().int().min(1).max(200), z.literal('auto')]).default('auto'), true, {
+    flag: '--sft-item-keywords <m>',
+    help: `keywords per item from the base generator: a number, or auto (the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}; default)`,
+    kind: 'intOrAuto',
+  }),
+  /** How keywords are matched (index/analyzer.ts). */
+  analyzer: opt(z.enum(ANALYZERS).default(DEFAULT_ANALYZER), true, { flag: '--analyzer <name>', help: `how keywords match: english (Porter2 stems) | none (surface forms) (default ${DEFAULT_ANALYZER})`, kind: 'string' }),
+  /** Share of the training queries carved out (seeded) as the dev split that decides which half-rounds are adopted. */
+  devFraction: opt(z.number().min(0).max(0.5).default(r.devFraction), true, {
+    flag: '--dev-fraction <x>',
+    help: `share of the training queries carved out as the dev split that decides adoption (default ${r.devFraction}; 0: every step adopted)`,
+    kind: 'number',
+  }),
+  /** The adoption test's z: a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (run/state.ts adoptionTest). */
+  adoptZ: opt(z.number().min(0).max(10).default(r.adoptZ), true, { flag: '--adopt-z <z>', help: `a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (default ${r.adoptZ})`, kind: 'number' }),
+  /**
+   * The queries the adoption test pairs: 'dev' or 'pooled' (the dev queries and the core
+   * training queries planned and searched as held out, with the dev gain alone still ≥ 0).
+   * Runs written before this field were 'dev'.
+   */
+  adoptOn: opt(z.enum(['dev', 'pooled']).default(r.adoptOn), true, {
+    flag: '--adopt-on <queries>',
+    help: `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) (default ${r.adoptOn})`,
+    kind: 'string',
+  }),
+  /**
+   * The served set's floor (run/state.ts SetFloor): 'fallback' — a query whose keywords
+   * match nothing gets the top c items by p(item | query) instead of an empty list, c
+   * chosen at SFT on the core training queries planned as held out; 'auto' — also every
+   * matched set gains the top m by p when m passes the adoption test on those queries;
+   * 'none' — the matched set alone, possibly empty. Runs written before this field were 'none'.
+   */
+  floor: opt(z.enum(['fallback', 'auto', 'none']).default(r.floor), true, {
+    flag: '--floor <mode>',
+    help: `the served set's floor: fallback (a query whose keywords match nothing gets the top c items by p) | auto (and every set the top m by p, when m passes the adoption test on training queries) | none (default ${r.floor})`,
+    kind: 'string',
+  }),
+  /** The query planner: items whose keywords are candidates, the scale λ of its log-gain, its GRPO learning rate and parameters. */
+  plannerTopItems: opt(z.number().int().min(1).max(10_000).default(DEFAULTS.planner.topItems), true),
+  plannerLambda: opt(z.number().positive().default(DEFAULTS.planner.lambda), true),
+  plannerLr: opt(z.number().positive().default(DEFAULTS.planner.lr), true, { flag: '--planner-lr <x>', help: `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`, kind: 'number' }),
+  plannerParams: opt(z.enum(['all', 'terms', 'global']).default(DEFAULTS.planner.grpoParams), true, {
+    flag: '--planner-params <which>',
+    help: `what the planner's GRPO moves: global (stop term and α) | terms (per-keyword terms) | all (and the relevance weights) (default ${DEFAULTS.planner.grpoParams})`,
+    kind: 'string',
+  }),
+  /** The relevance model: nearest training queries per similarity, and whether training judgements are features. */
+  relevanceNeighbours: opt(z.number().int().min(1).max(1000).default(DEFAULTS.relevance.neighbours), true),
+  relevanceJudgements: opt(z.boolean().default(DEFAULTS.relevance.judgements), true),
+  /** The relevance model's query-term-frequency BM25 features (relevance.ts QUERY_TF_FEATURES); runs written before them had none. */
+  relevanceQueryTf: opt(z.boolean().default(DEFAULTS.relevance.queryTf), true, {
+    flag: '--relevance-query-tf <yes|no>',
+    help: `the relevance model's query-term-count BM25 features (default ${DEFAULTS.relevance.queryTf ? 'yes' : 'no'}; runs stored before them resume with no)`,
+    kind: 'yesno',
+  }),
+  /** The words of the relevance model's text BM25 features (index/english.ts): 'wink' (Porter2, wink's stop words) or 'lucene' (Lucene's EnglishAnalyzer chain); runs written before it had 'wink'. */
+  relevanceAnalysis: opt(z.enum(TEXT_ANALYSES).default(DEFAULTS.relevance.textAnalysis), true, {
+    flag: '--relevance-analysis <name>',
+    help: `the words of the relevance model's text BM25 features: wink (letter/digit runs, wink's stop words, Porter2) | lucene (Lucene's EnglishAnalyzer: UAX #29 words, 33 stop words, Porter v1) (default ${DEFAULTS.relevance.textAnalysis}; runs stored before it resume with wink)`,
+    kind: 'string',
+  }),
+  /**
+   * The embeddings model whose query–item cosines are relevance features (relevance.ts
+   * DENSE_FEATURES; vectors from `--embeddings URL`, whose flags are the embeddings options
+   * of commands/options.ts), or null for none. Runs written before this field had none; a
+   * resume with another model is refused naming both.
+   */
+  embeddingsModel: opt(z.string().min(1).nullable().default(null), true),
+  /**
+   * What the query side offers items in item half-rounds: 'labels' (each judging or
+   * high-ranking training query's own name: its string, or its label when the string
+   * is over the keyword limits) or 'keywords' (every keyword of those queries).
+   */
+  itemQuerySide: opt(z.enum(['labels', 'keywords']).default(r.itemQuerySide), true, {
+    flag: '--item-query-side <what>',
+    help: `what the query side offers items: labels (the names of training queries) | keywords (all their keywords) (default ${r.itemQuerySide})`,
+    kind: 'string',
+  }),
+  /** A training query "ranks an item high" when the item is among its top this-many by relevance. */
+  itemRankDepth: opt(z.number().int().min(0).max(1000).default(r.itemRankDepth), true),
+  workers: opt(z.number().int().min(1).max(64).optional(), false, { flag: '--workers <n>', help: 'reward worker threads (default: number of cores)', kind: 'int' }),
+  dropDegenerateGroups: opt(z.boolean().default(r.dropDegenerateGroups), true),
+  /**
+   * GRPO groups: 'exact' (each input's G samples) or 'semantic' (CoSearch: inputs whose
+   * texts — query text, item title — reach token F1 ≥ groupingDelta form one group when
+   * at least groupingMinSize of them do; rewards are normalised over all their samples).
+   */
+  grouping: opt(z.enum(['exact', 'semantic']).default('exact'), true, {
+    flag: '--grouping <mode>',
+    help: 'GRPO groups: exact (each input) | semantic (near-identical inputs pooled, CoSearch; default exact)',
+    kind: 'string',
+  }),
+  groupingDelta: opt(z.number().gt(0).max(1).default(DEFAULTS.grouping.delta), true, { flag: '--grouping-delta <x>', help: `semantic grouping: token-F1 threshold δ (default ${DEFAULTS.grouping.delta})`, kind: 'number' }),
+  groupingMinSize: opt(z.number().int().min(2).default(DEFAULTS.grouping.minSize), true),
+  /**
+   * How matched sets are ranked (generators/planner/ranking.ts): 'auto' (the ranker with
+   * the best nDCG@10 over the dev queries and the core training queries planned as held
+   * out, chosen once at SFT), or a ranker. Not an identity field: it changes no
+   * generation; every step records every ranker's figures.
+   */
+  rank: opt(z.enum(['auto', ...RANKERS]).default(r.rank), false, {
+    flag: '--rank <ranker>',
+    help: `how matched sets are ranked: auto (best nDCG@10 on dev + training queries) | model (p(item | query)) | text (text BM25) | keywords (keyword-bag BM25, the paper's rule) (default ${r.rank})`,
+    kind: 'string',
+  }),
+} satisfies Record<string, RunOption>;
+
+type RunOptionKey = keyof typeof RUN_OPTIONS;
+
 export const RunConfigSchema = z
-  .object({
-    dataset: z.string().min(1),
-    format: z.string().optional(),
-    seed: z.number().int().nonnegative().default(DEFAULTS.run.seed),
-    /** Which held-out split: a train/eval split (fold = -1) or fold `fold` of `folds`. */
-    folds: z.number().int().min(2).max(20).default(DEFAULTS.run.folds),
-    fold: z.number().int().min(-1).default(-1),
-    evalFraction: z.number().gt(0).lt(1).default(DEFAULTS.run.evalFraction),
-    rounds: z.number().int().min(0).max(50).default(DEFAULTS.run.rounds),
-    groupSize: z.number().int().min(2).max(64).default(DEFAULTS.run.groupSize),
-    kMax: z.number().int().min(1).max(200).default(K_MAX),
-    queryEpochs: z.number().int().min(0).max(100).default(DEFAULTS.run.queryEpochs),
-    itemEpochs: z.number().int().min(0).max(100).default(DEFAULTS.run.itemEpochs),
-    sftEpochs: z.number().int().min(0).max(100).default(DEFAULTS.run.sftEpochs),
-    /** Items sampled per item-side epoch (0 = all). */
-    itemsPerEpoch: z.number().int().min(0).default(0),
-    rolloutTemperature: z.number().positive().default(DEFAULTS.decoding.rollout.temperature),
-    decodeTemperature: z.number().positive().default(DEFAULTS.decoding.index.temperature),
-    /**
-     * How indexing and evaluation decode keywords: 'greedy' (the embedded policy's argmax
-     * sequence with its stop rule: stable across generations, the default) or 'sample'
-     * (temperature `decodeTemperature`, seeded per entity, as the paper does with LLMs).
-     */
-    decode: z.enum(['greedy', 'sample']).default('greedy'),
-    /** Nucleus mass of indexing and evaluation decoding when decode is 'sample' (rollouts are not truncated). */
-    topP: z.number().gt(0).max(1).default(DEFAULTS.decoding.index.topP),
-    lr: z.number().positive().default(DEFAULTS.run.lr),
-    clip: z.number().positive().default(DEFAULTS.run.clip),
-    klCoef: z.number().nonnegative().default(DEFAULTS.run.klCoef),
-    beta: z.number().positive().default(DEFAULTS.run.beta),
-    /** SFT: keywords per item (M) from the base generator, or 'auto' (the M of DEFAULTS.sft.itemKeywordsGrid with the best training F1). */
-    sftItemKeywords: z.union([z.number().int().min(1).max(200), z.literal('auto')]).default('auto'),
-    /** How keywords are matched (index/analyzer.ts). */
-    analyzer: z.enum(ANALYZERS).default(DEFAULT_ANALYZER),
-    /** Share of the training queries carved out (seeded) as the dev split that decides which half-rounds are adopted. */
-    devFraction: z.number().min(0).max(0.5).default(DEFAULTS.run.devFraction),
-    /** The adoption test's z: a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (run/state.ts adoptionTest). */
-    adoptZ: z.number().min(0).max(10).default(DEFAULTS.run.adoptZ),
-    /**
-     * The queries the adoption test pairs: 'dev' or 'pooled' (the dev queries and the core
-     * training queries planned and searched as held out, with the dev gain alone still ≥ 0).
-     * Runs written before this field were 'dev'.
-     */
-    adoptOn: z.enum(['dev', 'pooled']).default(DEFAULTS.run.adoptOn),
-    /**
-     * The served set's floor (run/state.ts SetFloor): 'fallback' — a query whose keywords
-     * match nothing gets the top c items by p(item | query) instead of an empty list, c
-     * chosen at SFT on the core training queries planned as held out; 'auto' — also every
-     * matched set gains the top m by p when m passes the adoption test on those queries;
-     * 'none' — the matched set alone, possibly empty. Runs written before this field were 'none'.
-     */
-    floor: z.enum(['fallback', 'auto', 'none']).default(DEFAULTS.run.floor),
-    /** The query planner: items whose keywords are candidates, the scale λ of its log-gain, its GRPO learning rate and parameters. */
-    plannerTopItems: z.number().int().min(1).max(10_000).default(DEFAULTS.planner.topItems),
-    plannerLambda: z.number().positive().default(DEFAULTS.planner.lambda),
-    plannerLr: z.number().positive().default(DEFAULTS.planner.lr),
-    plannerParams: z.enum(['all', 'terms', 'global']).default(DEFAULTS.planner.grpoParams),
-    /** The relevance model: nearest training queries per similarity, and whether training judgements are features. */
-    relevanceNeighbours: z.number().int().min(1).max(1000).default(DEFAULTS.relevance.neighbours),
-    relevanceJudgements: z.boolean().default(DEFAULTS.relevance.judgements),
-    /** The relevance model's query-term-frequency BM25 features (relevance.ts QUERY_TF_FEATURES); runs written before them had none. */
-    relevanceQueryTf: z.boolean().default(DEFAULTS.relevance.queryTf),
-    /** The words of the relevance model's text BM25 features (index/english.ts): 'wink' (Porter2, wink's stop words) or 'lucene' (Lucene's EnglishAnalyzer chain); runs written before it had 'wink'. */
-    relevanceAnalysis: z.enum(TEXT_ANALYSES).default(DEFAULTS.relevance.textAnalysis),
-    /**
-     * The embeddings model whose query–item cosines are relevance features (relevance.ts
-     * DENSE_FEATURES; vectors from `--embeddings URL`), or null for none. Runs written
-     * before this field had none; a resume with another model is refused naming both.
-     */
-    embeddingsModel: z.string().min(1).nullable().default(null),
-    /**
-     * What the query side offers items in item half-rounds: 'labels' (each judging or
-     * high-ranking training query's own name: its string, or its label when the string
-     * is over the keyword limits) or 'keywords' (every keyword of those queries).
-     */
-    itemQuerySide: z.enum(['labels', 'keywords']).default(DEFAULTS.run.itemQuerySide),
-    /** A training query "ranks an item high" when the item is among its top this-many by relevance. */
-    itemRankDepth: z.number().int().min(0).max(1000).default(DEFAULTS.run.itemRankDepth),
-    workers: z.number().int().min(1).max(64).optional(),
-    dropDegenerateGroups: z.boolean().default(DEFAULTS.run.dropDegenerateGroups),
-    /**
-     * GRPO groups: 'exact' (each input's G samples) or 'semantic' (CoSearch: inputs whose
-     * texts — query text, item title — reach token F1 ≥ groupingDelta form one group when
-     * at least groupingMinSize of them do; rewards are normalised over all their samples).
-     */
-    grouping: z.enum(['exact', 'semantic']).default('exact'),
-    groupingDelta: z.number().gt(0).max(1).default(DEFAULTS.grouping.delta),
-    groupingMinSize: z.number().int().min(2).default(DEFAULTS.grouping.minSize),
-    /**
-     * How matched sets are ranked (generators/planner/ranking.ts): 'auto' (the ranker with
-     * the best nDCG@10 over the dev queries and the core training queries planned as held
-     * out, chosen once at SFT), or a ranker. Not an identity field: it changes no
-     * generation; every step records every ranker's figures.
-     */
-    rank: z.enum(['auto', ...RANKERS]).default(DEFAULTS.run.rank),
-  })
+  .object(Object.fromEntries(Object.entries(RUN_OPTIONS).map(([k, o]) => [k, o.schema])) as { [K in RunOptionKey]: (typeof RUN_OPTIONS)[K]['schema'] })
   .strict();
 
 export type RunConfig = z.output<typeof RunConfigSchema>;
@@ -129,11 +204,7 @@ export type RunConfigInput = z.input<typeof RunConfigSchema>;
 
 export function parseRunConfig(input: unknown): RunConfig {
   const r = RunConfigSchema.safeParse(input);
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    const path = issue.path.length ? issue.path.join('.') : '(config)';
-    throw cogrError('INVALID_ARGUMENT', `run config field ${path}: ${issue.message}`, { issues: r.error.issues });
-  }
+  if (!r.success) throw schemaError('INVALID_ARGUMENT', r.error, { what: 'run config' });
   return r.data;
 }
 
@@ -141,49 +212,7 @@ export function parseRunConfig(input: unknown): RunConfig {
  * Fields whose change makes a stored run a different experiment (refused on resume).
  * `rounds` is not one of them: asking for more rounds extends a finished run.
  */
-export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = [
-  'dataset',
-  'format',
-  'seed',
-  'folds',
-  'fold',
-  'evalFraction',
-  'groupSize',
-  'kMax',
-  'queryEpochs',
-  'itemEpochs',
-  'sftEpochs',
-  'itemsPerEpoch',
-  'rolloutTemperature',
-  'decodeTemperature',
-  'decode',
-  'topP',
-  'lr',
-  'clip',
-  'klCoef',
-  'beta',
-  'sftItemKeywords',
-  'analyzer',
-  'devFraction',
-  'adoptZ',
-  'adoptOn',
-  'floor',
-  'plannerTopItems',
-  'plannerLambda',
-  'plannerLr',
-  'plannerParams',
-  'relevanceNeighbours',
-  'relevanceJudgements',
-  'relevanceQueryTf',
-  'relevanceAnalysis',
-  'embeddingsModel',
-  'itemQuerySide',
-  'itemRankDepth',
-  'dropDegenerateGroups',
-  'grouping',
-  'groupingDelta',
-  'groupingMinSize',
-];
+export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = (Object.keys(RUN_OPTIONS) as RunOptionKey[]).filter((k) => RUN_OPTIONS[k].identity);
 
 export function configDifferences(stored: RunConfig, wanted: RunConfig): string[] {
   const out: string[] = [];

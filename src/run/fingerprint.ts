@@ -9,9 +9,9 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import type { Corpus } from '../../index/types.ts';
-import type { RunSplit } from './state.ts';
+import type { RunSplit } from './records.ts';
 
 const Part = z.object({ count: z.number().int().nonnegative(), sha256: z.string().regex(/^[0-9a-f]{64}$/) });
 export const DataFingerprintSchema = z
@@ -96,6 +96,6 @@ export function checkRunData(dbPath: string, dataset: string, stored: DataFinger
 /** A stored fingerprint, validated (DB_CORRUPT when it does not validate). */
 export function parseFingerprint(raw: unknown, where: string): DataFingerprint {
   const r = DataFingerprintSchema.safeParse(raw);
-  if (!r.success) throw cogrError('DB_CORRUPT', `the stored data fingerprint of ${where} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw schemaError('DB_CORRUPT', r.error, { what: `the stored data fingerprint of ${where} does not validate` });
   return r.data;
 }

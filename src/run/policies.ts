@@ -94,6 +94,12 @@ export async function plannerSource(store: KeyValueStore): Promise<PlannerSource
   return v && typeof v.dataset === 'string' ? v : null;
 }
 
+/** The saved planner document of a round (its JSON, not rebuilt), undefined when none was saved. */
+export async function readPlannerDocument(store: KeyValueStore, round: number): Promise<unknown> {
+  checkRound(round);
+  return store.get(roundKey('planner', round));
+}
+
 /** Load the query planner of a round (`'latest'`: the highest saved) over the run's items. */
 export async function loadPlanner(store: KeyValueStore, round: number | 'latest', items: readonly RelevanceItem[], reuse?: RelevanceModel | null): Promise<KeywordPlanner> {
   const r = await resolveRound(store, 'planner', round, 'query planner', 'run cogr demo, cogr evolve or cogr sft first');
@@ -108,12 +114,7 @@ export async function loadPlanner(store: KeyValueStore, round: number | 'latest'
 export async function savePolicy(store: KeyValueStore, round: number, policy: EmbeddedPolicy): Promise<void> {
   checkRound(round);
   await store.put(roundKey(policy.side, round), policy.toJSON());
-  const rounds = new Set(await listPolicyRounds(store, policy.side));
-  rounds.add(round);
-  await store.put(
-    `${policy.side}:rounds`,
-    [...rounds].sort((a, b) => a - b),
-  );
+  await addRound(store, policy.side, round);
 }
 
 /** Load the policy of a side and round; `'latest'` picks the highest saved round. */

@@ -20,7 +20,7 @@ import { mkdir } from 'node:fs/promises';
 import type { KeyValueStore } from '../../generators/types.ts';
 import type { RunConfig } from './config.ts';
 import type { DataFingerprint } from './fingerprint.ts';
-import type { ImportRecord, RunSplit, StepRecord } from './state.ts';
+import type { ImportRecord, RunSplit, StepRecord } from './records.ts';
 
 const RUN_FILE = 'run.json';
 

@@ -21,62 +21,18 @@
  * whatever reads a stored run goes through here.
  */
 import type { CogrDb, JsonSublevel } from '../../index/db.ts';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/errors.ts';
 import type { Corpus, Side } from '../../index/types.ts';
-import type { Ranker, RankingMetrics } from '../../generators/planner/ranking.ts';
+import type { Ranker } from '../../generators/planner/ranking.ts';
 import { parseStoredConfig, type RunConfig } from './config.ts';
 import { checkRunData, dataFingerprint, parseFingerprint, type DataFingerprint } from './fingerprint.ts';
 import { publishRunState, readPublishedRun } from './published.ts';
+import type { DevMetrics, ImportRecord, QuerySetF, RunSplit, StepRecord } from './records.ts';
+export type { HeldOutMetrics, DevMetrics, RankChoice, SetFloor, QuerySetF, TrainStats, ImportRecord, StepRecord, RunSplit } from './records.ts';
 
 export const RUN_SUBLEVEL = 'run';
 /** 2: dev split, adoption per step, the query planner (run-state 1 runs are refused). */
 export const RUN_STATE_VERSION = 2;
-
-export interface HeldOutMetrics {
-  queries: number;
-  f1: number;
-  precision: number;
-  recall: number;
-  ndcg10: number;
-  mrr10: number;
-  hit3: number;
-  /** Mean size of the whole matched set per held-out query. */
-  meanMatched: number;
-  /** Mean number of generated keywords per held-out query. */
-  meanKeywords: number;
-  /** Every ranked metric (mrr, ndcg, ndcgBinary, p, r, f1, hit, ap at 1, 3, 10, 100, 1000) of the matched set ranked by keyword-bag BM25 (the paper's rule). */
-  ranked: Record<string, number>;
-  /** Queries whose keywords matched nothing and got the floor's fallback set instead (absent without a floor). */
-  fallbacks?: number;
-  /** nDCG@10, MAP and MRR@10 of the same matched sets under every ranker (generators/planner/ranking.ts); absent in runs written before rankers. */
-  rankings?: Record<Ranker, RankingMetrics>;
-}
-
-/** Whole-set quality of the dev queries (a part of the training queries, held out from training). */
-export interface DevMetrics {
-  queries: number;
-  f1: number;
-  precision: number;
-  recall: number;
-  meanMatched: number;
-  meanKeywords: number;
-  /** F (F1 unless the run sets beta) of every dev query, in the split's dev order (the adoption test pairs them). */
-  perQuery: number[];
-  /** Every ranker's nDCG@10 / MAP / MRR@10 on the dev queries (absent in runs written before rankers). */
-  rankings?: Record<Ranker, RankingMetrics>;
-}
-
-/**
- * How the run ranks its matched sets (chosen once, at SFT): the ranker served, and what
- * it was chosen on — every ranker's figures over the dev queries and the core training
- * queries planned as held out (`--rank auto`), or the ranker the run names.
- */
-export interface RankChoice {
-  served: Ranker;
-  asked: Ranker | 'auto';
-  /** Every ranker's figures over the queries of the choice, and how many there were. */
-  on: { queries: number; rankings: Record<Ranker, RankingMetrics> } | null;
-}
 
 /**
  * The adoption test of a half-round against the best adopted step so far, on the dev
@@ -104,107 +60,6 @@ function meanSe(d: readonly number[]): { mean: number; se: number } {
   const mean = d.reduce((a, b) => a + b, 0) / n;
   const sd = n > 1 ? Math.sqrt(d.reduce((a, b) => a + (b - mean) * (b - mean), 0) / (n - 1)) : 0;
   return { mean, se: sd / Math.sqrt(n) };
-}
-
-/**
- * The floor of the served set (generators/planner/ranking.ts servedSet): every matched set
- * gains the top `floor` items by p(item | query), and a query whose keywords match nothing
- * gets the top `fallback` items by p, flagged as a fallback. Chosen at SFT on the core
- * training queries planned as held out: `fallback` the c with the best mean F1 of the top c
- * by p, then `floor` the m of DEFAULTS.run.floorGrid with the best mean F1 of the served
- * sets, kept only when its paired gain over no floor passes the adoption test (else 0).
- */
-export interface SetFloor {
-  floor: number;
-  fallback: number;
-  /** Mean F1 of the training queries' served sets for each floor tried, and of the top-c sets at the chosen c. */
-  trainF1?: { floors: [number, number][]; fallback: number };
-}
-
-/** Per-query F of a query set, in a fixed order (the core training queries scored as held out). */
-export interface QuerySetF {
-  queries: number;
-  f1: number;
-  perQuery: number[];
-}
-
-/** What the SFT step fitted (deterministic, so a resumed run records the same). */
-export interface SftStats {
-  epochs: number;
-  /** Item policy: examples, mean negative log-likelihood per example and epoch, share of targets among its candidates. */
-  itemExamples: number;
-  itemLoss: number[];
-  itemCoverage: number;
-  /** Keywords per item from the base generator, and the training F1 of every M tried. */
-  itemKeywords: number;
-  itemKeywordsCurve: [number, number][];
-  /** The relevance model's fit: (query, item) pairs, distinct rows, Newton iterations, mean log-likelihood, weights. */
-  relevance: { pairs: number; rows: number; iterations: number; logLik: number; weights: Record<string, number> };
-  /** Training queries the planner was fitted on. */
-  queryExamples: number;
-}
-
-/** What a GRPO half-round trained. */
-export interface TrainStats {
-  epochs: number;
-  samples: number;
-  meanReward: number;
-  /** Mean reward of the last epoch. */
-  lastEpochReward: number;
-  degenerateGroups: number;
-  reasons: { ok: number; over_budget: number; invalid_format: number };
-  seconds: number;
-}
-
-/** A generation imported from an external model (`cogr import-generation`), evaluated like a step. */
-export interface ImportRecord {
-  side: Side;
-  generation: number;
-  source: string;
-  entities: number;
-  /** Held-out queries whose keywords came from the file (query side). */
-  heldOutFromFile: number;
-  metrics: HeldOutMetrics;
-  importedAt: string;
-}
-
-export interface StepRecord {
-  step: string;
-  round: number;
-  /** 'sft' for the initialisation, else the side trained in this half-round. */
-  phase: 'sft' | Side;
-  itemGeneration: number;
-  queryGeneration: number;
-  /** The adopted step this one started from (null for SFT). */
-  base: string | null;
-  /** Whether later steps build on this one: SFT always; a half-round when its dev F1 does not fall below the best adopted so far. */
-  adopted: boolean;
-  /** Quality on the dev queries (null without a dev split: every step is then adopted). */
-  dev: DevMetrics | null;
-  /** The adoption test against the best adopted step (half-rounds with dev queries): mean per-query gain and its standard error (over `queries` paired queries with `--adopt-on pooled`). */
-  devGain?: { gain: number; se: number; queries?: number };
-  /** The core training queries planned and searched as held out (own {q}, names and judgements left out): what `--adopt-on pooled` pairs beside the dev queries. */
-  trainEval?: QuerySetF;
-  /** The planner's α after this step (query-side steps and SFT). */
-  alpha?: number;
-  metrics: HeldOutMetrics;
-  vocabulary: { item: number; query: number };
-  /** The GRPO half-round's statistics; null for the SFT step. */
-  train: TrainStats | null;
-  /** The SFT step's statistics (SFT step only). */
-  sft?: SftStats;
-  /** The served ranker and what chose it (SFT step only; absent in runs written before rankers: they rank by keywords). */
-  rank?: RankChoice;
-  /** The served set's floor chosen at SFT (SFT step only; absent: no floor, as runs written before it). */
-  floor?: SetFloor;
-  finishedAt: string;
-}
-
-export interface RunSplit {
-  train: string[];
-  /** Training queries carved out to choose which half-rounds are adopted (never trained on). */
-  dev: string[];
-  eval: string[];
 }
 
 /** The training queries the generators learn from: the training queries outside the dev split, in split order. */
@@ -312,7 +167,7 @@ export class RunState {
     const raw = await this.get('config');
     if (raw === undefined) return undefined;
     const r = parseStoredConfig(raw);
-    if (!r.success) throw cogrError('DB_CORRUPT', `the stored run config of ${this.db.path} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    if (!r.success) throw schemaError('DB_CORRUPT', r.error, { what: `the stored run config of ${this.db.path} does not validate` });
     return r.data;
   }
   async setConfig(c: RunConfig): Promise<void> {
@@ -479,7 +334,7 @@ export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
     );
   }
   const r = parseStoredConfig(doc.config);
-  if (!r.success) throw cogrError('DB_CORRUPT', `the published run config of ${dbPath} does not validate: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!r.success) throw schemaError('DB_CORRUPT', r.error, { what: `the published run config of ${dbPath} does not validate` });
   return { config: r.data, split: doc.split, steps: doc.steps, ...(doc.data !== undefined ? { data: parseFingerprint(doc.data, dbPath) } : {}) };
 }
 

@@ -20,7 +20,7 @@ import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { DEFAULTS } from '../../index/defaults.ts';
-import { CogrError, cogrError, type ErrorCode } from '../../index/errors.ts';
+import { CogrError, cogrError, formatPath, schemaError, type ErrorCode } from '../../index/errors.ts';
 import type { Logger } from '../../index/log.ts';
 import { firstInvalidUtf8 } from '../datasets/common.ts';
 import type { ServerMetrics } from './metrics.ts';
@@ -35,14 +35,7 @@ export function sendError(reply: FastifyReply, e: CogrError, status = e.status):
 }
 
 /** `a.b[2].c` from a zod issue path. */
-export function formatPath(path: readonly PropertyKey[], prefix = ''): string {
-  let out = prefix;
-  for (const p of path) {
-    if (typeof p === 'number') out += `[${p}]`;
-    else out += out.length === 0 ? String(p) : `.${String(p)}`;
-  }
-  return out.length === 0 ? '(root)' : out;
-}
+export { formatPath };
 
 const DECIMAL_INTEGER = /^-?[0-9]+$/;
 
@@ -79,10 +72,7 @@ export function parseOrThrow<T extends z.ZodType>(
   checkDecimalIntegers(schema, data, code, prefix);
   const r = schema.safeParse(data);
   if (r.success) return r.data;
-  const issue = r.error.issues[0];
-  const field = formatPath(issue.path, prefix);
-  const msg = issue.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}` : issue.message;
-  throw cogrError(code, `${field}: ${msg}`, { field, issues: r.error.issues.length });
+  throw schemaError(code, r.error, { prefix });
 }
 
 /** How long a connection may take and how many may be open (index/defaults.ts `http`). */

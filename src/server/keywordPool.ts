@@ -23,9 +23,8 @@ import { cogrError } from '../../index/errors.ts';
 import { silentLogger, type Logger } from '../../index/log.ts';
 import type { Item } from '../../index/types.ts';
 import type { ViewData } from '../../index/view.ts';
-import type { QueryGeneratorDocument } from './queryGenerator.ts';
-import type { Floor, Ranker } from '../../generators/planner/ranking.ts';
-import { NoSearchableTerms } from './state.ts';
+import { NoSearchableTerms, type QueryGeneratorDocument, type RankedSet, type RankRequest } from './queryTypes.ts';
+export type { RankedSet, RankRequest } from './queryTypes.ts';
 
 export interface KeywordPoolOptions {
   /** Worker threads; default one less than the cores (at least 1, at most 4). */
@@ -58,22 +57,6 @@ export interface LoadPayload {
   dense?: DensePayload;
 }
 
-/** A ranking request: the served set of `text` with `keywords` ordered by `ranker` (generators/planner/ranking.ts), its first `limit` entries. */
-export interface RankRequest {
-  text: string;
-  keywords: string[];
-  ranker: Ranker;
-  floor: Floor;
-  limit: number;
-}
-/** The served set's size and its first entries by the ranker (view ordinals, the ranker's and the keyword-bag scores). */
-export interface RankedSet {
-  matched: number;
-  ordinals: number[];
-  scores: number[];
-  keywordScores: number[];
-  fallback: 'empty_plan' | null;
-}
 
 /** Messages to a worker. */
 export type ToWorker =

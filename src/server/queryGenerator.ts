@@ -12,20 +12,13 @@ import type { KeywordView } from '../../index/view.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { rankMatched, servedSet } from '../../generators/planner/ranking.ts';
-import type { RankedSet, RankRequest } from './keywordPool.ts';
 import { RelevanceModel, denseVectorsOf } from '../../generators/planner/relevance.ts';
 import { textTokens } from '../../index/analyzer.ts';
-import { NoSearchableTerms } from './state.ts';
+import { NoSearchableTerms, type QueryGeneratorDocument, type RankedSet, type RankRequest } from './queryTypes.ts';
+export type { QueryGeneratorDocument } from './queryTypes.ts';
 import { cogrError } from '../../index/errors.ts';
-import { listPolicyRounds } from '../run/policies.ts';
+import { listPolicyRounds, readPlannerDocument } from '../run/policies.ts';
 
-/** What crosses to the workers: plain JSON. */
-export interface QueryGeneratorDocument {
-  kind: 'planner';
-  /** The planner round the document was saved as. */
-  round: number;
-  json: unknown;
-}
 
 /** A generator rebuilt in a worker: one query text in, its keywords out. */
 export interface QueryPlanner {
@@ -44,7 +37,7 @@ export async function loadQueryGenerator(policies: KeyValueStore, round: number 
   if (rounds.length === 0) return null;
   const usable = round === null ? rounds : rounds.filter((r) => r <= round);
   const pick = exact !== undefined && rounds.includes(exact) ? exact : usable.length ? usable[usable.length - 1] : rounds[0];
-  const json = await policies.get(`planner:${String(pick).padStart(6, '0')}`);
+  const json = await readPlannerDocument(policies, pick);
   if (json === undefined) return null;
   return { kind: 'planner', round: pick, json };
 }

@@ -20,7 +20,7 @@ import type { Logger } from '../../index/log.ts';
 import { silentLogger } from '../../index/log.ts';
 import { isCogrError } from '../../index/errors.ts';
 import type { Floor, Ranker } from '../../generators/planner/ranking.ts';
-import type { RankedSet, RankRequest } from './keywordPool.ts';
+import type { RankedSet, RankRequest } from './queryTypes.ts';
 
 /** Produces query-side keywords for a raw query text (the served round's generator). */
 export interface QueryKeywordSource {
@@ -32,21 +32,7 @@ export interface QueryKeywordSource {
   rank?(req: RankRequest, signal: AbortSignal): Promise<RankedSet>;
 }
 
-/**
- * A query text with no searchable term: no word (stop words aside) at all, or — for a
- * source that knows the served data, such as the query planner — none that occurs in the
- * items' texts or keywords. Search answers it with `fallback: no_terms` and nothing
- * matched, instead of keywords invented for a text that says nothing.
- */
-export class NoSearchableTerms extends Error {
-  constructor(
-    readonly text: string,
-    why: 'no_words' | 'unknown_words' = 'unknown_words',
-  ) {
-    super(`the query has no searchable term (${text.trim() === '' ? 'it is blank' : why === 'no_words' ? 'it has no word but stop words and punctuation' : 'no word of it occurs in the served items'})`);
-    this.name = 'NoSearchableTerms';
-  }
-}
+export { NoSearchableTerms } from './queryTypes.ts';
 
 export interface GenerationInfo {
   side: Side;

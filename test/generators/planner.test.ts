@@ -113,7 +113,7 @@ function* sequences(cands: string[], kMax: number, prefix: string[] = []): Gener
 }
 
 describe('KeywordPlanner: the stochastic policy', () => {
-  const planner = new KeywordPlanner(new FixedP(['A', 'B', 'C', 'D', 'E', 'F'], P), { topItems: 5, maxKeywords: 3 });
+  const planner = new KeywordPlanner(new FixedP(['A', 'B', 'C', 'D', 'E', 'F'], P), { topItems: 5, maxKeywords: 3, grpoParams: 'all' });
   planner.attachOpposite(view);
   planner.alpha = 0.8;
   planner.stopBias = 0.3;

@@ -222,7 +222,7 @@ describe('ranges and validation', () => {
     expectCode(
       () => analyzeDrift({ sides: { item: gens(2), query: [] }, f1ByRound: [{ round: 1, side: 'item', f1: 2 }] }),
       'INVALID_ARGUMENT',
-      /f1ByRound\.0\.f1/,
+      /f1ByRound: \[0\]\.f1/,
     );
     expectCode(
       () => analyzeDrift({ sides: { item: [{ generation: 0, entries: [e('a', []), e('a', [])] }], query: [] } }),

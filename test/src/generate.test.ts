@@ -76,7 +76,7 @@ describe('cogr sft and cogr generate', () => {
     writeFileSync(join(dir, 'bad.jsonl'), '{"id": "a"}\n');
     const bad = await runGenerate({ ...base, side: 'item', from: join(dir, 'bad.jsonl') }).catch((e) => e);
     expect(isCogrError(bad, 'DATA_FORMAT')).toBe(true);
-    expect(bad.message).toMatch(/bad.jsonl:1: field "text"/);
+    expect(bad.message).toMatch(/bad.jsonl:1: text: /);
     const side = await runGenerate({ ...base, side: 'both' }).catch((e) => e);
     expect(isCogrError(side, 'INVALID_ARGUMENT')).toBe(true);
     expect(side.message).toMatch(/--side: expected item or query/);
