@@ -22,11 +22,11 @@
  * its own judgements never enter its own features: it is no neighbour of itself and its
  * judgement is not counted in logJudged.
  */
-import type { Analyzer } from '../../index/analyzer.ts';
-import { getAnalyzer, isAnalyzerName, type AnalyzerName } from '../../index/analyzer.ts';
-import { cogrError } from '../../index/errors.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { createRng } from '../../index/random.ts';
+import type { Analyzer } from '../../index/text/analyzer.ts';
+import { getAnalyzer, isAnalyzerName, type AnalyzerName } from '../../index/text/analyzer.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { createRng } from '../../index/core/random.ts';
 import { fitLogistic, RowBuilder, sigmoid } from './logistic.ts';
 import { TextIndex } from './textIndex.ts';
 
@@ -67,7 +67,7 @@ export interface RelevanceOptions {
   /** Add the query-term-frequency BM25 features (QUERY_TF_FEATURES); models saved before them have none. */
   queryTf: boolean;
 }
-/** The relevance model's defaults, from index/defaults.ts (`DEFAULTS.relevance`). */
+/** The relevance model's defaults, from index/core/defaults.ts (`DEFAULTS.relevance`). */
 export const DEFAULT_RELEVANCE: RelevanceOptions = (({ analyzer, judgements, queryTf, neighbours, profileDepth, l2, maxRows, seed }) => ({
   analyzer,
   judgements,

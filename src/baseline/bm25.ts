@@ -16,14 +16,14 @@
  *   exactly once, so these are means over all judged queries).
  */
 import bm25 from 'wink-bm25-text-search';
-import { textTokens } from '../../index/analyzer.ts';
+import { textTokens } from '../../index/text/analyzer.ts';
 import { z } from 'zod';
-import { cogrError, schemaError } from '../../index/errors.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
-import type { Corpus, Item } from '../../index/types.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
+import type { Corpus, Item } from '../../index/core/types.ts';
 import { DEFAULT_CUTOFFS, evaluateRun, setF1Curve, type RankedScores, type RunEntry } from '../metrics.ts';
 import { judgedQueryIds, kFolds } from '../splits.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
 
 /** Lower-case word tokens (letters and digits), English stop words removed. */
 export function tokenize(text: string): string[] {

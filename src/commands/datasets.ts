@@ -6,8 +6,8 @@
  * and format again is accepted and changes nothing). `cogr datasets remove <name>`: forget a registered name.
  */
 import type { Command } from 'commander';
-import { isCogrError } from '../../index/errors.ts';
-import { stderrLogger } from '../../index/log.ts';
+import { isCogrError } from '../../index/core/errors.ts';
+import { stderrLogger } from '../../index/core/log.ts';
 import { checkRegistration, listDatasets, loadDataset, parseFormat, registerDataset, unregisterDataset } from '../datasets/index.ts';
 import { judgedQueryIds } from '../splits.ts';
 import { renderTable } from '../table.ts';

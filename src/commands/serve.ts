@@ -13,8 +13,8 @@
  * The bearer token (flag or COGR_TOKEN) guards the admin endpoint.
  */
 import type { Command } from 'commander';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { stderrLogger, type Logger } from '../../index/log.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { stderrLogger, type Logger } from '../../index/core/log.ts';
 import { llmOptionsFromEnv } from '../../generators/llm.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';

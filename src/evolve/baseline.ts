@@ -5,9 +5,9 @@
  * queries to maximise F1 and applied to the held-out ones; and the run's relevance model
  * with an expected-F1 cut over all items (src/baseline/model.ts).
  */
-import type { CogrDb } from '../../index/db.ts';
-import type { Corpus, Query } from '../../index/types.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
+import type { CogrDb } from '../../index/store/db.ts';
+import type { Corpus, Query } from '../../index/core/types.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
 import type { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { Bm25Index, tuneCutoff, type SplitBaseline } from '../baseline/bm25.ts';
 import { modelOnQueries } from '../baseline/model.ts';

@@ -1,14 +1,14 @@
 /**
  * Configuration of one co-evolution run, validated with zod at the boundary. Defaults
- * (index/defaults.ts) follow the paper where it gives one — R = 5 rounds, G = 8 samples
+ * (index/core/defaults.ts) follow the paper where it gives one — R = 5 rounds, G = 8 samples
  * per input, K_max = 30, rollouts at temperature 1.0, indexing and evaluation at 0.7,
  * top-p 0.8, GRPO clip ε = 0.2 — with 3 GRPO epochs per half-round (the paper's 10 / 5
  * trained LLMs; see DEFAULTS.run).
  */
 import { z } from 'zod';
-import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
-import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/analyzer.ts';
-import { schemaError } from '../../index/errors.ts';
+import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
+import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/text/analyzer.ts';
+import { schemaError } from '../../index/core/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
 import { RANKERS } from '../../generators/planner/ranking.ts';
 
@@ -78,7 +78,7 @@ export const RUN_OPTIONS = {
     help: `keywords per item from the base generator: a number, or auto (the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}; default)`,
     kind: 'intOrAuto',
   }),
-  /** How keywords are matched (index/analyzer.ts). */
+  /** How keywords are matched (index/text/analyzer.ts). */
   analyzer: opt(z.enum(ANALYZERS).default(DEFAULT_ANALYZER), true, { flag: '--analyzer <name>', help: `how keywords match: english (Porter2 stems) | none (surface forms) (default ${DEFAULT_ANALYZER})`, kind: 'string' }),
   /** Share of the training queries carved out (seeded) as the dev split that decides which half-rounds are adopted. */
   devFraction: opt(z.number().min(0).max(0.5).default(r.devFraction), true, {

@@ -50,13 +50,13 @@
 import type { AbstractSnapshot } from 'abstract-level';
 import { z } from 'zod';
 import type { CogrDb, JsonSublevel } from './db.ts';
-import { cogrError, schemaError } from './errors.ts';
-import { silentLogger, type Logger } from './log.ts';
-import { keywordWords, makeKeywordNormalizer } from './normalize.ts';
-import { ANALYZERS, DEFAULT_ANALYZER, getAnalyzer, type Analyzer, type AnalyzerName } from './analyzer.ts';
-import { SIDES, type IndexEntry, type Side } from './types.ts';
-import { KeywordView } from './view.ts';
-import { buildViewData, type ViewData } from './viewBuild.ts';
+import { cogrError, schemaError } from '../core/errors.ts';
+import { silentLogger, type Logger } from '../core/log.ts';
+import { keywordWords, makeKeywordNormalizer } from '../text/normalize.ts';
+import { ANALYZERS, DEFAULT_ANALYZER, getAnalyzer, type Analyzer, type AnalyzerName } from '../text/analyzer.ts';
+import { SIDES, type IndexEntry, type Side } from '../core/types.ts';
+import { KeywordView } from '../view/view.ts';
+import { buildViewData, type ViewData } from '../view/viewBuild.ts';
 import { DB_FORMAT_VERSION } from './db.ts';
 import {
   diffEntries,
