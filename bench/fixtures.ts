@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Bench } from 'tinybench';
-import { packageRoot } from '../index/paths.ts';
+import { packageRoot } from '../index/core/paths.ts';
 
 export interface NfRecord {
   id: string;

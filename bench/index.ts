@@ -6,8 +6,8 @@
  *
  * The keyword index against four peers, same keyword bags (--peers, default
  * "flexsearch,wink,fts5,xapian"; "none" for ours only):
- * - `cogr`: KeywordView (index/view.ts) built from the entries: CSR postings in typed
- *   arrays, plus the word postings and bounds of the pruned top k (index/topk.ts), built
+ * - `cogr`: KeywordView (index/view/view.ts) built from the entries: CSR postings in typed
+ *   arrays, plus the word postings and bounds of the pruned top k (index/view/topk.ts), built
  *   in the timed build. matched = the whole CoGR matched set (`view.match`, keyword-level
  *   OR incl. the self keyword); top-10 = `view.search(probe, {k: 10})` (exact BM25 over
  *   words, dynamic pruning); the `cogr exhaustive` row is the same top 10 by scoring
@@ -68,16 +68,16 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Index } from 'flexsearch';
 import { Bench } from 'tinybench';
-import { openDb, type CogrDb } from '../index/db.ts';
-import type { Logger } from '../index/log.ts';
-import { PublishedIndex } from '../index/published.ts';
-import { keywordWords, makeKeywordNormalizer } from '../index/normalize.ts';
-import { DEFAULT_ANALYZER } from '../index/analyzer.ts';
-import { createRng, randInt, type Rng } from '../index/random.ts';
-import { KeywordIndexStore } from '../index/store.ts';
-import type { IndexEntry } from '../index/types.ts';
-import { topKIndex, topKIndexBytes } from '../index/topk.ts';
-import { KeywordView, type Probe } from '../index/view.ts';
+import { openDb, type CogrDb } from '../index/store/db.ts';
+import type { Logger } from '../index/core/log.ts';
+import { PublishedIndex } from '../index/store/published.ts';
+import { keywordWords, makeKeywordNormalizer } from '../index/text/normalize.ts';
+import { DEFAULT_ANALYZER } from '../index/text/analyzer.ts';
+import { createRng, randInt, type Rng } from '../index/core/random.ts';
+import { KeywordIndexStore } from '../index/store/store.ts';
+import type { IndexEntry } from '../index/core/types.ts';
+import { topKIndex, topKIndexBytes } from '../index/view/topk.ts';
+import { KeywordView, type Probe } from '../index/view/view.ts';
 import { parseBenchArgs } from './args.ts';
 import { nfcorpusDocs, nfcorpusTitleQueries } from './fixtures.ts';
 import { NATIVE_PEERS, nativeSetup, runPeer, writePeerInput, type NativePeer, type PeerResult } from './peers/native.ts';

@@ -18,7 +18,7 @@
  * Reported: mean time per batch, samples per second, and ratios to the baselines.
  */
 import { Bench } from 'tinybench';
-import { createRng } from '../index/random.ts';
+import { createRng } from '../index/core/random.ts';
 import { EmbeddedPolicy } from '../generators/policy/model.ts';
 import { itemInput, queryInput, runSft } from '../generators/sft.ts';
 import { loadDataset } from '../src/datasets/index.ts';

@@ -44,9 +44,9 @@
  * document's next-ranked terms.
  */
 import { Bench } from 'tinybench';
-import { createRng, randInt, type Rng } from '../index/random.ts';
-import type { IndexEntry } from '../index/types.ts';
-import { KeywordView } from '../index/view.ts';
+import { createRng, randInt, type Rng } from '../index/core/random.ts';
+import type { IndexEntry } from '../index/core/types.ts';
+import { KeywordView } from '../index/view/view.ts';
 import {
   buildItemRewardCache,
   candidateLookup,

@@ -38,13 +38,13 @@
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
 import { z } from 'zod';
-import { cogrError, schemaError, type CogrError } from '../index/errors.ts';
-import { silentLogger, type Logger } from '../index/log.ts';
-import { createRng, deriveSeed, type Rng } from '../index/random.ts';
-import type { Side } from '../index/types.ts';
+import { cogrError, schemaError, type CogrError } from '../index/core/errors.ts';
+import { silentLogger, type Logger } from '../index/core/log.ts';
+import { createRng, deriveSeed, type Rng } from '../index/core/random.ts';
+import type { Side } from '../index/core/types.ts';
 import { boundedKeywordListSchema, parseKeywordOutput } from './parse.ts';
 import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt, type ChatMessage, type PromptExample, type PromptTemplate, type SearchContext } from './prompts.ts';
-import { DEFAULTS, K_MAX } from '../index/defaults.ts';
+import { DEFAULTS, K_MAX } from '../index/core/defaults.ts';
 import { type GenerateInput, type GenerateOptions, type KeyValueStore, type KeywordGenerator, type KeywordSample, type SettledSamples } from './types.ts';
 
 export const LlmOptionsSchema = z.object({

@@ -7,11 +7,11 @@
  *    array of strings, possibly inside a ```json fence or surrounded by prose;
  * 2. bullet (`-`, `*`, `•`) or numbered (`1.`, `1)`) lines;
  * 3. comma- or semicolon-separated text; 4. one keyword per line.
- * Every keyword is normalised (index/normalize.ts) and de-duplicated. Output with no
+ * Every keyword is normalised (index/text/normalize.ts) and de-duplicated. Output with no
  * usable keyword, or that looks like prose (long lines), is a format failure.
  */
 import { z } from 'zod';
-import { normalizeKeywordSet } from '../index/normalize.ts';
+import { normalizeKeywordSet } from '../index/text/normalize.ts';
 
 /** What the parser accepts: a keyword list of any size (the limits are the normaliser's and the layered reward's). */
 export const KeywordListSchema = z.object({

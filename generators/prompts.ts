@@ -17,10 +17,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { cogrError, schemaError } from '../index/errors.ts';
-import type { Side } from '../index/types.ts';
-import { K_MAX } from '../index/defaults.ts';
-import { packageRoot } from '../index/paths.ts';
+import { cogrError, schemaError } from '../index/core/errors.ts';
+import type { Side } from '../index/core/types.ts';
+import { K_MAX } from '../index/core/defaults.ts';
+import { packageRoot } from '../index/core/paths.ts';
 import type { GenerateInput } from './types.ts';
 
 export const ITEM_TEXT_BUDGET = 2000;

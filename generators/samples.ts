@@ -4,8 +4,8 @@
  * sample does not depend on the other inputs or on the batch order; cancellable between
  * inputs.
  */
-import { cogrError } from '../index/errors.ts';
-import { createRng, deriveSeed, type Rng } from '../index/random.ts';
+import { cogrError } from '../index/core/errors.ts';
+import { createRng, deriveSeed, type Rng } from '../index/core/random.ts';
 import type { GenerateInput, GenerateOptions, KeywordSample } from './types.ts';
 
 export function drawSamples(

@@ -8,11 +8,11 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DEFAULTS, K_MAX } from '../index/defaults.ts';
-import { DEFAULT_ANALYZER, type AnalyzerName } from '../index/analyzer.ts';
-import { silentLogger, type Logger } from '../index/log.ts';
-import type { IndexEntry, Item, Query } from '../index/types.ts';
-import { KeywordView } from '../index/view.ts';
+import { DEFAULTS, K_MAX } from '../index/core/defaults.ts';
+import { DEFAULT_ANALYZER, type AnalyzerName } from '../index/text/analyzer.ts';
+import { silentLogger, type Logger } from '../index/core/log.ts';
+import type { IndexEntry, Item, Query } from '../index/core/types.ts';
+import { KeywordView } from '../index/view/view.ts';
 import { EmbeddedPolicy, type SftReport } from './policy/model.ts';
 import { KeywordPlanner, type PlannerConfig } from './planner/planner.ts';
 import { RelevanceModel, type RelevanceFit, type RelevanceOptions } from './planner/relevance.ts';

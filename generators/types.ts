@@ -2,12 +2,12 @@
  * The keyword-generator interface shared by the LLM generator and the embedded policy.
  *
  * `generate(side, inputs, opts)` returns, per input (same order), `opts.samples` sampled
- * keyword sets: normalised (index/normalize.ts), de-duplicated, in generation order, each
+ * keyword sets: normalised (index/text/normalize.ts), de-duplicated, in generation order, each
  * with its log-probability where the generator can give it (null otherwise) and a format
  * verdict. An output that is not a keyword list is `format: 'invalid_format'` with an
  * empty keyword list, never an exception (the layered reward scores it).
  */
-import type { Side } from '../index/types.ts';
+import type { Side } from '../index/core/types.ts';
 
 export interface GenerateInput {
   id: string;

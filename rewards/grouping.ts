@@ -10,9 +10,9 @@
  * samples share one mean and standard deviation (rewards/grpo.ts, pooledAdvantages).
  */
 import { z } from 'zod';
-import { schemaError } from '../index/errors.ts';
-import { normalizeSelf } from '../index/normalize.ts';
-import { DEFAULTS } from '../index/defaults.ts';
+import { schemaError } from '../index/core/errors.ts';
+import { normalizeSelf } from '../index/text/normalize.ts';
+import { DEFAULTS } from '../index/core/defaults.ts';
 
 
 const GroupingOptions = z.object({

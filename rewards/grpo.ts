@@ -5,8 +5,8 @@
  * equal carries no learning signal (every advantage is 0); it is reported as
  * degenerate and can be dropped (dynamic sampling, as in DAPO).
  */
-import { cogrError } from '../index/errors.ts';
-import { DEFAULTS } from '../index/defaults.ts';
+import { cogrError } from '../index/core/errors.ts';
+import { DEFAULTS } from '../index/core/defaults.ts';
 
 export function groupAdvantages(rewards: readonly number[], eps: number = DEFAULTS.grpo.eps): number[] {
   const n = rewards.length;

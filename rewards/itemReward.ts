@@ -22,13 +22,13 @@
  * the incremental form is tested and benchmarked against. Both sum the per-query
  * differences in ascending query order, so they agree to the last bit in practice.
  */
-import { DEFAULTS } from '../index/defaults.ts';
-import { cogrError } from '../index/errors.ts';
-import { sharedKeywordNormalizer } from '../index/normalize.ts';
-import type { AnalyzerName } from '../index/analyzer.ts';
+import { DEFAULTS } from '../index/core/defaults.ts';
+import { cogrError } from '../index/core/errors.ts';
+import { sharedKeywordNormalizer } from '../index/text/normalize.ts';
+import type { AnalyzerName } from '../index/text/analyzer.ts';
 import { budgetPenalty } from './layered.ts';
-import { i32 } from '../index/buffers.ts';
-import type { KeywordView } from '../index/view.ts';
+import { i32 } from '../index/view/buffers.ts';
+import type { KeywordView } from '../index/view/view.ts';
 import { fBetaFromCounts } from './setMetrics.ts';
 import type { RelevanceData } from './relevance.ts';
 

@@ -13,9 +13,9 @@
  * format penalty is ours: it is the lowest reward either side can otherwise get, so a
  * parse failure never beats a poor but parsable answer. Every value can be overridden.
  */
-import { DEFAULTS, K_MAX } from '../index/defaults.ts';
-import { normalizeKeywordSet } from '../index/normalize.ts';
-import type { Side } from '../index/types.ts';
+import { DEFAULTS, K_MAX } from '../index/core/defaults.ts';
+import { normalizeKeywordSet } from '../index/text/normalize.ts';
+import type { Side } from '../index/core/types.ts';
 
 export type RewardReason = 'invalid_format' | 'over_budget' | 'ok';
 

@@ -3,9 +3,9 @@
  * S_q ∪ {q} against rel(q); 0 when |S_q| > K_max (after normalisation and
  * de-duplication). The query need not be in any query index.
  */
-import { DEFAULTS } from '../index/defaults.ts';
-import { normalizeKeywordSet } from '../index/normalize.ts';
-import type { KeywordView } from '../index/view.ts';
+import { DEFAULTS } from '../index/core/defaults.ts';
+import { normalizeKeywordSet } from '../index/text/normalize.ts';
+import type { KeywordView } from '../index/view/view.ts';
 import { budgetPenalty } from './layered.ts';
 import { fBetaFromCounts, precisionFromCounts, recallFromCounts } from './setMetrics.ts';
 

@@ -12,8 +12,8 @@
  * many there were is returned in `missingItems` (and `missingQueries` counts judged
  * or counted query ids absent from the query view), never dropped silently.
  */
-import { alloc, encodeStrings, i32 } from '../index/buffers.ts';
-import type { KeywordView } from '../index/view.ts';
+import { alloc, encodeStrings, i32 } from '../index/view/buffers.ts';
+import type { KeywordView } from '../index/view/view.ts';
 
 export interface RelevanceData {
   numQueries: number;

@@ -20,11 +20,11 @@
  * side: the counterfactual marginal ΔΣ_q F_β(q) of the item's candidate against the
  * query view, relative to the item view's reference keywords.
  */
-import { DEFAULTS, K_MAX } from '../index/defaults.ts';
-import { StringTable } from '../index/buffers.ts';
-import { sharedKeywordNormalizer } from '../index/normalize.ts';
-import type { Side } from '../index/types.ts';
-import type { KeywordView } from '../index/view.ts';
+import { DEFAULTS, K_MAX } from '../index/core/defaults.ts';
+import { StringTable } from '../index/view/buffers.ts';
+import { sharedKeywordNormalizer } from '../index/text/normalize.ts';
+import type { Side } from '../index/core/types.ts';
+import type { KeywordView } from '../index/view/view.ts';
 import {
   buildItemRewardCache,
   cachedReferenceQueries,

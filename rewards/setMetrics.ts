@@ -3,7 +3,7 @@
  * F-beta = (1 + β²)·tp / (β²·n_rel + n_ret); β = 1 gives F1 = 2·tp / (n_ret + n_rel).
  * All are 0 when tp = 0 (including the empty cases).
  */
-import { DEFAULTS } from '../index/defaults.ts';
+import { DEFAULTS } from '../index/core/defaults.ts';
 
 export interface SetCounts {
   /** |retrieved| */

@@ -9,8 +9,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { isCogrError, levelError, systemError } from '../index/errors.ts';
-import { packageRoot } from '../index/paths.ts';
+import { isCogrError, levelError, systemError } from '../index/core/errors.ts';
+import { packageRoot } from '../index/core/paths.ts';
 import { guardStdio } from './output.ts';
 
 export type Register = (program: Command) => void;

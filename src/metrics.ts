@@ -20,7 +20,7 @@
  * Macro means average over the evaluated queries.
  */
 import { f1FromCounts, fBetaFromCounts, macroAverage, setScores, type SetScores } from '../rewards/setMetrics.ts';
-import type { Corpus } from '../index/types.ts';
+import type { Corpus } from '../index/core/types.ts';
 import { trecOrder } from './trec.ts';
 
 export const DEFAULT_CUTOFFS: readonly number[] = Object.freeze([1, 3, 10, 100, 1000]);

@@ -7,7 +7,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { cogrError } from '../index/errors.ts';
+import { cogrError } from '../index/core/errors.ts';
 
 function errnoCode(e: unknown): string | undefined {
   const code = (e as { code?: unknown } | null)?.code;

@@ -4,9 +4,9 @@
  * Given the same ids in the same order and the same seed, the result is identical.
  * Every subset keeps the input order of the ids.
  */
-import { cogrError } from '../index/errors.ts';
-import { createRng, shuffle } from '../index/random.ts';
-import type { Corpus } from '../index/types.ts';
+import { cogrError } from '../index/core/errors.ts';
+import { createRng, shuffle } from '../index/core/random.ts';
+import type { Corpus } from '../index/core/types.ts';
 
 export interface Split {
   train: string[];

@@ -18,8 +18,8 @@
  * twice.
  */
 import { readFileSync } from 'node:fs';
-import { cogrError } from '../index/errors.ts';
-import { writeFileAtomic } from '../index/sealed.ts';
+import { cogrError } from '../index/core/errors.ts';
+import { writeFileAtomic } from '../index/store/sealed.ts';
 
 export interface ScoredId {
   id: string;

@@ -5,8 +5,8 @@
  * so that old rounds can be collected). Every reward is computed by the scorer
  * (rewards/scorer.ts); results are plain arrays.
  */
-import { KeywordView } from '../index/view.ts';
-import { cogrError, isCogrError } from '../index/errors.ts';
+import { KeywordView } from '../index/view/view.ts';
+import { cogrError, isCogrError } from '../index/core/errors.ts';
 import { buildItemRewardCache, type ItemRewardCache } from '../rewards/itemReward.ts';
 import { scorerFromData, type ItemScorer, type QueryScorer, type ScoredBatch } from '../rewards/scorer.ts';
 import { Piscina } from 'piscina';

@@ -3,7 +3,7 @@
  * array on a SharedArrayBuffer so that posting it to a worker shares the memory instead
  * of copying it, and the task shapes of the reward worker.
  */
-import type { ViewData } from '../index/view.ts';
+import type { ViewData } from '../index/view/view.ts';
 import type { ItemRewardCache } from '../rewards/itemReward.ts';
 import type { QueryJudgementData, RelevanceData } from '../rewards/relevance.ts';
 import type { RewardSample, ScorerOptions } from '../rewards/scorer.ts';

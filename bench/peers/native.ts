@@ -15,8 +15,8 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createWriteStream, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { keywordWords } from '../../index/normalize.ts';
-import { packageRoot } from '../../index/paths.ts';
+import { keywordWords } from '../../index/text/normalize.ts';
+import { packageRoot } from '../../index/core/paths.ts';
 
 export const PYTHON = '/usr/bin/python3';
 /** The Python scripts stay in the source tree (the build compiles TypeScript only). */

@@ -31,14 +31,14 @@
  * items, and training F1 would be 1 — and the relevance features always leave a training
  * query's own judgements out (relevance.ts).
  */
-import type { Analyzer } from '../../index/analyzer.ts';
-import { textTokens } from '../../index/analyzer.ts';
-import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
-import type { Rng } from '../../index/random.ts';
-import type { Side } from '../../index/types.ts';
-import type { KeywordView } from '../../index/view.ts';
+import type { Analyzer } from '../../index/text/analyzer.ts';
+import { textTokens } from '../../index/text/analyzer.ts';
+import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, normalizeKeyword, normalizeSelf } from '../../index/text/normalize.ts';
+import type { Rng } from '../../index/core/random.ts';
+import type { Side } from '../../index/core/types.ts';
+import type { KeywordView } from '../../index/view/view.ts';
 import { STOP_WORDS } from '../policy/stopwords.ts';
 import type { GenerateInput, GenerateOptions, KeywordGenerator, KeywordSample } from '../types.ts';
 import { drawSamples } from '../samples.ts';
@@ -60,7 +60,7 @@ export interface RelevanceSource {
   setWeights(w: ArrayLike<number>): void;
   /** idf of an analysed word over the items' text. */
   wordIdf(word: string): number;
-  /** The analysed words of a text as wordIdf knows them (default: index/analyzer.ts textTokens with `analyzer`). */
+  /** The analysed words of a text as wordIdf knows them (default: index/text/analyzer.ts textTokens with `analyzer`). */
   textWords?(text: string): string[];
   /** The feature column of the normalised text BM25 the text ranking reads (default TEXT_SCORE_COLUMN). */
   readonly textScoreColumn?: number;
@@ -107,7 +107,7 @@ export interface PlannerJSON {
   relevance: unknown;
 }
 
-/** The planner's defaults, from index/defaults.ts (`DEFAULTS.planner`, K_max). */
+/** The planner's defaults, from index/core/defaults.ts (`DEFAULTS.planner`, K_max). */
 export const DEFAULT_PLANNER: PlannerConfig = (({ topItems, lambda, epsilon, grpoParams, l2, cacheBytes, maxCandidates }) => ({
   topItems,
   maxKeywords: K_MAX,

@@ -11,7 +11,7 @@
  * Ties keep the keyword order (keyword-bag BM25, then ordinal), so every ranker is a
  * total order and `keywords` is exactly `search`'s order.
  */
-import type { KeywordView, ScoredEntity } from '../../index/view.ts';
+import type { KeywordView, ScoredEntity } from '../../index/view/view.ts';
 import type { GenerateInput } from '../types.ts';
 import { topByP, type KeywordPlanner } from './planner.ts';
 

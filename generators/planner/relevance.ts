@@ -31,14 +31,14 @@
  * its own judgements never enter its own features: it is no neighbour of itself and its
  * judgement is not counted in logJudged.
  */
-import type { Analyzer } from '../../index/analyzer.ts';
-import { getAnalyzer, isAnalyzerName, type AnalyzerName } from '../../index/analyzer.ts';
-import { cogrError } from '../../index/errors.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { createRng } from '../../index/random.ts';
+import type { Analyzer } from '../../index/text/analyzer.ts';
+import { getAnalyzer, isAnalyzerName, type AnalyzerName } from '../../index/text/analyzer.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { createRng } from '../../index/core/random.ts';
 import { fitLogistic, RowBuilder, sigmoid } from './logistic.ts';
 import { TextIndex } from './textIndex.ts';
-import { isTextAnalysis, luceneEnglishTokens, type TextAnalysis } from '../../index/english.ts';
+import { isTextAnalysis, luceneEnglishTokens, type TextAnalysis } from '../../index/text/english.ts';
 
 /** Bytes of feature rows a model keeps (rows cost items × features × 8 bytes per query; features do not depend on the weights). */
 const FEATURE_MEMO_BYTES = 256 << 20;
@@ -114,7 +114,7 @@ export interface RelevanceQuery {
 export interface RelevanceOptions {
   analyzer: AnalyzerName;
   /**
-   * The words of the text BM25 features (index/english.ts): `wink` — index/analyzer.ts
+   * The words of the text BM25 features (index/text/english.ts): `wink` — index/text/analyzer.ts
    * textTokens (letter/digit runs, wink-nlp-utils' stop words) stemmed by `analyzer`;
    * `lucene` — Lucene's EnglishAnalyzer chain (Porter v1, 33 stop words). Models saved
    * before this option read as `wink`.
@@ -133,7 +133,7 @@ export interface RelevanceOptions {
   /** The embeddings model whose cosines are features (DENSE_FEATURES); null: none (models saved before them have none). */
   embeddings: string | null;
 }
-/** The relevance model's defaults, from index/defaults.ts (`DEFAULTS.relevance`); no embeddings unless a run gives a model. */
+/** The relevance model's defaults, from index/core/defaults.ts (`DEFAULTS.relevance`); no embeddings unless a run gives a model. */
 export const DEFAULT_RELEVANCE: RelevanceOptions = (({ analyzer, textAnalysis, judgements, queryTf, neighbours, profileDepth, l2, maxRows, seed }) => ({
   analyzer,
   textAnalysis,

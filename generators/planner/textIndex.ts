@@ -1,15 +1,15 @@
 /**
  * BM25 over running text (item title + description, or training query texts), the
- * first-stage signal of the relevance model. Words come from index/analyzer.ts
+ * first-stage signal of the relevance model. Words come from index/text/analyzer.ts
  * `textTokens` (lower-case letter/digit runs, stop words removed, analysed) or from the
- * tokenizer given (index/english.ts luceneEnglishTokens), postings
+ * tokenizer given (index/text/english.ts luceneEnglishTokens), postings
  * are CSR typed arrays, and scoring is term-at-a-time into a dense accumulator: the score
  * of a document is the sum over the text's distinct words of index/bm25.ts's term
  * (Lucene's non-negative idf; k1 1.2, b 0.75).
  */
-import { textTokens, type Analyzer } from '../../index/analyzer.ts';
-import { bm25Idf, bm25Norm, bm25Term, type Bm25Params } from '../../index/bm25.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
+import { textTokens, type Analyzer } from '../../index/text/analyzer.ts';
+import { bm25Idf, bm25Norm, bm25Term, type Bm25Params } from '../../index/text/bm25.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
 
 export interface TextScores {
   /** BM25 score of every document (0 when it shares no word with the text). */

@@ -11,8 +11,8 @@
  * Dense features (DENSE, fixed order) are documented next to their names; sparse features
  * are one per keyword ("k␁<kw>"), with value 1.
  */
-import { bm25Idf } from '../../index/bm25.ts';
-import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, keywordWords, normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
+import { bm25Idf } from '../../index/text/bm25.ts';
+import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, keywordWords, normalizeKeyword, normalizeSelf } from '../../index/text/normalize.ts';
 import { ITEM_TEXT_BUDGET } from '../prompts.ts';
 import type { GenerateInput } from '../types.ts';
 import type { OppositeIndex } from './opposite.ts';

@@ -14,11 +14,11 @@
  * query side, the per-input candidate cache) and its public API, including
  * the KeywordGenerator interface.
  */
-import { cogrError } from '../../index/errors.ts';
-import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
-import type { Rng } from '../../index/random.ts';
-import type { Side } from '../../index/types.ts';
-import type { KeywordView } from '../../index/view.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
+import type { Rng } from '../../index/core/random.ts';
+import type { Side } from '../../index/core/types.ts';
+import type { KeywordView } from '../../index/view/view.ts';
 import type { GenerateInput, GenerateOptions, KeywordGenerator, KeywordSample } from '../types.ts';
 import { drawSamples } from '../samples.ts';
 import { D, DEFAULT_CANDIDATES, extractCandidates, inputWords, type QuerySide, type WordStats } from './candidates.ts';

@@ -2,7 +2,7 @@
  * The opposite (query) side's index as the item policy sees it: keyword document
  * frequencies on the frozen query generation's view (the inOpp and oppDf features).
  */
-import type { KeywordView } from '../../index/view.ts';
+import type { KeywordView } from '../../index/view/view.ts';
 
 export class OppositeIndex {
   readonly view: KeywordView;

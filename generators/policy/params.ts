@@ -10,8 +10,8 @@
  * entries) and takes Adagrad ascent steps with a small L2; `version` changes with every
  * step so that cached candidate scores are recomputed.
  */
-import { cogrError } from '../../index/errors.ts';
-import { normalizeKeyword } from '../../index/normalize.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { normalizeKeyword } from '../../index/text/normalize.ts';
 import { D, DENSE, DI, type CandidateConfig } from './candidates.ts';
 
 export interface PolicyConfig extends CandidateConfig {

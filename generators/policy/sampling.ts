@@ -11,7 +11,7 @@
  * reaches topP, renormalised; the reported log-probability stays that of the untruncated
  * policy at temperature T (what a GRPO ratio compares against).
  */
-import type { Rng } from '../../index/random.ts';
+import type { Rng } from '../../index/core/random.ts';
 import { STOP_A, STOP_B, type CandidateSet, type PolicyParams } from './params.ts';
 
 /**

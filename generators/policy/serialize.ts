@@ -3,8 +3,8 @@
  * file for `cogr generate --policy-file`). The document carries its own format name and
  * version; another version is refused with DB_VERSION, never misread.
  */
-import { cogrError } from '../../index/errors.ts';
-import type { Side } from '../../index/types.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Side } from '../../index/core/types.ts';
 import { D, type WordStats } from './candidates.ts';
 import { STOP_A, STOP_B, type PolicyConfig, type PolicyParams } from './params.ts';
 

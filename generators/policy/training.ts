@@ -4,8 +4,8 @@
  * optional k3 KL estimate to a reference policy; Adagrad steps with a small L2 on the
  * touched weights (params.ts).
  */
-import { normalizeKeyword } from '../../index/normalize.ts';
-import { createRng, shuffle } from '../../index/random.ts';
+import { normalizeKeyword } from '../../index/text/normalize.ts';
+import { createRng, shuffle } from '../../index/core/random.ts';
 import type { GenerateInput } from '../types.ts';
 import { SPARSE0, sequenceOf, type CandidateSet, type PolicyConfig, type PolicyParams } from './params.ts';
 import { sequenceLogProb } from './sampling.ts';

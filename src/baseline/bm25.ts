@@ -9,7 +9,7 @@
  *   once per dataset and then only searched.
  * - Tokens (`analysis`): `lucene` (the default) the chain of Lucene's EnglishAnalyzer, as
  *   Pyserini indexes and searches by default (UAX #29 words, possessive 's dropped, lower
- *   case, Lucene's 33 English stop words, Porter v1 stemming; index/english.ts), or
+ *   case, Lucene's 33 English stop words, Porter v1 stemming; index/text/english.ts), or
  *   `wink`, the paper-reference setting: lower case, split on anything that is not a
  *   letter or a digit, English stop words removed (wink-nlp-utils' list), no stemming.
  * - Order: score, highest first, ties by item id as trec_eval breaks them (src/trec.ts).
@@ -20,16 +20,16 @@
  *   exactly once, so these are means over all judged queries).
  */
 import bm25 from 'wink-bm25-text-search';
-import { textTokens } from '../../index/analyzer.ts';
-import { luceneEnglishTokens, TEXT_ANALYSES, type TextAnalysis } from '../../index/english.ts';
+import { textTokens } from '../../index/text/analyzer.ts';
+import { luceneEnglishTokens, TEXT_ANALYSES, type TextAnalysis } from '../../index/text/english.ts';
 import { trecOrder, type RunQuery, type ScoredId } from '../trec.ts';
 import { z } from 'zod';
-import { cogrError, schemaError } from '../../index/errors.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
-import type { Corpus, Item } from '../../index/types.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
+import type { Corpus, Item } from '../../index/core/types.ts';
 import { DEFAULT_CUTOFFS, evaluateRun, setF1Curve, type RankedScores, type RunEntry } from '../metrics.ts';
 import { judgedQueryIds, kFolds } from '../splits.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
 
 /** Lower-case word tokens (letters and digits), English stop words removed (the `wink` analysis). */
 export function tokenize(text: string): string[] {
@@ -117,7 +117,7 @@ export interface Bm25BaselineResult {
   seed: number;
   k1: number;
   b: number;
-  /** The text analysis (index/english.ts). */
+  /** The text analysis (index/text/english.ts). */
   analysis: TextAnalysis;
   /** The tuned cut-off of each fold. */
   cutoffs: number[];

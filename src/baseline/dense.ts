@@ -5,11 +5,11 @@
  * (runRankedBaseline in bm25.ts: the k in 1..maxCutoff maximising their mean F1),
  * nDCG@10 and MAP of the ranking over the held-out queries.
  */
-import { silentLogger } from '../../index/log.ts';
-import type { Corpus } from '../../index/types.ts';
+import { silentLogger } from '../../index/core/log.ts';
+import type { Corpus } from '../../index/core/types.ts';
 import { DenseIndex, embedCorpus, type CorpusVectors, type EmbeddingsSetup } from '../embeddings/dense.ts';
 import { checkFolds, parseBm25Options, runRankedBaseline, type Bm25BaselineOptions, type Bm25BaselineResult } from './bm25.ts';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError } from '../../index/core/errors.ts';
 import type { RunQuery, ScoredId } from '../trec.ts';
 
 export type DenseBaselineResult = Bm25BaselineResult & { method: 'dense'; model: string; dim: number; endpoint: string };

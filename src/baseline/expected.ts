@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { cogrError, schemaError } from '../../index/errors.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
 import { dataRoot } from '../datasets/registry.ts';
 
 const Metrics = z.object({ f1: z.number(), precision: z.number(), recall: z.number(), ndcg10: z.number() });

@@ -10,8 +10,8 @@
  */
 import { ALPHA_GRID } from '../../generators/planner/planner.ts';
 import { DEFAULT_RELEVANCE, RelevanceModel, type RelevanceOptions } from '../../generators/planner/relevance.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
-import type { Corpus, Query } from '../../index/types.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
+import type { Corpus, Query } from '../../index/core/types.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
 import type { RunQuery } from '../trec.ts';
 import { judgedQueryIds, kFolds } from '../splits.ts';

@@ -19,15 +19,15 @@
  * The ranking's cut-off is tuned on training queries to maximise F1, as BM25's is.
  */
 import { z } from 'zod';
-import { getAnalyzer } from '../../index/analyzer.ts';
-import { TEXT_ANALYSES } from '../../index/english.ts';
+import { getAnalyzer } from '../../index/text/analyzer.ts';
+import { TEXT_ANALYSES } from '../../index/text/english.ts';
 import { trecOrder, type ScoredId } from '../trec.ts';
-import { schemaError } from '../../index/errors.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import type { Item } from '../../index/types.ts';
+import { schemaError } from '../../index/core/errors.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import type { Item } from '../../index/core/types.ts';
 import { TextIndex } from '../../generators/planner/textIndex.ts';
-import { silentLogger } from '../../index/log.ts';
-import type { Corpus } from '../../index/types.ts';
+import { silentLogger } from '../../index/core/log.ts';
+import type { Corpus } from '../../index/core/types.ts';
 import { checkFolds, itemText, parseBm25Options, runRankedBaseline, tokenizerOf, type Bm25BaselineOptions, type Bm25BaselineResult } from './bm25.ts';
 
 export const RM3_DEFAULTS = { fbDocs: 10, fbTerms: 10, originalQueryWeight: 0.5 } as const;

@@ -5,9 +5,9 @@
  * stdout. Progress goes to stderr.
  */
 import type { Command } from 'commander';
-import { cogrError } from '../../index/errors.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { stderrLogger } from '../../index/log.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { stderrLogger } from '../../index/core/log.ts';
 import { runBm25Baseline, type Bm25BaselineResult } from '../baseline/bm25.ts';
 import { checkBm25 } from '../baseline/expected.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
@@ -17,7 +17,7 @@ import { RM3_DEFAULTS, runRm3Baseline } from '../baseline/rm3.ts';
 import { runModelBaseline } from '../baseline/model.ts';
 import { runDenseBaseline } from '../baseline/dense.ts';
 import { embeddingsFromFlags } from '../embeddings/dense.ts';
-import { TEXT_ANALYSES } from '../../index/english.ts';
+import { TEXT_ANALYSES } from '../../index/text/english.ts';
 import { writeRunFile, type RunQuery } from '../trec.ts';
 import { parseChoice } from './options.ts';
 

@@ -6,12 +6,12 @@
  * and format again is accepted and changes nothing). `cogr datasets remove <name>`: forget a registered name.
  */
 import type { Command } from 'commander';
-import { isCogrError } from '../../index/errors.ts';
-import { stderrLogger } from '../../index/log.ts';
+import { isCogrError } from '../../index/core/errors.ts';
+import { stderrLogger } from '../../index/core/log.ts';
 import { checkRegistration, listDatasets, loadDataset, parseFormat, registerDataset, unregisterDataset } from '../datasets/index.ts';
 import { judgedQueryIds } from '../splits.ts';
 import { formatQrels } from '../trec.ts';
-import { writeFileAtomic } from '../../index/sealed.ts';
+import { writeFileAtomic } from '../../index/store/sealed.ts';
 import { renderTable } from '../table.ts';
 
 export interface DatasetSummary {

@@ -7,8 +7,8 @@
  */
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { cogrError } from '../../index/errors.ts';
-import { PublishedIndex } from '../../index/published.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { PublishedIndex } from '../../index/store/published.ts';
 import { readText } from '../datasets/common.ts';
 import { parseF1Points, type DriftReport, type F1Point } from '../drift/analyze.ts';
 import { parseDriftQuery, writeDriftReport } from '../drift/fromStore.ts';

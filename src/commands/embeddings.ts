@@ -6,9 +6,9 @@
  * POST /v1/embeddings, GET /v1/models and GET /health on loopback only.
  */
 import type { Command } from 'commander';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import { stderrLogger } from '../../index/log.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { stderrLogger } from '../../index/core/log.ts';
 import { EMBEDDINGS_MODEL, installEmbeddings, startEmbeddingsServer } from '../embeddings/venv.ts';
 import { parseIntFlag } from './options.ts';
 

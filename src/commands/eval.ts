@@ -8,7 +8,7 @@
  * (score, then document id); its whole list is also the retrieved set of P/R/F1.
  */
 import type { Command } from 'commander';
-import { stderrLogger } from '../../index/log.ts';
+import { stderrLogger } from '../../index/core/log.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { DEFAULT_CUTOFFS, evaluateRun, type RunEntry } from '../metrics.ts';
 import { judgedQueryIds } from '../splits.ts';

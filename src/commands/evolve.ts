@@ -16,13 +16,13 @@
  */
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
-import { openDb, type CogrDb } from '../../index/db.ts';
-import { cogrError } from '../../index/errors.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
+import { openDb, type CogrDb } from '../../index/store/db.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
 import { writeDriftReport } from '../drift/fromStore.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { stderrLogger } from '../../index/log.ts';
-import type { Corpus } from '../../index/types.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { stderrLogger } from '../../index/core/log.ts';
+import type { Corpus } from '../../index/core/types.ts';
 import { baselineIndexes, splitBaselines, type SplitBaseline, type SplitBaselines } from '../evolve/baseline.ts';
 import { parseRunConfig, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadRunCorpus } from '../run/corpus.ts';

@@ -1,5 +1,5 @@
 /**
- * `cogr index ...`: the keyword inverted index on LevelDB (index/store.ts).
+ * `cogr index ...`: the keyword inverted index on LevelDB (index/store/store.ts).
  *
  *   import  --side item|query --from <file.jsonl> [--patch] [--base <g>|empty] [--label <text>]
  *           commits a new generation from lines {"id", "title"?, "keywords": [...]} and
@@ -15,18 +15,18 @@
  * Every sub-command takes --db <dir> (default $COGR_HOME/db) and --side (default item);
  * search and explain also --k1 and --b (BM25, defaults 1.2 and 0.75). import and delete
  * write through the LevelDB (and its lock); search, explain, list and diff read the
- * published generation files (index/published.ts), checked on open, without the lock.
+ * published generation files (index/store/published.ts), checked on open, without the lock.
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { openDb, type CogrDb } from '../../index/db.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import { stderrLogger } from '../../index/log.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import { PublishedIndex, type GenerationInfo } from '../../index/published.ts';
-import type { Side } from '../../index/types.ts';
-import type { Bm25Params, Probe } from '../../index/view.ts';
+import { openDb, type CogrDb } from '../../index/store/db.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { stderrLogger } from '../../index/core/log.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import { PublishedIndex, type GenerationInfo } from '../../index/store/published.ts';
+import type { Side } from '../../index/core/types.ts';
+import type { Bm25Params, Probe } from '../../index/view/view.ts';
 import { idSchema, jsonlRecords } from '../datasets/common.ts';
 import { bestStep, RunState } from '../run/state.ts';
 import { renderTable } from '../table.ts';

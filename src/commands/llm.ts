@@ -6,8 +6,8 @@
  * SHA-256 against its manifest) before loading it and refuses a corrupt one.
  */
 import type { Command } from 'commander';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { stderrLogger, type Logger } from '../../index/log.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { stderrLogger, type Logger } from '../../index/core/log.ts';
 import { listenUntilSignal } from '../server/listen.ts';
 import { checkModelFile, defaultModelPath, installModel, SMOLLM2 } from '../llm/install.ts';
 import { parseIntFlag } from './options.ts';

@@ -1,13 +1,13 @@
 /**
  * The options every command shares, declared and parsed in one place: a bad value is
  * reported the same way everywhere, `error[INVALID_ARGUMENT]: --flag: expected …, got "x"`,
- * and a default shown in help is the one used (index/defaults.ts).
+ * and a default shown in help is the one used (index/core/defaults.ts).
  */
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import type { Side } from '../../index/types.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Side } from '../../index/core/types.ts';
 import { cogrHome } from '../home.ts';
 import { RUN_OPTIONS, type RunFlag, type RunOption } from '../run/config.ts';
 

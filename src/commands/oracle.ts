@@ -7,11 +7,11 @@
  */
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { openDb } from '../../index/db.ts';
-import { cogrError } from '../../index/errors.ts';
-import { stderrLogger } from '../../index/log.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import type { Query } from '../../index/types.ts';
+import { openDb } from '../../index/store/db.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { stderrLogger } from '../../index/core/log.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import type { Query } from '../../index/core/types.ts';
 import { rankMatched, servedSet, NO_FLOOR } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { datasetIdentity } from '../datasets/index.ts';

@@ -14,9 +14,9 @@
  * --include-dev / --include-held-out say otherwise.
  */
 import type { Command } from 'commander';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import { stderrLogger, type Logger } from '../../index/log.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { stderrLogger, type Logger } from '../../index/core/log.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { checkPublishedRunData, coreIds, readRunAt } from '../run/state.ts';

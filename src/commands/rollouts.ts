@@ -11,10 +11,10 @@
  *   generation of the run, evaluated on the held-out queries like any other.
  */
 import type { Command } from 'commander';
-import { openDb } from '../../index/db.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import { stderrLogger } from '../../index/log.ts';
+import { openDb } from '../../index/store/db.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { stderrLogger } from '../../index/core/log.ts';
 import { OpenAIGenerator, llmOptionsFromEnv } from '../../generators/llm.ts';
 import { importGeneration } from '../evolve/importGeneration.ts';
 import { writeRollouts } from '../evolve/rollouts.ts';

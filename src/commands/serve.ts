@@ -13,8 +13,8 @@
  * The bearer token (flag or COGR_TOKEN) guards the admin endpoint.
  */
 import type { Command } from 'commander';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { stderrLogger, type Logger } from '../../index/log.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { stderrLogger, type Logger } from '../../index/core/log.ts';
 import { llmOptionsFromEnv } from '../../generators/llm.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
@@ -28,8 +28,8 @@ import { storeSnapshotLoader } from '../server/storeLoader.ts';
 import { RANKERS } from '../../generators/planner/ranking.ts';
 import { KEYWORD_SOURCES, keywordSourceFactory } from '../server/keywordSources.ts';
 import { parseChoice, parseIntFlag, parseServerFlags, withEmbeddingsOptions, withLlmOptions, withServerOptions, type EmbeddingsFlags, type LlmFlags, type ServerFlags } from './options.ts';
-import { cogrError } from '../../index/errors.ts';
-import type { Corpus } from '../../index/types.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Corpus } from '../../index/core/types.ts';
 import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
 import type { KeywordPoolOptions } from '../server/keywordPool.ts';
 

@@ -14,11 +14,11 @@
  * N most frequent keywords of a query's relevant items).
  */
 import type { Command } from 'commander';
-import { openDb } from '../../index/db.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import { stderrLogger } from '../../index/log.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
+import { openDb } from '../../index/store/db.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { stderrLogger } from '../../index/core/log.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
 import { buildQueryTargets, exportTrl, itemEntries, runSft } from '../../generators/sft.ts';
 import { outputError } from '../output.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';

@@ -6,7 +6,7 @@
  * a writer) and rewrites what can be rewritten from the database.
  */
 import type { Command } from 'commander';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError } from '../../index/core/errors.ts';
 import { verifyProject, type VerifyReport } from '../run/verify.ts';
 import { renderTable } from '../table.ts';
 import { dbPath, withDbOption } from './options.ts';

@@ -10,8 +10,8 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
 import { CorpusBuilder, type ParsedDataset, formatError, idSchema, parseGrade, readJsonl, readLines } from './common.ts';
 
 const corpusLine = z.object({ _id: idSchema, title: z.string().optional().default(''), text: z.string() });

@@ -1,7 +1,7 @@
 /**
  * Pieces shared by every dataset loader: the format names, the warnings shape, file
  * reading with line numbers, and CorpusBuilder, which turns raw records into one
- * validated Corpus (index/types.ts).
+ * validated Corpus (index/core/types.ts).
  *
  * Rules every loader follows through CorpusBuilder:
  * - An item or query id that occurs twice is a DUPLICATE_ID error naming both places.
@@ -19,9 +19,9 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
-import { cogrError, schemaError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
-import type { Corpus, Item, Query } from '../../index/types.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
+import type { Corpus, Item, Query } from '../../index/core/types.ts';
 
 export const DATASET_FORMATS = ['smart', 'trec', 'beir', 'wands', 'jsonl'] as const;
 export type DatasetFormat = (typeof DATASET_FORMATS)[number];

@@ -7,7 +7,7 @@
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError } from '../../index/core/errors.ts';
 import type { DatasetFormat } from './common.ts';
 
 export function detectFormat(dir: string): DatasetFormat {

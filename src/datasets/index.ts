@@ -2,12 +2,12 @@
  * Loading datasets: `loadDataset(nameOrPath)` resolves a shipped or registered name
  * or a folder path (registry.ts), detects the format from the files unless one is
  * given (detect.ts), and runs that format's loader. Every loader returns one corpus
- * shape (index/types.ts Corpus); see common.ts for the shared rules (relevance
+ * shape (index/core/types.ts Corpus); see common.ts for the shared rules (relevance
  * threshold grade >= 1, duplicate ids, unknown-id judgements counted in warnings).
  */
 import { z } from 'zod';
-import { cogrError, schemaError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
 import { DATASET_FORMATS, type DatasetFormat, type LoadedDataset, type ParsedDataset } from './common.ts';
 import { detectFormat } from './detect.ts';
 import { resolveDataset } from './registry.ts';

@@ -15,9 +15,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
-import type { Item } from '../../index/types.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
+import type { Item } from '../../index/core/types.ts';
 import { CorpusBuilder, type ParsedDataset, idSchema, readJsonl } from './common.ts';
 
 /**

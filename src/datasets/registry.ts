@@ -9,8 +9,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { cogrError, schemaError, systemError } from '../../index/errors.ts';
-import { packageRoot } from '../../index/paths.ts';
+import { cogrError, schemaError, systemError } from '../../index/core/errors.ts';
+import { packageRoot } from '../../index/core/paths.ts';
 import { cogrHome, homePath } from '../home.ts';
 import { DATASET_FORMATS, type DatasetFormat } from './common.ts';
 

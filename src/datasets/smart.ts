@@ -18,9 +18,9 @@
  */
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
-import type { Item } from '../../index/types.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
+import type { Item } from '../../index/core/types.ts';
 import { CorpusBuilder, type ParsedDataset, formatError, readLines, squash } from './common.ts';
 
 export interface SmartRecord {

@@ -17,8 +17,8 @@
  */
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
 import { CorpusBuilder, type ParsedDataset, formatError, parseGrade, readLines } from './common.ts';
 
 const TITLE_MARKERS = new Set(['abstract', 'summary']);

@@ -14,9 +14,9 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
-import type { Item } from '../../index/types.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
+import type { Item } from '../../index/core/types.ts';
 import { CorpusBuilder, type ParsedDataset, formatError, readText } from './common.ts';
 
 export const WANDS_GRADES: Readonly<Record<string, number>> = { exact: 2, partial: 1, irrelevant: 0 };

@@ -62,10 +62,10 @@
  *   surface form of the key, most used first)
  */
 import { z } from 'zod';
-import { cogrError, schemaError } from '../../index/errors.ts';
-import { keywordWords, normalizeKeyword } from '../../index/normalize.ts';
-import { getAnalyzer, type AnalyzerName } from '../../index/analyzer.ts';
-import type { IndexEntry, Side } from '../../index/types.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
+import { keywordWords, normalizeKeyword } from '../../index/text/normalize.ts';
+import { getAnalyzer, type AnalyzerName } from '../../index/text/analyzer.ts';
+import type { IndexEntry, Side } from '../../index/core/types.ts';
 
 export interface GenerationSnapshot {
   generation: number;

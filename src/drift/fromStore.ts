@@ -1,6 +1,6 @@
 /**
  * Drift over a real keyword index: reads the generations of both sides from a
- * `KeywordIndexStore` (index/store.ts) and hands them to the pure analysis.
+ * `KeywordIndexStore` (index/store/store.ts) and hands them to the pure analysis.
  *
  *   driftReportFromStore(store, opts)   the JSON of `GET /v1/drift?from=&to=` and of
  *                                       `cogr drift --json`
@@ -9,9 +9,9 @@
  *                                       with its F1 per round: writes the JSON and/or
  *                                       HTML report and returns the report
  */
-import { cogrError } from '../../index/errors.ts';
-import type { IndexEntry, Side } from '../../index/types.ts';
-import type { AnalyzerName } from '../../index/analyzer.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { IndexEntry, Side } from '../../index/core/types.ts';
+import type { AnalyzerName } from '../../index/text/analyzer.ts';
 import {
   analyzeDrift,
   parseDriftOptions,

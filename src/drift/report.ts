@@ -16,7 +16,7 @@
  * followed by summary tables.
  */
 import type { AlignmentPoint, DriftReport, F1Point, KeywordUse } from './analyze.ts';
-import type { Side } from '../../index/types.ts';
+import type { Side } from '../../index/core/types.ts';
 
 export const SIDE_COLOURS: Record<Side, string> = { item: '#2563eb', query: '#ea580c' };
 const ADDED = '#16a34a';

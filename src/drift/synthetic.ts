@@ -5,8 +5,8 @@
  * item and query vocabularies converge in size, their overlap grows, and entities keep
  * part of their keywords from one generation to the next. Same seed, same output.
  */
-import { createRng, deriveSeed, randInt, type Rng } from '../../index/random.ts';
-import type { IndexEntry, Side } from '../../index/types.ts';
+import { createRng, deriveSeed, randInt, type Rng } from '../../index/core/random.ts';
+import type { IndexEntry, Side } from '../../index/core/types.ts';
 import type { DriftInput, F1Point, GenerationSnapshot } from './analyze.ts';
 
 export interface SyntheticOptions {

@@ -21,10 +21,10 @@
  */
 import { createHash } from 'node:crypto';
 import OpenAI from 'openai';
-import type { CogrDb } from '../../index/db.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError, isCogrError } from '../../index/errors.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
+import type { CogrDb } from '../../index/store/db.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { cogrError, isCogrError } from '../../index/core/errors.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
 
 export interface EmbeddingsClientOptions {
   /** Base of the OpenAI-compatible API, e.g. http://127.0.0.1:8001/v1. */

@@ -6,10 +6,10 @@
  * opens the same database afterwards is not locked out) and returns unit-length vectors
  * of every item (its title + text, as BM25 indexes it) and of every query text.
  */
-import { openDb, type CogrDb } from '../../index/db.ts';
-import { cogrError } from '../../index/errors.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
-import type { Corpus, Item } from '../../index/types.ts';
+import { openDb, type CogrDb } from '../../index/store/db.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
+import type { Corpus, Item } from '../../index/core/types.ts';
 import { cogrHome } from '../home.ts';
 import { join } from 'node:path';
 import { EmbeddingsClient, embeddingsTimeoutFromEnv, embedTexts, normalized, parseEmbeddingsUrl } from './client.ts';

@@ -21,9 +21,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { cogrError } from '../../index/errors.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
-import { packageRoot } from '../../index/paths.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
+import { packageRoot } from '../../index/core/paths.ts';
 
 export const EMBEDDINGS_MODEL = 'all-MiniLM-L6-v2';
 const MARKER = 'cogr-requirements.sha256';

@@ -2,13 +2,13 @@
  * The baselines on a run's own split (the demo's reference rows and each fold of
  * `cogr evolve`): BM25 over raw item text (wink-bm25-text-search, src/baseline/bm25.ts)
  * and BM25 + RM3 (src/baseline/rm3.ts), both over the baselines' default text analysis
- * (DEFAULTS.baseline.analysis: Lucene's EnglishAnalyzer chain, index/english.ts), the retrieval cut-off tuned on the training
+ * (DEFAULTS.baseline.analysis: Lucene's EnglishAnalyzer chain, index/text/english.ts), the retrieval cut-off tuned on the training
  * queries to maximise F1 and applied to the held-out ones; and the run's relevance model
  * with an expected-F1 cut over all items (src/baseline/model.ts).
  */
-import type { CogrDb } from '../../index/db.ts';
-import type { Corpus, Query } from '../../index/types.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
+import type { CogrDb } from '../../index/store/db.ts';
+import type { Corpus, Query } from '../../index/core/types.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
 import type { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { Bm25Index, tuneCutoff, type SplitBaseline } from '../baseline/bm25.ts';
 import { modelOnQueries } from '../baseline/model.ts';

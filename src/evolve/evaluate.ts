@@ -6,10 +6,10 @@
  * (src/metrics.ts). F1 is the mean of per-query F1, so it can sit below both mean P and
  * mean R.
  */
-import { normalizeKeyword } from '../../index/normalize.ts';
-import { createRng, deriveSeed } from '../../index/random.ts';
-import type { Corpus, Query } from '../../index/types.ts';
-import type { KeywordView } from '../../index/view.ts';
+import { normalizeKeyword } from '../../index/text/normalize.ts';
+import { createRng, deriveSeed } from '../../index/core/random.ts';
+import type { Corpus, Query } from '../../index/core/types.ts';
+import type { KeywordView } from '../../index/view/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { RANKERS, rankMatched, servedSet, type Floor, type Ranker, type RankingMetrics } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';

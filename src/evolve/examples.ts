@@ -5,9 +5,9 @@
  * the keywords of the shape the prompts ask for (at most four words, at most the schema's
  * length; the plan's label of up to eight words is left out).
  */
-import { DEFAULTS } from '../../index/defaults.ts';
-import { createRng, deriveSeed, shuffle } from '../../index/random.ts';
-import type { Query } from '../../index/types.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { createRng, deriveSeed, shuffle } from '../../index/core/random.ts';
+import type { Query } from '../../index/core/types.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 import type { PromptExample } from '../../generators/prompts.ts';
 import { queryInput } from '../../generators/sft.ts';

@@ -5,13 +5,13 @@
  * queries like any other step and recorded in the run store's `imports`.
  */
 import { z } from 'zod';
-import type { CogrDb } from '../../index/db.ts';
-import { cogrError } from '../../index/errors.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
-import { normalizeKeywordSet } from '../../index/normalize.ts';
-import { deriveSeed } from '../../index/random.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import type { Corpus, Side } from '../../index/types.ts';
+import type { CogrDb } from '../../index/store/db.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
+import { normalizeKeywordSet } from '../../index/text/normalize.ts';
+import { deriveSeed } from '../../index/core/random.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import type { Corpus, Side } from '../../index/core/types.ts';
 import { jsonlRecords } from '../datasets/common.ts';
 import { loadPlanner, policyStore } from '../run/policies.ts';
 import { checkStoredRunData, coreIds, readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';

@@ -15,9 +15,9 @@
  *   perfect order       nDCG@10 of cogr's served set (the run's final step) with its items
  *                       sorted by grade: the ranking ceiling of the matched set.
  */
-import { normalizeSelf } from '../../index/normalize.ts';
-import type { Corpus, Query } from '../../index/types.ts';
-import { KeywordView } from '../../index/view.ts';
+import { normalizeSelf } from '../../index/text/normalize.ts';
+import type { Corpus, Query } from '../../index/core/types.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, rankedMetrics, type RunEntry } from '../metrics.ts';

@@ -25,11 +25,11 @@
  */
 import { createWriteStream } from 'node:fs';
 import { finished } from 'node:stream/promises';
-import type { CogrDb } from '../../index/db.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
-import { deriveSeed } from '../../index/random.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import type { Corpus, Side } from '../../index/types.ts';
+import type { CogrDb } from '../../index/store/db.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
+import { deriveSeed } from '../../index/core/random.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import type { Corpus, Side } from '../../index/core/types.ts';
 import { OpenAIGenerator } from '../../generators/llm.ts';
 import { trainingQueryExamples } from './examples.ts';
 import { loadPromptTemplate, renderPrompt, type ChatMessage } from '../../generators/prompts.ts';

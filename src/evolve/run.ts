@@ -34,15 +34,15 @@
  * crash therefore reproduces exactly what it would have produced.
  */
 import { availableParallelism } from 'node:os';
-import type { CogrDb } from '../../index/db.ts';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
-import { createRng, deriveSeed, shuffle } from '../../index/random.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import { normalizeKeyword } from '../../index/normalize.ts';
-import type { Corpus, Item, Query, Side } from '../../index/types.ts';
-import type { KeywordView } from '../../index/view.ts';
+import type { CogrDb } from '../../index/store/db.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
+import { createRng, deriveSeed, shuffle } from '../../index/core/random.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import { normalizeKeyword } from '../../index/text/normalize.ts';
+import type { Corpus, Item, Query, Side } from '../../index/core/types.ts';
+import type { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
 import type { QueryOffer, QuerySide } from '../../generators/policy/candidates.ts';
 import { KeywordPlanner, topByP, type PlannerGrpoSample } from '../../generators/planner/planner.ts';

@@ -7,10 +7,10 @@
  * run's served ranker (ranking.ts rankMatched), each item with the ranker's score. A
  * query whose keywords match nothing (and gets no fallback) has no lines.
  */
-import type { CogrDb } from '../../index/db.ts';
-import { deriveSeed } from '../../index/random.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import type { Corpus, Query } from '../../index/types.ts';
+import type { CogrDb } from '../../index/store/db.ts';
+import { deriveSeed } from '../../index/core/random.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import type { Corpus, Query } from '../../index/core/types.ts';
 import { NO_FLOOR, rankMatched, servedSet, type Ranker } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import type { RunConfig } from '../run/config.ts';

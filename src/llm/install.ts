@@ -19,8 +19,8 @@ import { copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFil
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
-import { cogrError, schemaError } from '../../index/errors.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
 import { cogrHome } from '../home.ts';
 
 /** The pinned model: where it comes from and what it must be. */

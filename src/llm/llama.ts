@@ -7,8 +7,8 @@
  * tokens/s beside other load). Grammars from JSON schemas are compiled once per schema.
  */
 import type { ChatHistoryItem, Llama, LlamaChat, LlamaContext, LlamaGrammar, LlamaModel } from 'node-llama-cpp';
-import { cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
 import { InvalidFormat, type Completion, type CompletionParams, type Engine, type EngineMessage } from './engine.ts';
 
 export interface LlamaEngineOptions {

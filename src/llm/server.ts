@@ -18,9 +18,9 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { CogrError, cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { CogrError, cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
 import { createApp, parseOrThrow, type ConnectionLimits } from '../server/http.ts';
 import { createServerMetrics } from '../server/metrics.ts';
 import { InvalidFormat, type CompletionParams, type Engine, type EngineMessage } from './engine.ts';

@@ -1,15 +1,15 @@
 /**
  * Configuration of one co-evolution run, validated with zod at the boundary. Defaults
- * (index/defaults.ts) follow the paper where it gives one — R = 5 rounds, G = 8 samples
+ * (index/core/defaults.ts) follow the paper where it gives one — R = 5 rounds, G = 8 samples
  * per input, K_max = 30, rollouts at temperature 1.0, indexing and evaluation at 0.7,
  * top-p 0.8, GRPO clip ε = 0.2 — with 3 GRPO epochs per half-round (the paper's 10 / 5
  * trained LLMs; see DEFAULTS.run).
  */
 import { z } from 'zod';
-import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
-import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/analyzer.ts';
-import { TEXT_ANALYSES } from '../../index/english.ts';
-import { schemaError } from '../../index/errors.ts';
+import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
+import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/text/analyzer.ts';
+import { TEXT_ANALYSES } from '../../index/text/english.ts';
+import { schemaError } from '../../index/core/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
 import { RANKERS } from '../../generators/planner/ranking.ts';
 
@@ -79,7 +79,7 @@ export const RUN_OPTIONS = {
     help: `keywords per item from the base generator: a number, or auto (the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}; default)`,
     kind: 'intOrAuto',
   }),
-  /** How keywords are matched (index/analyzer.ts). */
+  /** How keywords are matched (index/text/analyzer.ts). */
   analyzer: opt(z.enum(ANALYZERS).default(DEFAULT_ANALYZER), true, { flag: '--analyzer <name>', help: `how keywords match: english (Porter2 stems) | none (surface forms) (default ${DEFAULT_ANALYZER})`, kind: 'string' }),
   /** Share of the training queries carved out (seeded) as the dev split that decides which half-rounds are adopted. */
   devFraction: opt(z.number().min(0).max(0.5).default(r.devFraction), true, {
@@ -129,7 +129,7 @@ export const RUN_OPTIONS = {
     help: `the relevance model's query-term-count BM25 features (default ${DEFAULTS.relevance.queryTf ? 'yes' : 'no'}; runs stored before them resume with no)`,
     kind: 'yesno',
   }),
-  /** The words of the relevance model's text BM25 features (index/english.ts): 'wink' (Porter2, wink's stop words) or 'lucene' (Lucene's EnglishAnalyzer chain); runs written before it had 'wink'. */
+  /** The words of the relevance model's text BM25 features (index/text/english.ts): 'wink' (Porter2, wink's stop words) or 'lucene' (Lucene's EnglishAnalyzer chain); runs written before it had 'wink'. */
   relevanceAnalysis: opt(z.enum(TEXT_ANALYSES).default(DEFAULTS.relevance.textAnalysis), true, {
     flag: '--relevance-analysis <name>',
     help: `the words of the relevance model's text BM25 features: wink (letter/digit runs, wink's stop words, Porter2) | lucene (Lucene's EnglishAnalyzer: UAX #29 words, 33 stop words, Porter v1) (default ${DEFAULTS.relevance.textAnalysis}; runs stored before it resume with wink)`,

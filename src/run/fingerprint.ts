@@ -9,8 +9,8 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { cogrError, schemaError } from '../../index/errors.ts';
-import type { Corpus } from '../../index/types.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
+import type { Corpus } from '../../index/core/types.ts';
 import type { RunSplit } from './records.ts';
 
 const Part = z.object({ count: z.number().int().nonnegative(), sha256: z.string().regex(/^[0-9a-f]{64}$/) });

@@ -10,9 +10,9 @@
  * publishes every value as a sealed file for readers (published.ts: `publishedPolicyStore`
  * reads them without the database).
  */
-import type { CogrDb } from '../../index/db.ts';
-import { cogrError } from '../../index/errors.ts';
-import type { Side } from '../../index/types.ts';
+import type { CogrDb } from '../../index/store/db.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Side } from '../../index/core/types.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import type { RelevanceItem, RelevanceModel } from '../../generators/planner/relevance.ts';

@@ -1,5 +1,5 @@
 /**
- * The run store's files for readers: beside the generation files (index/published.ts),
+ * The run store's files for readers: beside the generation files (index/store/published.ts),
  * the writer keeps in `<db>/published/`
  *
  *   run.json                 the run state (version, config, split, steps, imports, data), sealed,
@@ -12,10 +12,10 @@
  * DB_CORRUPT naming the file); a file of another format version is refused.
  */
 import { join } from 'node:path';
-import type { CogrDb } from '../../index/db.ts';
-import { cogrError } from '../../index/errors.ts';
-import { publishedDir, PUBLISHED_FORMAT_VERSION } from '../../index/published.ts';
-import { readSealedJson, writeSealedJson } from '../../index/sealed.ts';
+import type { CogrDb } from '../../index/store/db.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { publishedDir, PUBLISHED_FORMAT_VERSION } from '../../index/store/published.ts';
+import { readSealedJson, writeSealedJson } from '../../index/store/sealed.ts';
 import { mkdir } from 'node:fs/promises';
 import type { KeyValueStore } from '../../generators/types.ts';
 import type { RunConfig } from './config.ts';

@@ -3,7 +3,7 @@
  * the run state (state.ts) keeps in the database and its published copy (published.ts)
  * keeps in run.json. Both import these types from here, neither from the other's records.
  */
-import type { Side } from '../../index/types.ts';
+import type { Side } from '../../index/core/types.ts';
 import type { Ranker, RankingMetrics } from '../../generators/planner/ranking.ts';
 
 export interface HeldOutMetrics {

@@ -11,7 +11,7 @@
  *                     refused; a run written before it has none and gets it at its next
  *                     resume)
  * Policies live in the `policies` sublevel (policies.ts), generations in the keyword
- * index (index/store.ts). Every change also rewrites `published/run.json`, the copy
+ * index (index/store/store.ts). Every change also rewrites `published/run.json`, the copy
  * readers use without the database (published.ts). A step is committed when its record is written, which happens
  * last; on resume, anything a killed step left behind (generations newer than the last
  * record) is deleted and the step runs again from the saved policies, so a resumed run
@@ -20,9 +20,9 @@
  * This folder sits below both the loop (src/evolve/) and the servers (src/server/):
  * whatever reads a stored run goes through here.
  */
-import type { CogrDb, JsonSublevel } from '../../index/db.ts';
-import { cogrError, schemaError } from '../../index/errors.ts';
-import type { Corpus, Side } from '../../index/types.ts';
+import type { CogrDb, JsonSublevel } from '../../index/store/db.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
+import type { Corpus, Side } from '../../index/core/types.ts';
 import type { Ranker } from '../../generators/planner/ranking.ts';
 import { parseStoredConfig, type RunConfig } from './config.ts';
 import { checkRunData, dataFingerprint, parseFingerprint, type DataFingerprint } from './fingerprint.ts';

@@ -2,7 +2,7 @@
  * `cogr verify`: check every published file and the LevelDB against each other, and
  * say what is intact.
  *
- * The published files (index/published.ts, published.ts here) carry SHA-256 digests; the
+ * The published files (index/store/published.ts, published.ts here) carry SHA-256 digests; the
  * LevelDB has no checksums a reader can ask for, but it holds a second copy of the same
  * content, so each committed generation, the run state and every policy value are read
  * from both and compared:
@@ -20,7 +20,7 @@
  *
  * The database counts only when LevelDB can open it and every cell reads: a folder with
  * table or log files but no CURRENT (or without the MANIFEST it names), or a table that
- * cannot be read, is never intact (index/db.ts checkDbFiles; the files alone are then
+ * cannot be read, is never intact (index/store/db.ts checkDbFiles; the files alone are then
  * checked and reported).
  *
  * `--repair` (with the database lock, so never beside a writer) makes the files agree
@@ -31,12 +31,12 @@
  */
 import { readdir, rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { openDb, type CogrDb } from '../../index/db.ts';
-import { isCogrError, levelError } from '../../index/errors.ts';
-import { PublishedIndex, publicInfo, publishedDir, unpublishGeneration, type GenerationInfo } from '../../index/published.ts';
-import { isTemporaryName } from '../../index/sealed.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import { SIDES, type IndexEntry } from '../../index/types.ts';
+import { openDb, type CogrDb } from '../../index/store/db.ts';
+import { isCogrError, levelError } from '../../index/core/errors.ts';
+import { PublishedIndex, publicInfo, publishedDir, unpublishGeneration, type GenerationInfo } from '../../index/store/published.ts';
+import { isTemporaryName } from '../../index/store/sealed.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import { SIDES, type IndexEntry } from '../../index/core/types.ts';
 import { POLICY_SUBLEVEL } from './policies.ts';
 import { policyFile, publishPolicyValue, readPolicyFileAt, readPublishedRun } from './published.ts';
 import { RUN_SUBLEVEL, RunState, type StepRecord } from './state.ts';

@@ -16,13 +16,13 @@
 import type { DriftProvider } from './drift.ts';
 import { z } from 'zod';
 import type { FastifyInstance } from 'fastify';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
-import { silentLogger } from '../../index/log.ts';
-import { normalizeSelf } from '../../index/normalize.ts';
-import { topKIndex } from '../../index/topk.ts';
-import type { Explanation, KeywordView } from '../../index/view.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
+import { silentLogger } from '../../index/core/log.ts';
+import { normalizeSelf } from '../../index/text/normalize.ts';
+import { topKIndex } from '../../index/view/topk.ts';
+import type { Explanation, KeywordView } from '../../index/view/view.ts';
 import { RANKERS, type Ranker } from '../../generators/planner/ranking.ts';
 import { createApp, parseOrThrow, type ConnectionLimits } from './http.ts';
 import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
@@ -68,7 +68,7 @@ export interface SearchServerOptions {
   metrics?: ServerMetrics;
   /** Serves GET /v1/drift (vocabulary drift report); absent → 404. */
   drift?: DriftProvider;
-  /** Request and headers time-outs, keep-alive, the connection cap (index/defaults.ts `http`). */
+  /** Request and headers time-outs, keep-alive, the connection cap (index/core/defaults.ts `http`). */
   connections?: ConnectionLimits;
 }
 
@@ -246,7 +246,7 @@ class SnapshotCaches {
     // Decode the string tables once now (ids, keywords, words), not in a request.
     s.item.ids();
     s.item.vocabulary();
-    // The word postings and bounds of the pruned top k (index/topk.ts).
+    // The word postings and bounds of the pruned top k (index/view/topk.ts).
     topKIndex(s.item.data);
     await this.vocabulary(s.item);
   }

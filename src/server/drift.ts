@@ -1,11 +1,11 @@
 /**
  * `GET /v1/drift?from=&to=&limit=`: the same JSON report as `cogr drift --json -`, read
- * from the published generation files (index/published.ts) and the published run state
+ * from the published generation files (index/store/published.ts) and the published run state
  * (held-out F1 per round), never from the LevelDB: any number of requests run beside a
  * writer. Generations are immutable, so a report is kept per (options, published
  * generations, committed steps): repeated and concurrent requests share one computation.
  */
-import { PublishedIndex } from '../../index/published.ts';
+import { PublishedIndex } from '../../index/store/published.ts';
 import type { DriftReport } from '../drift/analyze.ts';
 import { driftReportFromStore, parseDriftQuery } from '../drift/fromStore.ts';
 import { f1Points, readRunAt } from '../run/state.ts';

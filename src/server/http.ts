@@ -19,9 +19,9 @@ import type { Duplex } from 'node:stream';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { DEFAULTS } from '../../index/defaults.ts';
-import { CogrError, cogrError, formatPath, schemaError, type ErrorCode } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { CogrError, cogrError, formatPath, schemaError, type ErrorCode } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
 import { firstInvalidUtf8 } from '../datasets/common.ts';
 import type { ServerMetrics } from './metrics.ts';
 
@@ -75,7 +75,7 @@ export function parseOrThrow<T extends z.ZodType>(
   throw schemaError(code, r.error, { prefix });
 }
 
-/** How long a connection may take and how many may be open (index/defaults.ts `http`). */
+/** How long a connection may take and how many may be open (index/core/defaults.ts `http`). */
 export const ConnectionLimitsSchema = z.strictObject({
   /** The whole request (line, headers, body) must arrive within this. */
   requestTimeoutMs: z.number().int().min(1).max(3_600_000).default(DEFAULTS.http.requestTimeoutMs),
@@ -85,7 +85,7 @@ export const ConnectionLimitsSchema = z.strictObject({
   keepAliveTimeoutMs: z.number().int().min(1).max(3_600_000).default(DEFAULTS.http.keepAliveTimeoutMs),
   /** How often the request and headers deadlines are checked. */
   timeoutCheckMs: z.number().int().min(1).max(60_000).default(DEFAULTS.http.timeoutCheckMs),
-  /** Open connections at most (default: index/defaults.ts `http.maxConnections`, or the open-file limit less a reserve when that is lower). */
+  /** Open connections at most (default: index/core/defaults.ts `http.maxConnections`, or the open-file limit less a reserve when that is lower). */
   maxConnections: z.number().int().min(1).max(1_000_000).optional(),
 });
 

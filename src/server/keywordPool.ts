@@ -19,10 +19,10 @@ import { availableParallelism } from 'node:os';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { cogrError } from '../../index/errors.ts';
-import { silentLogger, type Logger } from '../../index/log.ts';
-import type { Item } from '../../index/types.ts';
-import type { ViewData } from '../../index/view.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { silentLogger, type Logger } from '../../index/core/log.ts';
+import type { Item } from '../../index/core/types.ts';
+import type { ViewData } from '../../index/view/view.ts';
 import { NoSearchableTerms, type QueryGeneratorDocument, type RankedSet, type RankRequest } from './queryTypes.ts';
 export type { RankedSet, RankRequest } from './queryTypes.ts';
 

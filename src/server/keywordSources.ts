@@ -4,8 +4,8 @@
  * The command parses the flags; this module builds the source (the serve benchmark uses
  * it as the command does).
  */
-import { DEFAULTS } from '../../index/defaults.ts';
-import type { Logger } from '../../index/log.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import type { Logger } from '../../index/core/log.ts';
 import { OpenAIGenerator, type LlmOptions } from '../../generators/llm.ts';
 import type { KeywordWorkerPool } from './keywordPool.ts';
 import { loadQueryGenerator } from './queryGenerator.ts';

@@ -3,7 +3,7 @@
  * per generation (queryGenerator.ts), and answers one query text at a time.
  */
 import { parentPort } from 'node:worker_threads';
-import { KeywordView } from '../../index/view.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import type { FromWorker, ToWorker } from './keywordPool.ts';
 import { rebuildQueryGenerator, type QueryPlanner } from './queryGenerator.ts';
 import { NoSearchableTerms } from './state.ts';

@@ -1,7 +1,7 @@
 /** Running a server from the command line: listen, log the address, close cleanly on SIGINT/SIGTERM. */
 import type { FastifyInstance } from 'fastify';
-import { cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
 
 function isLoopback(host: string): boolean {
   return host === '127.0.0.1' || host === '::1' || host === 'localhost' || host.startsWith('127.');

@@ -36,7 +36,7 @@ const ERROR_SCHEMA: Json = {
       type: 'object',
       required: ['code', 'message'],
       properties: {
-        code: { type: 'string', description: 'a code of the error catalogue (index/errors.ts)' },
+        code: { type: 'string', description: 'a code of the error catalogue (index/core/errors.ts)' },
         message: { type: 'string', description: 'names the offending field or JSON path' },
         details: { type: 'object' },
       },

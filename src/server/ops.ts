@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { FastifyInstance } from 'fastify';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError } from '../../index/core/errors.ts';
 import { bearerGuard, sendError } from './http.ts';
 import { PROMETHEUS_CONTENT_TYPE, type ServerMetrics } from './metrics.ts';
 import type { RouteDoc } from './openapi.ts';

@@ -21,9 +21,9 @@
  * same grammar in zod, used for the OpenAPI document.
  */
 import { z } from 'zod';
-import { cogrError } from '../../index/errors.ts';
-import { normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
-import type { Explanation, KeywordView } from '../../index/view.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { normalizeKeyword, normalizeSelf } from '../../index/text/normalize.ts';
+import type { Explanation, KeywordView } from '../../index/view/view.ts';
 
 export type FieldPredicate =
   | { name: string; equals: string }

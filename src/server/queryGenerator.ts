@@ -7,16 +7,16 @@
  * item view; its relevance model is rebuilt over the dataset's items, so serving it needs
  * them (the stored run's dataset or --dataset).
  */
-import type { Item } from '../../index/types.ts';
-import type { KeywordView } from '../../index/view.ts';
+import type { Item } from '../../index/core/types.ts';
+import type { KeywordView } from '../../index/view/view.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { rankMatched, servedSet } from '../../generators/planner/ranking.ts';
 import { RelevanceModel, denseVectorsOf } from '../../generators/planner/relevance.ts';
-import { textTokens } from '../../index/analyzer.ts';
+import { textTokens } from '../../index/text/analyzer.ts';
 import { NoSearchableTerms, type QueryGeneratorDocument, type RankedSet, type RankRequest } from './queryTypes.ts';
 export type { QueryGeneratorDocument } from './queryTypes.ts';
-import { cogrError } from '../../index/errors.ts';
+import { cogrError } from '../../index/core/errors.ts';
 import { listPolicyRounds, readPlannerDocument } from '../run/policies.ts';
 
 

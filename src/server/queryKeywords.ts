@@ -11,10 +11,10 @@
  * arrives after its budget still fills the cache; when every request waiting for it has
  * run out of time, the generation is cancelled (a queued one never reaches a worker).
  */
-import { normalizeKeywordSet, normalizeSelf } from '../../index/normalize.ts';
-import { isCogrError } from '../../index/errors.ts';
+import { normalizeKeywordSet, normalizeSelf } from '../../index/text/normalize.ts';
+import { isCogrError } from '../../index/core/errors.ts';
 import { KeywordPoolBusy } from './keywordPool.ts';
-import { textTokens } from '../../index/analyzer.ts';
+import { textTokens } from '../../index/text/analyzer.ts';
 import { NoSearchableTerms, type QueryKeywordSource } from './state.ts';
 
 export type FallbackReason = 'timeout' | 'busy' | 'error' | 'no_generator' | 'empty' | 'no_terms';

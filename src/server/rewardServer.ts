@@ -23,12 +23,12 @@
  */
 import { z } from 'zod';
 import type { FastifyInstance } from 'fastify';
-import { DEFAULTS, K_MAX } from '../../index/defaults.ts';
-import { cogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
-import { silentLogger } from '../../index/log.ts';
-import { normalizeKeywordSet } from '../../index/normalize.ts';
-import type { Corpus, Side } from '../../index/types.ts';
+import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
+import { silentLogger } from '../../index/core/log.ts';
+import { normalizeKeywordSet } from '../../index/text/normalize.ts';
+import type { Corpus, Side } from '../../index/core/types.ts';
 import { parseKeywordOutput } from '../../generators/parse.ts';
 import type { RewardReason } from '../../rewards/layered.ts';
 import {
@@ -63,7 +63,7 @@ export interface RewardServerOptions {
   limits?: z.input<typeof RewardLimitsSchema>;
   log?: Logger;
   metrics?: ServerMetrics;
-  /** Request and headers time-outs, keep-alive, the connection cap (index/defaults.ts `http`). */
+  /** Request and headers time-outs, keep-alive, the connection cap (index/core/defaults.ts `http`). */
   connections?: ConnectionLimits;
 }
 

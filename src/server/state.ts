@@ -14,11 +14,11 @@
  * `status()` and retried by the watch timer.
  */
 import { watch, type FSWatcher } from 'node:fs';
-import type { Side } from '../../index/types.ts';
-import type { KeywordView } from '../../index/view.ts';
-import type { Logger } from '../../index/log.ts';
-import { silentLogger } from '../../index/log.ts';
-import { isCogrError } from '../../index/errors.ts';
+import type { Side } from '../../index/core/types.ts';
+import type { KeywordView } from '../../index/view/view.ts';
+import type { Logger } from '../../index/core/log.ts';
+import { silentLogger } from '../../index/core/log.ts';
+import { isCogrError } from '../../index/core/errors.ts';
 import type { Floor, Ranker } from '../../generators/planner/ranking.ts';
 import type { RankedSet, RankRequest } from './queryTypes.ts';
 

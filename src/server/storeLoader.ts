@@ -1,6 +1,6 @@
 /**
  * The real `SnapshotLoader`: reads the generations to serve from the published
- * generation files (index/published.ts) into memory, never opening the LevelDB, so that
+ * generation files (index/store/published.ts) into memory, never opening the LevelDB, so that
  * any number of servers run beside the one writer (the co-evolution loop, `cogr
  * import-generation`, `cogr index import`) and see each generation it commits. Every file
  * is checked on open; generations are immutable, so a view read once is reused across
@@ -21,12 +21,12 @@
  * `/v1/generations`); with a pinned round whose generation fails, the load fails.
  */
 import { readdir } from 'node:fs/promises';
-import { cogrError, isCogrError } from '../../index/errors.ts';
-import type { Logger } from '../../index/log.ts';
-import { silentLogger } from '../../index/log.ts';
-import { PublishedIndex, publishedDir, type GenerationManifest, type GenerationInfo as StoreGenerationInfo } from '../../index/published.ts';
-import type { Corpus, Item, Side } from '../../index/types.ts';
-import { KeywordView } from '../../index/view.ts';
+import { cogrError, isCogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
+import { silentLogger } from '../../index/core/log.ts';
+import { PublishedIndex, publishedDir, type GenerationManifest, type GenerationInfo as StoreGenerationInfo } from '../../index/store/published.ts';
+import type { Corpus, Item, Side } from '../../index/core/types.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import type { KeywordGenerator, KeyValueStore } from '../../generators/types.ts';
 import { publishedPolicyStore } from '../run/published.ts';
 import { bestServing, readRunAt } from '../run/state.ts';

@@ -7,8 +7,8 @@
  * the entity count is that of the keyword's match key.
  */
 import { Index } from 'flexsearch';
-import { normalizeSelf } from '../../index/normalize.ts';
-import type { KeywordView } from '../../index/view.ts';
+import { normalizeSelf } from '../../index/text/normalize.ts';
+import type { KeywordView } from '../../index/view/view.ts';
 
 export interface VocabHit {
   keyword: string;

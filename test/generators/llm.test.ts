@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Level } from 'level';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isCogrError } from '../../index/errors.ts';
+import { isCogrError } from '../../index/core/errors.ts';
 import { llmOptionsFromEnv, OpenAIGenerator, type LlmOptions } from '../../generators/llm.ts';
 import { boundedKeywordListSchema, parseKeywordOutput } from '../../generators/parse.ts';
 import { memoryStore, type KeyValueStore } from '../../generators/types.ts';

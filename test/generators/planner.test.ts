@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { getAnalyzer } from '../../index/analyzer.ts';
-import { createRng } from '../../index/random.ts';
-import { KeywordView } from '../../index/view.ts';
+import { getAnalyzer } from '../../index/text/analyzer.ts';
+import { createRng } from '../../index/core/random.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import { KeywordPlanner, setF1, topByP, type RelevanceSource } from '../../generators/planner/planner.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isCogrError } from '../../index/errors.ts';
-import { createRng } from '../../index/random.ts';
+import { isCogrError } from '../../index/core/errors.ts';
+import { createRng } from '../../index/core/random.ts';
 import { EmbeddedPolicy, POLICY_VERSION } from '../../generators/policy/model.ts';
 import type { GenerateInput } from '../../generators/types.ts';
 

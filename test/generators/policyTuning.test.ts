@@ -4,9 +4,9 @@
  * keywords offered by the query side.
  */
 import { describe, expect, it } from 'vitest';
-import { normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
-import { createRng } from '../../index/random.ts';
-import { KeywordView } from '../../index/view.ts';
+import { normalizeKeyword, normalizeSelf } from '../../index/text/normalize.ts';
+import { createRng } from '../../index/core/random.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import { DI, DEFAULT_CANDIDATES, extractCandidates } from '../../generators/policy/candidates.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { getAnalyzer } from '../../index/analyzer.ts';
-import { KeywordView } from '../../index/view.ts';
+import { getAnalyzer } from '../../index/text/analyzer.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import { KeywordPlanner, type RelevanceSource } from '../../generators/planner/planner.ts';
 import { TEXT_SCORE_COLUMN } from '../../generators/planner/relevance.ts';
 import { NO_FLOOR, rankMatched, servedSet } from '../../generators/planner/ranking.ts';

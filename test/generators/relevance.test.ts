@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { createRng } from '../../index/random.ts';
+import { createRng } from '../../index/core/random.ts';
 import { fitLogistic, RowBuilder, sigmoid } from '../../generators/planner/logistic.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { TextIndex } from '../../generators/planner/textIndex.ts';
-import { getAnalyzer } from '../../index/analyzer.ts';
+import { getAnalyzer } from '../../index/text/analyzer.ts';
 
 describe('logistic regression', () => {
   it('merged rows fit exactly like the same pairs one by one', () => {

@@ -7,8 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DENSE_FEATURES, DenseVectors, RelevanceModel, registerDenseVectors } from '../../generators/planner/relevance.ts';
-import { isCogrError } from '../../index/errors.ts';
-import { createRng } from '../../index/random.ts';
+import { isCogrError } from '../../index/core/errors.ts';
+import { createRng } from '../../index/core/random.ts';
 
 // 40 items in 4 groups; the text is random filler shared by all groups; the vector says the group.
 const rng = createRng(3);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { getAnalyzer, textTokens } from '../../index/analyzer.ts';
-import { KeywordView } from '../../index/view.ts';
+import { getAnalyzer, textTokens } from '../../index/text/analyzer.ts';
+import { KeywordView } from '../../index/view/view.ts';
 
 describe('analyzers', () => {
   it('english stems word by word and keeps stop words inside keywords', () => {

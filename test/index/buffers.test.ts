@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeStrings, StringTable } from '../../index/buffers.ts';
+import { encodeStrings, StringTable } from '../../index/view/buffers.ts';
 
 /** What a string reads back as: lone surrogates become U+FFFD, as UTF-8 has no other way. */
 const wellFormed = (s: string) => Buffer.from(s, 'utf8').toString('utf8');

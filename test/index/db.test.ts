@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Level } from 'level';
-import { DB_FORMAT_VERSION, DB_META_KEY, openDb } from '../../index/db.ts';
-import { isCogrError } from '../../index/errors.ts';
+import { DB_FORMAT_VERSION, DB_META_KEY, openDb } from '../../index/store/db.ts';
+import { isCogrError } from '../../index/core/errors.ts';
 
 let dir: string;
 beforeEach(() => {

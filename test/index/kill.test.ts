@@ -10,11 +10,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../index/db.ts';
-import { createRng } from '../../index/random.ts';
-import { KeywordIndexStore, KWI_SUBLEVEL } from '../../index/store.ts';
-import { PublishedIndex } from '../../index/published.ts';
-import { buildViewData } from '../../index/viewBuild.ts';
+import { openDb } from '../../index/store/db.ts';
+import { createRng } from '../../index/core/random.ts';
+import { KeywordIndexStore, KWI_SUBLEVEL } from '../../index/store/store.ts';
+import { PublishedIndex } from '../../index/store/published.ts';
+import { buildViewData } from '../../index/view/viewBuild.ts';
 import { bigEntries } from '../fixtures/bigEntries.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'cogr-kill-'));

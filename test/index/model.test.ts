@@ -1,22 +1,22 @@
 /**
  * Model-based property tests: random set / replace / remove / commit / delete sequences
  * against a naive in-memory model that recomputes the matched sets and BM25 from scratch
- * (its own implementation of the formula documented in index/view.ts), both for views
+ * (its own implementation of the formula documented in index/view/view.ts), both for views
  * built in memory and for views opened from LevelDB across several generations, and for
- * the published generation files (index/published.ts), which must read back the same.
+ * the published generation files (index/store/published.ts), which must read back the same.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../index/db.ts';
-import { normalizeKeyword, normalizeSelf } from '../../index/normalize.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import { PublishedIndex } from '../../index/published.ts';
-import type { IndexEntry } from '../../index/types.ts';
-import { KeywordView, type Bm25Params, type Probe } from '../../index/view.ts';
-import { buildViewData } from '../../index/viewBuild.ts';
+import { openDb } from '../../index/store/db.ts';
+import { normalizeKeyword, normalizeSelf } from '../../index/text/normalize.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import { PublishedIndex } from '../../index/store/published.ts';
+import type { IndexEntry } from '../../index/core/types.ts';
+import { KeywordView, type Bm25Params, type Probe } from '../../index/view/view.ts';
+import { buildViewData } from '../../index/view/viewBuild.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'cogr-model-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

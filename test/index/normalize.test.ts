@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, normalizeKeyword, normalizeKeywordSet, normalizeSelf } from '../../index/normalize.ts';
+import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, normalizeKeyword, normalizeKeywordSet, normalizeSelf } from '../../index/text/normalize.ts';
 
 describe('keyword normalisation', () => {
   it('applies NFKC, lower case, collapsed white space and edge punctuation trimming', () => {

@@ -5,8 +5,8 @@
  * are written or read here; the bench's 10M run writes and reads such a file for real.
  */
 import { describe, expect, it } from 'vitest';
-import { encodeViewFile, pad8 } from '../../index/published.ts';
-import { buildViewData } from '../../index/viewBuild.ts';
+import { encodeViewFile, pad8 } from '../../index/store/published.ts';
+import { buildViewData } from '../../index/view/viewBuild.ts';
 
 describe('view file layout', () => {
   it('pads exactly past 2^31 and 2^32 bytes', () => {

@@ -2,12 +2,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openDb, type CogrDb } from '../../index/db.ts';
-import { KeywordIndexStore, KWI_SUBLEVEL } from '../../index/store.ts';
-import { memoryLogger, silentLogger } from '../../index/log.ts';
-import { PublishedIndex } from '../../index/published.ts';
+import { openDb, type CogrDb } from '../../index/store/db.ts';
+import { KeywordIndexStore, KWI_SUBLEVEL } from '../../index/store/store.ts';
+import { memoryLogger, silentLogger } from '../../index/core/log.ts';
+import { PublishedIndex } from '../../index/store/published.ts';
 import { bigEntries } from '../fixtures/bigEntries.ts';
-import { buildViewData } from '../../index/viewBuild.ts';
+import { buildViewData } from '../../index/view/viewBuild.ts';
 
 let dir: string;
 let db: CogrDb;

@@ -1,5 +1,5 @@
 /**
- * The pruned top k (index/topk.ts, behind KeywordView.search) equals the exhaustive
+ * The pruned top k (index/view/topk.ts, behind KeywordView.search) equals the exhaustive
  * ranking: same entities, same order, bit-identical scores, ties broken by ordinal, under
  * both analyzers (keys, not surfaces, are matched; analysed words are scored). Corpora
  * are drawn from a tiny vocabulary so that scores tie often and word lists are long
@@ -7,10 +7,10 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { IndexEntry } from '../../index/types.ts';
-import { BLOCK, MIN_POSTINGS, buildTopKIndex, rankTopK, topKIndex } from '../../index/topk.ts';
-import { DEFAULT_BM25, KeywordView, type Bm25Params, type Probe } from '../../index/view.ts';
-import type { ViewData } from '../../index/viewBuild.ts';
+import type { IndexEntry } from '../../index/core/types.ts';
+import { BLOCK, MIN_POSTINGS, buildTopKIndex, rankTopK, topKIndex } from '../../index/view/topk.ts';
+import { DEFAULT_BM25, KeywordView, type Bm25Params, type Probe } from '../../index/view/view.ts';
+import type { ViewData } from '../../index/view/viewBuild.ts';
 
 // Inflected forms ('shoes', 'running', 'runs') share a key with 'shoe' and 'run' under the
 // english analyzer, so keys and surfaces differ there.

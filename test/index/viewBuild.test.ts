@@ -1,5 +1,5 @@
 /**
- * The view builder (index/viewBuild.ts: flat typed arrays, interned keys and surfaces,
+ * The view builder (index/view/viewBuild.ts: flat typed arrays, interned keys and surfaces,
  * counting passes) equals the previous builder (viewBuildReference.ts) field for field:
  * random corpora under both analyzers with Unicode keywords (NFKC forms, format
  * characters, lone surrogates, case, edge punctuation, over-limit keywords, duplicates
@@ -8,10 +8,10 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { IndexEntry } from '../../index/types.ts';
-import { buildViewData, type ViewData } from '../../index/viewBuild.ts';
-import { StringTable, encodeStrings } from '../../index/buffers.ts';
-import { createRng, randInt } from '../../index/random.ts';
+import type { IndexEntry } from '../../index/core/types.ts';
+import { buildViewData, type ViewData } from '../../index/view/viewBuild.ts';
+import { StringTable, encodeStrings } from '../../index/view/buffers.ts';
+import { createRng, randInt } from '../../index/core/random.ts';
 import { buildViewDataReference } from './viewBuildReference.ts';
 
 /** Every field of a ViewData as plain values (typed arrays by type, sharedness and contents). */

@@ -1,14 +1,14 @@
 /**
- * The view builder as it was before the flat typed-array rewrite of index/viewBuild.ts
+ * The view builder as it was before the flat typed-array rewrite of index/view/viewBuild.ts
  * (normalised keyword strings per entity, a Set per entity, vocabularies as Sets of
  * strings, a Map of surface counts per key), unchanged: kept only as the reference the
  * current builder must equal (test/index/viewBuild.test.ts).
  */
-import type { IndexEntry, Side } from '../../index/types.ts';
-import { keywordWords, makeKeywordNormalizer } from '../../index/normalize.ts';
-import { DEFAULT_ANALYZER, type AnalyzerName } from '../../index/analyzer.ts';
-import { encodeStrings, i32 } from '../../index/buffers.ts';
-import type { ViewData } from '../../index/viewBuild.ts';
+import type { IndexEntry, Side } from '../../index/core/types.ts';
+import { keywordWords, makeKeywordNormalizer } from '../../index/text/normalize.ts';
+import { DEFAULT_ANALYZER, type AnalyzerName } from '../../index/text/analyzer.ts';
+import { encodeStrings, i32 } from '../../index/view/buffers.ts';
+import type { ViewData } from '../../index/view/viewBuild.ts';
 
 function compareStrings(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;

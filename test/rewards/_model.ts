@@ -4,8 +4,8 @@
  * and worker tests.
  */
 import fc from 'fast-check';
-import { normalizeKeyword, normalizeKeywordSet, normalizeSelf } from '../../index/normalize.ts';
-import type { IndexEntry } from '../../index/types.ts';
+import { normalizeKeyword, normalizeKeywordSet, normalizeSelf } from '../../index/text/normalize.ts';
+import type { IndexEntry } from '../../index/core/types.ts';
 import { fBetaFromCounts } from '../../rewards/setMetrics.ts';
 
 export interface SmallCorpus {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isCogrError } from '../../index/errors.ts';
+import { isCogrError } from '../../index/core/errors.ts';
 import { batchGroups, groupInputs, grpoGroups, tokenF1 } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 

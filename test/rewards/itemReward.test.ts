@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isCogrError } from '../../index/errors.ts';
-import { normalizeKeywordSet } from '../../index/normalize.ts';
-import { KeywordView } from '../../index/view.ts';
+import { isCogrError } from '../../index/core/errors.ts';
+import { normalizeKeywordSet } from '../../index/text/normalize.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import {
   buildItemRewardCache,
   cachedReferenceQueries,

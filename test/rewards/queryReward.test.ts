@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KeywordView } from '../../index/view.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import { queryReward } from '../../rewards/queryReward.ts';
 import { buildRelevance, relevantItems, relevantQueries } from '../../rewards/relevance.ts';
 

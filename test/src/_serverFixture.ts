@@ -7,10 +7,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { withDb } from '../../index/db.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import type { IndexEntry, Item } from '../../index/types.ts';
-import { createRng } from '../../index/random.ts';
+import { withDb } from '../../index/store/db.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import type { IndexEntry, Item } from '../../index/core/types.ts';
+import { createRng } from '../../index/core/random.ts';
 import type { QueryKeywordSource } from '../../src/server/state.ts';
 
 const COLOURS = ['red', 'blue', 'green', 'black', 'white'];

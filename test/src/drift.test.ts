@@ -9,7 +9,7 @@ import {
   type DriftInput,
   type GenerationSnapshot,
 } from '../../src/drift/analyze.ts';
-import { isCogrError } from '../../index/errors.ts';
+import { isCogrError } from '../../index/core/errors.ts';
 
 const e = (id: string, keywords: string[], self = id) => ({ id, self, keywords });
 

@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../index/db.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import { PublishedIndex } from '../../index/published.ts';
+import { openDb } from '../../index/store/db.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import { PublishedIndex } from '../../index/store/published.ts';
 import { analyzeDrift, type DriftInput } from '../../src/drift/analyze.ts';
 import { driftReportFromStore, parseDriftQuery, writeDriftReport } from '../../src/drift/fromStore.ts';
 import { syntheticDriftInput } from '../../src/drift/synthetic.ts';
@@ -130,7 +130,7 @@ describe('cogr drift', () => {
     writeFileSync(join(dir, 'bad.json'), JSON.stringify([{ round: 1, side: 'both', f1: 0.3 }]));
     await expect(run({ metrics: join(dir, 'bad.json') })).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
-      message: expect.stringMatching(/bad\.json\.0\.side: side must be 'item' or 'query'/),
+      message: expect.stringMatching(/bad\.json: \[0\]\.side: side must be 'item' or 'query'/),
     });
     await expect(run({ metrics: join(dir, 'missing.json') })).rejects.toMatchObject({ code: 'DATA_MISSING' });
     await expect(run({ from: '9' })).rejects.toMatchObject({ code: 'NOT_FOUND', message: expect.stringMatching(/no generation in the range from 9 to latest/) });

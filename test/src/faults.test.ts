@@ -19,7 +19,7 @@ import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, sta
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRng } from '../../index/random.ts';
+import { createRng } from '../../index/core/random.ts';
 import { cogr } from './_cli.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
 

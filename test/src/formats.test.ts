@@ -9,10 +9,10 @@ import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DB_FORMAT_VERSION, DB_META_KEY, DB_UPGRADE_HINT, openDb } from '../../index/db.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import { PUBLISHED_FORMAT_VERSION, PublishedIndex } from '../../index/published.ts';
-import { openSealedJson, sealJson } from '../../index/sealed.ts';
+import { DB_FORMAT_VERSION, DB_META_KEY, DB_UPGRADE_HINT, openDb } from '../../index/store/db.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import { PUBLISHED_FORMAT_VERSION, PublishedIndex } from '../../index/store/published.ts';
+import { openSealedJson, sealJson } from '../../index/store/sealed.ts';
 import { EmbeddedPolicy, POLICY_VERSION } from '../../generators/policy/model.ts';
 import { policyStore } from '../../src/run/policies.ts';
 import { publishedPolicyStore } from '../../src/run/published.ts';

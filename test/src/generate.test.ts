@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
-import { isCogrError } from '../../index/errors.ts';
+import { isCogrError } from '../../index/core/errors.ts';
 import { runGenerate } from '../../src/commands/generate.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');

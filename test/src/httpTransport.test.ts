@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../index/log.ts';
+import { silentLogger } from '../../index/core/log.ts';
 import { createApp, defaultMaxConnections, duplicateKeyPath, type ConnectionLimits } from '../../src/server/http.ts';
 import { createServerMetrics } from '../../src/server/metrics.ts';
 

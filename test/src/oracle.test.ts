@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KeywordView } from '../../index/view.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import { oracleQuery } from '../../src/evolve/oracle.ts';
 
 // a: red shoe, red · b: shoe · c: red · d: red shoe, shoe laces · e: blue

@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isCogrError } from '../../index/errors.ts';
-import { normalizeSelf } from '../../index/normalize.ts';
-import { KeywordView } from '../../index/view.ts';
+import { isCogrError } from '../../index/core/errors.ts';
+import { normalizeSelf } from '../../index/text/normalize.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import { buildSearchServer } from '../../src/server/app.ts';
 import {
   buildFieldIndex,

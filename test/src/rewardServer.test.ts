@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Query } from '../../index/types.ts';
-import { KeywordView } from '../../index/view.ts';
+import type { Query } from '../../index/core/types.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import { itemRewardFull } from '../../rewards/itemReward.ts';
 import { queryReward } from '../../rewards/queryReward.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../index/db.ts';
+import { openDb } from '../../index/store/db.ts';
 import { loadDataset } from '../../src/datasets/index.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
 import { coreIds } from '../../src/run/state.ts';

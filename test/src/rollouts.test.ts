@@ -3,10 +3,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb, type CogrDb } from '../../index/db.ts';
-import { isCogrError } from '../../index/errors.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import { getAnalyzer } from '../../index/analyzer.ts';
+import { openDb, type CogrDb } from '../../index/store/db.ts';
+import { isCogrError } from '../../index/core/errors.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import { getAnalyzer } from '../../index/text/analyzer.ts';
 import { OpenAIGenerator } from '../../generators/llm.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
 import { itemRewardFull } from '../../rewards/itemReward.ts';

@@ -9,7 +9,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../index/db.ts';
+import { openDb } from '../../index/store/db.ts';
 import { readPublishedRun } from '../../src/run/published.ts';
 import { RUN_SUBLEVEL, RunState } from '../../src/run/state.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';

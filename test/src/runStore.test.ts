@@ -2,7 +2,7 @@ import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../index/db.ts';
+import { openDb } from '../../index/store/db.ts';
 import { detectFormat } from '../../src/datasets/index.ts';
 import { parseRunConfig } from '../../src/run/config.ts';
 import { loadRunCorpus } from '../../src/run/corpus.ts';

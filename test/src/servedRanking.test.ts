@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { openDb } from '../../index/db.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
+import { openDb } from '../../index/store/db.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
 import { loadPlanner, policyStore } from '../../src/run/policies.ts';
 import { readStoredRun } from '../../src/run/state.ts';
@@ -17,7 +17,7 @@ import { keywordSourceFactory } from '../../src/server/keywordSources.ts';
 import { LiveSnapshot } from '../../src/server/state.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
 import { rankMatched, servedSet, type Ranker } from '../../generators/planner/ranking.ts';
-import { silentLogger } from '../../index/log.ts';
+import { silentLogger } from '../../index/core/log.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 import { tempDir } from './_serverFixture.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../index/types.ts';
+import type { Item } from '../../index/core/types.ts';
 import { Rm3Index } from '../../src/baseline/rm3.ts';
 import { expectedF1Cut, sortByP } from '../../src/baseline/model.ts';
 

@@ -6,8 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { evaluateRun, type Judgements } from '../../src/metrics.ts';
 import { formatQrels, formatRun, parseRun, readRunFile, trecOrder, writeRunFile } from '../../src/trec.ts';
 import { parseStoredConfig, parseRunConfig } from '../../src/run/config.ts';
-import { dropPossessive, luceneEnglishTokens, porterStem, standardTokens } from '../../index/english.ts';
-import { getAnalyzer, textTokens } from '../../index/analyzer.ts';
+import { dropPossessive, luceneEnglishTokens, porterStem, standardTokens } from '../../index/text/english.ts';
+import { getAnalyzer, textTokens } from '../../index/text/analyzer.ts';
 import { Bm25Index } from '../../src/baseline/bm25.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
 
@@ -96,7 +96,7 @@ describe('metric ties (src/metrics.ts with scores)', () => {
   });
 });
 
-describe("Lucene's EnglishAnalyzer chain (index/english.ts)", () => {
+describe("Lucene's EnglishAnalyzer chain (index/text/english.ts)", () => {
   it('tokenizes by UAX #29: apostrophes and decimals inside tokens, one token per ideograph', () => {
     expect(standardTokens("The patient's 3.5 mg/kg dose, don't U.S.A. 漢字")).toEqual(['The', "patient's", '3.5', 'mg', 'kg', 'dose', "don't", 'U.S.A', '漢', '字']);
   });

@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cogr } from './_cli.ts';
-import { DB_FORMAT_VERSION, openDb } from '../../index/db.ts';
-import { KeywordIndexStore } from '../../index/store.ts';
-import { PUBLISHED_FORMAT_VERSION } from '../../index/published.ts';
+import { DB_FORMAT_VERSION, openDb } from '../../index/store/db.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import { PUBLISHED_FORMAT_VERSION } from '../../index/store/published.ts';
 import { RUN_STATE_VERSION } from '../../src/run/state.ts';
 
 const FIXTURE = join(__dirname, '../fixtures/formats', `db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}-files-v${PUBLISHED_FORMAT_VERSION}`);

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isCogrError } from '../../index/errors.ts';
-import { KeywordView } from '../../index/view.ts';
+import { isCogrError } from '../../index/core/errors.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import { buildItemRewardCache, itemRewardIncremental, type ItemRewardCache, type ItemRewardContext } from '../../rewards/itemReward.ts';
 import { queryReward } from '../../rewards/queryReward.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cogr } from '../_cli.ts';
 import { Level } from 'level';
-import { DB_META_KEY } from '../../../index/db.ts';
+import { DB_META_KEY } from '../../../index/store/db.ts';
 
 let dir: string;
 beforeAll(() => {

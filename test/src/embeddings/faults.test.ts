@@ -11,8 +11,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openDb, type CogrDb } from '../../../index/db.ts';
-import { isCogrError } from '../../../index/errors.ts';
+import { openDb, type CogrDb } from '../../../index/store/db.ts';
+import { isCogrError } from '../../../index/core/errors.ts';
 import { EMBEDDINGS_SUBLEVEL, EmbeddingsClient, cosine, embedTexts } from '../../../src/embeddings/client.ts';
 
 type Handler = (input: string[], n: number) => { status?: number; body?: string; stall?: boolean };

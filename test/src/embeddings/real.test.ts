@@ -16,8 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../../index/db.ts';
-import { isCogrError } from '../../../index/errors.ts';
+import { openDb } from '../../../index/store/db.ts';
+import { isCogrError } from '../../../index/core/errors.ts';
 import { EmbeddingsClient, cosine, embedTexts } from '../../../src/embeddings/client.ts';
 
 const BIN = fileURLToPath(new URL('../../../bin/cogr.mjs', import.meta.url));

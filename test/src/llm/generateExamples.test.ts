@@ -10,11 +10,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDb } from '../../../index/db.ts';
+import { openDb } from '../../../index/store/db.ts';
 import { loadDataset } from '../../../src/datasets/index.ts';
 import { runGenerate } from '../../../src/commands/generate.ts';
 import { runCoevolution } from '../../../src/evolve/run.ts';
-import type { Corpus } from '../../../index/types.ts';
+import type { Corpus } from '../../../index/core/types.ts';
 import { LOOP_TEST_CONFIG } from '../../fixtures/loopConfig.ts';
 
 let dir = '';

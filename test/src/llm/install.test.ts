@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isCogrError } from '../../../index/errors.ts';
+import { isCogrError } from '../../../index/core/errors.ts';
 import { checkModelFile, installModel, modelCacheDir, sha256File, SMOLLM2, type Runner } from '../../../src/llm/install.ts';
 import { cogr } from '../_cli.ts';
 

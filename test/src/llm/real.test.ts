@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { normalizeKeyword } from '../../../index/normalize.ts';
+import { normalizeKeyword } from '../../../index/text/normalize.ts';
 
 const BIN = fileURLToPath(new URL('../../../bin/cogr.mjs', import.meta.url));
 const run = promisify(execFile);

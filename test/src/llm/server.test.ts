@@ -8,7 +8,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../../index/log.ts';
+import { silentLogger } from '../../../index/core/log.ts';
 import { OpenAIGenerator } from '../../../generators/llm.ts';
 import type { Completion, CompletionParams, Engine, EngineMessage } from '../../../src/llm/engine.ts';
 import { createLlmServer, type LlmServerOptions, type LlmServerStats } from '../../../src/llm/server.ts';

@@ -38,7 +38,7 @@
  * Parameters outside k1 ≥ 0, 0 ≤ b ≤ 1 (where the monotonicity does not hold) and probes
  * whose keywords hold few postings return null: the caller ranks exhaustively.
  */
-import { bm25Idf, bm25Norm, bm25Numerator, bm25Term, type Bm25Params } from './bm25.ts';
+import { bm25Idf, bm25Norm, bm25Numerator, bm25Term, type Bm25Params } from '../text/bm25.ts';
 import type { ViewData } from './viewBuild.ts';
 
 /** Postings per block of the block-max bounds (default; a power of two). */

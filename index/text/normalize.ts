@@ -16,7 +16,7 @@
  *    is exempt from the limits: use normalizeSelf.
  */
 import { getAnalyzer, type Analyzer, type AnalyzerName } from './analyzer.ts';
-import { boundedMemo } from './memo.ts';
+import { boundedMemo } from '../core/memo.ts';
 
 export const KEYWORD_MAX_WORDS = 8;
 export const KEYWORD_MAX_CHARS = 100;

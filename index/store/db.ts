@@ -18,15 +18,15 @@
  * CURRENT names, else it is DB_CORRUPT (with the next step) and nothing is opened; LevelDB
  * is asked to create a database only in a folder that holds none of its files, so it never
  * makes a new database over existing ones. A folder that cannot be written is READ_ONLY
- * and a full disk DISK_FULL (index/errors.ts), never DB_CORRUPT.
+ * and a full disk DISK_FULL (index/core/errors.ts), never DB_CORRUPT.
  */
 import { accessSync, constants as fsConstants, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Level } from 'level';
 import type { AbstractSublevel } from 'abstract-level';
-import { cogrError, levelError, systemError } from './errors.ts';
-import { silentLogger, type Logger } from './log.ts';
+import { cogrError, levelError, systemError } from '../core/errors.ts';
+import { silentLogger, type Logger } from '../core/log.ts';
 import { PUBLISHED_DIR } from './published.ts';
 
 /**

@@ -18,7 +18,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { cogrError, systemError } from './errors.ts';
+import { cogrError, systemError } from '../core/errors.ts';
 
 const SEAL_PREFIX = 'cogr-sealed-json v1 sha256=';
 const HEADER_LENGTH = SEAL_PREFIX.length + 64 + 1;

@@ -16,7 +16,7 @@
  * (wink-nlp-utils' list) removed; analysed the same way when an analyzer is given.
  */
 import stem from 'wink-porter2-stemmer';
-import { boundedMemo } from './memo.ts';
+import { boundedMemo } from '../core/memo.ts';
 // The stop-word filter alone: the package's entry point also loads an English language
 // model (wink-eng-lite-web-model, ~0.37 s at start-up) that nothing here uses.
 import removeWords from 'wink-nlp-utils/src/tokens-remove-words.js';

@@ -26,12 +26,12 @@ import { createHash } from 'node:crypto';
 import { access, mkdir, open, readdir, rm } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { join, resolve } from 'node:path';
-import { cogrError, isCogrError } from './errors.ts';
-import { encodeStrings, StringTable } from './buffers.ts';
-import type { AnalyzerName } from './analyzer.ts';
-import { SIDES, type IndexEntry, type Side } from './types.ts';
-import { KeywordView } from './view.ts';
-import type { ViewData } from './viewBuild.ts';
+import { cogrError, isCogrError } from '../core/errors.ts';
+import { encodeStrings, StringTable } from '../view/buffers.ts';
+import type { AnalyzerName } from '../text/analyzer.ts';
+import { SIDES, type IndexEntry, type Side } from '../core/types.ts';
+import { KeywordView } from '../view/view.ts';
+import type { ViewData } from '../view/viewBuild.ts';
 import { corrupt, IO_CHUNK, isTemporaryName, readSealedJson, sha256Hex, writeFileAtomic, writeSealedJson } from './sealed.ts';
 
 /** The folder (inside the database folder) holding the published files. */

@@ -50,13 +50,13 @@
 import type { AbstractSnapshot } from 'abstract-level';
 import { z } from 'zod';
 import type { CogrDb, JsonSublevel } from './db.ts';
-import { cogrError, schemaError } from './errors.ts';
-import { silentLogger, type Logger } from './log.ts';
-import { keywordWords, makeKeywordNormalizer } from './normalize.ts';
-import { ANALYZERS, DEFAULT_ANALYZER, getAnalyzer, type Analyzer, type AnalyzerName } from './analyzer.ts';
-import { SIDES, type IndexEntry, type Side } from './types.ts';
-import { KeywordView } from './view.ts';
-import { buildViewData, type ViewData } from './viewBuild.ts';
+import { cogrError, schemaError } from '../core/errors.ts';
+import { silentLogger, type Logger } from '../core/log.ts';
+import { makeKeywordNormalizer } from '../text/normalize.ts';
+import { ANALYZERS, DEFAULT_ANALYZER, getAnalyzer, type AnalyzerName } from '../text/analyzer.ts';
+import { SIDES, type IndexEntry, type Side } from '../core/types.ts';
+import { KeywordView } from '../view/view.ts';
+import { buildViewData, type ViewData } from '../view/viewBuild.ts';
 import { DB_FORMAT_VERSION } from './db.ts';
 import {
   diffEntries,
@@ -71,20 +71,12 @@ import {
 } from './published.ts';
 
 export type { GenerationDiff, GenerationInfo } from './published.ts';
+import { analysed, checkGeneration, checkSide, esc, genHex, isLive, KWI_SUBLEVEL, LONE_SURROGATE, postedKeys, sameRecord, SEP, unesc, type GenerationManifest, type LiveRecord, type StoredRecord } from './layout.ts';
+import { MAX_BATCH_OPS, StagedBatch } from './staged.ts';
+import { WordCounter } from './dfCounter.ts';
+export { KWI_SUBLEVEL } from './layout.ts';
+export { MAX_BATCH_OPS } from './staged.ts';
 
-export const KWI_SUBLEVEL = 'kwi';
-
-interface GenerationManifest extends GenerationInfo {
-  /** Internal: the generation whose cells this one inherits (changes when a generation is deleted). */
-  chainParent: number | null;
-}
-
-interface LiveRecord {
-  s: string;
-  k: string[];
-  l: number;
-}
-type StoredRecord = LiveRecord | { x: 1 };
 
 export interface WriterOptions {
   /** Generation to build from: a number, null for empty, or omitted for the latest (empty when none). */
@@ -118,202 +110,12 @@ const writerOptionsSchema = z
   .strict();
 const viewOptionsSchema = z.object({ shared: z.boolean().optional() }).strict();
 
-const SEP = '\0';
 const PER_KEY_LOOKUP_LIMIT = 256;
 /** Entities one writer holds before commit (a JavaScript Map holds at most 2^24 entries). */
 export const MAX_WRITER_ENTITIES = 2 ** 24 - 1;
-/** Default operations per LevelDB batch; a bigger commit is staged (StagedBatch). */
-export const MAX_BATCH_OPS = 250_000;
 
-type LevelBatch = ReturnType<CogrDb['level']['batch']>;
 
-/**
- * The writes of one commit. Up to `limit` operations it is one LevelDB batch, written
- * atomically by `finish()`. Beyond that the commit is staged (see the file comment):
- * `reserve()` runs once before the first batch, full batches are written as they fill
- * (one in flight while the next is built) and the last one carries the manifest.
- */
-class StagedBatch {
-  private batch: LevelBatch;
-  private inFlight: Promise<void> | null = null;
-  staged = false;
-  /** Operations written or pending so far. */
-  length = 0;
 
-  constructor(
-    private readonly level: CogrDb['level'],
-    private readonly prefix: string,
-    private readonly limit: number,
-    private readonly reserve: () => Promise<void>,
-    private readonly progress: (operations: number) => void,
-  ) {
-    this.batch = level.batch();
-  }
-
-  // Keys are prefixed and values JSON-encoded here rather than through the batch's
-  // `sublevel` option, which costs several µs per operation on big commits.
-  put(key: string, value: unknown): void {
-    this.putEncoded(key, JSON.stringify(value));
-  }
-
-  /** Put with a value already JSON-encoded. */
-  putEncoded(key: string, json: string): void {
-    this.batch.put(this.prefix + key, json);
-    this.length++;
-  }
-
-  del(key: string): void {
-    this.batch.del(this.prefix + key);
-    this.length++;
-  }
-
-  get full(): boolean {
-    return this.batch.length >= this.limit;
-  }
-
-  /** Write the pending operations as one batch (staging the commit on first use). */
-  async flush(): Promise<void> {
-    if (!this.staged) {
-      this.staged = true;
-      await this.reserve();
-    }
-    if (this.inFlight) await this.inFlight;
-    const b = this.batch;
-    this.batch = this.level.batch();
-    const written = this.length;
-    this.inFlight = b.write().then(() => this.progress(written));
-  }
-
-  /** Give up: wait for a write in flight (its error is not ours to report) and drop the rest. */
-  async abort(): Promise<void> {
-    if (this.inFlight) await this.inFlight.catch(() => undefined);
-    this.inFlight = null;
-    await this.batch.close();
-  }
-
-  /** Write the rest; the manifest is in it, so the generation appears with it. */
-  async finish(): Promise<void> {
-    if (this.inFlight) await this.inFlight;
-    this.inFlight = null;
-    await this.batch.write();
-  }
-}
-
-/**
- * Net change of each word's document frequency over a commit: \`add(keys, ±1)\` counts
- * the distinct words of one entity's posted keys once. Words are numbered once per
- * commit and each key's word numbers cached, so the per-entity work is array updates.
- */
-class WordCounter {
-  private readonly ids = new Map<string, number>();
-  private readonly names: string[] = [];
-  private readonly keyWords = new Map<string, Int32Array>();
-  private delta = new Int32Array(1024);
-  private stamp = new Int32Array(1024);
-  private epoch = 0;
-
-  add(keys: Iterable<string>, sign: number): void {
-    const ep = ++this.epoch;
-    for (const k of keys) {
-      let ws = this.keyWords.get(k);
-      if (ws === undefined) {
-        const words = keywordWords(k);
-        ws = new Int32Array(words.length);
-        for (let i = 0; i < words.length; i++) ws[i] = this.idOf(words[i]);
-        // Keys repeat across entities (self keys mostly do not): a bounded cache.
-        if (this.keyWords.size < 1_000_000) this.keyWords.set(k, ws);
-      }
-      for (let i = 0; i < ws.length; i++) {
-        const w = ws[i];
-        if (this.stamp[w] !== ep) {
-          this.stamp[w] = ep;
-          this.delta[w] += sign;
-        }
-      }
-    }
-  }
-
-  /** [word, net change] for every word whose document frequency changes. */
-  changes(): [string, number][] {
-    const out: [string, number][] = [];
-    for (let w = 0; w < this.names.length; w++) if (this.delta[w] !== 0) out.push([this.names[w], this.delta[w]]);
-    return out;
-  }
-
-  private idOf(word: string): number {
-    let id = this.ids.get(word);
-    if (id === undefined) {
-      id = this.names.length;
-      this.names.push(word);
-      this.ids.set(word, id);
-      if (id === this.delta.length) {
-        const d = new Int32Array(id * 2);
-        d.set(this.delta);
-        this.delta = d;
-        const st = new Int32Array(id * 2);
-        st.set(this.stamp);
-        this.stamp = st;
-      }
-    }
-    return id;
-  }
-}
-
-function esc(s: string): string {
-  if (s.indexOf('\x01') < 0 && s.indexOf('\0') < 0) return s;
-  return s.replace(/\x01/g, '\x01\x02').replace(/\0/g, '\x01\x01');
-}
-function unesc(s: string): string {
-  return s.replace(/\x01\x01/g, '\0').replace(/\x01\x02/g, '\x01');
-}
-function genHex(g: number): string {
-  return g.toString(16).padStart(8, '0');
-}
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-function checkSide(side: unknown): Side {
-  if (!SIDES.includes(side as Side)) {
-    throw cogrError('INVALID_ARGUMENT', `side must be "item" or "query" (got ${JSON.stringify(side)})`);
-  }
-  return side as Side;
-}
-function checkGeneration(g: unknown, field = 'generation'): number {
-  if (typeof g !== 'number' || !Number.isInteger(g) || g < 0 || g > 0xffffffff) {
-    throw cogrError('INVALID_ARGUMENT', `${field} must be a non-negative integer (got ${JSON.stringify(g)})`);
-  }
-  return g;
-}
-
-/** The match keys posted for a record: its keywords' keys and its self key. */
-function postedKeys(rec: LiveRecord | undefined, an: Analyzer): Set<string> {
-  const s = new Set<string>();
-  if (!rec) return s;
-  for (const k of rec.k) s.add(an.key(k));
-  if (rec.s.length > 0) s.add(an.key(rec.s));
-  return s;
-}
-/** A record under an analyzer: one surface form per match key (the first), its document length. */
-function analysed(rec: LiveRecord, an: Analyzer): LiveRecord {
-  const seen = new Set<string>();
-  const k: string[] = [];
-  for (const kw of rec.k) {
-    const key = an.key(kw);
-    if (seen.has(key)) continue;
-    seen.add(key);
-    k.push(kw);
-  }
-  let l = 0;
-  for (const key of postedKeys({ s: rec.s, k, l: 0 }, an)) l += keywordWords(key).length;
-  return { s: rec.s, k, l };
-}
-function sameRecord(a: LiveRecord, b: LiveRecord): boolean {
-  if (a.s !== b.s || a.k.length !== b.k.length) return false;
-  const sa = new Set(a.k);
-  return b.k.every((k) => sa.has(k));
-}
-function isLive(r: StoredRecord | undefined): r is LiveRecord {
-  return r !== undefined && !('x' in r);
-}
 
 /** Set, replace or remove entities; `commit()` writes one new generation atomically. */
 export class IndexWriter {

@@ -21,18 +21,18 @@
  * keyword is normalised and analysed the same way before it is looked up, and BM25
  * counts analysed words. `keyword(o)` is a key; `surface(o)` its display form.
  */
-import type { IndexEntry, Side } from './types.ts';
-import { keywordWords, sharedKeywordNormalizer, type KeywordNormalizer } from './normalize.ts';
-import { getAnalyzer, textTokens, type Analyzer } from './analyzer.ts';
-import { DEFAULTS } from './defaults.ts';
+import type { IndexEntry, Side } from '../core/types.ts';
+import { keywordWords, sharedKeywordNormalizer, type KeywordNormalizer } from '../text/normalize.ts';
+import { getAnalyzer, textTokens, type Analyzer } from '../text/analyzer.ts';
+import { DEFAULTS } from '../core/defaults.ts';
 import { StringTable } from './buffers.ts';
 import { buildViewData, type ViewData } from './viewBuild.ts';
 import { rankTopK } from './topk.ts';
-import { BM25_FORMULA, bm25Idf, bm25Norm, bm25Term, type Bm25Params } from './bm25.ts';
+import { BM25_FORMULA, bm25Idf, bm25Norm, bm25Term, type Bm25Params } from '../text/bm25.ts';
 
 export type { ViewData } from './viewBuild.ts';
 
-export type { Bm25Params } from './bm25.ts';
+export type { Bm25Params } from '../text/bm25.ts';
 export const DEFAULT_BM25: Readonly<Bm25Params> = DEFAULTS.bm25;
 
 export interface ScoredEntity {

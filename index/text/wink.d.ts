@@ -1,4 +1,4 @@
-// Minimal typings for the wink packages index/analyzer.ts uses (they ship none).
+// Minimal typings for the wink packages index/text/analyzer.ts uses (they ship none).
 declare module 'wink-porter2-stemmer' {
   /** Porter2 (Snowball English) stem of one lower-case word. */
   const stem: (word: string) => string;

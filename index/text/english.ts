@@ -17,11 +17,11 @@
  * itself on the shipped collections.
  *
  * `TEXT_ANALYSES` names the two analyses of running text cogr has: `lucene` (this chain)
- * and `wink` (index/analyzer.ts textTokens: lower-case letter/digit runs, wink-nlp-utils'
+ * and `wink` (index/text/analyzer.ts textTokens: lower-case letter/digit runs, wink-nlp-utils'
  * stop words, no stemming in the BM25 baselines, Porter2 in the relevance model).
  */
 import { stemmer } from 'stemmer';
-import { boundedMemo } from './memo.ts';
+import { boundedMemo } from '../core/memo.ts';
 
 export const TEXT_ANALYSES = ['lucene', 'wink'] as const;
 export type TextAnalysis = (typeof TEXT_ANALYSES)[number];

@@ -18,9 +18,9 @@
  * words are sorted once with the built-in string sort; forward lists, bags and postings
  * are written by counting passes into arrays allocated once.
  */
-import type { IndexEntry, Side } from './types.ts';
-import { keywordWords, normalizeKeyword, normalizeSelf } from './normalize.ts';
-import { DEFAULT_ANALYZER, getAnalyzer, type AnalyzerName } from './analyzer.ts';
+import type { IndexEntry, Side } from '../core/types.ts';
+import { keywordWords, normalizeKeyword, normalizeSelf } from '../text/normalize.ts';
+import { DEFAULT_ANALYZER, getAnalyzer, type AnalyzerName } from '../text/analyzer.ts';
 import { encodeStrings, i32 } from './buffers.ts';
 
 /** Plain, structured-clone-friendly data of a view. Arrays may sit on SharedArrayBuffers. */

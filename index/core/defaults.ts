@@ -102,7 +102,7 @@ export const DEFAULTS = deepFreeze({
     invalidFormatReward: { query: -1, item: -1 },
     overBudgetReward: { query: 0, item: -1 },
   },
-  /** The BM25 baseline's cut-off search; the text analysis of the BM25 and RM3 baselines (index/english.ts: `lucene`, Lucene's EnglishAnalyzer chain, or `wink`, unstemmed letter/digit runs). */
+  /** The BM25 baseline's cut-off search; the text analysis of the BM25 and RM3 baselines (index/text/english.ts: `lucene`, Lucene's EnglishAnalyzer chain, or `wink`, unstemmed letter/digit runs). */
   baseline: { maxCutoff: 1000, analysis: 'lucene' as 'lucene' | 'wink' },
   /** `cogr serve`. */
   serve: {
