@@ -274,7 +274,7 @@ def cmd_sft(a: argparse.Namespace) -> None:
 
 class RewardServerDown(CogrError):
     def __init__(self, message: str):
-        super().__init__("REWARD_SERVER", message, 1)
+        super().__init__("REWARD_UNAVAILABLE", message, 1)
 
 
 def post_json(url: str, body: dict, token: str | None, timeout: float) -> dict:
