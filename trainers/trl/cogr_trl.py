@@ -156,7 +156,8 @@ def context_of(model, a: argparse.Namespace) -> int:
 def check_lengths(tok, rows: list[dict], budget: int, context: int, what: str) -> None:
     """A prompt whose tokens plus the completion budget exceed the context is an error naming it."""
     for r in rows:
-        n = len(tok.apply_chat_template(r["prompt"], tokenize=True, add_generation_prompt=True))
+        text = tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True)
+        n = len(tok(text, add_special_tokens=False)["input_ids"])
         if n + budget > context:
             raise CogrError(
                 "PROMPT_TOO_LONG",
