@@ -5,8 +5,8 @@
  *   node dist/src/trainers/trl.js prompts --db <db> --out <dir> [--items n] [--seed s]
  *       the stored run's LLM prompts (generators/prompts/, the prompt an LLM gets in
  *       `cogr rollouts`): query-core.jsonl (GRPO prompts, label query:<id>, the run's core
- *       training queries only: the reward server serves no other), query-all.jsonl (every
- *       training and held-out query, for keywords), item-sample.jsonl (n items sampled,
+ *       training queries only: the reward server serves no other), query-all.jsonl (the core
+ *       training and the held-out queries, for keywords: dev queries enter no generation), item-sample.jsonl (n items sampled,
  *       seeded, from those judged relevant to a core training query: the only items whose
  *       keywords move the counterfactual reward), core.txt, split.json
  *   node dist/src/trainers/trl.js parse --from completions.jsonl --out keywords.jsonl
@@ -79,7 +79,8 @@ export async function writePrompts(dbPath: string, out: string, items: number, s
   const prompt = (id: string) => renderPrompt(qt, queryInput(byQuery.get(id)!), [], kMax);
   mkdirSync(out, { recursive: true });
   writeAtomic(join(out, 'query-core.jsonl'), jsonl(core.map((id) => ({ id, label: `query:${id}`, prompt: prompt(id) }))));
-  const all = [...run.split.train, ...run.split.eval];
+  // Keywords are needed for the core training queries (the query generation) and the held-out ones (the evaluation); dev queries enter neither.
+  const all = [...core, ...run.split.eval];
   const eval_ = new Set(run.split.eval);
   writeAtomic(join(out, 'query-all.jsonl'), jsonl(all.map((id) => ({ id, split: eval_.has(id) ? 'eval' : dev.has(id) ? 'dev' : 'core', prompt: prompt(id) }))));
   const judged = new Set<string>();
@@ -89,7 +90,7 @@ export async function writePrompts(dbPath: string, out: string, items: number, s
   writeAtomic(join(out, 'item-sample.jsonl'), jsonl(picked.map((i) => ({ id: i.id, label: `item:${i.id}`, prompt: renderPrompt(it, itemInput(i), [], kMax) }))));
   writeAtomic(join(out, 'core.txt'), core.join('\n') + '\n');
   writeAtomic(join(out, 'split.json'), JSON.stringify({ dataset: run.config.dataset, core: core.length, dev: run.split.dev.length, eval: run.split.eval.length, itemPool: pool.length, itemSample: picked.length }) + '\n');
-  stderrLogger.info(`prompts: ${core.length} core training queries, ${all.length} queries for keywords (${run.split.eval.length} held out), ${picked.length} of ${pool.length} judged items → ${out}`);
+  stderrLogger.info(`prompts: ${core.length} core training queries, ${all.length} queries for keywords (core and ${run.split.eval.length} held out), ${picked.length} of ${pool.length} judged items → ${out}`);
   return { core: core.length, all: all.length, items: picked.length };
 }
 

@@ -2,7 +2,7 @@
 # One alternating CoGR round with a real LLM trained by TRL, rewards from cogr reward-server.
 #
 #   bash trainers/trl/round.sh --dataset med [--work DIR] [--sft-steps 8] [--query-steps 3]
-#        [--item-steps 3] [--items 16] [--generations 4] [--threads 2]
+#        [--item-steps 3] [--items 16] [--generations 4] [--gen-tokens 64] [--threads 1]
 #
 # Stages (each writes its output under --work, default $COGR_HOME/trl/<dataset>, and is
 # skipped when that output is there; a stage killed midway leaves no output and runs again
@@ -26,7 +26,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-dataset="" work="" sft_steps=8 query_steps=3 item_steps=3 items=16 generations=4 threads="${COGR_TRL_THREADS:-2}"
+dataset="" work="" sft_steps=8 query_steps=3 item_steps=3 items=16 generations=4 gen_tokens=64 threads="${COGR_TRL_THREADS:-1}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dataset) dataset="$2"; shift 2 ;;
@@ -37,11 +37,12 @@ while [[ $# -gt 0 ]]; do
     --items) items="$2"; shift 2 ;;
     --generations) generations="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
+    --gen-tokens) gen_tokens="$2"; shift 2 ;;
     *) echo "error[INVALID_ARGUMENT]: round.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [[ -n "$dataset" ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --dataset required" >&2; exit 2; }
-for n in "$sft_steps" "$query_steps" "$item_steps" "$items" "$generations" "$threads"; do
+for n in "$sft_steps" "$query_steps" "$item_steps" "$items" "$generations" "$threads" "$gen_tokens"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected a positive integer, got '$n'" >&2; exit 2; }
 done
 work="${work:-${COGR_HOME:-.cogr}/trl/$dataset}"
@@ -98,7 +99,7 @@ import_gen() { # import_gen <side> <keywords.jsonl> <out.json>
 }
 
 keywords_for() { # keywords_for <model> <prompts> <name>: completions, then keywords (cogr's parser)
-  [[ -f "$work/$3.completions.jsonl" ]] || "${py[@]}" generate --model "$1" --prompts "$2" --out "$work/$3.completions.jsonl"
+  [[ -f "$work/$3.completions.jsonl" ]] || "${py[@]}" generate --model "$1" --prompts "$2" --out "$work/$3.completions.jsonl" --max-new-tokens "$gen_tokens"
   "${tools[@]}" parse --from "$work/$3.completions.jsonl" --out "$work/$3.keywords.jsonl"
 }
 
