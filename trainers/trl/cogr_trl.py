@@ -359,6 +359,7 @@ def cmd_grpo(a: argparse.Namespace) -> None:
         temperature=a.temperature,
         top_p=a.top_p,
         beta=a.beta,
+        repetition_penalty=a.repetition_penalty,
         use_vllm=False,
         shuffle_dataset=False,
         log_completions=False,
@@ -402,6 +403,7 @@ def cmd_generate(a: argparse.Namespace) -> None:
                     do_sample=a.temperature > 0,
                     temperature=a.temperature if a.temperature > 0 else None,
                     top_p=a.top_p if a.temperature > 0 else None,
+                    repetition_penalty=a.repetition_penalty,
                     pad_token_id=tok.pad_token_id,
                 )
             for r, g in zip(batch, gen[:, enc["input_ids"].shape[1] :]):
@@ -453,6 +455,7 @@ def main(argv: list[str]) -> int:
     g.add_argument("--temperature", type=float, default=1.0)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--beta", type=float, default=0.0)
+    g.add_argument("--repetition-penalty", type=float, default=1.0, help="sampling's repetition penalty (1 = none)")
 
     q = sub.add_parser("generate")
     q.add_argument("--model", required=True)
@@ -464,6 +467,7 @@ def main(argv: list[str]) -> int:
     q.add_argument("--top-p", type=float, default=0.8)
     q.add_argument("--seed", type=int, default=1)
     q.add_argument("--context", type=int, default=0)
+    q.add_argument("--repetition-penalty", type=float, default=1.0, help="sampling's repetition penalty (1 = none)")
 
     a = p.parse_args(argv)
     if a.threads < 1:

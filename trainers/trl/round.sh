@@ -2,7 +2,7 @@
 # One alternating CoGR round with a real LLM trained by TRL, rewards from cogr reward-server.
 #
 #   bash trainers/trl/round.sh --dataset med [--work DIR] [--sft-steps 8] [--query-steps 3]
-#        [--item-steps 3] [--items 16] [--generations 4] [--gen-tokens 128] [--threads 1]
+#        [--item-steps 3] [--items 16] [--generations 4] [--gen-tokens 128] [--repetition-penalty 1] [--threads 1]
 #
 # Stages (each writes its output under --work, default $COGR_HOME/trl/<dataset>, and is
 # skipped when that output is there; a stage killed midway leaves no output and runs again
@@ -26,7 +26,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-dataset="" work="" sft_steps=8 query_steps=3 item_steps=3 items=16 generations=4 gen_tokens=128 threads="${COGR_TRL_THREADS:-1}"
+dataset="" work="" sft_steps=8 query_steps=3 item_steps=3 items=16 generations=4 gen_tokens=128 rep=1 threads="${COGR_TRL_THREADS:-1}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dataset) dataset="$2"; shift 2 ;;
@@ -38,6 +38,7 @@ while [[ $# -gt 0 ]]; do
     --generations) generations="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --gen-tokens) gen_tokens="$2"; shift 2 ;;
+    --repetition-penalty) rep="$2"; shift 2 ;;
     *) echo "error[INVALID_ARGUMENT]: round.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -99,7 +100,7 @@ import_gen() { # import_gen <side> <keywords.jsonl> <out.json>
 }
 
 keywords_for() { # keywords_for <model> <prompts> <name>: completions, then keywords (cogr's parser)
-  [[ -f "$work/$3.completions.jsonl" ]] || "${py[@]}" generate --model "$1" --prompts "$2" --out "$work/$3.completions.jsonl" --max-new-tokens "$gen_tokens"
+  [[ -f "$work/$3.completions.jsonl" ]] || "${py[@]}" generate --model "$1" --prompts "$2" --out "$work/$3.completions.jsonl" --max-new-tokens "$gen_tokens" --repetition-penalty "$rep"
   "${tools[@]}" parse --from "$work/$3.completions.jsonl" --out "$work/$3.keywords.jsonl"
 }
 
@@ -120,7 +121,7 @@ done_or "$work/ckpt-query/cogr-done.json" grpo-query || {
   url="$(start_server)"
   "${py[@]}" grpo --name query --model "$work/ckpt-sft" --prompts "$work/prompts/query-core.jsonl" --reward-url "$url" \
     --out "$work/ckpt-query" --log "$work/grpo-query.log.jsonl" --rewards-log "$work/grpo-query.rewards.jsonl" \
-    --steps "$query_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens"
+    --steps "$query_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens" --repetition-penalty "$rep"
   stop_server
 }
 done_or "$work/import-query.json" query || {
@@ -131,7 +132,7 @@ done_or "$work/ckpt-item/cogr-done.json" grpo-item || {
   url="$(start_server)"
   "${py[@]}" grpo --name item --model "$work/ckpt-query" --prompts "$work/prompts/item-sample.jsonl" --reward-url "$url" \
     --out "$work/ckpt-item" --log "$work/grpo-item.log.jsonl" --rewards-log "$work/grpo-item.rewards.jsonl" \
-    --steps "$item_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens"
+    --steps "$item_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens" --repetition-penalty "$rep"
   stop_server
 }
 done_or "$work/import-item.json" item || {
