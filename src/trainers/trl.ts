@@ -145,7 +145,7 @@ export function renderReport(dir: string, title: string): { html: string; markdo
   imp('import-query-after-item.json', 'LLM after the item half-round', 'LLM query keywords, item index with the LLM item keywords');
   const baselines: StageF1[] = [];
   if (demo) {
-    const sft = (demo.rounds as { step: string; f1: number; precision: number; recall: number }[] | undefined)?.find((r) => r.step === 'sft');
+    const sft = (demo.steps as { step: string; metrics?: { f1: number; precision: number; recall: number } }[] | undefined)?.find((r) => r.step === 'sft')?.metrics;
     if (sft) baselines.push({ stage: 'embedded planner (cogr SFT)', f1: sft.f1, precision: sft.precision, recall: sft.recall, what: 'planner keywords, SFT item index' });
     const b = (demo.baselines as Record<string, { f1: number; precision: number; recall: number; cutoff: number }> | undefined)?.bm25;
     if (b) baselines.push({ stage: `BM25 (cut-off ${b.cutoff})`, f1: b.f1, precision: b.precision, recall: b.recall, what: 'full text, cut-off tuned on training queries' });
