@@ -191,6 +191,7 @@ export function exportTrl(
     const t = loadPromptTemplate(side, promptDir);
     const lines = rows.map((r) =>
       JSON.stringify({
+        id: r.input.id,
         prompt: renderPrompt(t, r.input),
         completion: [{ role: 'assistant', content: JSON.stringify({ keywords: r.keywords }) }],
       }),

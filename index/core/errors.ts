@@ -29,6 +29,8 @@ export const ERROR_CATALOGUE = {
   LLM_FORMAT: { status: 502, summary: 'the LLM output is not a keyword list' },
   EMBEDDINGS_ERROR: { status: 502, summary: 'the embeddings endpoint is down, failed or missed its deadline after retries' },
   EMBEDDINGS_FORMAT: { status: 502, summary: 'the embeddings endpoint answered vectors of the wrong count or dimension, or non-finite values' },
+  REWARD_UNAVAILABLE: { status: 502, summary: 'a trainer could not get rewards: the reward server is unreachable or failed (trainers/trl)' },
+  PROMPT_TOO_LONG: { status: 400, summary: "a prompt's tokens plus the completion budget exceed the model's context (the prompt is named)" },
   OVERLOADED: { status: 429, summary: 'a server\'s queue is full; retry later' },
   DEADLINE_EXCEEDED: { status: 504, summary: 'a request was not answered within its deadline' },
   WORKER_ERROR: { status: 500, summary: 'a worker failed on a batch' },

@@ -111,14 +111,14 @@ function noData(w: number, h: number, msg: string): string {
 // ---------------------------------------------------------------------------
 // Line charts (vocab, alignment, f1).
 
-interface Series {
+export interface Series {
   name: string;
   colour: string;
   points: { x: number; y: number }[];
   dash?: string;
 }
 
-interface LineChartSpec {
+export interface LineChartSpec {
   name: string;
   title: string;
   xLabel: string;
@@ -131,7 +131,7 @@ interface LineChartSpec {
   height?: number;
 }
 
-function lineChart(spec: LineChartSpec): string {
+export function lineChart(spec: LineChartSpec): string {
   const w = spec.width ?? 580;
   const h = spec.height ?? 340;
   const m = { l: 64, r: 20, t: 62, b: 50 };
@@ -519,7 +519,7 @@ function diffTable(r: DriftReport): string {
   );
 }
 
-const CSS = `
+export const CSS = `
 *{box-sizing:border-box}
 body{margin:0;padding:24px 32px 40px;background:#f1f5f9;color:#0f172a;font-family:${FONT};font-size:14px}
 h1{font-size:22px;margin:0 0 4px}

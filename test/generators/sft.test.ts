@@ -103,7 +103,10 @@ describe('SFT (Algorithm 1)', () => {
       expect(item[0].prompt.map((m: { role: string }) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
       expect(item[0].prompt.at(-1).content).toContain(c.items[0].title);
       expect(item[0].completion).toEqual([{ role: 'assistant', content: '{"keywords":["alpha","beta"]}' }]);
+      // The entity's id, so a trainer can keep to a run's core training queries.
+      expect(item[0].id).toBe('i0');
       const query = JSON.parse(readFileSync(join(dir, 'query.jsonl'), 'utf8'));
+      expect(query.id).toBe('q1');
       expect(query.prompt.at(-1).content).toContain(c.queries[1].text);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,486 @@
+"""cogr's TRL trainer: SFT and GRPO on SmolLM2-135M-Instruct, rewards from `cogr reward-server`.
+
+    python cogr_trl.py base     --out DIR                      # GGUF -> plain fp32 checkpoint (cached)
+    python cogr_trl.py sft      --model DIR --data DIR --core core.txt --out DIR [--steps 10]
+    python cogr_trl.py grpo     --model DIR --prompts P.jsonl --reward-url URL --out DIR [--steps 4]
+    python cogr_trl.py generate --model DIR --prompts P.jsonl --out completions.jsonl
+
+Everything runs offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE / HF_DATASETS_OFFLINE are
+set before transformers is imported) on the CPU with a bounded number of torch threads
+(--threads, default $COGR_TRL_THREADS or 2). Progress goes to stderr, one line per step.
+Errors are one line `error[CODE]: ...` on stderr and exit status 2 (bad input) or 1.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+for _k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ[_k] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class CogrError(Exception):
+    def __init__(self, code: str, message: str, status: int = 2):
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def set_threads(n: int) -> None:
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(n)
+    hf_logging.disable_progress_bar()  # progress is ours: one line per step
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise CogrError("DATA_MISSING", f"{path}: no such file")
+    out = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                v = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise CogrError("DATA_FORMAT", f"{path}:{n}: not JSON ({e.msg})")
+            if not isinstance(v, dict):
+                raise CogrError("DATA_FORMAT", f"{path}:{n}: expected an object")
+            v["_line"] = n
+            out.append(v)
+    return out
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- base checkpoint
+
+
+def gguf_path() -> Path:
+    cache = Path(os.environ.get("COGR_MODEL_CACHE") or Path.home() / ".cache" / "cogr" / "models")
+    p = cache / GGUF_NAME
+    if not p.is_file():
+        raise CogrError("DATA_MISSING", f"{p}: the GGUF model is not there; run `npx cogr llm install` first")
+    return p
+
+
+def cmd_base(a: argparse.Namespace) -> None:
+    """The GGUF (dequantised by transformers) copied into a plain model and saved once."""
+    out = Path(a.out)
+    if (out / "cogr-base.json").is_file():
+        log(f"base checkpoint: ready at {out}")
+        return
+    src = gguf_path()
+    manifest = src.with_name(src.name + ".json")
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    if manifest.is_file():
+        want = json.loads(manifest.read_text()).get("sha256", "")
+        if want and want != digest:
+            raise CogrError("DATA_FORMAT", f"{src}: sha256 {digest} differs from its manifest's {want}; run `npx cogr llm install` again")
+    set_threads(a.threads)
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.time()
+    log(f"base checkpoint: loading {src} (dequantised to fp32)")
+    tok = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+    q = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name, dtype=torch.float32)
+    config = AutoConfig.from_pretrained(str(src.parent), gguf_file=src.name)
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(q.state_dict(), strict=False)
+    # A tied lm_head is absent from the state dict of some loaders; anything else missing is an error.
+    missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
+    if missing or unexpected:
+        raise CogrError("DATA_FORMAT", f"{src}: weights do not fit the model config (missing {missing[:5]}, unexpected {unexpected[:5]})", 1)
+    if plain.config.tie_word_embeddings:
+        plain.tie_weights()
+    if tok.chat_template is None:
+        raise CogrError("DATA_FORMAT", f"{src}: the GGUF has no chat template", 1)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    plain.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / "cogr-base.json").write_text(json.dumps({"gguf": str(src), "sha256": digest}) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    log(f"base checkpoint: wrote {out} in {time.time() - t0:.1f} s")
+
+
+# ---------------------------------------------------------------- shared model helpers
+
+
+def load_model(path: str):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    p = Path(path)
+    if not (p / "config.json").is_file():
+        raise CogrError("DATA_MISSING", f"{p}: no checkpoint there (config.json missing)")
+    tok = AutoTokenizer.from_pretrained(str(p))
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(p), dtype=torch.float32)
+    return model, tok
+
+
+def context_of(model, a: argparse.Namespace) -> int:
+    return int(a.context or model.config.max_position_embeddings)
+
+
+def check_lengths(tok, rows: list[dict], budget: int, context: int, what: str) -> None:
+    """A prompt whose tokens plus the completion budget exceed the context is an error naming it."""
+    for r in rows:
+        text = tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True)
+        n = len(tok(text, add_special_tokens=False)["input_ids"])
+        if n + budget > context:
+            raise CogrError(
+                "PROMPT_TOO_LONG",
+                f"{what}:{r.get('_line', '?')}: prompt {r.get('id', r.get('label', '?'))} has {n} tokens + {budget} completion tokens > context {context}",
+            )
+
+
+class StepLog:
+    """Trainer callback: every logged step as one JSONL line and one progress line on stderr."""
+
+    def __init__(self, path: Path, total: int, name: str):
+        self.path = path
+        self.total = total
+        self.name = name
+        self.t0 = time.time()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class _CB(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kw):
+                if not logs or "loss" not in logs and "reward" not in logs:
+                    return
+                rec = {"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}}
+                with outer.path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(rec) + "\n")
+                el = time.time() - outer.t0
+                extra = f" reward {logs['reward']:.4f} ± {logs.get('reward_std', 0):.4f}" if "reward" in logs else ""
+                log(
+                    f"{outer.name}: step {state.global_step}/{outer.total} loss {logs.get('loss', float('nan')):.4f}{extra}"
+                    f" ({el / max(state.global_step, 1):.1f} s/step, {el:.0f} s)"
+                )
+
+        return _CB()
+
+
+def train_args_common(a: argparse.Namespace, out: Path) -> dict:
+    return dict(
+        output_dir=str(out),
+        max_steps=a.steps,
+        per_device_train_batch_size=a.batch,
+        gradient_accumulation_steps=1,
+        learning_rate=a.lr,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        seed=a.seed,
+        data_seed=a.seed,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+
+
+def save_final(trainer, tok, out: Path, meta: dict) -> None:
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    trainer.save_model(str(tmp))
+    tok.save_pretrained(str(tmp))
+    (tmp / "cogr-done.json").write_text(json.dumps(meta) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
+# ---------------------------------------------------------------- SFT
+
+
+def cmd_sft(a: argparse.Namespace) -> None:
+    set_threads(a.threads)
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    data = Path(a.data)
+    core = set(Path(a.core).read_text().split()) if a.core else None
+    queries = read_jsonl(data / "query.jsonl")
+    items = read_jsonl(data / "item.jsonl")
+    for name, rows in (("query.jsonl", queries), ("item.jsonl", items)):
+        for r in rows:
+            if not isinstance(r.get("prompt"), list) or not isinstance(r.get("completion"), list):
+                raise CogrError("DATA_FORMAT", f"{data / name}:{r['_line']}: expected prompt and completion message lists")
+    if core is not None:
+        dropped = [r for r in queries if r.get("id") not in core]
+        queries = [r for r in queries if r.get("id") in core]
+        log(f"sft: {len(queries)} core training query examples ({len(dropped)} not in the run's core training queries left out)")
+    rng = random.Random(a.seed)
+    rng.shuffle(queries)
+    rng.shuffle(items)
+    n = a.steps * a.batch
+    # Half queries, half items (as many as there are), interleaved.
+    nq = min(len(queries), n // 2)
+    rows = queries[:nq] + items[: n - nq]
+    rng.shuffle(rows)
+    model, tok = load_model(a.model)
+    check_lengths(tok, rows, 0, context_of(model, a), str(data))
+    ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
+    out = Path(a.out)
+    steps = StepLog(Path(a.log), a.steps, "sft")
+    cfg = SFTConfig(**train_args_common(a, out), max_length=a.max_length)
+    trainer = SFTTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok, callbacks=[steps.callback()])
+    log(f"sft: {a.steps} steps × {a.batch} examples ({nq} query, {len(rows) - nq} item) from {data}")
+    trainer.train()
+    save_final(trainer, tok, out, {"stage": "sft", "steps": a.steps, "examples": len(rows)})
+    log(f"sft: saved {out}")
+
+
+# ---------------------------------------------------------------- GRPO
+
+
+class RewardServerDown(CogrError):
+    def __init__(self, message: str):
+        super().__init__("REWARD_UNAVAILABLE", message, 1)
+
+
+def post_json(url: str, body: dict, token: str | None, timeout: float) -> dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={"content-type": "application/json"})
+    if token:
+        req.add_header("authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read()
+    except urllib.error.HTTPError as e:
+        detail = e.read().decode("utf-8", "replace")[:500]
+        raise RewardServerDown(f"reward server {url} answered {e.code}: {detail}")
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise RewardServerDown(f"reward server {url} unreachable: {reason}")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        raise RewardServerDown(f"reward server {url} answered something that is not JSON: {raw[:200]!r}")
+
+
+def completion_text(c) -> str:
+    if isinstance(c, list):  # conversational: [{"role": "assistant", "content": ...}]
+        return "".join(m.get("content", "") for m in c if isinstance(m, dict))
+    return str(c)
+
+
+def make_reward_func(url: str, token: str | None, timeout: float, log_path: Path):
+    calls = {"n": 0}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text("")
+
+    def cogr_reward(prompts, completions, label, **kw):
+        texts = [completion_text(c) for c in completions]
+        ans = post_json(url, {"query": texts, "prompts": [""] * len(texts), "labels": list(label)}, token, timeout)
+        rewards = ans.get("rewards")
+        if not isinstance(rewards, list) or len(rewards) != len(texts) or not all(isinstance(r, (int, float)) for r in rewards):
+            raise RewardServerDown(f"reward server {url}: expected {len(texts)} numeric rewards, got {str(rewards)[:200]}")
+        calls["n"] += 1
+        with log_path.open("a", encoding="utf-8") as f:
+            for lab, t, r in zip(label, texts, rewards):
+                f.write(json.dumps({"call": calls["n"], "label": lab, "completion": t, "reward": r}) + "\n")
+        return [float(r) for r in rewards]
+
+    return cogr_reward
+
+
+def cmd_grpo(a: argparse.Namespace) -> None:
+    set_threads(a.threads)
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    prompts = read_jsonl(Path(a.prompts))
+    for r in prompts:
+        if not isinstance(r.get("prompt"), list) or not isinstance(r.get("label"), str):
+            raise CogrError("DATA_FORMAT", f"{a.prompts}:{r['_line']}: expected a prompt message list and a label")
+    if not prompts:
+        raise CogrError("DATA_FORMAT", f"{a.prompts}: no prompts")
+    url = a.reward_url.rstrip("/") + "/get_reward"
+    # Fail before loading anything when the server is not there.
+    health = a.reward_url.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(health, timeout=a.reward_timeout) as r:
+            r.read()
+    except (urllib.error.URLError, OSError) as e:
+        raise RewardServerDown(f"reward server {health} unreachable: {getattr(e, 'reason', e)}")
+    rng = random.Random(a.seed)
+    rng.shuffle(prompts)
+    need = a.steps * (a.batch // a.generations)
+    rows = (prompts * (need // len(prompts) + 1))[:need]
+    model, tok = load_model(a.model)
+    check_lengths(tok, rows, a.max_completion, context_of(model, a), a.prompts)
+    ds = Dataset.from_list([{"prompt": r["prompt"], "label": r["label"]} for r in rows])
+    out = Path(a.out)
+    steps = StepLog(Path(a.log), a.steps, f"grpo {a.name}")
+    reward = make_reward_func(url, a.token, a.reward_timeout, Path(a.rewards_log))
+    cfg = GRPOConfig(
+        **train_args_common(a, out),
+        num_generations=a.generations,
+        max_completion_length=a.max_completion,
+        temperature=a.temperature,
+        top_p=a.top_p,
+        beta=a.beta,
+        repetition_penalty=a.repetition_penalty,
+        use_vllm=False,
+        shuffle_dataset=False,
+        log_completions=False,
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=ds, processing_class=tok, callbacks=[steps.callback()])
+    log(f"grpo {a.name}: {a.steps} steps × {a.batch // a.generations} prompt(s) × {a.generations} completions of ≤ {a.max_completion} tokens, rewards from {url}")
+    trainer.train()
+    save_final(trainer, tok, out, {"stage": f"grpo-{a.name}", "steps": a.steps})
+    log(f"grpo {a.name}: saved {out}")
+
+
+# ---------------------------------------------------------------- generation
+
+
+def cmd_generate(a: argparse.Namespace) -> None:
+    set_threads(a.threads)
+    import torch
+
+    rows = read_jsonl(Path(a.prompts))
+    for r in rows:
+        if not isinstance(r.get("prompt"), list) or not isinstance(r.get("id"), str):
+            raise CogrError("DATA_FORMAT", f"{a.prompts}:{r['_line']}: expected an id and a prompt message list")
+    model, tok = load_model(a.model)
+    model.eval()
+    tok.padding_side = "left"
+    check_lengths(tok, rows, a.max_new_tokens, context_of(model, a), a.prompts)
+    out = Path(a.out)
+    tmp = out.with_name(out.name + ".partial")
+    torch.manual_seed(a.seed)
+    t0 = time.time()
+    done = 0
+    with tmp.open("w", encoding="utf-8") as f:
+        for i in range(0, len(rows), a.batch):
+            batch = rows[i : i + a.batch]
+            texts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in batch]
+            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            with torch.no_grad():
+                gen = model.generate(
+                    **enc,
+                    max_new_tokens=a.max_new_tokens,
+                    do_sample=a.temperature > 0,
+                    temperature=a.temperature if a.temperature > 0 else None,
+                    top_p=a.top_p if a.temperature > 0 else None,
+                    repetition_penalty=a.repetition_penalty,
+                    pad_token_id=tok.pad_token_id,
+                )
+            for r, g in zip(batch, gen[:, enc["input_ids"].shape[1] :]):
+                ended = bool((g == tok.eos_token_id).any())
+                f.write(json.dumps({"id": r["id"], "completion": tok.decode(g, skip_special_tokens=True), "truncated": not ended}) + "\n")
+            done += len(batch)
+            el = time.time() - t0
+            log(f"generate: {done}/{len(rows)} prompts ({done / el:.2f}/s, ETA {(len(rows) - done) * el / done:.0f} s)")
+    os.replace(tmp, out)
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="cogr_trl.py")
+    p.add_argument("--threads", type=int, default=int(os.environ.get("COGR_TRL_THREADS", "2")))
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    b = sub.add_parser("base")
+    b.add_argument("--out", required=True)
+
+    def training(s):
+        s.add_argument("--model", required=True)
+        s.add_argument("--out", required=True)
+        s.add_argument("--log", required=True, help="per-step JSONL log")
+        s.add_argument("--steps", type=int, default=4)
+        s.add_argument("--batch", type=int, default=4)
+        s.add_argument("--lr", type=float, default=1e-5)
+        s.add_argument("--seed", type=int, default=1)
+        s.add_argument("--context", type=int, default=0, help="context length (default: the model's)")
+
+    s = sub.add_parser("sft")
+    training(s)
+    s.add_argument("--data", required=True, help="folder of `cogr sft --export` (item.jsonl, query.jsonl)")
+    s.add_argument("--core", help="file of the run's core training query ids (others left out)")
+    s.add_argument("--max-length", type=int, default=1024)
+
+    g = sub.add_parser("grpo")
+    training(g)
+    g.add_argument("--name", default="query")
+    g.add_argument("--prompts", required=True, help="JSONL of {label, prompt}")
+    g.add_argument("--reward-url", required=True)
+    g.add_argument("--token")
+    g.add_argument("--reward-timeout", type=float, default=60.0)
+    g.add_argument("--rewards-log", required=True, help="JSONL of every (label, completion, reward) the trainer received")
+    g.add_argument("--generations", type=int, default=4)
+    g.add_argument("--max-completion", type=int, default=64)
+    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--beta", type=float, default=0.0)
+    g.add_argument("--repetition-penalty", type=float, default=1.0, help="sampling's repetition penalty (1 = none)")
+
+    q = sub.add_parser("generate")
+    q.add_argument("--model", required=True)
+    q.add_argument("--prompts", required=True, help="JSONL of {id, prompt}")
+    q.add_argument("--out", required=True)
+    q.add_argument("--batch", type=int, default=8)
+    q.add_argument("--max-new-tokens", type=int, default=96)
+    q.add_argument("--temperature", type=float, default=0.7)
+    q.add_argument("--top-p", type=float, default=0.8)
+    q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--context", type=int, default=0)
+    q.add_argument("--repetition-penalty", type=float, default=1.0, help="sampling's repetition penalty (1 = none)")
+
+    a = p.parse_args(argv)
+    if a.threads < 1:
+        p.error("--threads: expected ≥ 1")
+    if a.cmd == "grpo" and a.batch % a.generations:
+        p.error(f"--batch {a.batch} must be a multiple of --generations {a.generations}")
+    try:
+        {"base": cmd_base, "sft": cmd_sft, "grpo": cmd_grpo, "generate": cmd_generate}[a.cmd](a)
+    except CogrError as e:
+        log(f"error[{e.code}]: {e}")
+        return e.status
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
