@@ -43,7 +43,11 @@ export async function run(args: string[]): Promise<void> {
     })
     .add('tune', () => {
       const curves = new Map(ids.map((id, i) => [id, setF1Curve(rankings[i], corpus.relevant.get(id) ?? new Set(), 1000)]));
-      for (const s of kFolds(ids, folds, 1)) sink += tuneCutoff(s.train.map((id) => curves.get(id)!), 1000).cutoff;
+      for (const s of kFolds(ids, folds, 1))
+        sink += tuneCutoff(
+          s.train.map((id) => curves.get(id)!),
+          1000,
+        ).cutoff;
     })
     .add('total', () => {
       sink += runBm25Baseline(corpus, { folds, seed: 1 }).f1;
@@ -67,6 +71,7 @@ export async function run(args: string[]): Promise<void> {
   }
   process.stdout.write(`BM25 baseline cost on ${dataset} (${corpus.items.length} items, ${ids.length} judged queries, ${folds} folds)\n`);
   process.stdout.write('task     mean ms   × load\n');
-  for (const r of rows) process.stdout.write(`${r.task.padEnd(7)} ${r.meanMs.toFixed(1).padStart(8)} ${r.ratioToLoad.toFixed(2).padStart(8)}\n`);
+  for (const r of rows)
+    process.stdout.write(`${r.task.padEnd(7)} ${r.meanMs.toFixed(1).padStart(8)} ${r.ratioToLoad.toFixed(2).padStart(8)}\n`);
   process.stdout.write(`search per query: ${out.perQuerySearchMs.toFixed(3)} ms\n`);
 }

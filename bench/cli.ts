@@ -42,14 +42,28 @@ export async function run(args: string[]): Promise<void> {
     const db = join(dir, 'db');
     await withDb(db, async (d) => {
       const w = new KeywordIndexStore(d).writer('item');
-      for (const doc of nfcorpusDocs().slice(0, items)) w.set(doc.id, doc.id, [...new Set(doc.text.split(' ').filter((x) => x.length >= 4))].slice(0, 10));
+      for (const doc of nfcorpusDocs().slice(0, items))
+        w.set(doc.id, doc.id, [...new Set(doc.text.split(' ').filter((x) => x.length >= 4))].slice(0, 10));
       await w.commit({ label: 'bench cli' });
     });
     const env = { ...process.env, COGR_HOME: join(dir, 'home') };
     const commands = {
       bare_node: ['-e', '0'],
       help: [bin, '--help'],
-      index_search: [bin, 'index', 'search', '--db', db, '--query', 'breast cancer', '--keywords', 'statin|breast|cancer', '--k', '10', '--json'],
+      index_search: [
+        bin,
+        'index',
+        'search',
+        '--db',
+        db,
+        '--query',
+        'breast cancer',
+        '--keywords',
+        'statin|breast|cancer',
+        '--k',
+        '10',
+        '--json',
+      ],
     };
     // One warm-up of each (file cache), then the counted rounds.
     for (const c of Object.values(commands)) wallMs(c, env);

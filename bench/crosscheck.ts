@@ -53,7 +53,16 @@ interface PyDataset {
   cogr: Record<string, TrecMeasures>;
   lucene: { bm25: TrecMeasures; rm3: TrecMeasures };
   lucene_runs: { bm25: Record<string, Record<string, number>>; rm3: Record<string, Record<string, number>> };
-  analysis: { docs: number; docs_identical: number; tokens_cogr: number; tokens_lucene: number; differing_tokens: number; top_differences: [string, number][]; queries: number; queries_identical: number };
+  analysis: {
+    docs: number;
+    docs_identical: number;
+    tokens_cogr: number;
+    tokens_lucene: number;
+    differing_tokens: number;
+    top_differences: [string, number][];
+    queries: number;
+    queries_identical: number;
+  };
   norm_lengths: Record<string, number>;
   seconds: number;
 }
@@ -111,7 +120,14 @@ function javaHome(): string {
 async function runPython(python: string, input: string, java: string): Promise<PyOut> {
   const script = join(packageRoot(), 'bench', 'crosscheck', 'crosscheck.py');
   const ns = process.getuid?.() === 0 ? ['-n'] : ['-r', '-n'];
-  const env: NodeJS.ProcessEnv = { PATH: `${join(java, 'bin')}:${process.env.PATH ?? ''}`, HOME: process.env.HOME ?? '/tmp', JAVA_HOME: java, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', LANG: 'C.UTF-8' };
+  const env: NodeJS.ProcessEnv = {
+    PATH: `${join(java, 'bin')}:${process.env.PATH ?? ''}`,
+    HOME: process.env.HOME ?? '/tmp',
+    JAVA_HOME: java,
+    HF_HUB_OFFLINE: '1',
+    TRANSFORMERS_OFFLINE: '1',
+    LANG: 'C.UTF-8',
+  };
   log(`python side: unshare ${ns.join(' ')} ${python} ${basename(script)} (JAVA_HOME ${java}; no network)`);
   return new Promise((resolve, reject) => {
     const child = spawn('unshare', [...ns, python, script, input], { env, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -138,7 +154,10 @@ async function runPython(python: string, input: string, java: string): Promise<P
 }
 
 /** cogr's per-query figures of a run over every judged query (as `cogr eval`). */
-function cogrPerQuery(corpus: Corpus, run: readonly RunQuery[]): Map<string, { ranked: RankedScores; set: { precision: number; recall: number; f1: number } }> {
+function cogrPerQuery(
+  corpus: Corpus,
+  run: readonly RunQuery[],
+): Map<string, { ranked: RankedScores; set: { precision: number; recall: number; f1: number } }> {
   const by = new Map(run.map((q) => [q.queryId, q.hits]));
   const ev = evaluateRun(
     judgedQueryIds(corpus).map((id) => {
@@ -152,7 +171,11 @@ function cogrPerQuery(corpus: Corpus, run: readonly RunQuery[]): Map<string, { r
 }
 
 /** BM25 over cogr's Lucene-analysis tokens with the given document lengths (exact, or Lucene's one-byte ones). */
-function bm25Run(docs: { id: string; tokens: string[] }[], queries: { id: string; tokens: string[] }[], lengthOf: (n: number) => number): RunQuery[] {
+function bm25Run(
+  docs: { id: string; tokens: string[] }[],
+  queries: { id: string; tokens: string[] }[],
+  lengthOf: (n: number) => number,
+): RunQuery[] {
   const N = docs.length;
   const postings = new Map<string, { d: number; tf: number }[]>();
   let total = 0;
@@ -187,7 +210,12 @@ function asRun(r: Record<string, Record<string, number>>): Map<string, ScoredId[
 }
 
 /** Mean top-k overlap |A ∩ B| / k, and how many queries have the same top k (as a set and in order). */
-function overlap(ids: readonly string[], a: Map<string, readonly ScoredId[]>, b: Map<string, readonly ScoredId[]>, k = 10): { overlap: number; sameSet: number; sameOrder: number } {
+function overlap(
+  ids: readonly string[],
+  a: Map<string, readonly ScoredId[]>,
+  b: Map<string, readonly ScoredId[]>,
+  k = 10,
+): { overlap: number; sameSet: number; sameOrder: number } {
   let sum = 0;
   let sameSet = 0;
   let sameOrder = 0;
@@ -220,7 +248,10 @@ export async function run(args: string[]): Promise<void> {
   const python = s.stdout.trim().split('\n').pop()!;
   const java = javaHome();
   const root = mkdtempSync(join(tmpdir(), 'cogr-crosscheck-'));
-  const local = new Map<string, { corpus: Corpus; runs: Map<string, RunQuery[]>; docs: { id: string; tokens: string[] }[]; queries: { id: string; tokens: string[] }[] }>();
+  const local = new Map<
+    string,
+    { corpus: Corpus; runs: Map<string, RunQuery[]>; docs: { id: string; tokens: string[] }[]; queries: { id: string; tokens: string[] }[] }
+  >();
   try {
     for (const name of datasets) {
       const t0 = Date.now();
@@ -229,11 +260,19 @@ export async function run(args: string[]): Promise<void> {
       mkdirSync(join(dir, 'runs'), { recursive: true });
       const docs = corpus.items.map((it) => ({ id: it.id, contents: itemText(it) }));
       const docTokens = docs.map((d) => ({ id: d.id, tokens: luceneEnglishTokens(d.contents) }));
-      writeFileSync(join(dir, 'docs.jsonl'), docs.map((d, i) => JSON.stringify({ id: d.id, contents: d.contents, cogr_tokens: docTokens[i].tokens })).join('\n') + '\n');
+      writeFileSync(
+        join(dir, 'docs.jsonl'),
+        docs.map((d, i) => JSON.stringify({ id: d.id, contents: d.contents, cogr_tokens: docTokens[i].tokens })).join('\n') + '\n',
+      );
       const text = new Map(corpus.queries.map((q) => [q.id, q.text]));
       const judged = judgedQueryIds(corpus);
       const queries = judged.map((id) => ({ id, tokens: luceneEnglishTokens(text.get(id) ?? '') }));
-      writeFileSync(join(dir, 'queries.tsv'), judged.map((id, i) => `${id}\t${(text.get(id) ?? '').replace(/[\t\n\r]+/g, ' ')}\t${JSON.stringify(queries[i].tokens)}`).join('\n') + '\n');
+      writeFileSync(
+        join(dir, 'queries.tsv'),
+        judged
+          .map((id, i) => `${id}\t${(text.get(id) ?? '').replace(/[\t\n\r]+/g, ' ')}\t${JSON.stringify(queries[i].tokens)}`)
+          .join('\n') + '\n',
+      );
       writeFileSync(join(dir, 'qrels.txt'), formatQrels(corpus.qrels));
       const runs = new Map<string, RunQuery[]>();
       const bm25: RunQuery[] = [];
@@ -254,14 +293,29 @@ export async function run(args: string[]): Promise<void> {
       if (runsDir) {
         for (const f of readdirSync(runsDir)) {
           if (!f.startsWith(`${corpus.name}.`) || !f.endsWith('.run')) continue;
-          const r = readRunFile(join(runsDir, f), { queries: new Set(corpus.queries.map((q) => q.id)), items: new Set(corpus.items.map((i) => i.id)) });
+          const r = readRunFile(join(runsDir, f), {
+            queries: new Set(corpus.queries.map((q) => q.id)),
+            items: new Set(corpus.items.map((i) => i.id)),
+          });
           runs.set(f.slice(corpus.name.length + 1, -4), r);
         }
       }
       for (const [n, r] of runs) await writeRunFile(join(dir, 'runs', `${n}.run`), r, `cogr-${n}`);
-      writeFileSync(join(dir, 'config.json'), JSON.stringify({ k1: K1, b: B, fb_terms: RM3_DEFAULTS.fbTerms, fb_docs: RM3_DEFAULTS.fbDocs, original_query_weight: RM3_DEFAULTS.originalQueryWeight, depth: DEPTH }));
+      writeFileSync(
+        join(dir, 'config.json'),
+        JSON.stringify({
+          k1: K1,
+          b: B,
+          fb_terms: RM3_DEFAULTS.fbTerms,
+          fb_docs: RM3_DEFAULTS.fbDocs,
+          original_query_weight: RM3_DEFAULTS.originalQueryWeight,
+          depth: DEPTH,
+        }),
+      );
       local.set(corpus.name, { corpus, runs, docs: docTokens, queries });
-      log(`${corpus.name}: ${docs.length} documents, ${judged.length} judged queries, ${runs.size} cogr runs written (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
+      log(
+        `${corpus.name}: ${docs.length} documents, ${judged.length} judged queries, ${runs.size} cogr runs written (${((Date.now() - t0) / 1000).toFixed(1)}s)`,
+      );
     }
     const py = await runPython(python, root, java);
     const report: Record<string, unknown> = { jar: py.jar, lucene: py.lucene, java: py.java, tolerance: TOLERANCE, datasets: {} };
@@ -324,14 +378,67 @@ export async function run(args: string[]): Promise<void> {
       const distinctLengths = new Set(l.docs.map((d) => d.tokens.length)).size;
       const keptLengths = new Set(l.docs.map((d) => p.norm_lengths[String(d.tokens.length)])).size;
       const n = judged.length;
-      rankRows.push([name, 'BM25', f4(cogrBm25), f4(lucBm25), f4(cogrBm25 - lucBm25), f4(ovBm25.overlap), `${ovBm25.sameSet}/${n}`, `${ovBm25.sameOrder}/${n}`, `${ovLossy.sameSet}/${n}, ${ovLossyOrder}/${n}`, bm25Ok ? 'ok' : 'FAIL']);
-      rankRows.push([name, 'BM25 + RM3', f4(cogrRm3), f4(lucRm3), f4(cogrRm3 - lucRm3), f4(ovRm3.overlap), `${ovRm3.sameSet}/${n}`, `${ovRm3.sameOrder}/${n}`, '', '']);
-      rankRows.push([name, "BM25 + RM3, Anserini's item vectors", f4(cogrRm3a), f4(lucRm3), f4(cogrRm3a - lucRm3), f4(ovRm3a.overlap), `${ovRm3a.sameSet}/${n}`, `${ovRm3a.sameOrder}/${n}`, '', '']);
+      rankRows.push([
+        name,
+        'BM25',
+        f4(cogrBm25),
+        f4(lucBm25),
+        f4(cogrBm25 - lucBm25),
+        f4(ovBm25.overlap),
+        `${ovBm25.sameSet}/${n}`,
+        `${ovBm25.sameOrder}/${n}`,
+        `${ovLossy.sameSet}/${n}, ${ovLossyOrder}/${n}`,
+        bm25Ok ? 'ok' : 'FAIL',
+      ]);
+      rankRows.push([
+        name,
+        'BM25 + RM3',
+        f4(cogrRm3),
+        f4(lucRm3),
+        f4(cogrRm3 - lucRm3),
+        f4(ovRm3.overlap),
+        `${ovRm3.sameSet}/${n}`,
+        `${ovRm3.sameOrder}/${n}`,
+        '',
+        '',
+      ]);
+      rankRows.push([
+        name,
+        "BM25 + RM3, Anserini's item vectors",
+        f4(cogrRm3a),
+        f4(lucRm3),
+        f4(cogrRm3a - lucRm3),
+        f4(ovRm3a.overlap),
+        `${ovRm3a.sameSet}/${n}`,
+        `${ovRm3a.sameOrder}/${n}`,
+        '',
+        '',
+      ]);
       (report.datasets as Record<string, unknown>)[name] = {
         queries: n,
         metrics,
-        bm25: { cogr: { ndcg10: cogrBm25, map: meanOf(p.cogr['bm25-lucene'], judged, 'map'), r100: meanOf(p.cogr['bm25-lucene'], judged, 'recall_100') }, lucene: { ndcg10: lucBm25, map: meanOf(p.lucene.bm25, judged, 'map'), r100: meanOf(p.lucene.bm25, judged, 'recall_100') }, top10: ovBm25, cogrWithLuceneLengths: { top10VsLucene: ovLossy }, referenceScorerVsCogr: ovExact, lengths: { distinct: distinctLengths, keptByLucene: keptLengths } },
-        rm3: { cogr: { ndcg10: cogrRm3, map: meanOf(p.cogr['rm3-lucene'], judged, 'map') }, cogrAnseriniVectors: { ndcg10: cogrRm3a, map: meanOf(p.cogr['rm3-lucene-anserini-vectors'], judged, 'map'), top10VsLucene: ovRm3a }, lucene: { ndcg10: lucRm3, map: meanOf(p.lucene.rm3, judged, 'map') }, top10: ovRm3 },
+        bm25: {
+          cogr: {
+            ndcg10: cogrBm25,
+            map: meanOf(p.cogr['bm25-lucene'], judged, 'map'),
+            r100: meanOf(p.cogr['bm25-lucene'], judged, 'recall_100'),
+          },
+          lucene: { ndcg10: lucBm25, map: meanOf(p.lucene.bm25, judged, 'map'), r100: meanOf(p.lucene.bm25, judged, 'recall_100') },
+          top10: ovBm25,
+          cogrWithLuceneLengths: { top10VsLucene: ovLossy },
+          referenceScorerVsCogr: ovExact,
+          lengths: { distinct: distinctLengths, keptByLucene: keptLengths },
+        },
+        rm3: {
+          cogr: { ndcg10: cogrRm3, map: meanOf(p.cogr['rm3-lucene'], judged, 'map') },
+          cogrAnseriniVectors: {
+            ndcg10: cogrRm3a,
+            map: meanOf(p.cogr['rm3-lucene-anserini-vectors'], judged, 'map'),
+            top10VsLucene: ovRm3a,
+          },
+          lucene: { ndcg10: lucRm3, map: meanOf(p.lucene.rm3, judged, 'map') },
+          top10: ovRm3,
+        },
         bm25Wink: { ndcg10: nd(p.cogr['bm25-wink']) },
         analysis: p.analysis,
         pythonSeconds: p.seconds,
@@ -339,16 +446,55 @@ export async function run(args: string[]): Promise<void> {
     }
     if (json) process.stdout.write(JSON.stringify({ ok: !failed, ...report }) + '\n');
     else {
-      process.stdout.write(`crosscheck (${py.jar}, Lucene ${py.lucene}, Java ${py.java}; Python side without network)\n\nmetrics: cogr's per-query figures against pytrec_eval's on the same run file (tolerance ${TOLERANCE})\n`);
+      process.stdout.write(
+        `crosscheck (${py.jar}, Lucene ${py.lucene}, Java ${py.java}; Python side without network)\n\nmetrics: cogr's per-query figures against pytrec_eval's on the same run file (tolerance ${TOLERANCE})\n`,
+      );
       process.stdout.write(renderTable(['dataset', 'run', 'comparisons', 'max |diff|', 'check'], metricRows, { right: [2, 3] }));
-      process.stdout.write(`\nrankings: cogr (Lucene analysis) against Anserini's SimpleSearcher (k1 ${K1}, b ${B}; RM3 ${RM3_DEFAULTS.fbTerms} terms, ${RM3_DEFAULTS.fbDocs} docs, weight ${RM3_DEFAULTS.originalQueryWeight}), nDCG@10 by pytrec_eval over every judged query\n`);
-      process.stdout.write(renderTable(['dataset', 'ranking', 'cogr nDCG@10', 'Lucene nDCG@10', 'diff', 'top-10 overlap', 'same top-10 set', 'same top-10 order', 'same set, order with Lucene lengths', 'check'], rankRows, { right: [2, 3, 4, 5, 6, 7, 8] }));
+      process.stdout.write(
+        `\nrankings: cogr (Lucene analysis) against Anserini's SimpleSearcher (k1 ${K1}, b ${B}; RM3 ${RM3_DEFAULTS.fbTerms} terms, ${RM3_DEFAULTS.fbDocs} docs, weight ${RM3_DEFAULTS.originalQueryWeight}), nDCG@10 by pytrec_eval over every judged query\n`,
+      );
+      process.stdout.write(
+        renderTable(
+          [
+            'dataset',
+            'ranking',
+            'cogr nDCG@10',
+            'Lucene nDCG@10',
+            'diff',
+            'top-10 overlap',
+            'same top-10 set',
+            'same top-10 order',
+            'same set, order with Lucene lengths',
+            'check',
+          ],
+          rankRows,
+          { right: [2, 3, 4, 5, 6, 7, 8] },
+        ),
+      );
       const an = [...local.keys()].map((name) => {
         const x = py.datasets[name].analysis;
-        return [name, `${x.docs_identical}/${x.docs}`, `${x.queries_identical}/${x.queries}`, String(x.differing_tokens), `${x.tokens_cogr}/${x.tokens_lucene}`, x.top_differences.slice(0, 6).map(([t, c]) => `${t}×${c}`).join(' ')];
+        return [
+          name,
+          `${x.docs_identical}/${x.docs}`,
+          `${x.queries_identical}/${x.queries}`,
+          String(x.differing_tokens),
+          `${x.tokens_cogr}/${x.tokens_lucene}`,
+          x.top_differences
+            .slice(0, 6)
+            .map(([t, c]) => `${t}×${c}`)
+            .join(' '),
+        ];
       });
-      process.stdout.write('\nanalysis: cogr\'s Lucene-analysis tokens against Lucene\'s (AnalyzerUtils.analyze with DefaultEnglishAnalyzer)\n');
-      process.stdout.write(renderTable(['dataset', 'docs identical', 'queries identical', 'tokens differing', 'tokens cogr/Lucene', 'most frequent differences'], an, { right: [1, 2, 3, 4] }));
+      process.stdout.write(
+        "\nanalysis: cogr's Lucene-analysis tokens against Lucene's (AnalyzerUtils.analyze with DefaultEnglishAnalyzer)\n",
+      );
+      process.stdout.write(
+        renderTable(
+          ['dataset', 'docs identical', 'queries identical', 'tokens differing', 'tokens cogr/Lucene', 'most frequent differences'],
+          an,
+          { right: [1, 2, 3, 4] },
+        ),
+      );
     }
     if (failed) process.exitCode = 1;
   } finally {

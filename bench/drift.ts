@@ -33,7 +33,10 @@ export async function run(args: string[]): Promise<void> {
   const generations = a.number('--generations', 6, { min: 1, integer: true });
   const useStore = !a.has('--no-store');
   const input = syntheticDriftInput({ seed: 1, items, queries, generations });
-  const keywordOccurrences = [...input.sides.item, ...input.sides.query].reduce((a, s) => a + s.entries.reduce((b, e) => b + e.keywords.length, 0), 0);
+  const keywordOccurrences = [...input.sides.item, ...input.sides.query].reduce(
+    (a, s) => a + s.entries.reduce((b, e) => b + e.keywords.length, 0),
+    0,
+  );
   const report = analyzeDrift(input);
 
   let dir: string | null = null;
@@ -88,5 +91,6 @@ export async function run(args: string[]): Promise<void> {
     `drift analysis on a synthetic history: ${items} items, ${queries} queries, ${generations} generations per side, ${keywordOccurrences} keyword occurrences\n`,
   );
   process.stdout.write('task       mean ms   × sets\n');
-  for (const t of tasks) process.stdout.write(`${t.task.padEnd(8)} ${t.meanMs.toFixed(1).padStart(9)} ${t.ratioToSets.toFixed(2).padStart(8)}\n`);
+  for (const t of tasks)
+    process.stdout.write(`${t.task.padEnd(8)} ${t.meanMs.toFixed(1).padStart(9)} ${t.ratioToSets.toFixed(2).padStart(8)}\n`);
 }

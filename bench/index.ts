@@ -139,14 +139,22 @@ export function synthetic(n: number, queries: number, seed: number): { entries: 
   const probes: Probe[] = [];
   for (let q = 0; q < queries; q++) {
     const e = entries[randInt(rng, n)];
-    const kws = [e.keywords[randInt(rng, e.keywords.length)], e.keywords[randInt(rng, e.keywords.length)], e.keywords[randInt(rng, e.keywords.length)]];
+    const kws = [
+      e.keywords[randInt(rng, e.keywords.length)],
+      e.keywords[randInt(rng, e.keywords.length)],
+      e.keywords[randInt(rng, e.keywords.length)],
+    ];
     kws.push(phrases[phrase()], phrases[phrase()]);
     probes.push({ self: `${words[word()]} ${words[word()]} ${words[word()]}`, keywords: kws });
   }
   return { entries, probes };
 }
 
-const STOP = new Set('the and for with from that this were was are has have had not but its into than then also been which their these those between during after before over under more most such other each both only can may our all any per via about'.split(' '));
+const STOP = new Set(
+  'the and for with from that this were was are has have had not but its into than then also been which their these those between during after before over under more most such other each both only can may our all any per via about'.split(
+    ' ',
+  ),
+);
 function tokens(text: string): string[] {
   return text
     .toLowerCase()
@@ -166,7 +174,9 @@ export function nfcorpus(): { entries: IndexEntry[]; probes: Probe[] } {
   const entries: IndexEntry[] = docs.map((d) => {
     const tf = new Map<string, number>();
     for (const g of d.grams) tf.set(g, (tf.get(g) ?? 0) + 1);
-    const ranked = [...tf].map(([g, f]) => [g, f * Math.log(docs.length / df.get(g)!)] as const).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    const ranked = [...tf]
+      .map(([g, f]) => [g, f * Math.log(docs.length / df.get(g)!)] as const)
+      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
     return { id: d.id, self: d.id, keywords: ranked.slice(0, 10).map(([g]) => g) };
   });
   const probes = nfcorpusTitleQueries().map((q) => ({ self: q.text, keywords: grams(tokens(q.text)) }));
@@ -419,7 +429,13 @@ function onePass(n: number, fn: (p: number) => unknown): { p50: number; p99: num
   return { p50: xs[Math.floor(xs.length / 2)], p99: xs[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))] };
 }
 
-async function storeRows(corpus: string, entries: IndexEntry[], probes: Probe[], o: { gen1: boolean }, log: (s: string) => void): Promise<Row[]> {
+async function storeRows(
+  corpus: string,
+  entries: IndexEntry[],
+  probes: Probe[],
+  o: { gen1: boolean },
+  log: (s: string) => void,
+): Promise<Row[]> {
   const dir = mkdtempSync(join(tmpdir(), 'cogr-bench-index-'));
   try {
     const path = join(dir, 'db');
@@ -432,7 +448,11 @@ async function storeRows(corpus: string, entries: IndexEntry[], probes: Probe[],
         if (m === 'committed keyword index generation') leveldbDoneAt = performance.now();
         if (m === 'staged commit' && performance.now() - lastLine < 10_000) return;
         lastLine = performance.now();
-        log(`  ${m} ${Object.entries(f ?? {}).map(([k, v]) => `${k}=${String(v)}`).join(' ')}`);
+        log(
+          `  ${m} ${Object.entries(f ?? {})
+            .map(([k, v]) => `${k}=${String(v)}`)
+            .join(' ')}`,
+        );
       },
       warn: (m) => log(`  warning: ${m}`),
       debug: () => {},
@@ -455,18 +475,39 @@ async function storeRows(corpus: string, entries: IndexEntry[], probes: Probe[],
     );
     const rows: Row[] = [];
     const base = { corpus, items: entries.length, complete: true };
-    rows.push({ ...base, system: 'store: commit gen 0 (LevelDB + view + files)', built: entries.length, buildS: commitMs / 1000, memMB: NaN, rssMB: NaN, diskMB: (diskDb0 + diskPub0) / 2 ** 20, leveldbS: (commitMs - publishMs) / 1000, publishS: publishMs / 1000, diskLevelDbBytesPerItem: diskDb0 / entries.length, diskFilesBytesPerItem: diskPub0 / entries.length });
+    rows.push({
+      ...base,
+      system: 'store: commit gen 0 (LevelDB + view + files)',
+      built: entries.length,
+      buildS: commitMs / 1000,
+      memMB: NaN,
+      rssMB: NaN,
+      diskMB: (diskDb0 + diskPub0) / 2 ** 20,
+      leveldbS: (commitMs - publishMs) / 1000,
+      publishS: publishMs / 1000,
+      diskLevelDbBytesPerItem: diskDb0 / entries.length,
+      diskFilesBytesPerItem: diskPub0 / entries.length,
+    });
     if (o.gen1) {
       // Generation 1: 10 % of the entities get one keyword replaced (copy-on-write commit).
       const t2 = performance.now();
       await (async (s: KeywordIndexStore) => {
         const w2 = s.writer('item');
-        for (let i = 0; i < entries.length; i += 10) w2.set(entries[i].id, entries[i].self, [...entries[i].keywords.slice(1), 'bench replacement']);
+        for (let i = 0; i < entries.length; i += 10)
+          w2.set(entries[i].id, entries[i].self, [...entries[i].keywords.slice(1), 'bench replacement']);
         await w2.commit();
       })(store);
       const commit2Ms = performance.now() - t2;
       log(`  store commit gen 1 (10% changed) ${(commit2Ms / 1000).toFixed(1)} s`);
-      rows.push({ ...base, system: 'store: commit gen 1 (10% changed)', built: entries.length, buildS: commit2Ms / 1000, memMB: NaN, rssMB: NaN, diskMB: folderBytes(dir) / 2 ** 20 });
+      rows.push({
+        ...base,
+        system: 'store: commit gen 1 (10% changed)',
+        built: entries.length,
+        buildS: commit2Ms / 1000,
+        memMB: NaN,
+        rssMB: NaN,
+        diskMB: folderBytes(dir) / 2 ** 20,
+      });
     }
     await db.close();
     // What a reader (serve, search) does: open the published generation 0 without the
@@ -613,7 +654,17 @@ async function nativeRows(
     const st = setup.get(p)!;
     if (st.skipped) {
       log(`  ${p}: skipped — ${st.skipped}`);
-      rows.push({ corpus, system: p === 'fts5' ? 'sqlite-fts5' : p, items: entries.length, built: 0, complete: false, buildS: NaN, memMB: NaN, rssMB: NaN, skipped: st.skipped });
+      rows.push({
+        corpus,
+        system: p === 'fts5' ? 'sqlite-fts5' : p,
+        items: entries.length,
+        built: 0,
+        complete: false,
+        buildS: NaN,
+        memMB: NaN,
+        rssMB: NaN,
+        skipped: st.skipped,
+      });
     }
   }
   if (runnable.length === 0) return rows;
@@ -637,7 +688,17 @@ async function nativeRows(
       } catch (e) {
         const why = (e as Error).message;
         log(`  ${p}: failed — ${why}`);
-        rows.push({ corpus, system: p === 'fts5' ? 'sqlite-fts5' : p, items: entries.length, built: 0, complete: false, buildS: NaN, memMB: NaN, rssMB: NaN, skipped: why });
+        rows.push({
+          corpus,
+          system: p === 'fts5' ? 'sqlite-fts5' : p,
+          items: entries.length,
+          built: 0,
+          complete: false,
+          buildS: NaN,
+          memMB: NaN,
+          rssMB: NaN,
+          skipped: why,
+        });
         continue;
       }
       let ok = 0;
@@ -646,7 +707,9 @@ async function nativeRows(
         for (let q = 0; q < r.sets.length; q++) if (r.sets[q][0] === ours[q][0] && r.sets[q][1] === ours[q][1]) ok++;
         meanMatched = r.sets.reduce((a, x) => a + x[0], 0) / r.sets.length;
       }
-      log(`  ${r.system} ${r.version} ${r.complete ? 'built' : 'stopped'} in ${r.build_s.toFixed(1)} s (${r.built} items)${r.sets ? `; matched sets agree with cogr on ${ok}/${r.sets.length} probes (size and Σ ids)` : ''}`);
+      log(
+        `  ${r.system} ${r.version} ${r.complete ? 'built' : 'stopped'} in ${r.build_s.toFixed(1)} s (${r.built} items)${r.sets ? `; matched sets agree with cogr on ${ok}/${r.sets.length} probes (size and Σ ids)` : ''}`,
+      );
       rows.push({
         corpus,
         system: r.system,
@@ -675,7 +738,8 @@ async function nativeRows(
 /** cogr / peer for every peer row of every corpus. */
 function ratios(rows: Row[]): Ratio[] {
   const out: Ratio[] = [];
-  const q = (a?: number, b?: number) => (a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : undefined);
+  const q = (a?: number, b?: number) =>
+    a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : undefined;
   for (const ours of rows.filter((r) => r.system === 'cogr')) {
     for (const r of rows) {
       if (r.corpus !== ours.corpus || r.system === 'cogr' || r.system.startsWith('store:') || r.skipped || !r.complete) continue;
@@ -696,7 +760,8 @@ function ratios(rows: Row[]): Ratio[] {
 
 function table(rows: Row[]): string {
   const f = (x: number | undefined, d = 1) => (x === undefined || Number.isNaN(x) ? '–' : x.toFixed(d));
-  const head = '| corpus | system | items | build s | mem MB (heap+ext; peers: RSS) | RSS MB | disk MB | mean matched | agree | match p50 µs | match p99 µs | top-10 p50 µs | top-10 p99 µs |';
+  const head =
+    '| corpus | system | items | build s | mem MB (heap+ext; peers: RSS) | RSS MB | disk MB | mean matched | agree | match p50 µs | match p99 µs | top-10 p50 µs | top-10 p99 µs |';
   const sep = '|' + '---|'.repeat(13);
   const lines = rows.map((r) =>
     r.skipped
@@ -705,7 +770,10 @@ function table(rows: Row[]): string {
   );
   const rt = ratios(rows);
   const rhead = '| corpus | cogr / peer | match p50 | match p99 | top-10 p50 | top-10 p99 | build | memory |';
-  const rlines = rt.map((r) => `| ${r.corpus} | ${r.peer} | ${f(r.matchP50, 3)} | ${f(r.matchP99, 3)} | ${f(r.topkP50, 3)} | ${f(r.topkP99, 3)} | ${f(r.build, 3)} | ${f(r.mem, 3)} |`);
+  const rlines = rt.map(
+    (r) =>
+      `| ${r.corpus} | ${r.peer} | ${f(r.matchP50, 3)} | ${f(r.matchP99, 3)} | ${f(r.topkP50, 3)} | ${f(r.topkP99, 3)} | ${f(r.build, 3)} | ${f(r.mem, 3)} |`,
+  );
   return [head, sep, ...lines, '', rhead, '|' + '---|'.repeat(8), ...rlines].join('\n');
 }
 
@@ -721,10 +789,19 @@ export async function run(args: string[]): Promise<void> {
   const storeItems = a.number('--store-items', 100_000);
   const peerArg = a.string('--peers', PEERS.join(','));
   const peers = peerArg === 'none' ? [] : peerArg.split(',').map((x) => x.trim());
-  for (const p of peers) if (!(PEERS as readonly string[]).includes(p)) throw new Error(`--peers: unknown peer ${JSON.stringify(p)} (known: ${PEERS.join(', ')}, or none)`);
+  for (const p of peers)
+    if (!(PEERS as readonly string[]).includes(p))
+      throw new Error(`--peers: unknown peer ${JSON.stringify(p)} (known: ${PEERS.join(', ')}, or none)`);
   const log = (s: string) => process.stderr.write(s + '\n');
   const rows: Row[] = [];
-  const o = { timeMs, budgetMs, storeItems, peers: peers as Peer[], storeOnly: args.includes('--store-only'), gen1: !args.includes('--skip-store-gen1') };
+  const o = {
+    timeMs,
+    budgetMs,
+    storeItems,
+    peers: peers as Peer[],
+    storeOnly: args.includes('--store-only'),
+    gen1: !args.includes('--skip-store-gen1'),
+  };
   if (!args.includes('--skip-nfcorpus')) {
     const c = nfcorpus();
     rows.push(...(await benchCorpus('nfcorpus', c.entries, c.probes, o, log)));
@@ -741,14 +818,44 @@ export async function run(args: string[]): Promise<void> {
     .filter((r) => r.system === 'cogr')
     .map((r) => {
       const ex = rows.find((x) => x.corpus === r.corpus && x.system === 'cogr exhaustive');
-      return { corpus: r.corpus, exhaustiveVsPrunedTop10P50: ex?.topkP50us && r.topkP50us ? ex.topkP50us / r.topkP50us : undefined, exhaustiveVsPrunedTop10P99: ex?.topkP99us && r.topkP99us ? ex.topkP99us / r.topkP99us : undefined };
+      return {
+        corpus: r.corpus,
+        exhaustiveVsPrunedTop10P50: ex?.topkP50us && r.topkP50us ? ex.topkP50us / r.topkP50us : undefined,
+        exhaustiveVsPrunedTop10P99: ex?.topkP99us && r.topkP99us ? ex.topkP99us / r.topkP99us : undefined,
+      };
     });
   if (json) {
     process.stderr.write(table(rows) + '\n');
-    process.stdout.write(JSON.stringify({ bench: 'index', node: process.version, cpus: cpus().length, loadAvgStart, loadAvgEnd: loadavg(), peakRssMB: process.resourceUsage().maxRSS / 1024, items, queries, seed, timeMs, peerBudgetS: budgetMs / 1000, storeItems, peers, rows, ratios: rt, pruning }) + '\n');
+    process.stdout.write(
+      JSON.stringify({
+        bench: 'index',
+        node: process.version,
+        cpus: cpus().length,
+        loadAvgStart,
+        loadAvgEnd: loadavg(),
+        peakRssMB: process.resourceUsage().maxRSS / 1024,
+        items,
+        queries,
+        seed,
+        timeMs,
+        peerBudgetS: budgetMs / 1000,
+        storeItems,
+        peers,
+        rows,
+        ratios: rt,
+        pruning,
+      }) + '\n',
+    );
   } else {
     process.stdout.write(table(rows) + '\n');
-    for (const p of pruning) process.stdout.write(`${p.corpus}: exhaustive / pruned top-10 p50 ${p.exhaustiveVsPrunedTop10P50?.toFixed(2) ?? '–'}×, p99 ${p.exhaustiveVsPrunedTop10P99?.toFixed(2) ?? '–'}×\n`);
-    process.stdout.write(`load average at start ${loadAvgStart.map((x) => x.toFixed(2)).join(' ')}, at end ${loadavg().map((x) => x.toFixed(2)).join(' ')} (${cpus().length} cores)\n`);
+    for (const p of pruning)
+      process.stdout.write(
+        `${p.corpus}: exhaustive / pruned top-10 p50 ${p.exhaustiveVsPrunedTop10P50?.toFixed(2) ?? '–'}×, p99 ${p.exhaustiveVsPrunedTop10P99?.toFixed(2) ?? '–'}×\n`,
+      );
+    process.stdout.write(
+      `load average at start ${loadAvgStart.map((x) => x.toFixed(2)).join(' ')}, at end ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')} (${cpus().length} cores)\n`,
+    );
   }
 }

@@ -87,7 +87,8 @@ export async function run(args: string[]): Promise<void> {
     group: G,
     queriesInBatch: queries.length,
     item_candidates_mean: items.reduce((a, x) => a + item.candidateKeywords(x).length, 0) / items.length,
-    query_keywords_mean: queries.reduce((a, x) => a + planner.plan(x, { asHeldOut: true }).keywords.length, 0) / Math.max(1, queries.length),
+    query_keywords_mean:
+      queries.reduce((a, x) => a + planner.plan(x, { asHeldOut: true }).keywords.length, 0) / Math.max(1, queries.length),
     ms: Object.fromEntries(bench.tasks.map((t) => [t.name, m(t.name)])),
     item_samples_per_s: perS('item_sample', items.length),
     item_cold_samples_per_s: perS('item_cold', items.length),

@@ -119,7 +119,10 @@ export function synthetic(opts: { items: number; queries: number; seed: number; 
   for (let q = 0; q < opts.queries; q++) {
     const t = randInt(rng, T);
     const k = rng() < 0.5 ? 6 : 7;
-    const subs = shuffleSmall(Array.from({ length: S }, (_, s) => s), rng).slice(0, k);
+    const subs = shuffleSmall(
+      Array.from({ length: S }, (_, s) => s),
+      rng,
+    ).slice(0, k);
     const kws = new Set<string>();
     pickDistinct(13, () => sub(t, subs[randInt(rng, subs.length)], randInt(rng, PER_SUB)), kws);
     pickDistinct(2, () => general(t, randInt(rng, PER_GENERAL)), kws);
@@ -153,7 +156,35 @@ function shuffleSmall<T>(list: readonly T[], rng: Rng): T[] {
 
 // ---------------------------------------------------------------- NFCorpus
 
-const QUERY_STOP = new Set(['a', 'an', 'the', 'of', 'in', 'on', 'for', 'and', 'or', 'to', 'is', 'are', 'with', 'by', 'from', 'at', 'as', 'do', 'does', 'how', 'what', 'why', 'can', 'be', 'it', 'its', 'vs']);
+const QUERY_STOP = new Set([
+  'a',
+  'an',
+  'the',
+  'of',
+  'in',
+  'on',
+  'for',
+  'and',
+  'or',
+  'to',
+  'is',
+  'are',
+  'with',
+  'by',
+  'from',
+  'at',
+  'as',
+  'do',
+  'does',
+  'how',
+  'what',
+  'why',
+  'can',
+  'be',
+  'it',
+  'its',
+  'vs',
+]);
 
 function docTerms(text: string): string[] {
   const words = text.split(/\s+/).filter((w) => w.length >= 3 && w !== 'num');
@@ -180,7 +211,10 @@ export function nfcorpus(seed: number, nCandidates: number): Workload {
   }
   const queries: IndexEntry[] = [];
   for (const q of nfcorpusTitleQueries()) {
-    const words = q.text.toLowerCase().split(/\s+/).filter((w) => w.length > 0 && !QUERY_STOP.has(w));
+    const words = q.text
+      .toLowerCase()
+      .split(/\s+/)
+      .filter((w) => w.length > 0 && !QUERY_STOP.has(w));
     const kws = new Set<string>(words);
     for (let j = 0; j + 1 < words.length; j++) kws.add(`${words[j]} ${words[j + 1]}`);
     queries.push({ id: q.id, self: q.text, keywords: [...kws].slice(0, 30) });
@@ -342,7 +376,14 @@ async function measureWorkers(p: Prepared, batchSize: number): Promise<Record<st
       const built = await pool.buildItemCache(ctx);
       out[`cache_build_workers${size}_ms`] = round(performance.now() - t0, 0);
       if (built.qref.length !== cache.qref.length) throw new Error('pool cache differs from the in-process cache');
-      pool.setContext({ side: 'item', itemView: ctx.itemView, queryView: ctx.queryView, relevance: ctx.relevance, cache: built, options: {} });
+      pool.setContext({
+        side: 'item',
+        itemView: ctx.itemView,
+        queryView: ctx.queryView,
+        relevance: ctx.relevance,
+        cache: built,
+        options: {},
+      });
       await pool.rewards(batch.slice(0, 256)); // warm: views decoded in every worker
       await pool.rewards(batch);
     }
@@ -406,11 +447,27 @@ export async function run(args: string[]): Promise<void> {
     ['queryView.match of the candidate (µs)', result.view_match_us, (result.nfcorpus as Record<string, unknown>)?.view_match_us],
     ['incremental vs full (×)', result.incremental_vs_full, (result.nfcorpus as Record<string, unknown>)?.incremental_vs_full],
     ['incremental / look-up (×)', result.incremental_vs_lookup, (result.nfcorpus as Record<string, unknown>)?.incremental_vs_lookup],
-    ['item rewards/s, 1 thread in-process', result.item_rewards_per_second, (result.nfcorpus as Record<string, unknown>)?.item_rewards_per_second],
-    ['item rewards/s, pool of 1 worker', result.item_rewards_per_second_workers1, (result.nfcorpus as Record<string, unknown>)?.item_rewards_per_second_workers1],
-    ['item rewards/s, pool of 2 workers', result.item_rewards_per_second_workers2, (result.nfcorpus as Record<string, unknown>)?.item_rewards_per_second_workers2],
+    [
+      'item rewards/s, 1 thread in-process',
+      result.item_rewards_per_second,
+      (result.nfcorpus as Record<string, unknown>)?.item_rewards_per_second,
+    ],
+    [
+      'item rewards/s, pool of 1 worker',
+      result.item_rewards_per_second_workers1,
+      (result.nfcorpus as Record<string, unknown>)?.item_rewards_per_second_workers1,
+    ],
+    [
+      'item rewards/s, pool of 2 workers',
+      result.item_rewards_per_second_workers2,
+      (result.nfcorpus as Record<string, unknown>)?.item_rewards_per_second_workers2,
+    ],
     ['2 workers vs 1, wall clock (×)', result.workers2_vs_1, (result.nfcorpus as Record<string, unknown>)?.workers2_vs_1],
-    ['CPU cores used, 1 / 2 workers', `${result.cpu_cores_used_workers1} / ${result.cpu_cores_used_workers2}`, `${(result.nfcorpus as Record<string, unknown>)?.cpu_cores_used_workers1} / ${(result.nfcorpus as Record<string, unknown>)?.cpu_cores_used_workers2}`],
+    [
+      'CPU cores used, 1 / 2 workers',
+      `${result.cpu_cores_used_workers1} / ${result.cpu_cores_used_workers2}`,
+      `${(result.nfcorpus as Record<string, unknown>)?.cpu_cores_used_workers1} / ${(result.nfcorpus as Record<string, unknown>)?.cpu_cores_used_workers2}`,
+    ],
   ];
   // With --json the table goes to stderr (log), stdout keeps the one JSON object.
   log('');

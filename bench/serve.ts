@@ -69,7 +69,12 @@ interface AutocannonRequest {
   path?: string;
   setupRequest?: (req: AutocannonRequest, context: Record<string, unknown>) => AutocannonRequest;
 }
-type Autocannon = (opts: { url: string; connections: number; duration: number; requests: AutocannonRequest[] }) => Promise<AutocannonResult>;
+type Autocannon = (opts: {
+  url: string;
+  connections: number;
+  duration: number;
+  requests: AutocannonRequest[];
+}) => Promise<AutocannonResult>;
 
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
@@ -106,7 +111,8 @@ function winkServer(items: readonly Item[], maxK: number): FastifyInstance {
   app.get('/search', async (req, reply) => {
     const q = (req.query as Record<string, unknown>).q;
     const k = Number((req.query as Record<string, unknown>).k ?? 10);
-    if (typeof q !== 'string' || q.length === 0 || !Number.isInteger(k) || k < 1 || k > maxK) return reply.code(400).send({ error: 'bad parameters' });
+    if (typeof q !== 'string' || q.length === 0 || !Number.isInteger(k) || k < 1 || k > maxK)
+      return reply.code(400).send({ error: 'bad parameters' });
     return { query: q, items: index.search(q, k) };
   });
   return app;
@@ -119,7 +125,13 @@ async function listen(app: FastifyInstance): Promise<string> {
   return `http://127.0.0.1:${addr.port}`;
 }
 
-async function load(base: string, pathOf: (q: string) => string, queries: readonly string[], connections: number, duration: number): Promise<AutocannonResult> {
+async function load(
+  base: string,
+  pathOf: (q: string) => string,
+  queries: readonly string[],
+  connections: number,
+  duration: number,
+): Promise<AutocannonResult> {
   let next = 0;
   return autocannon({
     url: base,
@@ -172,12 +184,18 @@ export async function run(args: string[]): Promise<void> {
       corpus.items.forEach((it, i) => w.set(it.id, it.title, kws[i]));
       const generation = await w.commit({ round: 0, label: 'tf-idf top 10 (bench)' });
       const judged = corpus.queries.filter((q) => (corpus.relevant.get(q.id)?.size ?? 0) > 0);
-      const relevance = RelevanceModel.fit(corpus.items, judged.map((q) => [{ id: q.id, text: q.text }, [...corpus.relevant.get(q.id)!]] as const));
+      const relevance = RelevanceModel.fit(
+        corpus.items,
+        judged.map((q) => [{ id: q.id, text: q.text }, [...corpus.relevant.get(q.id)!]] as const),
+      );
       const planner = new KeywordPlanner(relevance);
       const view = await new KeywordIndexStore(db).openView('item', generation);
       planner.attachOpposite(view);
       const rel = relevantOrdinals(view, corpus.relevant);
-      planner.tuneAlpha(judged.map((q) => ({ id: q.id, text: q.text })), (id) => rel.get(id) ?? new Set<number>());
+      planner.tuneAlpha(
+        judged.map((q) => ({ id: q.id, text: q.text })),
+        (id) => rel.get(id) ?? new Set<number>(),
+      );
       await savePlanner(policyStore(db), 0, planner);
     });
     const pool = new KeywordWorkerPool({ logger: silentLogger });
@@ -187,9 +205,14 @@ export async function run(args: string[]): Promise<void> {
         dbPath,
         round: 'latest',
         corpus,
-        keywordSource: keywordSourceFactory(generator, () => {
-          throw new Error('the serve benchmark runs no LLM endpoint');
-        }, silentLogger, () => pool),
+        keywordSource: keywordSourceFactory(
+          generator,
+          () => {
+            throw new Error('the serve benchmark runs no LLM endpoint');
+          },
+          silentLogger,
+          () => pool,
+        ),
       }),
     );
     await live.reload();
@@ -206,7 +229,10 @@ export async function run(args: string[]): Promise<void> {
     await load(winkUrl, winkPath, queries, connections, 2);
     const peer = summary(await load(winkUrl, winkPath, queries, connections, duration));
     const metrics = await (await fetch(`${oursUrl}/metrics`)).text();
-    const fallbacks = [...metrics.matchAll(/^cogr_query_keyword_fallbacks_total\{reason="([^"]+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]);
+    const fallbacks = [...metrics.matchAll(/^cogr_query_keyword_fallbacks_total\{reason="([^"]+)"\} (\d+)/gm)].map((m) => [
+      m[1],
+      Number(m[2]),
+    ]);
     for (const s of servers.splice(0)) await s.close();
     for (const p of pools.splice(0)) await p.close();
     const mixed = await mixedWorkload(dbPath, corpus.items, queries, mixedDuration);
@@ -234,25 +260,57 @@ export async function run(args: string[]): Promise<void> {
         renderTable(
           ['target', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'requests'],
           [
-            ['cogr serve GET /v1/search', mine.requests_per_second.toFixed(0), String(mine.p50_ms), String(mine.p99_ms), String(mine.errors), String(mine.total_requests)],
-            ['wink-bm25 raw text', peer.requests_per_second.toFixed(0), String(peer.p50_ms), String(peer.p99_ms), String(peer.errors), String(peer.total_requests)],
+            [
+              'cogr serve GET /v1/search',
+              mine.requests_per_second.toFixed(0),
+              String(mine.p50_ms),
+              String(mine.p99_ms),
+              String(mine.errors),
+              String(mine.total_requests),
+            ],
+            [
+              'wink-bm25 raw text',
+              peer.requests_per_second.toFixed(0),
+              String(peer.p50_ms),
+              String(peer.p99_ms),
+              String(peer.errors),
+              String(peer.total_requests),
+            ],
           ],
           { rule: false },
         ),
       );
-      process.stdout.write(`throughput ratio cogr / wink: ${out.rps_ratio_vs_wink?.toFixed(2)}; keyword fallbacks: ${JSON.stringify(out.keyword_fallbacks)}\n`);
-      process.stdout.write(`\nmixed workload, cogr serve process, ${mixedDuration} s: 4 clients sending 64-text programs beside cached GETs\n`);
+      process.stdout.write(
+        `throughput ratio cogr / wink: ${out.rps_ratio_vs_wink?.toFixed(2)}; keyword fallbacks: ${JSON.stringify(out.keyword_fallbacks)}\n`,
+      );
+      process.stdout.write(
+        `\nmixed workload, cogr serve process, ${mixedDuration} s: 4 clients sending 64-text programs beside cached GETs\n`,
+      );
       process.stdout.write(
         renderTable(
           ['GET', 'req/s', 'p50 ms', 'p99 ms', 'errors'],
           [
-            ['/health', mixed.health.requests_per_second.toFixed(0), String(mixed.health.p50_ms), String(mixed.health.p99_ms), String(mixed.health.errors)],
-            ['/v1/search (cached)', mixed.search.requests_per_second.toFixed(0), String(mixed.search.p50_ms), String(mixed.search.p99_ms), String(mixed.search.errors)],
+            [
+              '/health',
+              mixed.health.requests_per_second.toFixed(0),
+              String(mixed.health.p50_ms),
+              String(mixed.health.p99_ms),
+              String(mixed.health.errors),
+            ],
+            [
+              '/v1/search (cached)',
+              mixed.search.requests_per_second.toFixed(0),
+              String(mixed.search.p50_ms),
+              String(mixed.search.p99_ms),
+              String(mixed.search.errors),
+            ],
           ],
           { rule: false },
         ),
       );
-      process.stdout.write(`programs: ${mixed.programs.answered} answered (${mixed.programs.failed} failed), ${mixed.programs.bytes} bytes each, mean ${mixed.programs.mean_ms.toFixed(0)} ms; keyword fallbacks: ${JSON.stringify(mixed.keyword_fallbacks)}\n`);
+      process.stdout.write(
+        `programs: ${mixed.programs.answered} answered (${mixed.programs.failed} failed), ${mixed.programs.bytes} bytes each, mean ${mixed.programs.mean_ms.toFixed(0)} ms; keyword fallbacks: ${JSON.stringify(mixed.keyword_fallbacks)}\n`,
+      );
     }
   } finally {
     for (const s of servers) await s.close();
@@ -276,7 +334,9 @@ function programTexts(items: readonly Item[], p: number): string[] {
 
 async function mixedWorkload(dbPath: string, items: readonly Item[], queries: readonly string[], duration: number) {
   const bin = join(packageRoot(), 'bin', 'cogr.mjs');
-  const child = spawn(process.execPath, [bin, 'serve', '--db', dbPath, '--port', '0', '--dataset', 'nfcorpus'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve', '--db', dbPath, '--port', '0', '--dataset', 'nfcorpus'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let log = '';
   child.stderr!.on('data', (d) => (log += String(d)));
   try {
@@ -320,13 +380,21 @@ async function mixedWorkload(dbPath: string, items: readonly Item[], queries: re
     stop = true;
     await Promise.all(clients);
     const metrics = await (await fetch(`${base}/metrics`)).text();
-    const fallbacks = [...metrics.matchAll(/^cogr_query_keyword_fallbacks_total\{reason="([^"]+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])]);
+    const fallbacks = [...metrics.matchAll(/^cogr_query_keyword_fallbacks_total\{reason="([^"]+)"\} (\d+)/gm)].map((m) => [
+      m[1],
+      Number(m[2]),
+    ]);
     return {
       duration_s: duration,
       heavy_clients: 4,
       health: summary(health),
       search: summary(search),
-      programs: { answered: programs.answered, failed: programs.failed, bytes: programs.bytes, mean_ms: programs.totalMs / Math.max(1, programs.answered + programs.failed) },
+      programs: {
+        answered: programs.answered,
+        failed: programs.failed,
+        bytes: programs.bytes,
+        mean_ms: programs.totalMs / Math.max(1, programs.answered + programs.failed),
+      },
       keyword_fallbacks: Object.fromEntries(fallbacks),
     };
   } finally {

@@ -43,9 +43,24 @@ import { silentLogger, type Logger } from '../index/core/log.ts';
 import { createRng, deriveSeed, type Rng } from '../index/core/random.ts';
 import type { Side } from '../index/core/types.ts';
 import { boundedKeywordListSchema, parseKeywordOutput } from './parse.ts';
-import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt, type ChatMessage, type PromptExample, type PromptTemplate, type SearchContext } from './prompts.ts';
+import {
+  DEFAULT_PROMPT_DIR,
+  loadPromptTemplate,
+  renderPrompt,
+  type ChatMessage,
+  type PromptExample,
+  type PromptTemplate,
+  type SearchContext,
+} from './prompts.ts';
 import { DEFAULTS, K_MAX } from '../index/core/defaults.ts';
-import { type GenerateInput, type GenerateOptions, type KeyValueStore, type KeywordGenerator, type KeywordSample, type SettledSamples } from './types.ts';
+import {
+  type GenerateInput,
+  type GenerateOptions,
+  type KeyValueStore,
+  type KeywordGenerator,
+  type KeywordSample,
+  type SettledSamples,
+} from './types.ts';
 
 export const LlmOptionsSchema = z.object({
   baseURL: z.string().url({ message: 'baseURL must be a URL (flag --base-url or OPENAI_BASE_URL)' }),
@@ -104,14 +119,21 @@ export const MAX_LLM_TIMEOUT_MS = 86_400_000;
  * COGR_MODEL, COGR_LLM_TIMEOUT_MS). The time-out is milliseconds in decimal digits; another
  * value is refused naming the flag or the variable it came from.
  */
-export function llmOptionsFromEnv(flags: { baseUrl?: string; model?: string; apiKey?: string; llmTimeout?: string }, env: NodeJS.ProcessEnv = process.env): LlmOptions {
-  const [timeoutFrom, timeoutRaw] = flags.llmTimeout !== undefined ? ['--llm-timeout', flags.llmTimeout] : ['COGR_LLM_TIMEOUT_MS', env.COGR_LLM_TIMEOUT_MS];
+export function llmOptionsFromEnv(
+  flags: { baseUrl?: string; model?: string; apiKey?: string; llmTimeout?: string },
+  env: NodeJS.ProcessEnv = process.env,
+): LlmOptions {
+  const [timeoutFrom, timeoutRaw] =
+    flags.llmTimeout !== undefined ? ['--llm-timeout', flags.llmTimeout] : ['COGR_LLM_TIMEOUT_MS', env.COGR_LLM_TIMEOUT_MS];
   let timeoutMs: number | undefined;
   if (timeoutRaw !== undefined) {
     const s = timeoutRaw.trim();
     timeoutMs = /^\d+$/.test(s) ? Number(s) : NaN;
     if (!(timeoutMs >= 1 && timeoutMs <= MAX_LLM_TIMEOUT_MS)) {
-      throw cogrError('INVALID_ARGUMENT', `${timeoutFrom}: expected an integer in [1, ${MAX_LLM_TIMEOUT_MS}] (milliseconds), got ${JSON.stringify(timeoutRaw)}`);
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `${timeoutFrom}: expected an integer in [1, ${MAX_LLM_TIMEOUT_MS}] (milliseconds), got ${JSON.stringify(timeoutRaw)}`,
+      );
     }
   }
   return {
@@ -179,7 +201,12 @@ function choiceAnomaly(message: unknown): string | undefined {
   if (typeof message !== 'object' || message === null) return 'a choice without a message';
   const content = (message as { content?: unknown }).content;
   if (typeof content === 'string') return content.length === 0 ? 'an empty message content' : undefined;
-  const what = content === undefined ? 'no message content' : content === null ? 'a null message content' : `a message content of type ${Array.isArray(content) ? 'array' : typeof content}`;
+  const what =
+    content === undefined
+      ? 'no message content'
+      : content === null
+        ? 'a null message content'
+        : `a message content of type ${Array.isArray(content) ? 'array' : typeof content}`;
   return Array.isArray((message as { tool_calls?: unknown }).tool_calls) ? `${what} (tool calls only)` : what;
 }
 
@@ -279,7 +306,8 @@ export class OpenAIGenerator implements KeywordGenerator {
    * are not sent: their inputs fail naming that input; answers already in are kept.
    */
   async generateSettled(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<SettledSamples[]> {
-    if (!Number.isInteger(opts.samples) || opts.samples < 1) throw cogrError('INVALID_ARGUMENT', `samples must be a positive integer, got ${opts.samples}`);
+    if (!Number.isInteger(opts.samples) || opts.samples < 1)
+      throw cogrError('INVALID_ARGUMENT', `samples must be a positive integer, got ${opts.samples}`);
     if (!(opts.temperature >= 0)) throw cogrError('INVALID_ARGUMENT', `temperature must be ≥ 0, got ${opts.temperature}`);
     const batch: BatchState = {};
     return Promise.all(
@@ -359,16 +387,28 @@ export class OpenAIGenerator implements KeywordGenerator {
         // Model output only: a choice without text is a protocol anomaly, asked again next time.
         if (this.cache && choices[j].anomaly === undefined) {
           const c = choices[j];
-          await this.cache.put(keys[s], { content: c.content, logProb: c.logProb, ...(c.finishReason !== undefined ? { finishReason: c.finishReason } : {}) });
+          await this.cache.put(keys[s], {
+            content: c.content,
+            logProb: c.logProb,
+            ...(c.finishReason !== undefined ? { finishReason: c.finishReason } : {}),
+          });
         }
       }
-      if (take === 0) throw cogrError('LLM_ERROR', `LLM endpoint ${this.options.baseURL} returned no choices`, { endpoint: this.options.baseURL });
+      if (take === 0)
+        throw cogrError('LLM_ERROR', `LLM endpoint ${this.options.baseURL} returned no choices`, { endpoint: this.options.baseURL });
       missing = missing.slice(take);
     }
     return out.map((c) => this.toSample(c!));
   }
 
-  private async request(messages: ChatMessage[], opts: GenerateOptions, n: number, firstIndex: number, inputId: string, batch: BatchState): Promise<Choice[]> {
+  private async request(
+    messages: ChatMessage[],
+    opts: GenerateOptions,
+    n: number,
+    firstIndex: number,
+    inputId: string,
+    batch: BatchState,
+  ): Promise<Choice[]> {
     const endpoint = this.options.baseURL;
     let lastStatus = 'none';
     for (let attempt = 0; ; attempt++) {
@@ -376,13 +416,21 @@ export class OpenAIGenerator implements KeywordGenerator {
       if (batch.broken) {
         const b = batch.broken;
         throw attempt === 0
-          ? cogrError('LLM_ERROR', `not sent: the LLM endpoint ${endpoint} failed on input ${JSON.stringify(b.inputId)} (${b.error.message})`, { endpoint, notSent: true, failedOn: b.inputId })
-          : cogrError('LLM_ERROR', `LLM endpoint ${endpoint} failed after ${attempt} attempt(s): last status ${lastStatus}; not retried, as it failed on input ${JSON.stringify(b.inputId)} too`, {
-              endpoint,
-              status: lastStatus,
-              attempts: attempt,
-              failedOn: b.inputId,
-            });
+          ? cogrError(
+              'LLM_ERROR',
+              `not sent: the LLM endpoint ${endpoint} failed on input ${JSON.stringify(b.inputId)} (${b.error.message})`,
+              { endpoint, notSent: true, failedOn: b.inputId },
+            )
+          : cogrError(
+              'LLM_ERROR',
+              `LLM endpoint ${endpoint} failed after ${attempt} attempt(s): last status ${lastStatus}; not retried, as it failed on input ${JSON.stringify(b.inputId)} too`,
+              {
+                endpoint,
+                status: lastStatus,
+                attempts: attempt,
+                failedOn: b.inputId,
+              },
+            );
       }
       const structured = this.structuredOk;
       const body: Record<string, unknown> = {
@@ -404,9 +452,12 @@ export class OpenAIGenerator implements KeywordGenerator {
       try {
         let res: OpenAI.Chat.Completions.ChatCompletion;
         try {
-          res = (await this.client.chat.completions.create(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming, {
-            signal,
-          })) as OpenAI.Chat.Completions.ChatCompletion;
+          res = (await this.client.chat.completions.create(
+            body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming,
+            {
+              signal,
+            },
+          )) as OpenAI.Chat.Completions.ChatCompletion;
         } finally {
           clearTimeout(timer);
         }
@@ -424,7 +475,9 @@ export class OpenAIGenerator implements KeywordGenerator {
           const logProb = Array.isArray(lp) && lp.length > 0 ? lp.reduce((a, t) => a + (t.logprob ?? 0), 0) : null;
           const anomaly = choiceAnomaly(c.message as unknown);
           const fr = typeof c.finish_reason === 'string' ? { finishReason: c.finish_reason as string } : {};
-          return anomaly === undefined ? { content: c.message.content as string, logProb, ...fr } : { content: '', logProb, anomaly, ...fr };
+          return anomaly === undefined
+            ? { content: c.message.content as string, logProb, ...fr }
+            : { content: '', logProb, anomaly, ...fr };
         });
       } catch (e) {
         this.usage.failures++;
@@ -465,7 +518,9 @@ export class OpenAIGenerator implements KeywordGenerator {
           throw e;
         }
         if (!retryable || attempt >= this.options.maxRetries || batch.broken) {
-          const hint = lastStatus.startsWith('time-out') ? ` (the deadline counts from sending and covers the whole answer; ${TIMEOUT_HINT})` : '';
+          const hint = lastStatus.startsWith('time-out')
+            ? ` (the deadline counts from sending and covers the whole answer; ${TIMEOUT_HINT})`
+            : '';
           const error = cogrError(
             'LLM_ERROR',
             `LLM endpoint ${endpoint} failed after ${attempt + 1} attempt(s): last status ${lastStatus}${retryable ? '' : ' (not retryable)'}${hint}`,
@@ -479,7 +534,12 @@ export class OpenAIGenerator implements KeywordGenerator {
         this.usage.retries++;
         const backoff = Math.min(this.options.retryMaxMs, this.options.retryBaseMs * 2 ** attempt);
         const delay = Math.min(this.options.retryMaxMs, Math.max(backoff * (0.5 + 0.5 * this.jitter()), retryAfterMs));
-        this.logger.debug('LLM request failed; retrying', { endpoint, status: lastStatus, attempt: attempt + 1, delayMs: Math.round(delay) });
+        this.logger.debug('LLM request failed; retrying', {
+          endpoint,
+          status: lastStatus,
+          attempt: attempt + 1,
+          delayMs: Math.round(delay),
+        });
         await sleep(delay, opts.signal);
       }
     }

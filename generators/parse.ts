@@ -113,7 +113,10 @@ export function parseKeywordOutput(raw: string): ParsedKeywords {
   const json = tryJson(s);
   if (json) return finish(json, 'json');
   if (/^\s*[[{]/.test(s)) return { ok: false, keywords: [], via: 'none' }; // broken JSON
-  const lines = s.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
+  const lines = s
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0);
   const bullets = lines.map((l) => BULLET.exec(l)?.[1]).filter((x): x is string => x !== undefined);
   if (bullets.length > 0 && bullets.length >= lines.length / 2) {
     const items = bullets.flatMap((b) => b.split(/[;,]/)).map((x) => x.trim());
@@ -124,7 +127,10 @@ export function parseKeywordOutput(raw: string): ParsedKeywords {
   const joined = body.join('\n');
   if (looksLikeProse(joined, joined.split(/[,;\n]/))) return { ok: false, keywords: [], via: 'none' };
   if (/[,;]/.test(joined)) {
-    const items = joined.split(/[,;\n]/).map((x) => x.replace(/^keywords?:\s*/i, '').trim()).filter((x) => x.length > 0);
+    const items = joined
+      .split(/[,;\n]/)
+      .map((x) => x.replace(/^keywords?:\s*/i, '').trim())
+      .filter((x) => x.length > 0);
     if (items.length >= 2 && items.every((x) => x.split(/\s+/).length <= MAX_LINE_WORDS)) return finish(items, 'separated');
     return { ok: false, keywords: [], via: 'none' };
   }

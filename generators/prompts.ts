@@ -56,7 +56,10 @@ const SEPARATOR = '=== user ===';
 const EXAMPLES = '=== examples ===';
 
 export function parsePromptTemplate(side: Side, path: string, source: string): PromptTemplate {
-  const lines = source.split(/\r?\n/).map((l, i) => ({ l, n: i + 1 })).filter(({ l }) => !l.startsWith('%%'));
+  const lines = source
+    .split(/\r?\n/)
+    .map((l, i) => ({ l, n: i + 1 }))
+    .filter(({ l }) => !l.startsWith('%%'));
   const at = lines.findIndex(({ l }) => l.trim() === SEPARATOR);
   if (at < 0) throw cogrError('DATA_FORMAT', `prompt file ${path} has no "${SEPARATOR}" line separating system and user messages`);
   const ex = lines.findIndex(({ l }) => l.trim() === EXAMPLES);
@@ -72,14 +75,22 @@ export function parsePromptTemplate(side: Side, path: string, source: string): P
       throw cogrError('DATA_FORMAT', `prompt file ${path}:${n}: an example is one JSON object a line (${(e as Error).message})`);
     }
     const r = ExampleSchema.safeParse(v);
-    if (!r.success) throw schemaError('DATA_FORMAT', r.error, { what: `prompt file ${path}:${n}: an example is {"text", "title"?, "keywords": [...]}` });
+    if (!r.success)
+      throw schemaError('DATA_FORMAT', r.error, { what: `prompt file ${path}:${n}: an example is {"text", "title"?, "keywords": [...]}` });
     examples.push(r.data);
   }
   return {
     side,
     path,
-    system: lines.slice(0, at).map(({ l }) => l).join('\n').trim(),
-    user: userLines.map(({ l }) => l).join('\n').trim(),
+    system: lines
+      .slice(0, at)
+      .map(({ l }) => l)
+      .join('\n')
+      .trim(),
+    user: userLines
+      .map(({ l }) => l)
+      .join('\n')
+      .trim(),
     examples,
   };
 }
@@ -120,8 +131,10 @@ export interface SearchContext {
 export function renderSearchContext(c: readonly string[] | SearchContext): string {
   const ctx: SearchContext = Array.isArray(c) ? { items: c as readonly string[] } : (c as SearchContext);
   const parts: string[] = [];
-  if (ctx.items.length) parts.push('Top search results for this query:\n' + ctx.items.map((s, i) => `${i + 1}. ${cut(s, TITLE_BUDGET)}`).join('\n'));
-  if (ctx.keywords && ctx.keywords.length) parts.push('Index keywords that retrieve them: ' + ctx.keywords.map((k) => cut(k, 100)).join('; '));
+  if (ctx.items.length)
+    parts.push('Top search results for this query:\n' + ctx.items.map((s, i) => `${i + 1}. ${cut(s, TITLE_BUDGET)}`).join('\n'));
+  if (ctx.keywords && ctx.keywords.length)
+    parts.push('Index keywords that retrieve them: ' + ctx.keywords.map((k) => cut(k, 100)).join('; '));
   return parts.join('\n');
 }
 
@@ -154,7 +167,9 @@ export function renderPrompt(
   examples?: readonly PromptExample[],
 ): ChatMessage[] {
   // An example is never the input itself (its own target would be the answer).
-  const shots = (examples !== undefined && examples.length > 0 ? examples : t.examples).filter((e) => e.text !== input.text || (e.title ?? '') !== (input.title ?? ''));
+  const shots = (examples !== undefined && examples.length > 0 ? examples : t.examples).filter(
+    (e) => e.text !== input.text || (e.title ?? '') !== (input.title ?? ''),
+  );
   const ctx = renderSearchContext(searchContext);
   const out: ChatMessage[] = [{ role: 'system', content: fill(t.system, promptVars(input, ctx, kMax), t.path) }];
   for (const e of shots) {
@@ -164,4 +179,3 @@ export function renderPrompt(
   out.push({ role: 'user', content: userMessage(t, input, ctx, kMax) });
   return out;
 }
-

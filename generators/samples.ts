@@ -13,7 +13,8 @@ export function drawSamples(
   opts: GenerateOptions,
   draw: (input: GenerateInput, rng: Rng) => { keywords: string[]; logProb: number | null },
 ): KeywordSample[][] {
-  if (!Number.isInteger(opts.samples) || opts.samples < 1) throw cogrError('INVALID_ARGUMENT', `samples must be a positive integer, got ${opts.samples}`);
+  if (!Number.isInteger(opts.samples) || opts.samples < 1)
+    throw cogrError('INVALID_ARGUMENT', `samples must be a positive integer, got ${opts.samples}`);
   const seed = opts.seed ?? 0;
   return inputs.map((input) => {
     if (opts.signal?.aborted) throw cogrError('ABORTED', 'generation cancelled');

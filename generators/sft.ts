@@ -19,7 +19,6 @@ import { RelevanceModel, type RelevanceFit, type RelevanceOptions } from './plan
 import { DEFAULT_PROMPT_DIR, loadPromptTemplate, renderPrompt } from './prompts.ts';
 import type { GenerateInput } from './types.ts';
 
-
 export function itemInput(item: Item): GenerateInput {
   return { id: item.id, title: item.title, text: item.text };
 }
@@ -129,7 +128,12 @@ export function runSft(opts: SftRunOptions): SftResult {
   const mCurve: [number, number][] = [];
   for (const M of Ms) {
     opts.progress?.(`trying M = ${M} keywords per item`);
-    const view = KeywordView.build('item', 0, items.map((it) => ({ id: it.id, self: it.title, keywords: ranked.get(it.id)!.slice(0, M) })), { analyzer });
+    const view = KeywordView.build(
+      'item',
+      0,
+      items.map((it) => ({ id: it.id, self: it.title, keywords: ranked.get(it.id)!.slice(0, M) })),
+      { analyzer },
+    );
     planner.attachOpposite(view);
     const rel = relevantOrdinals(view, relevant);
     const t = planner.tuneAlpha(inputs, (id) => rel.get(id) ?? EMPTY);
@@ -201,7 +205,9 @@ export function exportTrl(
   };
   const item = write(
     'item',
-    data.items.filter((it) => data.itemKeywords.has(it.id)).map((it) => ({ input: itemInput(it), keywords: data.itemKeywords.get(it.id)! })),
+    data.items
+      .filter((it) => data.itemKeywords.has(it.id))
+      .map((it) => ({ input: itemInput(it), keywords: data.itemKeywords.get(it.id)! })),
   );
   const query = write(
     'query',

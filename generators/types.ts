@@ -55,7 +55,12 @@ export interface KeywordGenerator {
 }
 
 /** Per input its samples or its error: the generator's own `generateSettled`, else `generate` (all or nothing). */
-export async function generateSettled(gen: KeywordGenerator, side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<SettledSamples[]> {
+export async function generateSettled(
+  gen: KeywordGenerator,
+  side: Side,
+  inputs: readonly GenerateInput[],
+  opts: GenerateOptions,
+): Promise<SettledSamples[]> {
   if (gen.generateSettled) return gen.generateSettled(side, inputs, opts);
   return (await gen.generate(side, inputs, opts)).map((samples): SettledSamples => ({ ok: true, samples }));
 }

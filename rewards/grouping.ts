@@ -14,7 +14,6 @@ import { schemaError } from '../index/core/errors.ts';
 import { normalizeSelf } from '../index/text/normalize.ts';
 import { DEFAULTS } from '../index/core/defaults.ts';
 
-
 const GroupingOptions = z.object({
   delta: z.number().min(0, 'delta must be in [0, 1]').max(1, 'delta must be in [0, 1]').optional(),
   kMin: z.number().int('kMin must be an integer').min(1, 'kMin must be at least 1').optional(),
@@ -117,7 +116,11 @@ export function groupInputs(inputs: readonly string[], opts: { delta?: number; k
  * their members, and every input of a smaller cluster stays its own group. Groups are
  * listed by their first member (ascending input index), members ascending.
  */
-export function grpoGroups(inputs: readonly string[], mode: 'exact' | 'semantic', opts: { delta?: number; kMin?: number } = {}): number[][] {
+export function grpoGroups(
+  inputs: readonly string[],
+  mode: 'exact' | 'semantic',
+  opts: { delta?: number; kMin?: number } = {},
+): number[][] {
   if (mode === 'exact') return inputs.map((_, i) => [i]);
   const g = groupInputs(inputs, opts);
   return [...g.groups, ...g.dropped.map((i) => [i])].sort((a, b) => a[0] - b[0]);

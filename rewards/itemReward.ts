@@ -74,7 +74,10 @@ const bridges = new WeakMap<KeywordView, WeakMap<KeywordView, Int32Array>>();
  */
 export function keywordBridge(itemView: KeywordView, queryView: KeywordView): Int32Array {
   if (itemView.data.analyzer !== queryView.data.analyzer) {
-    throw cogrError('INVALID_ARGUMENT', `the item index (${itemView.data.analyzer} analyzer) and the query index (${queryView.data.analyzer} analyzer) match keywords differently; build both with one analyzer`);
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `the item index (${itemView.data.analyzer} analyzer) and the query index (${queryView.data.analyzer} analyzer) match keywords differently; build both with one analyzer`,
+    );
   }
   let inner = bridges.get(itemView);
   if (!inner) {
@@ -301,12 +304,7 @@ export function cachedReferenceQueries(cache: ItemRewardCache, item: number): In
 }
 
 /** Incremental counterfactual item reward (Appendix B.3); −1 over the budget. */
-export function itemRewardIncremental(
-  ctx: ItemRewardContext,
-  cache: ItemRewardCache,
-  item: number,
-  candidate: readonly string[],
-): number {
+export function itemRewardIncremental(ctx: ItemRewardContext, cache: ItemRewardCache, item: number, candidate: readonly string[]): number {
   checkCacheItem(ctx, cache, item);
   const resolved = resolveCandidate(ctx, candidate);
   const penalty = budgetPenalty(resolved.keywords.length, { side: 'item', kMax: ctx.kMax });
@@ -419,18 +417,16 @@ export function sumF(ctx: ItemRewardContext, counts: QueryCounts): number {
  * counts of the unmodified index, `fullQueryCounts(ctx)`) may be passed to avoid
  * recomputing them; it does not depend on the candidate.
  */
-export function itemRewardFull(
-  ctx: ItemRewardContext,
-  item: number,
-  candidate: readonly string[],
-  reference?: QueryCounts,
-): number {
+export function itemRewardFull(ctx: ItemRewardContext, item: number, candidate: readonly string[], reference?: QueryCounts): number {
   checkItem(ctx, item);
   const penalty = budgetPenalty(normalizeCandidate(candidate, ctx.queryView.data.analyzer).length, { side: 'item', kMax: ctx.kMax });
   if (penalty !== null) return penalty;
   const beta = ctx.beta ?? DEFAULTS.run.beta;
   const ref = reference ?? fullQueryCounts(ctx);
-  const next = fullQueryCounts(ctx, { item, queries: candidateQueries(ctx, item, normalizeCandidate(candidate, ctx.queryView.data.analyzer)) });
+  const next = fullQueryCounts(ctx, {
+    item,
+    queries: candidateQueries(ctx, item, normalizeCandidate(candidate, ctx.queryView.data.analyzer)),
+  });
   const { counted, nRel } = ctx.relevance;
   let sum = 0;
   for (let q = 0; q < next.nRet.length; q++) {

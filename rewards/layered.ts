@@ -56,11 +56,19 @@ export function layered<P extends Prepared>(
   opts: LayeredOptions,
 ): { reward: number; reason: RewardReason; prepared: P | null } {
   if (!Array.isArray(parsed) || parsed.some((k) => typeof k !== 'string')) {
-    return { reward: opts.invalidFormatReward ?? DEFAULTS.layered.invalidFormatReward[opts.side], reason: 'invalid_format', prepared: null };
+    return {
+      reward: opts.invalidFormatReward ?? DEFAULTS.layered.invalidFormatReward[opts.side],
+      reason: 'invalid_format',
+      prepared: null,
+    };
   }
   const prepared = prepare(parsed);
   if (prepared.keywords.length === 0) {
-    return { reward: opts.invalidFormatReward ?? DEFAULTS.layered.invalidFormatReward[opts.side], reason: 'invalid_format', prepared: null };
+    return {
+      reward: opts.invalidFormatReward ?? DEFAULTS.layered.invalidFormatReward[opts.side],
+      reason: 'invalid_format',
+      prepared: null,
+    };
   }
   const penalty = budgetPenalty(prepared.keywords.length, opts);
   if (penalty !== null) return { reward: penalty, reason: 'over_budget', prepared };
@@ -77,7 +85,12 @@ export function layeredReward(
   result: (keywords: string[]) => number,
   opts: LayeredOptions,
 ): LayeredResult {
-  const r = layered(parsed, (list) => normalizeKeywordSet(list), (p) => result(p.keywords), opts);
+  const r = layered(
+    parsed,
+    (list) => normalizeKeywordSet(list),
+    (p) => result(p.keywords),
+    opts,
+  );
   return { reward: r.reward, reason: r.reason, keywords: r.prepared?.keywords ?? [] };
 }
 

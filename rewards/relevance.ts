@@ -170,5 +170,16 @@ export function buildQueryJudgements(
     ids.map((id) => (opts.exclude?.get(id) ?? []).join('\n')),
     shared,
   );
-  return { numQueries: n, idsBlob: idTable.blob, idsOff: idTable.off, textBlob: textTable.blob, textOff: textTable.off, relOff, rel, nRel, excludeBlob: excludeTable.blob, excludeOff: excludeTable.off };
+  return {
+    numQueries: n,
+    idsBlob: idTable.blob,
+    idsOff: idTable.off,
+    textBlob: textTable.blob,
+    textOff: textTable.off,
+    relOff,
+    rel,
+    nRel,
+    excludeBlob: excludeTable.blob,
+    excludeOff: excludeTable.off,
+  };
 }

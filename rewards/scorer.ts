@@ -214,7 +214,13 @@ export class ItemScorer implements RewardScorer<ItemRewardDetail> {
   private readonly ctx: ItemRewardContext;
 
   constructor(readonly data: ItemScorerData) {
-    this.ctx = { itemView: data.itemView, queryView: data.queryView, relevance: data.relevance, kMax: data.options.kMax, beta: data.options.beta };
+    this.ctx = {
+      itemView: data.itemView,
+      queryView: data.queryView,
+      relevance: data.relevance,
+      kMax: data.options.kMax,
+      beta: data.options.beta,
+    };
   }
 
   score(batch: readonly RewardSample[], opts: ScoreOptions = {}): ScoredBatch<ItemRewardDetail> {
@@ -240,7 +246,11 @@ export class ItemScorer implements RewardScorer<ItemRewardDetail> {
       out.rewards.push(r.reward);
       out.reasons.push(r.reason);
       out.keywords?.push(r.prepared?.keywords ?? []);
-      out.details?.push({ matched: counts.matched, referenceMatched: cachedReferenceQueries(cache, item).length, affected: counts.affected });
+      out.details?.push({
+        matched: counts.matched,
+        referenceMatched: cachedReferenceQueries(cache, item).length,
+        affected: counts.affected,
+      });
     }
     return out;
   }
@@ -269,7 +279,10 @@ export function queryScorerData(
   return {
     side: 'query',
     itemView,
-    judgements: buildQueryJudgements(itemView, text, judgements.relevant, { shared: opts.shared, ...(judgements.exclude ? { exclude: judgements.exclude } : {}) }),
+    judgements: buildQueryJudgements(itemView, text, judgements.relevant, {
+      shared: opts.shared,
+      ...(judgements.exclude ? { exclude: judgements.exclude } : {}),
+    }),
     options: withDefaults(options),
   };
 }
@@ -287,15 +300,26 @@ export function itemScorerData(
 ): ItemScorerData {
   const relevance = opts.relevance ?? buildRelevance(queryView, itemView, judgements.relevant, judgements.counted, { shared: opts.shared });
   const o = withDefaults(options);
-  const cache = opts.cache ?? buildItemRewardCache({ itemView, queryView, relevance, kMax: o.kMax, beta: o.beta }, undefined, { shared: opts.shared });
+  const cache =
+    opts.cache ?? buildItemRewardCache({ itemView, queryView, relevance, kMax: o.kMax, beta: o.beta }, undefined, { shared: opts.shared });
   return { side: 'item', itemView, queryView, relevance, cache, options: o };
 }
 
-export function createQueryScorer(itemView: KeywordView, judgements: Judgements, options: ScorerOptions = {}, opts: { queryView?: KeywordView | null } = {}): QueryScorer {
+export function createQueryScorer(
+  itemView: KeywordView,
+  judgements: Judgements,
+  options: ScorerOptions = {},
+  opts: { queryView?: KeywordView | null } = {},
+): QueryScorer {
   return new QueryScorer(queryScorerData(itemView, judgements, options, opts));
 }
 
-export function createItemScorer(itemView: KeywordView, queryView: KeywordView, judgements: Judgements, options: ScorerOptions = {}): ItemScorer {
+export function createItemScorer(
+  itemView: KeywordView,
+  queryView: KeywordView,
+  judgements: Judgements,
+  options: ScorerOptions = {},
+): ItemScorer {
   return new ItemScorer(itemScorerData(itemView, queryView, judgements, options));
 }
 

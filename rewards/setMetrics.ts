@@ -71,7 +71,5 @@ export function macroAverage(perQuery: readonly SetScores[]): SetScores {
     sum.f1 += s.f1;
     sum.fBeta += s.fBeta;
   }
-  return n === 0
-    ? sum
-    : { precision: sum.precision / n, recall: sum.recall / n, f1: sum.f1 / n, fBeta: sum.fBeta / n };
+  return n === 0 ? sum : { precision: sum.precision / n, recall: sum.recall / n, f1: sum.f1 / n, fBeta: sum.fBeta / n };
 }

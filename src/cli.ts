@@ -27,23 +27,91 @@ interface CommandEntry {
 
 /** Every command, in the order `cogr --help` lists them. Several commands may share a module. */
 export const COMMANDS: readonly CommandEntry[] = [
-  { name: 'demo', description: 'the main job: SFT and co-evolution rounds with the embedded policy on shipped data, then a table per half-round beside BM25', load: () => import('./commands/evolve.ts') },
-  { name: 'evolve', description: 'k-fold evaluation of the co-evolution: one resumable run per fold, BM25 on the same folds', load: () => import('./commands/evolve.ts') },
-  { name: 'datasets', description: 'list the shipped and registered datasets (items, queries, judged queries, mean relevant per judged query)', load: () => import('./commands/datasets.ts') },
-  { name: 'oracle', description: 'ceiling analysis on the stored k-fold run: oracle query side, oracle item side, perfectly ordered served set', load: () => import('./commands/oracle.ts') },
+  {
+    name: 'demo',
+    description:
+      'the main job: SFT and co-evolution rounds with the embedded policy on shipped data, then a table per half-round beside BM25',
+    load: () => import('./commands/evolve.ts'),
+  },
+  {
+    name: 'evolve',
+    description: 'k-fold evaluation of the co-evolution: one resumable run per fold, BM25 on the same folds',
+    load: () => import('./commands/evolve.ts'),
+  },
+  {
+    name: 'datasets',
+    description: 'list the shipped and registered datasets (items, queries, judged queries, mean relevant per judged query)',
+    load: () => import('./commands/datasets.ts'),
+  },
+  {
+    name: 'oracle',
+    description: 'ceiling analysis on the stored k-fold run: oracle query side, oracle item side, perfectly ordered served set',
+    load: () => import('./commands/oracle.ts'),
+  },
   { name: 'baseline', description: 'reference retrieval baselines', load: () => import('./commands/baseline.ts') },
-  { name: 'sft', description: 'SFT phase (Algorithm 1): base item keywords, query targets, train and save both embedded policies as round 0', load: () => import('./commands/sft.ts') },
-  { name: 'generate', description: 'sample keyword sets for the inputs of a JSONL file ({"id", "text", "title"?} per line)', load: () => import('./commands/generate.ts') },
-  { name: 'rollouts', description: 'write GRPO rollouts (prompts, completions, rewards, reasons, advantages, group ids) of one round as JSONL', load: () => import('./commands/rollouts.ts') },
-  { name: 'import-generation', description: 'commit keywords produced by an external model as a new generation of the run and evaluate it', load: () => import('./commands/rollouts.ts') },
-  { name: 'llm', description: 'the real model: install SmolLM2-135M-Instruct (llm install) and serve it as an OpenAI-compatible endpoint (llm serve)', load: () => import('./commands/llm.ts') },
-  { name: 'embeddings', description: 'the embeddings server: install its venv (embeddings install) and serve all-MiniLM-L6-v2 as OpenAI\'s /v1/embeddings on loopback (embeddings serve)', load: () => import('./commands/embeddings.ts') },
-  { name: 'reward-server', description: 'serve CoGR rewards against frozen generations (OpenRLHF POST /get_reward and JSON endpoints)', load: () => import('./commands/rewardServer.ts') },
-  { name: 'serve', description: 'serve keyword retrieval of a trained round over HTTP (OpenAPI at /openapi.json, docs at /docs)', load: () => import('./commands/serve.ts') },
-  { name: 'drift', description: 'vocabulary drift across keyword-index generations: metrics per side and generation, alignment, churn, added/dropped keywords', load: () => import('./commands/drift.ts') },
-  { name: 'verify', description: 'check every generation file, the run state and the policies against their digests and the database; --repair rewrites them', load: () => import('./commands/verify.ts') },
-  { name: 'eval', description: "cogr's metrics of a TREC run file against a dataset's judgements", load: () => import('./commands/eval.ts') },
-  { name: 'index', description: 'the keyword inverted index: import generations, search, explain, list, diff, delete', load: () => import('./commands/index.ts') },
+  {
+    name: 'sft',
+    description: 'SFT phase (Algorithm 1): base item keywords, query targets, train and save both embedded policies as round 0',
+    load: () => import('./commands/sft.ts'),
+  },
+  {
+    name: 'generate',
+    description: 'sample keyword sets for the inputs of a JSONL file ({"id", "text", "title"?} per line)',
+    load: () => import('./commands/generate.ts'),
+  },
+  {
+    name: 'rollouts',
+    description: 'write GRPO rollouts (prompts, completions, rewards, reasons, advantages, group ids) of one round as JSONL',
+    load: () => import('./commands/rollouts.ts'),
+  },
+  {
+    name: 'import-generation',
+    description: 'commit keywords produced by an external model as a new generation of the run and evaluate it',
+    load: () => import('./commands/rollouts.ts'),
+  },
+  {
+    name: 'llm',
+    description: 'the real model: install SmolLM2-135M-Instruct (llm install) and serve it as an OpenAI-compatible endpoint (llm serve)',
+    load: () => import('./commands/llm.ts'),
+  },
+  {
+    name: 'embeddings',
+    description:
+      "the embeddings server: install its venv (embeddings install) and serve all-MiniLM-L6-v2 as OpenAI's /v1/embeddings on loopback (embeddings serve)",
+    load: () => import('./commands/embeddings.ts'),
+  },
+  {
+    name: 'reward-server',
+    description: 'serve CoGR rewards against frozen generations (OpenRLHF POST /get_reward and JSON endpoints)',
+    load: () => import('./commands/rewardServer.ts'),
+  },
+  {
+    name: 'serve',
+    description: 'serve keyword retrieval of a trained round over HTTP (OpenAPI at /openapi.json, docs at /docs)',
+    load: () => import('./commands/serve.ts'),
+  },
+  {
+    name: 'drift',
+    description:
+      'vocabulary drift across keyword-index generations: metrics per side and generation, alignment, churn, added/dropped keywords',
+    load: () => import('./commands/drift.ts'),
+  },
+  {
+    name: 'verify',
+    description:
+      'check every generation file, the run state and the policies against their digests and the database; --repair rewrites them',
+    load: () => import('./commands/verify.ts'),
+  },
+  {
+    name: 'eval',
+    description: "cogr's metrics of a TREC run file against a dataset's judgements",
+    load: () => import('./commands/eval.ts'),
+  },
+  {
+    name: 'index',
+    description: 'the keyword inverted index: import generations, search, explain, list, diff, delete',
+    load: () => import('./commands/index.ts'),
+  },
 ];
 
 /** The command an argument vector runs (`cogr help <command>` counts as that command), if any. */

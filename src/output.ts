@@ -45,7 +45,10 @@ export function guardStdio(): void {
   process.stdout.on('error', (e: unknown) => {
     const code = errnoCode(e);
     if (code === 'EPIPE') process.exit(Number(process.exitCode ?? 0));
-    const line = code === 'ENOSPC' ? `error[DISK_FULL]: stdout: no space left on device\n` : `error: stdout: ${e instanceof Error ? e.message : String(e)}\n`;
+    const line =
+      code === 'ENOSPC'
+        ? `error[DISK_FULL]: stdout: no space left on device\n`
+        : `error: stdout: ${e instanceof Error ? e.message : String(e)}\n`;
     process.stderr.write(line);
     process.exit(1);
   });

@@ -62,13 +62,18 @@ export function formatRun(queries: readonly RunQuery[], tag: string, limit = Inf
   if (!TAG.test(tag)) throw cogrError('INVALID_ARGUMENT', `run tag: one word without white space, got ${JSON.stringify(tag)}`);
   const out: string[] = [];
   for (const q of queries) {
-    if (!ID.test(q.queryId)) throw cogrError('INVALID_ARGUMENT', `run file: query id ${JSON.stringify(q.queryId)} holds white space or is empty`);
+    if (!ID.test(q.queryId))
+      throw cogrError('INVALID_ARGUMENT', `run file: query id ${JSON.stringify(q.queryId)} holds white space or is empty`);
     const seen = new Set<string>();
     const ordered = trecOrder(q.hits);
     let rank = 0;
     for (const h of ordered) {
       if (rank >= limit) break;
-      if (!ID.test(h.id)) throw cogrError('INVALID_ARGUMENT', `run file: document id ${JSON.stringify(h.id)} of query ${q.queryId} holds white space or is empty`);
+      if (!ID.test(h.id))
+        throw cogrError(
+          'INVALID_ARGUMENT',
+          `run file: document id ${JSON.stringify(h.id)} of query ${q.queryId} holds white space or is empty`,
+        );
       if (seen.has(h.id)) throw cogrError('INVALID_ARGUMENT', `run file: document ${h.id} appears twice for query ${q.queryId}`);
       seen.add(h.id);
       out.push(`${q.queryId} Q0 ${h.id} ${++rank} ${scoreText(h.score)} ${tag}`);
@@ -107,9 +112,11 @@ export function parseRun(text: string, file: string, opts: ReadRunOptions = {}):
     const f = line.trim().split(/\s+/);
     if (f.length !== 6) throw bad(n, `expected 6 fields "qid Q0 docid rank score tag", got ${f.length}`);
     const [qid, , doc, rankText, scoreRaw] = f as [string, string, string, string, string, string];
-    if (!/^[0-9]+$/.test(rankText) || Number(rankText) < 1) throw bad(n, `rank must be a positive integer, got ${JSON.stringify(rankText)}`);
+    if (!/^[0-9]+$/.test(rankText) || Number(rankText) < 1)
+      throw bad(n, `rank must be a positive integer, got ${JSON.stringify(rankText)}`);
     const score = Number(scoreRaw);
-    if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(scoreRaw) || !Number.isFinite(score)) throw bad(n, `score must be a finite number, got ${JSON.stringify(scoreRaw)}`);
+    if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(scoreRaw) || !Number.isFinite(score))
+      throw bad(n, `score must be a finite number, got ${JSON.stringify(scoreRaw)}`);
     if (opts.queries && !opts.queries.has(qid)) throw bad(n, `unknown query id ${JSON.stringify(qid)}`);
     if (opts.items && !opts.items.has(doc)) throw bad(n, `unknown document id ${JSON.stringify(doc)} (query ${qid})`);
     let q = byQuery.get(qid);
@@ -149,8 +156,10 @@ export function formatQrels(qrels: ReadonlyMap<string, ReadonlyMap<string, numbe
     const docs = qrels.get(qid)!;
     for (const doc of [...docs.keys()].sort(byBytes)) {
       const g = docs.get(doc)!;
-      if (!ID.test(doc)) throw cogrError('DATA_FORMAT', `qrels: document id ${JSON.stringify(doc)} of query ${qid} holds white space or is empty`);
-      if (!Number.isInteger(g)) throw cogrError('DATA_FORMAT', `qrels: query ${qid} document ${doc} has grade ${g}; TREC qrels need integer grades`);
+      if (!ID.test(doc))
+        throw cogrError('DATA_FORMAT', `qrels: document id ${JSON.stringify(doc)} of query ${qid} holds white space or is empty`);
+      if (!Number.isInteger(g))
+        throw cogrError('DATA_FORMAT', `qrels: query ${qid} document ${doc} has grade ${g}; TREC qrels need integer grades`);
       out.push(`${qid} 0 ${doc} ${g}`);
     }
   }

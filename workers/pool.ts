@@ -104,7 +104,11 @@ export class RewardPool {
     this.size = opts.size ?? availableParallelism();
     this.logger = opts.logger ?? silentLogger;
     this.chunksPerWorker = opts.chunksPerWorker ?? 4;
-    const entry = opts.workerEntry ? (opts.workerEntry.startsWith('file:') ? fileURLToPath(opts.workerEntry) : opts.workerEntry) : DEFAULT_WORKER;
+    const entry = opts.workerEntry
+      ? opts.workerEntry.startsWith('file:')
+        ? fileURLToPath(opts.workerEntry)
+        : opts.workerEntry
+      : DEFAULT_WORKER;
     this.piscina = new Piscina({
       filename: entry,
       minThreads: this.size,
@@ -135,7 +139,15 @@ export class RewardPool {
     const handles: ContextHandles =
       data.side === 'query'
         ? { id, side: 'query', item, judgements: shareAll(data.judgements), options: data.options }
-        : { id, side: 'item', item, query: sharedView(data.queryView), relevance: shareAll(data.relevance), cache: shareAll(data.cache), options: data.options };
+        : {
+            id,
+            side: 'item',
+            item,
+            query: sharedView(data.queryView),
+            relevance: shareAll(data.relevance),
+            cache: shareAll(data.cache),
+            options: data.options,
+          };
     this.contexts.set(id, handles);
     this.current = id;
     // Contexts are per round; keep the last few so that a long run does not pin old rounds.
@@ -230,7 +242,12 @@ export class RewardPool {
           err = failure; // cancelled because another chunk failed
         } else {
           const code = isCogrError(e) ? e.code : (e as { code?: unknown })?.code;
-          err = cogrError('WORKER_ERROR', `reward worker failed on ${labels[k]}: ${describe(e)}`, { batch: labels[k], cause: code ?? null }, e);
+          err = cogrError(
+            'WORKER_ERROR',
+            `reward worker failed on ${labels[k]}: ${describe(e)}`,
+            { batch: labels[k], cause: code ?? null },
+            e,
+          );
           this.logger.warn('reward worker failed', { batch: labels[k], error: describe(e) });
         }
         if (failure === null) {

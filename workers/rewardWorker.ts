@@ -76,7 +76,9 @@ function handle(task: WorkerTask): unknown {
   switch (task.kind) {
     case 'buildCache': {
       const { item, query, relevance } = task.ctx;
-      return transferCache(buildItemRewardCache({ itemView: view(item), queryView: view(query), relevance }, { start: task.start, end: task.end }));
+      return transferCache(
+        buildItemRewardCache({ itemView: view(item), queryView: view(query), relevance }, { start: task.start, end: task.end }),
+      );
     }
     case 'rewards':
       return scorer(task.ctx).score(task.batch) satisfies ScoredBatch<unknown>;

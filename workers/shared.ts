@@ -17,7 +17,15 @@ export interface ViewHandle {
 /** A registered scorer: its side's data, views as handles. */
 export type ContextHandles =
   | { id: number; side: 'query'; item: ViewHandle; judgements: QueryJudgementData; options: ScorerOptions }
-  | { id: number; side: 'item'; item: ViewHandle; query: ViewHandle; relevance: RelevanceData; cache: ItemRewardCache; options: ScorerOptions };
+  | {
+      id: number;
+      side: 'item';
+      item: ViewHandle;
+      query: ViewHandle;
+      relevance: RelevanceData;
+      cache: ItemRewardCache;
+      options: ScorerOptions;
+    };
 
 /** What building a range of the item-reward cache needs. */
 export interface CacheHandles {
@@ -27,8 +35,7 @@ export interface CacheHandles {
 }
 
 export type WorkerTask =
-  | { kind: 'buildCache'; ctx: CacheHandles; start: number; end: number }
-  | { kind: 'rewards'; ctx: ContextHandles; batch: RewardSample[] };
+  { kind: 'buildCache'; ctx: CacheHandles; start: number; end: number } | { kind: 'rewards'; ctx: ContextHandles; batch: RewardSample[] };
 
 function isShared(a: ArrayBufferView): boolean {
   return typeof SharedArrayBuffer !== 'undefined' && a.buffer instanceof SharedArrayBuffer;

@@ -63,7 +63,10 @@ const PROBE: Record<NativePeer, string> = {
  * Which native peers can run: name → version, or the reason it is skipped. Installs
  * python3-xapian with apt-get when it is missing and this process runs as root.
  */
-export function nativeSetup(peers: readonly NativePeer[], log: (s: string) => void): Map<NativePeer, { version?: string; skipped?: string }> {
+export function nativeSetup(
+  peers: readonly NativePeer[],
+  log: (s: string) => void,
+): Map<NativePeer, { version?: string; skipped?: string }> {
   const out = new Map<NativePeer, { version?: string; skipped?: string }>();
   if (!existsSync(PYTHON)) {
     for (const p of peers) out.set(p, { skipped: `${PYTHON} not found (Debian's python3 is needed for the native peers)` });
@@ -79,7 +82,10 @@ export function nativeSetup(peers: readonly NativePeer[], log: (s: string) => vo
       log('  setup: installing python3-xapian (apt-get install -y python3-xapian)');
       const apt = (args: string[]) => {
         try {
-          execFileSync('apt-get', args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+          execFileSync('apt-get', args, {
+            stdio: ['ignore', 'ignore', 'pipe'],
+            env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+          });
           return '';
         } catch (e) {
           return ((e as { stderr?: Buffer }).stderr?.toString() ?? (e as Error).message).trim().split('\n').pop() ?? '';
@@ -174,7 +180,11 @@ export function runPeer(peer: NativePeer, dir: string, timeoutS: number): Promis
           reject(new Error(`${peer}: unreadable output (${(e as Error).message})`));
         }
       } else {
-        reject(new Error(`${peer} ${signal ? `killed by ${signal} after ${timeoutS} s` : `exited with ${code}`}: ${err.trim().split('\n').slice(-3).join(' | ')}`));
+        reject(
+          new Error(
+            `${peer} ${signal ? `killed by ${signal} after ${timeoutS} s` : `exited with ${code}`}: ${err.trim().split('\n').slice(-3).join(' | ')}`,
+          ),
+        );
       }
     });
   });

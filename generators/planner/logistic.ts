@@ -83,7 +83,10 @@ export interface LogisticFit {
   logLik: number;
 }
 
-export function fitLogistic(rows: LogisticRows, opts: { l2?: number; maxIter?: number; tol?: number; init?: Float64Array } = {}): LogisticFit {
+export function fitLogistic(
+  rows: LogisticRows,
+  opts: { l2?: number; maxIter?: number; tol?: number; init?: Float64Array } = {},
+): LogisticFit {
   const d = rows.dim;
   const l2 = opts.l2 ?? 1;
   const maxIter = opts.maxIter ?? 50;

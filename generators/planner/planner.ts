@@ -602,7 +602,8 @@ export class KeywordPlanner implements KeywordGenerator {
                 const den0 = nU + aE;
                 const o = c * dim;
                 for (let j = 0; j < dim; j++) {
-                  const dgain = (2 * (gS![j] + gC![o + j])) / num - (alpha * gE![j]) / den - ((2 * gS![j]) / num0 - (alpha * gE![j]) / den0);
+                  const dgain =
+                    (2 * (gS![j] + gC![o + j])) / num - (alpha * gE![j]) / den - ((2 * gS![j]) / num0 - (alpha * gE![j]) / den0);
                   g.w[j] += wgt * lambda * dgain;
                 }
               }
@@ -692,7 +693,11 @@ export class KeywordPlanner implements KeywordGenerator {
    * Tune α on training queries planned as held out: the value of `grid` with the highest
    * mean F1 of the matched sets (ties: the earlier value).
    */
-  tuneAlpha(queries: readonly GenerateInput[], relevantOf: (id: string) => ReadonlySet<number>, grid: readonly number[] = ALPHA_GRID): { alpha: number; f1: number; curve: [number, number][] } {
+  tuneAlpha(
+    queries: readonly GenerateInput[],
+    relevantOf: (id: string) => ReadonlySet<number>,
+    grid: readonly number[] = ALPHA_GRID,
+  ): { alpha: number; f1: number; curve: [number, number][] } {
     const curve: [number, number][] = [];
     let best = { alpha: this.alpha, f1: -1 };
     for (const a of grid) {
@@ -712,7 +717,10 @@ export class KeywordPlanner implements KeywordGenerator {
    * exp(log π_new − oldLogProb), with Adagrad on θ (per keyword) and, with grpoParams
    * 'all', θ_stop, ln α and the relevance weights w.
    */
-  grpoUpdate(batch: readonly PlannerGrpoSample[], opts: { clip?: number; lr?: number; temperature?: number } = {}): { objective: number; clipFraction: number; skipped: number } {
+  grpoUpdate(
+    batch: readonly PlannerGrpoSample[],
+    opts: { clip?: number; lr?: number; temperature?: number } = {},
+  ): { objective: number; clipFraction: number; skipped: number } {
     const eps = opts.clip ?? 0.2;
     const lr = opts.lr ?? 0.05;
     const T = opts.temperature ?? 1;
@@ -782,10 +790,15 @@ export class KeywordPlanner implements KeywordGenerator {
 
   /** The planner's own parameters (the relevance model is serialised separately). */
   paramsJSON(): PlannerJSONParams {
-    return { alpha: this.alpha, stopBias: this.stopBias, terms: [...this.terms.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)) };
+    return {
+      alpha: this.alpha,
+      stopBias: this.stopBias,
+      terms: [...this.terms.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)),
+    };
   }
   setParams(p: PlannerJSONParams): void {
-    if (!(p.alpha > 0) || !Number.isFinite(p.stopBias) || !Array.isArray(p.terms)) throw cogrError('DATA_FORMAT', 'planner parameters are malformed (alpha, stopBias, terms)');
+    if (!(p.alpha > 0) || !Number.isFinite(p.stopBias) || !Array.isArray(p.terms))
+      throw cogrError('DATA_FORMAT', 'planner parameters are malformed (alpha, stopBias, terms)');
     this.alpha = p.alpha;
     this.stopBias = p.stopBias;
     this.terms.clear();
@@ -794,14 +807,25 @@ export class KeywordPlanner implements KeywordGenerator {
 
   // ---------- persistence ----------
   toJSON(): PlannerJSON {
-    return { format: PLANNER_FORMAT, version: PLANNER_VERSION, config: { ...this.config }, params: this.paramsJSON(), relevance: this.relevance.toJSON() };
+    return {
+      format: PLANNER_FORMAT,
+      version: PLANNER_VERSION,
+      config: { ...this.config },
+      params: this.paramsJSON(),
+      relevance: this.relevance.toJSON(),
+    };
   }
 
   /** A saved planner over the given items (their texts rebuild the relevance model's BM25 index). */
   static fromJSON(json: unknown, items: readonly RelevanceItem[], reuse?: RelevanceModel | null): KeywordPlanner {
     const j = json as Partial<PlannerJSON> | null;
-    if (!j || typeof j !== 'object' || j.format !== PLANNER_FORMAT) throw cogrError('DATA_FORMAT', `not a query planner (format field is not "${PLANNER_FORMAT}")`);
-    if (j.version !== PLANNER_VERSION) throw cogrError('DB_VERSION', `query planner has format version ${String(j.version)}; this cogr reads version ${PLANNER_VERSION} only (rerun the co-evolution run)`);
+    if (!j || typeof j !== 'object' || j.format !== PLANNER_FORMAT)
+      throw cogrError('DATA_FORMAT', `not a query planner (format field is not "${PLANNER_FORMAT}")`);
+    if (j.version !== PLANNER_VERSION)
+      throw cogrError(
+        'DB_VERSION',
+        `query planner has format version ${String(j.version)}; this cogr reads version ${PLANNER_VERSION} only (rerun the co-evolution run)`,
+      );
     if (!j.config || !j.params) throw cogrError('DATA_FORMAT', 'query planner JSON is malformed (config, params)');
     const p = new KeywordPlanner(RelevanceModel.fromJSON(j.relevance, items, reuse), j.config);
     p.setParams(j.params);

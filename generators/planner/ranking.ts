@@ -35,7 +35,12 @@ export interface RankedEntity extends ScoredEntity {
  * ordered by `ranker`. `planner` must be attached to the view the entities come from
  * (`text` and `model` read its per-query scores over that view's ordinals).
  */
-export function rankMatched(items: readonly ScoredEntity[], ranker: Ranker, planner: KeywordPlanner | null, input: GenerateInput): RankedEntity[] {
+export function rankMatched(
+  items: readonly ScoredEntity[],
+  ranker: Ranker,
+  planner: KeywordPlanner | null,
+  input: GenerateInput,
+): RankedEntity[] {
   if (ranker === 'keywords' || planner === null) return items.map((x) => ({ ...x, keywordScore: x.score }));
   const s = ranker === 'model' ? planner.probabilities(input) : planner.textScores(input);
   const order = items.map((x, i) => i);
@@ -57,7 +62,13 @@ export const NO_FLOOR: Floor = { floor: 0, fallback: 0 };
  * occurs in any item's text (blank, stop words only, nonsense) gets no floor: p is then the
  * same bias-only value for every item, and its top items would be arbitrary.
  */
-export function servedSet(view: KeywordView, matched: readonly ScoredEntity[], planner: KeywordPlanner | null, input: GenerateInput, f: Floor): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
+export function servedSet(
+  view: KeywordView,
+  matched: readonly ScoredEntity[],
+  planner: KeywordPlanner | null,
+  input: GenerateInput,
+  f: Floor,
+): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
   const k = matched.length === 0 ? f.fallback : f.floor;
   if (k <= 0 || planner === null || !planner.textScores(input).some((s) => s > 0)) return { items: [...matched], fallback: null, added: 0 };
   const seen = new Set(matched.map((x) => x.ordinal));

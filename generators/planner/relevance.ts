@@ -78,14 +78,16 @@ export class DenseVectors {
     return this.queries.get(text);
   }
   addQuery(text: string, v: Float32Array): void {
-    if (v.length !== this.dim) throw cogrError('EMBEDDINGS_FORMAT', `a ${this.model} query vector has dimension ${v.length}, expected ${this.dim}`);
+    if (v.length !== this.dim)
+      throw cogrError('EMBEDDINGS_FORMAT', `a ${this.model} query vector has dimension ${v.length}, expected ${this.dim}`);
     if (this.queries.size >= this.pinned + MAX_DENSE_QUERIES) {
       // Forget the oldest added query (the pinned ones stay).
       let n = 0;
-      for (const k of this.queries.keys()) if (n++ === this.pinned) {
-        this.queries.delete(k);
-        break;
-      }
+      for (const k of this.queries.keys())
+        if (n++ === this.pinned) {
+          this.queries.delete(k);
+          break;
+        }
     }
     this.queries.set(text, v);
   }
@@ -99,7 +101,15 @@ export function registerDenseVectors(v: DenseVectors): void {
 export function denseVectorsOf(model: string): DenseVectors | undefined {
   return denseRegistry.get(model);
 }
-export const JUDGEMENT_FEATURES = ['logJudged', 'textShare', 'textMax', 'profileShare', 'profileMax', 'relmeanShare', 'relmeanMax'] as const;
+export const JUDGEMENT_FEATURES = [
+  'logJudged',
+  'textShare',
+  'textMax',
+  'profileShare',
+  'profileMax',
+  'relmeanShare',
+  'relmeanMax',
+] as const;
 
 export interface RelevanceItem {
   id: string;
@@ -134,7 +144,17 @@ export interface RelevanceOptions {
   embeddings: string | null;
 }
 /** The relevance model's defaults, from index/core/defaults.ts (`DEFAULTS.relevance`); no embeddings unless a run gives a model. */
-export const DEFAULT_RELEVANCE: RelevanceOptions = (({ analyzer, textAnalysis, judgements, queryTf, neighbours, profileDepth, l2, maxRows, seed }) => ({
+export const DEFAULT_RELEVANCE: RelevanceOptions = (({
+  analyzer,
+  textAnalysis,
+  judgements,
+  queryTf,
+  neighbours,
+  profileDepth,
+  l2,
+  maxRows,
+  seed,
+}) => ({
   analyzer,
   textAnalysis,
   judgements,
@@ -210,7 +230,12 @@ export class RelevanceModel {
   /** Unit item vectors in ordinal order (size × dim) and their source, with `embeddings`. */
   private readonly dense: { vectors: DenseVectors; matrix: Float32Array; dim: number; col: number } | null;
 
-  private constructor(items: readonly RelevanceItem[], training: readonly (readonly [RelevanceQuery, readonly string[]])[], options: RelevanceOptions, weights?: Float64Array) {
+  private constructor(
+    items: readonly RelevanceItem[],
+    training: readonly (readonly [RelevanceQuery, readonly string[]])[],
+    options: RelevanceOptions,
+    weights?: Float64Array,
+  ) {
     this.options = options;
     this.analyzer = getAnalyzer(options.analyzer);
     const sorted = [...items].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -228,9 +253,21 @@ export class RelevanceModel {
     const useJ = options.judgements && this.train.length > 0;
     this.judgedCount = new Int32Array(this.size);
     for (const rel of this.trainRel) for (const i of rel) this.judgedCount[i]++;
-    this.queryIndex = useJ ? new TextIndex(this.train.map((q) => q.text), this.analyzer, undefined, tokenize) : null;
+    this.queryIndex = useJ
+      ? new TextIndex(
+          this.train.map((q) => q.text),
+          this.analyzer,
+          undefined,
+          tokenize,
+        )
+      : null;
     this.trainTop = useJ ? this.train.map((q) => this.profile(q.text).top) : [];
-    this.featureNames = [...TEXT_FEATURES, ...(useJ ? JUDGEMENT_FEATURES : []), ...(options.queryTf ? QUERY_TF_FEATURES : []), ...(options.embeddings !== null ? DENSE_FEATURES : [])];
+    this.featureNames = [
+      ...TEXT_FEATURES,
+      ...(useJ ? JUDGEMENT_FEATURES : []),
+      ...(options.queryTf ? QUERY_TF_FEATURES : []),
+      ...(options.embeddings !== null ? DENSE_FEATURES : []),
+    ];
     this.dim = this.featureNames.length;
     this.dense = options.embeddings === null ? null : this.denseMatrix(options.embeddings);
     this.textScoreColumn = options.queryTf ? this.featureNames.indexOf('sTfNorm') : TEXT_SCORE_COLUMN;
@@ -240,12 +277,18 @@ export class RelevanceModel {
 
   private denseMatrix(model: string): { vectors: DenseVectors; matrix: Float32Array; dim: number; col: number } {
     const vectors = denseRegistry.get(model);
-    if (vectors === undefined) throw cogrError('DATA_MISSING', `the relevance model uses ${model} embeddings: give --embeddings URL of an endpoint serving ${model}`, { embeddings: model });
+    if (vectors === undefined)
+      throw cogrError(
+        'DATA_MISSING',
+        `the relevance model uses ${model} embeddings: give --embeddings URL of an endpoint serving ${model}`,
+        { embeddings: model },
+      );
     const dim = vectors.dim;
     const matrix = new Float32Array(this.size * dim);
     this.itemIds.forEach((id, i) => {
       const v = vectors.item(id);
-      if (v === undefined) throw cogrError('DATA_MISSING', `no ${model} embedding for item ${JSON.stringify(id)}`, { embeddings: model, item: id });
+      if (v === undefined)
+        throw cogrError('DATA_MISSING', `no ${model} embedding for item ${JSON.stringify(id)}`, { embeddings: model, item: id });
       let n = 0;
       for (let j = 0; j < dim; j++) n += v[j] * v[j];
       n = Math.sqrt(n);
@@ -259,7 +302,10 @@ export class RelevanceModel {
     if (this.dense === null) return null;
     const { vectors, matrix, dim } = this.dense;
     const q = vectors.query(text);
-    if (q === undefined) throw cogrError('DATA_MISSING', `no ${vectors.model} embedding for the query text ${JSON.stringify(text.slice(0, 80))}`, { embeddings: vectors.model });
+    if (q === undefined)
+      throw cogrError('DATA_MISSING', `no ${vectors.model} embedding for the query text ${JSON.stringify(text.slice(0, 80))}`, {
+        embeddings: vectors.model,
+      });
     let n = 0;
     for (let j = 0; j < dim; j++) n += q[j] * q[j];
     n = n > 0 ? Math.sqrt(n) : 1;
@@ -279,7 +325,11 @@ export class RelevanceModel {
   }
 
   /** Fit on every (training query, item) pair. */
-  static fit(items: readonly RelevanceItem[], training: readonly (readonly [RelevanceQuery, readonly string[]])[], opts: Partial<RelevanceOptions> = {}): RelevanceModel {
+  static fit(
+    items: readonly RelevanceItem[],
+    training: readonly (readonly [RelevanceQuery, readonly string[]])[],
+    opts: Partial<RelevanceOptions> = {},
+  ): RelevanceModel {
     const options = { ...DEFAULT_RELEVANCE, ...opts };
     const m = new RelevanceModel(items, training, options);
     m.refit();
@@ -287,7 +337,11 @@ export class RelevanceModel {
   }
 
   /** An unfitted model (weights zero) with the given training judgements; `refit()` fits it. */
-  static create(items: readonly RelevanceItem[], training: readonly (readonly [RelevanceQuery, readonly string[]])[], opts: Partial<RelevanceOptions> = {}): RelevanceModel {
+  static create(
+    items: readonly RelevanceItem[],
+    training: readonly (readonly [RelevanceQuery, readonly string[]])[],
+    opts: Partial<RelevanceOptions> = {},
+  ): RelevanceModel {
     return new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...opts });
   }
 
@@ -475,7 +529,10 @@ export class RelevanceModel {
   private featureBytes = 0;
   /** Identifies options and training judgements (what the features depend on). */
   get signature(): string {
-    return (this.sig ??= JSON.stringify([this.options, this.train.map((q, t) => [q.id, q.text, Array.from(this.trainRel[t], (i) => this.itemIds[i])])]));
+    return (this.sig ??= JSON.stringify([
+      this.options,
+      this.train.map((q, t) => [q.id, q.text, Array.from(this.trainRel[t], (i) => this.itemIds[i])]),
+    ]));
   }
   private sig: string | null = null;
   /** The statistics of the last fit (null until fitted). */
@@ -565,9 +622,18 @@ export class RelevanceModel {
    */
   static fromJSON(json: unknown, items: readonly RelevanceItem[], reuse?: RelevanceModel | null): RelevanceModel {
     const j = json as Partial<RelevanceJSON> | null;
-    if (!j || j.format !== 'cogr-relevance-model') throw cogrError('DATA_FORMAT', 'not a relevance model (format field is not "cogr-relevance-model")');
-    if (j.version !== 1) throw cogrError('DB_VERSION', `relevance model has format version ${String(j.version)}; this cogr reads version 1`);
-    if (!j.options || !isAnalyzerName(j.options.analyzer) || (j.options.textAnalysis !== undefined && !isTextAnalysis(j.options.textAnalysis)) || !Array.isArray(j.weights) || !Array.isArray(j.training)) throw cogrError('DATA_FORMAT', 'relevance model JSON is malformed');
+    if (!j || j.format !== 'cogr-relevance-model')
+      throw cogrError('DATA_FORMAT', 'not a relevance model (format field is not "cogr-relevance-model")');
+    if (j.version !== 1)
+      throw cogrError('DB_VERSION', `relevance model has format version ${String(j.version)}; this cogr reads version 1`);
+    if (
+      !j.options ||
+      !isAnalyzerName(j.options.analyzer) ||
+      (j.options.textAnalysis !== undefined && !isTextAnalysis(j.options.textAnalysis)) ||
+      !Array.isArray(j.weights) ||
+      !Array.isArray(j.training)
+    )
+      throw cogrError('DATA_FORMAT', 'relevance model JSON is malformed');
     const signature = JSON.stringify([j.options, j.training]);
     if (reuse && reuse.signature === signature && reuse.size === items.length && reuse.dim === j.weights.length) {
       reuse.setWeights(j.weights);
@@ -577,7 +643,18 @@ export class RelevanceModel {
     // A model saved before queryTf has no such features.
     const saved = j.options as Partial<RelevanceOptions>;
     // A model saved before textAnalysis used wink's tokens.
-    const m = new RelevanceModel(items, training, { ...DEFAULT_RELEVANCE, ...saved, queryTf: saved.queryTf ?? false, textAnalysis: saved.textAnalysis ?? 'wink', embeddings: saved.embeddings ?? null }, Float64Array.from(j.weights));
+    const m = new RelevanceModel(
+      items,
+      training,
+      {
+        ...DEFAULT_RELEVANCE,
+        ...saved,
+        queryTf: saved.queryTf ?? false,
+        textAnalysis: saved.textAnalysis ?? 'wink',
+        embeddings: saved.embeddings ?? null,
+      },
+      Float64Array.from(j.weights),
+    );
     if (m.dim !== j.weights.length) throw cogrError('DATA_FORMAT', `relevance model has ${j.weights.length} weights for ${m.dim} features`);
     return m;
   }

@@ -122,7 +122,14 @@ function stableWord(w: string): boolean {
   return v;
 }
 
-function ngrams(words: string[], maxN: number, into: Map<string, Gram>, offset: number, inTitle: boolean, idfOf: (w: string) => number): void {
+function ngrams(
+  words: string[],
+  maxN: number,
+  into: Map<string, Gram>,
+  offset: number,
+  inTitle: boolean,
+  idfOf: (w: string) => number,
+): void {
   const maxWords = Math.min(maxN, KEYWORD_MAX_WORDS);
   for (let i = 0; i < words.length; i++) {
     if (STOP_WORDS.has(words[i])) continue;
@@ -151,7 +158,13 @@ function ngrams(words: string[], maxN: number, into: Map<string, Gram>, offset: 
 }
 
 /** Candidates with dense features for one item. */
-export function extractCandidates(input: GenerateInput, cfg: CandidateConfig, stats: WordStats | null, opposite: OppositeIndex | null, querySide: QuerySide | null = null): RawCandidate[] {
+export function extractCandidates(
+  input: GenerateInput,
+  cfg: CandidateConfig,
+  stats: WordStats | null,
+  opposite: OppositeIndex | null,
+  querySide: QuerySide | null = null,
+): RawCandidate[] {
   const { title, text } = inputWords(input);
   const all = [...title, ...text];
   const len = Math.max(1, all.length);

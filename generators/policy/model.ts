@@ -26,7 +26,16 @@ import { OppositeIndex } from './opposite.ts';
 import { PolicyParams, sequenceOf, type CandidateSet, type PolicyConfig } from './params.ts';
 import { greedySequence, sampleSequence, sequenceLogProb } from './sampling.ts';
 import { checkPolicyJSON, loadWeights, policyToJSON, statsFromJSON, type PolicyJSON } from './serialize.ts';
-import { grpoUpdate, trainSft, type GrpoOptions, type GrpoSample, type GrpoStats, type SftExample, type SftOptions, type SftReport } from './training.ts';
+import {
+  grpoUpdate,
+  trainSft,
+  type GrpoOptions,
+  type GrpoSample,
+  type GrpoStats,
+  type SftExample,
+  type SftOptions,
+  type SftReport,
+} from './training.ts';
 
 export type { PolicyConfig } from './params.ts';
 export { POLICY_FORMAT, POLICY_VERSION, type PolicyJSON } from './serialize.ts';
@@ -48,7 +57,11 @@ export class EmbeddedPolicy implements KeywordGenerator {
   private cache = new Map<string, CandidateSet>();
 
   constructor(side: Side, config: Partial<PolicyConfig> = {}) {
-    if (side !== 'item') throw cogrError('INVALID_ARGUMENT', `the embedded policy generates item keywords; query keywords come from the query planner (generators/planner), not a ${side} policy`);
+    if (side !== 'item')
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `the embedded policy generates item keywords; query keywords come from the query planner (generators/planner), not a ${side} policy`,
+      );
     this.side = side;
     this.config = {
       ...DEFAULT_CANDIDATES,
@@ -59,7 +72,8 @@ export class EmbeddedPolicy implements KeywordGenerator {
       grpoParams: 'query',
       ...config,
     };
-    if (!Number.isInteger(this.config.kMax) || this.config.kMax < 1) throw cogrError('INVALID_ARGUMENT', `kMax must be a positive integer, got ${this.config.kMax}`);
+    if (!Number.isInteger(this.config.kMax) || this.config.kMax < 1)
+      throw cogrError('INVALID_ARGUMENT', `kMax must be a positive integer, got ${this.config.kMax}`);
     this.params = new PolicyParams();
   }
 
@@ -124,7 +138,17 @@ export class EmbeddedPolicy implements KeywordGenerator {
       if (this.config.keywordFeatures) sp.push(this.params.featureId('k\u0001' + raw[c].keyword));
     }
     spOff[n] = sp.length;
-    cs = { title, text: input.text, keywords: raw.map((r) => r.keyword), index, dense, spOff, spIdx: Int32Array.from(sp), version: -1, scores: new Float64Array(n) };
+    cs = {
+      title,
+      text: input.text,
+      keywords: raw.map((r) => r.keyword),
+      index,
+      dense,
+      spOff,
+      spIdx: Int32Array.from(sp),
+      version: -1,
+      scores: new Float64Array(n),
+    };
     if (this.cache.size >= 200_000) this.cache.clear();
     this.cache.set(key, cs);
     return cs;
@@ -156,7 +180,11 @@ export class EmbeddedPolicy implements KeywordGenerator {
   /** Decoding for indexing and evaluation: the index decoding temperature (0.7) by default; `greedy` for a deterministic set. */
   decode(input: GenerateInput, opts: { temperature?: number; topP?: number; rng?: Rng; greedy?: boolean } = {}): SampleResult {
     if (opts.greedy || !opts.rng) return this.sample(input, { temperature: 0, rng: () => 0 });
-    return this.sample(input, { temperature: opts.temperature ?? DEFAULTS.decoding.index.temperature, topP: opts.topP ?? 1, rng: opts.rng });
+    return this.sample(input, {
+      temperature: opts.temperature ?? DEFAULTS.decoding.index.temperature,
+      topP: opts.topP ?? 1,
+      rng: opts.rng,
+    });
   }
 
   /** The top-m candidates by score (no stop): the deterministic candidate ranking. */

@@ -190,7 +190,8 @@ export class PolicyParams {
   /** Adds v · φ(c) (dense and sparse features of candidate c) to the gradient. */
   addCandGrad(cs: CandidateSet, c: number, v: number): void {
     const o = c * D;
-    if (this.gradFrom === 0 || this.alsoTrain.size > 0) for (let d = 0; d < D; d++) if (cs.dense[o + d] !== 0) this.addGrad(d, v * cs.dense[o + d]);
+    if (this.gradFrom === 0 || this.alsoTrain.size > 0)
+      for (let d = 0; d < D; d++) if (cs.dense[o + d] !== 0) this.addGrad(d, v * cs.dense[o + d]);
     for (let j = cs.spOff[c]; j < cs.spOff[c + 1]; j++) this.addGrad(cs.spIdx[j], v);
   }
 

@@ -34,7 +34,15 @@ function choiceWeights(params: PolicyParams, cs: CandidateSet, T: number, kMax: 
  * buffer. ∇ log p = (1/T) Σ_t [φ(chosen_t) − Σ_j p_t(j) φ(j)], STOP's features being
  * (1, t/10) on the stop weights.
  */
-export function sequenceLogProb(params: PolicyParams, cs: CandidateSet, seq: readonly number[], T: number, kMax: number, grad = false, coef = 0): number {
+export function sequenceLogProb(
+  params: PolicyParams,
+  cs: CandidateSet,
+  seq: readonly number[],
+  T: number,
+  kMax: number,
+  grad = false,
+  coef = 0,
+): number {
   const w = choiceWeights(params, cs, T, kMax);
   const { u, M } = w;
   const n = u.length;
@@ -124,7 +132,14 @@ function nucleus(u: Float64Array, us: number, total: number, topP: number): { ke
  * Sample an ordered keyword sequence (candidate indices) at temperature T > 0 (nucleus
  * `topP`, default 1: none) and its log-probability under the untruncated policy.
  */
-export function sampleSequence(params: PolicyParams, cs: CandidateSet, T: number, kMax: number, rng: Rng, topP = 1): { seq: number[]; logProb: number } {
+export function sampleSequence(
+  params: PolicyParams,
+  cs: CandidateSet,
+  T: number,
+  kMax: number,
+  rng: Rng,
+  topP = 1,
+): { seq: number[]; logProb: number } {
   const w = choiceWeights(params, cs, T, kMax);
   const { u, M } = w;
   const n = u.length;

@@ -43,9 +43,13 @@ export function policyToJSON(side: Side, config: PolicyConfig, params: PolicyPar
 /** A policy document checked for its format, version and shape. */
 export function checkPolicyJSON(json: unknown): PolicyJSON {
   const j = json as Partial<PolicyJSON> | null;
-  if (!j || typeof j !== 'object' || j.format !== POLICY_FORMAT) throw cogrError('DATA_FORMAT', `not an embedded policy (format field is not "${POLICY_FORMAT}")`);
+  if (!j || typeof j !== 'object' || j.format !== POLICY_FORMAT)
+    throw cogrError('DATA_FORMAT', `not an embedded policy (format field is not "${POLICY_FORMAT}")`);
   if (j.version !== POLICY_VERSION)
-    throw cogrError('DB_VERSION', `embedded policy has format version ${String(j.version)}; this cogr reads version ${POLICY_VERSION} only (retrain with cogr sft)`);
+    throw cogrError(
+      'DB_VERSION',
+      `embedded policy has format version ${String(j.version)}; this cogr reads version ${POLICY_VERSION} only (retrain with cogr sft)`,
+    );
   if (j.side !== 'item' || !Array.isArray(j.dense) || j.dense.length !== D || !Array.isArray(j.sparse) || !Array.isArray(j.stop))
     throw cogrError('DATA_FORMAT', 'embedded policy JSON is malformed (side "item", dense, stop or sparse)');
   return j as PolicyJSON;

@@ -133,7 +133,14 @@ export const DEFAULTS = deepFreeze({
    * descriptors): beyond it a new connection closes the one that has waited longest
    * without a request being handled (a body still trickling in, or idle keep-alive).
    */
-  http: { requestTimeoutMs: 30_000, headersTimeoutMs: 20_000, keepAliveTimeoutMs: 10_000, timeoutCheckMs: 1_000, maxConnections: 10_000, fdReserve: 128 },
+  http: {
+    requestTimeoutMs: 30_000,
+    headersTimeoutMs: 20_000,
+    keepAliveTimeoutMs: 10_000,
+    timeoutCheckMs: 1_000,
+    maxConnections: 10_000,
+    fdReserve: 128,
+  },
   /**
    * OpenAI-compatible endpoints. The deadline of an attempt counts from sending, so a server
    * that answers one request at a time queues the others on its side: it works while
@@ -164,8 +171,25 @@ export const DEFAULTS = deepFreeze({
    */
   /** The embeddings client (src/embeddings/client.ts) and the shipped embeddings server (cogr embeddings serve). */
   embeddings: { batchSize: 32, timeoutMs: 120_000, maxRetries: 2 },
-  embeddingsServe: { host: '127.0.0.1', port: 8001, maxInputs: 256, maxChars: 100_000, bodyLimit: 4 * 1024 * 1024, requestTimeoutMs: 120_000 },
-  llmServe: { host: '127.0.0.1', port: 8000, threads: 1, contextSize: 2048, queueSize: 16, requestTimeoutMs: 120_000, maxN: 16, maxTokens: 1024, bodyLimit: 1024 * 1024 },
+  embeddingsServe: {
+    host: '127.0.0.1',
+    port: 8001,
+    maxInputs: 256,
+    maxChars: 100_000,
+    bodyLimit: 4 * 1024 * 1024,
+    requestTimeoutMs: 120_000,
+  },
+  llmServe: {
+    host: '127.0.0.1',
+    port: 8000,
+    threads: 1,
+    contextSize: 2048,
+    queueSize: 16,
+    requestTimeoutMs: 120_000,
+    maxN: 16,
+    maxTokens: 1024,
+    bodyLimit: 1024 * 1024,
+  },
 });
 
 type DeepReadonly<T> = { readonly [K in keyof T]: T[K] extends object ? DeepReadonly<T[K]> : T[K] };

@@ -28,10 +28,19 @@ export const ERROR_CATALOGUE = {
   LLM_ERROR: { status: 502, summary: 'the LLM endpoint failed after retries' },
   LLM_FORMAT: { status: 502, summary: 'the LLM output is not a keyword list' },
   EMBEDDINGS_ERROR: { status: 502, summary: 'the embeddings endpoint is down, failed or missed its deadline after retries' },
-  EMBEDDINGS_FORMAT: { status: 502, summary: 'the embeddings endpoint answered vectors of the wrong count or dimension, or non-finite values' },
-  REWARD_UNAVAILABLE: { status: 502, summary: 'a trainer could not get rewards: the reward server is unreachable or failed (trainers/trl)' },
-  PROMPT_TOO_LONG: { status: 400, summary: "a prompt's tokens plus the completion budget exceed the model's context (the prompt is named)" },
-  OVERLOADED: { status: 429, summary: 'a server\'s queue is full; retry later' },
+  EMBEDDINGS_FORMAT: {
+    status: 502,
+    summary: 'the embeddings endpoint answered vectors of the wrong count or dimension, or non-finite values',
+  },
+  REWARD_UNAVAILABLE: {
+    status: 502,
+    summary: 'a trainer could not get rewards: the reward server is unreachable or failed (trainers/trl)',
+  },
+  PROMPT_TOO_LONG: {
+    status: 400,
+    summary: "a prompt's tokens plus the completion budget exceed the model's context (the prompt is named)",
+  },
+  OVERLOADED: { status: 429, summary: "a server's queue is full; retry later" },
   DEADLINE_EXCEEDED: { status: 504, summary: 'a request was not answered within its deadline' },
   WORKER_ERROR: { status: 500, summary: 'a worker failed on a batch' },
   ABORTED: { status: 499, summary: 'the work was cancelled' },
@@ -101,7 +110,11 @@ export function schemaError(
   const issue = error.issues[0];
   const field = formatPath(issue?.path ?? [], opts.prefix);
   const msg =
-    issue === undefined ? 'invalid' : issue.code === 'unrecognized_keys' && issue.keys ? `unknown field(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}` : issue.message;
+    issue === undefined
+      ? 'invalid'
+      : issue.code === 'unrecognized_keys' && issue.keys
+        ? `unknown field(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`
+        : issue.message;
   const text = opts.what === undefined ? `${field}: ${msg}` : `${opts.what}: ${field}: ${msg}`;
   return cogrError(code, text, { field, issues: error.issues.length, ...opts.details });
 }
@@ -122,7 +135,7 @@ export function errnoCode(e: unknown): string | undefined {
 
 /** The nearest existing folder above (or at) `path` when it cannot be written, else null. */
 function unwritableAncestor(path: string): string | null {
-  for (let d = path; ; ) {
+  for (let d = path; ;) {
     if (existsSync(d)) {
       try {
         accessSync(d, fsConstants.W_OK);
@@ -149,17 +162,35 @@ export function systemError(e: unknown, path?: string, doing?: string): CogrErro
   if (!code) return null;
   const own = (e as { path?: unknown; dest?: unknown }).path;
   const syscall = (e as { syscall?: unknown }).syscall;
-  const where = typeof own === 'string' ? own : path ?? `(${typeof syscall === 'string' ? syscall : 'a file operation'}; the path is not known)`;
+  const where =
+    typeof own === 'string' ? own : (path ?? `(${typeof syscall === 'string' ? syscall : 'a file operation'}; the path is not known)`);
   const what = doing && !doing.includes(where) ? `${doing}: ` : '';
   // A recursive mkdir on a read-only file system can fail with ENOENT (the folder it could not
   // make is missing for the next level): the cause is the nearest existing folder that cannot be written.
   if (code === 'ENOENT' && syscall === 'mkdir' && typeof own === 'string') {
     const closed = unwritableAncestor(own);
-    if (closed) return cogrError('READ_ONLY', `${what}${own}: cannot be created: ${closed} cannot be written (a read-only file system or no permission); give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: own, errno: code }, e);
+    if (closed)
+      return cogrError(
+        'READ_ONLY',
+        `${what}${own}: cannot be created: ${closed} cannot be written (a read-only file system or no permission); give a writable COGR_HOME or --db, or fix the folder's permissions`,
+        { path: own, errno: code },
+        e,
+      );
   }
-  if (DISK_FULL_CODES.has(code)) return cogrError('DISK_FULL', `${what}${where}: no space left on the device (${code}); free some space and run the command again`, { path: where, errno: code }, e);
+  if (DISK_FULL_CODES.has(code))
+    return cogrError(
+      'DISK_FULL',
+      `${what}${where}: no space left on the device (${code}); free some space and run the command again`,
+      { path: where, errno: code },
+      e,
+    );
   if (READ_ONLY_CODES.has(code)) {
-    return cogrError('READ_ONLY', `${what}${where}: cannot be written (${code === 'EROFS' ? 'read-only file system' : 'permission denied'}, ${code}); give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: where, errno: code }, e);
+    return cogrError(
+      'READ_ONLY',
+      `${what}${where}: cannot be written (${code === 'EROFS' ? 'read-only file system' : 'permission denied'}, ${code}); give a writable COGR_HOME or --db, or fix the folder's permissions`,
+      { path: where, errno: code },
+      e,
+    );
   }
   const reason = e instanceof Error ? e.message : String(e);
   return cogrError('IO_ERROR', `${what}${where}: ${reason}`, { path: where, errno: code }, e);
@@ -184,9 +215,20 @@ export function levelError(e: unknown, dbPath?: string): CogrError | null {
   if (!found) return null;
   const file = /^(?:IO error|Corruption): (\/[^:]+)/.exec(found.message)?.[1];
   const dir = dbPath ?? (file ? file.replace(/\/[^/]*$/, '') : '(the database folder)');
-  if (/No space left on device|Disk quota exceeded/i.test(found.message)) return cogrError('DISK_FULL', `database ${dir}: no space left on the device (${found.message}); free some space and run the command again`, { path: file ?? dir }, e);
+  if (/No space left on device|Disk quota exceeded/i.test(found.message))
+    return cogrError(
+      'DISK_FULL',
+      `database ${dir}: no space left on the device (${found.message}); free some space and run the command again`,
+      { path: file ?? dir },
+      e,
+    );
   if (/Read-only file system|Permission denied|Operation not permitted/i.test(found.message)) {
-    return cogrError('READ_ONLY', `database ${dir} cannot be written (${found.message}); give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: file ?? dir }, e);
+    return cogrError(
+      'READ_ONLY',
+      `database ${dir} cannot be written (${found.message}); give a writable COGR_HOME or --db, or fix the folder's permissions`,
+      { path: file ?? dir },
+      e,
+    );
   }
   return cogrError(
     'DB_CORRUPT',

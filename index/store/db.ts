@@ -184,7 +184,12 @@ export function dbFiles(abs: string): DbFiles {
       throw systemError(e, join(abs, 'CURRENT'), `database ${abs}`) ?? e;
     }
   }
-  return { missing: false, tablesAndLogs: names.filter((n) => TABLE_OR_LOG.test(n)).sort(), manifests: names.filter((n) => MANIFEST.test(n)).sort(), current };
+  return {
+    missing: false,
+    tablesAndLogs: names.filter((n) => TABLE_OR_LOG.test(n)).sort(),
+    manifests: names.filter((n) => MANIFEST.test(n)).sort(),
+    current,
+  };
 }
 
 /**
@@ -281,9 +286,20 @@ async function openLevel(abs: string, exists: boolean): Promise<RootLevel> {
       );
     }
     const msg = causeMessage(e);
-    if (/No space left on device|Disk quota exceeded/i.test(msg)) throw cogrError('DISK_FULL', `database ${abs}: no space left on the device (${msg}); free some space and run the command again`, { path: abs }, e);
+    if (/No space left on device|Disk quota exceeded/i.test(msg))
+      throw cogrError(
+        'DISK_FULL',
+        `database ${abs}: no space left on the device (${msg}); free some space and run the command again`,
+        { path: abs },
+        e,
+      );
     if (/Read-only file system|Permission denied|Operation not permitted/i.test(msg)) {
-      throw cogrError('READ_ONLY', `database ${abs} cannot be written (${msg}); LevelDB writes its LOCK even to read: give a writable COGR_HOME or --db, or fix the folder's permissions`, { path: abs }, e);
+      throw cogrError(
+        'READ_ONLY',
+        `database ${abs} cannot be written (${msg}); LevelDB writes its LOCK even to read: give a writable COGR_HOME or --db, or fix the folder's permissions`,
+        { path: abs },
+        e,
+      );
     }
     throw cogrError(
       'DB_CORRUPT',
@@ -340,4 +356,3 @@ export async function withDb<T>(path: string, fn: (db: CogrDb) => Promise<T>, op
     await db.close();
   }
 }
-

@@ -153,8 +153,18 @@ export function encodeViewFile(data: ViewData, entries: readonly IndexEntry[]): 
   }
   kwOff[entries.length] = kws.length;
   const kwTable = encodeStrings(kws, false);
-  const arrays: [string, SectionType, Int32Array | Uint8Array][] = VIEW_SECTIONS.map(([name, type]) => [name, type, data[name] as Int32Array | Uint8Array]);
-  arrays.push(['entSelfBlob', 'u8', selfs.blob], ['entSelfOff', 'i32', selfs.off], ['entKwOff', 'i32', kwOff], ['entKwBlob', 'u8', kwTable.blob], ['entKwStrOff', 'i32', kwTable.off]);
+  const arrays: [string, SectionType, Int32Array | Uint8Array][] = VIEW_SECTIONS.map(([name, type]) => [
+    name,
+    type,
+    data[name] as Int32Array | Uint8Array,
+  ]);
+  arrays.push(
+    ['entSelfBlob', 'u8', selfs.blob],
+    ['entSelfOff', 'i32', selfs.off],
+    ['entKwOff', 'i32', kwOff],
+    ['entKwBlob', 'u8', kwTable.blob],
+    ['entKwStrOff', 'i32', kwTable.off],
+  );
   const sections: SectionEntry[] = [];
   let rel = 0;
   for (const [name, type, a] of arrays) {
@@ -199,7 +209,11 @@ export function decodeViewFile(buffer: ArrayBuffer | SharedArrayBuffer, byteLeng
   if (byteLength < 16 || Buffer.from(head.subarray(0, 8)).toString('latin1') !== VIEW_MAGIC) throw bad('not a cogr view file');
   const version = dv.getUint32(8, true);
   if (version !== PUBLISHED_FORMAT_VERSION) {
-    throw cogrError('DB_VERSION', `${label}: file ${file} has generation-file format version ${version}, this cogr reads version ${PUBLISHED_FORMAT_VERSION}; rewrite the files with \`cogr verify --repair\``, { file });
+    throw cogrError(
+      'DB_VERSION',
+      `${label}: file ${file} has generation-file format version ${version}, this cogr reads version ${PUBLISHED_FORMAT_VERSION}; rewrite the files with \`cogr verify --repair\``,
+      { file },
+    );
   }
   const hlen = dv.getUint32(12, true);
   if (16 + hlen > byteLength) throw bad('its header runs past the end of the file');
@@ -214,7 +228,8 @@ export function decodeViewFile(buffer: ArrayBuffer | SharedArrayBuffer, byteLeng
   for (const s of header.sections ?? []) {
     const off = start + s.offset;
     const size = s.type === 'i32' ? 4 : 1;
-    if (!Number.isInteger(s.offset) || !Number.isInteger(s.length) || s.length < 0 || off % 8 !== 0 || off + s.length * size > byteLength) throw bad(`section ${s.name} lies outside the file`);
+    if (!Number.isInteger(s.offset) || !Number.isInteger(s.length) || s.length < 0 || off % 8 !== 0 || off + s.length * size > byteLength)
+      throw bad(`section ${s.name} lies outside the file`);
     arrays.set(s.name, s.type === 'i32' ? new Int32Array(buffer, off, s.length) : new Uint8Array(buffer, off, s.length));
   }
   const get = <T extends Int32Array | Uint8Array>(name: string, type: SectionType): T => {
@@ -225,7 +240,8 @@ export function decodeViewFile(buffer: ArrayBuffer | SharedArrayBuffer, byteLeng
   const data = { ...header.scalars } as ViewData;
   for (const [name, type] of VIEW_SECTIONS) (data as unknown as Record<string, unknown>)[name] = get(name, type);
   const n = data.numEntities;
-  if (!Number.isInteger(n) || data.idsOff.length !== n + 1 || data.postOff.length !== data.numKeywords + 1) throw bad('its sections do not fit its counts');
+  if (!Number.isInteger(n) || data.idsOff.length !== n + 1 || data.postOff.length !== data.numKeywords + 1)
+    throw bad('its sections do not fit its counts');
   const entSelfBlob = get<Uint8Array>('entSelfBlob', 'u8');
   const entSelfOff = get<Int32Array>('entSelfOff', 'i32');
   const entKwOff = get<Int32Array>('entKwOff', 'i32');
@@ -250,7 +266,13 @@ export function decodeViewFile(buffer: ArrayBuffer | SharedArrayBuffer, byteLeng
 // ---- writing (the store's side) ------------------------------------------------------
 
 /** Publish one committed generation: its view file, then its manifest. */
-export async function publishGeneration(dbPath: string, info: GenerationInfo, data: ViewData, entries: readonly IndexEntry[], dbFormat: number): Promise<GenerationManifest> {
+export async function publishGeneration(
+  dbPath: string,
+  info: GenerationInfo,
+  data: ViewData,
+  entries: readonly IndexEntry[],
+  dbFormat: number,
+): Promise<GenerationManifest> {
   const dir = publishedDir(dbPath);
   await mkdir(dir, { recursive: true });
   const stem = fileStem(info.side, info.generation);
@@ -309,18 +331,24 @@ async function readChecked(
     if (size !== entry.bytes) throw corrupt(label, file, `it has ${size} bytes, its manifest says ${entry.bytes}`);
     const buffer = shared ? new SharedArrayBuffer(Math.max(8, size)) : new ArrayBuffer(Math.max(8, size));
     const h = createHash('sha256');
-    for (let pos = 0; pos < size; ) {
+    for (let pos = 0; pos < size;) {
       const win = new Uint8Array(buffer, pos, Math.min(chunk, size - pos));
-      for (let got = 0; got < win.byteLength; ) {
+      for (let got = 0; got < win.byteLength;) {
         const { bytesRead } = await fh.read(win, got, win.byteLength - got, pos + got);
-        if (bytesRead === 0) throw corrupt(label, file, `it ended after ${pos + got} bytes while being read, its manifest says ${entry.bytes}`);
+        if (bytesRead === 0)
+          throw corrupt(label, file, `it ended after ${pos + got} bytes while being read, its manifest says ${entry.bytes}`);
         got += bytesRead;
       }
       h.update(win);
       pos += win.byteLength;
     }
     const digest = h.digest('hex');
-    if (digest !== entry.sha256) throw corrupt(label, file, `its content does not match the SHA-256 in its manifest (expected ${entry.sha256.slice(0, 12)}…, found ${digest.slice(0, 12)}…)`);
+    if (digest !== entry.sha256)
+      throw corrupt(
+        label,
+        file,
+        `its content does not match the SHA-256 in its manifest (expected ${entry.sha256.slice(0, 12)}…, found ${digest.slice(0, 12)}…)`,
+      );
     return { buffer, byteLength: size };
   } catch (e) {
     if (isCogrError(e)) throw e;
@@ -350,7 +378,8 @@ function checkManifest(raw: unknown, side: Side, generation: number, file: strin
       { file, found: m.version ?? null, expected: PUBLISHED_FORMAT_VERSION },
     );
   }
-  if (m.side !== side || m.generation !== generation || !Array.isArray(m.files)) throw corrupt(label, file, `it describes ${m.side} generation ${m.generation}`);
+  if (m.side !== side || m.generation !== generation || !Array.isArray(m.files))
+    throw corrupt(label, file, `it describes ${m.side} generation ${m.generation}`);
   return m as GenerationManifest;
 }
 
@@ -388,7 +417,11 @@ export class PublishedIndex {
   async checkExists(): Promise<void> {
     if (await exists(this.dir)) return;
     if (!(await exists(this.dbPath))) {
-      throw cogrError('NOT_FOUND', `no database at ${this.dbPath}: run \`cogr demo\` (or \`cogr evolve\`, \`cogr index import\`) first, or point --db at a database`, { path: this.dbPath });
+      throw cogrError(
+        'NOT_FOUND',
+        `no database at ${this.dbPath}: run \`cogr demo\` (or \`cogr evolve\`, \`cogr index import\`) first, or point --db at a database`,
+        { path: this.dbPath },
+      );
     }
     throw cogrError(
       'NOT_FOUND',
@@ -452,7 +485,11 @@ export class PublishedIndex {
   }
 
   /** Read and check a generation's view file. */
-  async load(side: Side, generation: number | 'latest', opts: { shared?: boolean } = {}): Promise<{ manifest: GenerationManifest; view: DecodedView }> {
+  async load(
+    side: Side,
+    generation: number | 'latest',
+    opts: { shared?: boolean } = {},
+  ): Promise<{ manifest: GenerationManifest; view: DecodedView }> {
     const g = await this.resolve(side, generation);
     const manifest = await this.manifest(side, g);
     const label = what(side, g);
@@ -461,10 +498,12 @@ export class PublishedIndex {
     const file = join(this.dir, entry.name);
     const { buffer, byteLength } = await readChecked(file, entry, opts.shared ?? false, label, this.readChunk, async () => {
       // Deleted since we read the manifest (the manifest goes first), or lost.
-      if (!(await exists(join(this.dir, `${fileStem(side, g)}.json`)))) throw cogrError('NOT_FOUND', `${side} generation ${g} was deleted while it was being read`, { side, generation: g });
+      if (!(await exists(join(this.dir, `${fileStem(side, g)}.json`))))
+        throw cogrError('NOT_FOUND', `${side} generation ${g} was deleted while it was being read`, { side, generation: g });
     });
     const view = decodeViewFile(buffer, byteLength, label, file);
-    if (view.data.side !== side || view.data.generation !== g || view.data.numEntities !== manifest.size) throw corrupt(label, file, 'it does not describe the generation its manifest names');
+    if (view.data.side !== side || view.data.generation !== g || view.data.numEntities !== manifest.size)
+      throw corrupt(label, file, 'it does not describe the generation its manifest names');
     return { manifest, view };
   }
 

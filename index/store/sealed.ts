@@ -49,7 +49,7 @@ export async function writeFileAtomic(path: string, parts: readonly Uint8Array[]
     const fh = await open(tmp, 'w');
     try {
       for (const p of parts) {
-        for (let at = 0; at < p.byteLength; ) {
+        for (let at = 0; at < p.byteLength;) {
           const { bytesWritten } = await fh.write(p, at, Math.min(IO_CHUNK, p.byteLength - at));
           at += bytesWritten;
         }
@@ -87,7 +87,8 @@ export function openSealedJson(bytes: Uint8Array, what: string, file: string): u
   if (!m) throw corrupt(what, file, 'it has no valid seal header (not written by this cogr, damaged or truncated)');
   const body = buf.subarray(HEADER_LENGTH);
   const digest = sha256Hex(body);
-  if (digest !== m[1]) throw corrupt(what, file, `its content does not match its SHA-256 (sealed ${m[1].slice(0, 12)}…, found ${digest.slice(0, 12)}…)`);
+  if (digest !== m[1])
+    throw corrupt(what, file, `its content does not match its SHA-256 (sealed ${m[1].slice(0, 12)}…, found ${digest.slice(0, 12)}…)`);
   try {
     return JSON.parse(body.toString('utf8'));
   } catch (e) {
@@ -109,7 +110,11 @@ export async function readSealedJson(path: string, what: string): Promise<unknow
 
 /** The DB_CORRUPT error of a file that fails its check. */
 export function corrupt(what: string, file: string, why: string) {
-  return cogrError('DB_CORRUPT', `${what}: file ${file} is damaged: ${why}; \`cogr verify\` checks every file, \`cogr verify --repair\` rewrites them from the database`, {
-    file,
-  });
+  return cogrError(
+    'DB_CORRUPT',
+    `${what}: file ${file} is damaged: ${why}; \`cogr verify\` checks every file, \`cogr verify --repair\` rewrites them from the database`,
+    {
+      file,
+    },
+  );
 }

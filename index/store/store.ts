@@ -71,12 +71,27 @@ import {
 } from './published.ts';
 
 export type { GenerationDiff, GenerationInfo } from './published.ts';
-import { analysed, checkGeneration, checkSide, esc, genHex, isLive, KWI_SUBLEVEL, LONE_SURROGATE, postedKeys, sameRecord, SEP, unesc, type GenerationManifest, type LiveRecord, type StoredRecord } from './layout.ts';
+import {
+  analysed,
+  checkGeneration,
+  checkSide,
+  esc,
+  genHex,
+  isLive,
+  KWI_SUBLEVEL,
+  LONE_SURROGATE,
+  postedKeys,
+  sameRecord,
+  SEP,
+  unesc,
+  type GenerationManifest,
+  type LiveRecord,
+  type StoredRecord,
+} from './layout.ts';
 import { MAX_BATCH_OPS, StagedBatch } from './staged.ts';
 import { WordCounter } from './dfCounter.ts';
 export { KWI_SUBLEVEL } from './layout.ts';
 export { MAX_BATCH_OPS } from './staged.ts';
-
 
 export interface WriterOptions {
   /** Generation to build from: a number, null for empty, or omitted for the latest (empty when none). */
@@ -114,9 +129,6 @@ const PER_KEY_LOOKUP_LIMIT = 256;
 /** Entities one writer holds before commit (a JavaScript Map holds at most 2^24 entries). */
 export const MAX_WRITER_ENTITIES = 2 ** 24 - 1;
 
-
-
-
 /** Set, replace or remove entities; `commit()` writes one new generation atomically. */
 export class IndexWriter {
   private readonly changes = new Map<string, LiveRecord | null>();
@@ -153,7 +165,10 @@ export class IndexWriter {
     this.rejected += rejected;
     const s = this.norm.self(self);
     if (this.changes.size >= MAX_WRITER_ENTITIES && !this.changes.has(id)) {
-      throw cogrError('INVALID_ARGUMENT', `a writer holds at most ${MAX_WRITER_ENTITIES} entities (a JavaScript Map's limit); commit them in several generations (patch mode)`);
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `a writer holds at most ${MAX_WRITER_ENTITIES} entities (a JavaScript Map's limit); commit them in several generations (patch mode)`,
+      );
     }
     this.changes.set(id, { s, k, l: 0 });
     return this;
@@ -164,7 +179,10 @@ export class IndexWriter {
     this.checkOpen();
     checkId(id);
     if (this.changes.size >= MAX_WRITER_ENTITIES && !this.changes.has(id)) {
-      throw cogrError('INVALID_ARGUMENT', `a writer holds at most ${MAX_WRITER_ENTITIES} entities (a JavaScript Map's limit); commit them in several generations (patch mode)`);
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `a writer holds at most ${MAX_WRITER_ENTITIES} entities (a JavaScript Map's limit); commit them in several generations (patch mode)`,
+      );
     }
     this.changes.set(id, null);
     return this;
@@ -193,7 +211,8 @@ export class IndexWriter {
 }
 
 function checkId(id: unknown): asserts id is string {
-  if (typeof id !== 'string' || id.length === 0) throw cogrError('INVALID_ARGUMENT', `entity id must be a non-empty string (got ${JSON.stringify(id)})`);
+  if (typeof id !== 'string' || id.length === 0)
+    throw cogrError('INVALID_ARGUMENT', `entity id must be a non-empty string (got ${JSON.stringify(id)})`);
   if (LONE_SURROGATE.test(id)) throw cogrError('INVALID_ARGUMENT', `entity id ${JSON.stringify(id)} is not well-formed Unicode`);
 }
 
@@ -217,7 +236,8 @@ export class KeywordIndexStore {
     this.sub = db.sublevel<unknown>(KWI_SUBLEVEL);
     this.logger = opts.logger ?? db.logger ?? silentLogger;
     const m = opts.maxBatchOps ?? MAX_BATCH_OPS;
-    if (!Number.isInteger(m) || m < 1) throw cogrError('INVALID_ARGUMENT', `maxBatchOps must be a positive integer (got ${JSON.stringify(m)})`);
+    if (!Number.isInteger(m) || m < 1)
+      throw cogrError('INVALID_ARGUMENT', `maxBatchOps must be a positive integer (got ${JSON.stringify(m)})`);
     this.maxBatchOps = m;
   }
 
@@ -268,7 +288,9 @@ export class KeywordIndexStore {
       if (entries.length !== man.size) {
         throw cogrError('DB_CORRUPT', `${side} generation ${man.generation} has ${entries.length} entities, its manifest says ${man.size}`);
       }
-      const view = new KeywordView(buildViewData(side, man.generation, entries, { shared: parsed.data.shared ?? false, analyzer: man.analyzer }));
+      const view = new KeywordView(
+        buildViewData(side, man.generation, entries, { shared: parsed.data.shared ?? false, analyzer: man.analyzer }),
+      );
       this.logger.debug('opened keyword view', { side, generation: man.generation, size: view.size });
       return view;
     });
@@ -290,14 +312,19 @@ export class KeywordIndexStore {
   }
 
   /** Stored BM25 statistics of a generation: integer sums and the df of the given words (analysed with the generation's analyzer, keyed as given). */
-  async statistics(side: Side, generation: number | 'latest', words: readonly string[] = []): Promise<{ numEntities: number; totalLength: number; df: Map<string, number> }> {
+  async statistics(
+    side: Side,
+    generation: number | 'latest',
+    words: readonly string[] = [],
+  ): Promise<{ numEntities: number; totalLength: number; df: Map<string, number> }> {
     checkSide(side);
     return this.withSnapshot(async (snap) => {
       const man = await this.resolve(side, generation, snap);
       const lineage = await this.lineage(side, man, snap);
       const df = new Map<string, number>();
       const an = getAnalyzer(man.analyzer);
-      for (const w of words) df.set(w, ((await this.latestCell(['w', side, esc(an.word(w))].join(SEP), lineage, snap)) as number | undefined) ?? 0);
+      for (const w of words)
+        df.set(w, ((await this.latestCell(['w', side, esc(an.word(w))].join(SEP), lineage, snap)) as number | undefined) ?? 0);
       return { numEntities: man.size, totalLength: man.totalLength, df };
     });
   }
@@ -432,7 +459,10 @@ export class KeywordIndexStore {
     const metaCopy = JSON.parse(JSON.stringify(meta)) as Record<string, unknown>;
     const analyzerName: AnalyzerName = base ? base.analyzer : (opts.analyzer ?? DEFAULT_ANALYZER);
     if (base && opts.analyzer !== undefined && opts.analyzer !== base.analyzer) {
-      throw cogrError('INVALID_ARGUMENT', `${side} generation ${base.generation} uses the ${base.analyzer} analyzer; a generation built on it cannot use ${opts.analyzer} (build from empty with base: null instead)`);
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `${side} generation ${base.generation} uses the ${base.analyzer} analyzer; a generation built on it cannot use ${opts.analyzer} (build from empty with base: null instead)`,
+      );
     }
     const an = getAnalyzer(analyzerName);
 
@@ -475,7 +505,13 @@ export class KeywordIndexStore {
       },
       (operations) => {
         const s = (performance.now() - started) / 1000;
-        this.logger.info('staged commit', { side, generation: next, entities: `${done}/${total}`, operations, rate: `${Math.round(done / Math.max(s, 1e-3))}/s` });
+        this.logger.info('staged commit', {
+          side,
+          generation: next,
+          entities: `${done}/${total}`,
+          operations,
+          rate: `${Math.round(done / Math.max(s, 1e-3))}/s`,
+        });
       },
     );
     let size = base ? base.size : 0;
@@ -550,7 +586,14 @@ export class KeywordIndexStore {
       await out.abort();
       // A staged commit that failed here (not killed) removes what it wrote now; when
       // that fails too, the next writer does it (the marker stays).
-      if (out.staged) await this.dropStaged(side).catch((e2: unknown) => this.logger.warn('could not delete the cells of the failed staged commit; the next writer will', { side, generation: next, error: String(e2) }));
+      if (out.staged)
+        await this.dropStaged(side).catch((e2: unknown) =>
+          this.logger.warn('could not delete the cells of the failed staged commit; the next writer will', {
+            side,
+            generation: next,
+            error: String(e2),
+          }),
+        );
       throw e;
     }
     this.logger.info('committed keyword index generation', { side, generation: next, size, changed, staged: out.staged });
@@ -568,7 +611,15 @@ export class KeywordIndexStore {
     const named = await this.withSnapshot(async (snap) => (await this.manifests(side, snap)).some((m) => m.generation === marker));
     const g = genHex(marker);
     // Deleted in batches like a commit's cells (no reservation, no progress lines), the marker with the last one.
-    const out = dryRun ? null : new StagedBatch(this.db.level, this.sub.prefix, this.maxBatchOps, async () => {}, () => {});
+    const out = dryRun
+      ? null
+      : new StagedBatch(
+          this.db.level,
+          this.sub.prefix,
+          this.maxBatchOps,
+          async () => {},
+          () => {},
+        );
     let cells = 0;
     if (!named) {
       for (const kind of ['r', 'p', 'w']) {
@@ -655,7 +706,8 @@ export class KeywordIndexStore {
   private async manifests(side: Side, snap: Snap): Promise<GenerationManifest[]> {
     const lo = ['m', side].join(SEP) + SEP;
     const out: GenerationManifest[] = [];
-    for await (const v of this.sub.values({ gte: lo, lt: ['m', side].join(SEP) + '\x01', snapshot: snap })) out.push(v as GenerationManifest);
+    for await (const v of this.sub.values({ gte: lo, lt: ['m', side].join(SEP) + '\x01', snapshot: snap }))
+      out.push(v as GenerationManifest);
     return out;
   }
 
@@ -676,7 +728,8 @@ export class KeywordIndexStore {
     const out = new Set<string>();
     let cur: GenerationManifest | undefined = man;
     while (cur) {
-      if (out.has(genHex(cur.generation))) throw cogrError('DB_CORRUPT', `${side} index: a cycle in the generation chain at ${cur.generation}`);
+      if (out.has(genHex(cur.generation)))
+        throw cogrError('DB_CORRUPT', `${side} index: a cycle in the generation chain at ${cur.generation}`);
       out.add(genHex(cur.generation));
       if (cur.chainParent === null) break;
       const p = byGen.get(cur.chainParent);

@@ -59,7 +59,10 @@ export function getAnalyzer(name: AnalyzerName = DEFAULT_ANALYZER): Analyzer {
 
 /** Lower-case letter/digit runs of running text, English stop words removed, analysed word by word. */
 export function textTokens(text: string, analyzer: Analyzer = NONE): string[] {
-  const words = text.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((w) => w.length > 0);
+  const words = text
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter((w) => w.length > 0);
   const kept = removeWords(words);
   return analyzer.name === 'none' ? kept : kept.map((w) => analyzer.word(w));
 }

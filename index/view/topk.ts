@@ -106,7 +106,8 @@ export function topKIndex(data: ViewData): TopKIndex {
 
 /** Build the word postings and bounds of a view (`topKIndex` caches one per view). */
 export function buildTopKIndex(data: ViewData, block = BLOCK): TopKIndex {
-  if (!Number.isInteger(block) || block < 1 || (block & (block - 1)) !== 0) throw new RangeError(`block must be a power of two (got ${block})`);
+  if (!Number.isInteger(block) || block < 1 || (block & (block - 1)) !== 0)
+    throw new RangeError(`block must be a power of two (got ${block})`);
   const shift = 31 - Math.clz32(block);
   const { numWords: nw, numEntities: n, bagOff, bagWord, bagTf, docLen } = data;
   const nnz = bagOff[n];
@@ -164,7 +165,19 @@ export function buildTopKIndex(data: ViewData, block = BLOCK): TopKIndex {
       if (blkMinDl[j] < minDl[w]) minDl[w] = blkMinDl[j];
     }
   }
-  return { block, wpOff, wpEnt, maxTf, minDl, wpBlk, blkMaxTf, blkMinDl, sig, bits: new Uint32Array((n + 31) >>> 5), slot: new Int32Array(nw).fill(-1) };
+  return {
+    block,
+    wpOff,
+    wpEnt,
+    maxTf,
+    minDl,
+    wpBlk,
+    blkMaxTf,
+    blkMinDl,
+    sig,
+    bits: new Uint32Array((n + 31) >>> 5),
+    slot: new Int32Array(nw).fill(-1),
+  };
 }
 
 /** Bytes held by a top-k index (for the benchmarks' memory figures). */
@@ -353,7 +366,12 @@ export function rankTopK(
             const m2 = sig[q + 2];
             const m3 = sig[q + 3];
             for (let l = 0, r = 0; l < i; l++, r += 4) {
-              if ((m0 & lMask[r]) === lMask[r] && (m1 & lMask[r + 1]) === lMask[r + 1] && (m2 & lMask[r + 2]) === lMask[r + 2] && (m3 & lMask[r + 3]) === lMask[r + 3]) {
+              if (
+                (m0 & lMask[r]) === lMask[r] &&
+                (m1 & lMask[r + 1]) === lMask[r + 1] &&
+                (m2 & lMask[r + 2]) === lMask[r + 2] &&
+                (m3 & lMask[r + 3]) === lMask[r + 3]
+              ) {
                 bound += lA[l] / (lB[l] + nd);
               }
             }

@@ -103,7 +103,12 @@ export class KeywordView {
     this.surfTable = data.surfOff.length > 1 ? new StringTable(data.surfBlob, data.surfOff, data.numKeywords) : null;
   }
 
-  static build(side: Side, generation: number, entries: readonly IndexEntry[], opts: { shared?: boolean; analyzer?: Analyzer['name'] } = {}): KeywordView {
+  static build(
+    side: Side,
+    generation: number,
+    entries: readonly IndexEntry[],
+    opts: { shared?: boolean; analyzer?: Analyzer['name'] } = {},
+  ): KeywordView {
     return new KeywordView(buildViewData(side, generation, entries, opts));
   }
 
@@ -359,7 +364,11 @@ export class KeywordView {
     return this.rankExhaustive(keywords, words, opts);
   }
 
-  private rankExhaustive(keywordOrdinals: readonly number[], wordOrdinals: readonly number[], opts: { k?: number; all?: boolean; params?: Bm25Params }): SearchResult {
+  private rankExhaustive(
+    keywordOrdinals: readonly number[],
+    wordOrdinals: readonly number[],
+    opts: { k?: number; all?: boolean; params?: Bm25Params },
+  ): SearchResult {
     const matched = this.matchOrdinals(keywordOrdinals);
     const scores = this.score(wordOrdinals, matched, opts.params);
     const m = matched.length;
@@ -400,7 +409,10 @@ export class KeywordView {
     const { fwdOff, fwd, self } = this.data;
     for (let j = fwdOff[e]; j < fwdOff[e + 1]; j++) own.add(fwd[j]);
     if (self[e] >= 0) own.add(self[e]);
-    const matchedKeywords = [...probeKws].filter((k) => own.has(k)).map((k) => this.surface(k)).sort();
+    const matchedKeywords = [...probeKws]
+      .filter((k) => own.has(k))
+      .map((k) => this.surface(k))
+      .sort();
     const avgdl = this.avgDocLength || 1;
     const dl = this.data.docLen[e];
     const norm = bm25Norm(params.k1, params.b, dl, avgdl);

@@ -67,7 +67,10 @@ export class Bm25Index {
   constructor(items: readonly Item[], opts: Bm25Options = {}) {
     if (items.length < 3) throw cogrError('INVALID_ARGUMENT', `items: BM25 needs at least 3 items, got ${items.length}`);
     this.engine = bm25();
-    this.engine.defineConfig({ fldWeights: { body: 1 }, bm25Params: { k1: opts.k1 ?? DEFAULTS.bm25.k1, b: opts.b ?? DEFAULTS.bm25.b, k: 1 } });
+    this.engine.defineConfig({
+      fldWeights: { body: 1 },
+      bm25Params: { k1: opts.k1 ?? DEFAULTS.bm25.k1, b: opts.b ?? DEFAULTS.bm25.b, k: 1 },
+    });
     this.analysis = opts.analysis ?? DEFAULTS.baseline.analysis;
     this.engine.definePrepTasks([tokenizerOf(this.analysis)]);
     for (const it of items) this.engine.addDoc({ body: itemText(it) }, it.id);
@@ -83,7 +86,11 @@ export class Bm25Index {
 }
 
 export const bm25BaselineOptionsSchema = z.object({
-  folds: z.number({ message: 'folds must be a number' }).int('folds must be an integer').min(2, 'folds must be >= 2').default(DEFAULTS.run.folds),
+  folds: z
+    .number({ message: 'folds must be a number' })
+    .int('folds must be an integer')
+    .min(2, 'folds must be >= 2')
+    .default(DEFAULTS.run.folds),
   seed: z.number({ message: 'seed must be a number' }).int('seed must be an integer').default(DEFAULTS.run.seed),
   maxCutoff: z.number().int('maxCutoff must be an integer').min(1, 'maxCutoff must be >= 1').default(DEFAULTS.baseline.maxCutoff),
   k1: z.number().min(0, 'k1 must be >= 0').default(DEFAULTS.bm25.k1),
@@ -168,7 +175,8 @@ export function runBm25Baseline(corpus: Corpus, options: Bm25BaselineOptions = {
 /** Refuse more folds than judged queries. */
 export function checkFolds(corpus: Corpus, folds: number): void {
   const n = judgedQueryIds(corpus).length;
-  if (n < folds) throw cogrError('INVALID_ARGUMENT', `folds: ${folds} folds need at least ${folds} judged queries, ${corpus.name} has ${n}`);
+  if (n < folds)
+    throw cogrError('INVALID_ARGUMENT', `folds: ${folds} folds need at least ${folds} judged queries, ${corpus.name} has ${n}`);
 }
 
 /**
@@ -232,7 +240,12 @@ export function runRankedBaseline(
 /** A baseline's figures on one split (a fold's result without its fold and query counts). */
 export type SplitBaseline = Omit<FoldResult, 'fold' | 'trainQueries' | 'evalQueries'>;
 
-export function baselineResult(corpus: Corpus, o: { folds: number; seed: number; k1: number; b: number; analysis: TextAnalysis }, perFold: FoldResult[], heldOut: readonly RunEntry[]): Bm25BaselineResult {
+export function baselineResult(
+  corpus: Corpus,
+  o: { folds: number; seed: number; k1: number; b: number; analysis: TextAnalysis },
+  perFold: FoldResult[],
+  heldOut: readonly RunEntry[],
+): Bm25BaselineResult {
   const all = evaluateRun(heldOut, corpus);
   const set = all.set as NonNullable<typeof all.set>;
   return {

@@ -15,11 +15,20 @@ import type { RunQuery, ScoredId } from '../trec.ts';
 export type DenseBaselineResult = Bm25BaselineResult & { method: 'dense'; model: string; dim: number; endpoint: string };
 
 /** The k-fold dense baseline over precomputed vectors. */
-export function runDenseOnVectors(corpus: Corpus, vectors: CorpusVectors, options: Bm25BaselineOptions = {}, endpoint = '', run?: RunQuery[]): DenseBaselineResult {
+export function runDenseOnVectors(
+  corpus: Corpus,
+  vectors: CorpusVectors,
+  options: Bm25BaselineOptions = {},
+  endpoint = '',
+  run?: RunQuery[],
+): DenseBaselineResult {
   const o = parseBm25Options(options);
   const logger = options.logger ?? silentLogger;
   checkFolds(corpus, o.folds);
-  const index = new DenseIndex(corpus.items.map((it) => it.id), corpus.items.map((it) => vectors.items.get(it.id)!));
+  const index = new DenseIndex(
+    corpus.items.map((it) => it.id),
+    corpus.items.map((it) => vectors.items.get(it.id)!),
+  );
   const rank = (text: string, limit: number): ScoredId[] => {
     const q = vectors.queries.get(text);
     if (q === undefined) throw cogrError('INTERNAL', `dense baseline: no vector for the query text ${JSON.stringify(text.slice(0, 60))}`);
@@ -31,7 +40,12 @@ export function runDenseOnVectors(corpus: Corpus, vectors: CorpusVectors, option
 }
 
 /** Embed the corpus (cached) and run the k-fold dense baseline. */
-export async function runDenseBaseline(corpus: Corpus, setup: EmbeddingsSetup, options: Bm25BaselineOptions = {}, run?: RunQuery[]): Promise<DenseBaselineResult> {
+export async function runDenseBaseline(
+  corpus: Corpus,
+  setup: EmbeddingsSetup,
+  options: Bm25BaselineOptions = {},
+  run?: RunQuery[],
+): Promise<DenseBaselineResult> {
   const logger = options.logger ?? silentLogger;
   checkFolds(corpus, parseBm25Options(options).folds);
   const vectors = await embedCorpus(corpus, setup, logger);

@@ -11,7 +11,11 @@ import { cogrError, schemaError } from '../../index/core/errors.ts';
 import { dataRoot } from '../datasets/registry.ts';
 
 const Metrics = z.object({ f1: z.number(), precision: z.number(), recall: z.number(), ndcg10: z.number() });
-const ExpectedSchema = z.object({ bm25: z.record(z.string(), Metrics), 'bm25-lucene': z.record(z.string(), Metrics).optional(), tolerance: z.number().positive() });
+const ExpectedSchema = z.object({
+  bm25: z.record(z.string(), Metrics),
+  'bm25-lucene': z.record(z.string(), Metrics).optional(),
+  tolerance: z.number().positive(),
+});
 export type ExpectedQuality = z.infer<typeof ExpectedSchema>;
 
 export function expectedQualityPath(): string {
@@ -38,11 +42,20 @@ export interface CheckRow {
 }
 
 /** Compare measured BM25 figures with the expected ones of a dataset (`bm25` for the wink analysis, `bm25-lucene` for the Lucene one). */
-export function checkBm25(dataset: string, measured: z.infer<typeof Metrics>, analysis: 'lucene' | 'wink' | ExpectedQuality = 'wink', expectedIn?: ExpectedQuality): CheckRow[] {
+export function checkBm25(
+  dataset: string,
+  measured: z.infer<typeof Metrics>,
+  analysis: 'lucene' | 'wink' | ExpectedQuality = 'wink',
+  expectedIn?: ExpectedQuality,
+): CheckRow[] {
   const expected = typeof analysis === 'object' ? analysis : (expectedIn ?? readExpectedQuality());
   const table = typeof analysis === 'object' || analysis === 'wink' ? expected.bm25 : (expected['bm25-lucene'] ?? {});
   const want = table[dataset];
-  if (!want) throw cogrError('NOT_FOUND', `--check: no expected BM25 figures for dataset ${JSON.stringify(dataset)}${typeof analysis === 'string' ? ` with the ${analysis} analysis` : ''} (known: ${Object.keys(table).join(', ')})`);
+  if (!want)
+    throw cogrError(
+      'NOT_FOUND',
+      `--check: no expected BM25 figures for dataset ${JSON.stringify(dataset)}${typeof analysis === 'string' ? ` with the ${analysis} analysis` : ''} (known: ${Object.keys(table).join(', ')})`,
+    );
   return (['f1', 'precision', 'recall', 'ndcg10'] as const).map((m) => ({
     metric: m,
     expected: want[m],

@@ -55,7 +55,12 @@ function f1Of(set: ArrayLike<number>, n: number, rel: ReadonlySet<number>): numb
 }
 
 /** Figures of the model baseline on one split: α tuned on `train`, applied to `heldOut`. */
-export function modelOnQueries(model: RelevanceModel, corpus: Pick<Corpus, 'qrels' | 'relevant'>, train: readonly Query[], heldOut: readonly Query[]): SplitBaseline & { alpha: number; entries: RunEntry[] } {
+export function modelOnQueries(
+  model: RelevanceModel,
+  corpus: Pick<Corpus, 'qrels' | 'relevant'>,
+  train: readonly Query[],
+  heldOut: readonly Query[],
+): SplitBaseline & { alpha: number; entries: RunEntry[] } {
   const relOrd = (q: Query) => new Set([...(corpus.relevant.get(q.id) ?? [])].map((id) => model.itemOrdinal(id)).filter((o) => o >= 0));
   const trainSorted = train.map((q) => ({ s: sortByP(model.probabilities(q)), rel: relOrd(q) }));
   let alpha = 1;
@@ -104,7 +109,10 @@ export function fitModel(corpus: Corpus, train: readonly Query[], opts: Partial<
 }
 
 /** The k-fold model baseline: per fold, the relevance model fitted and α tuned on the fold's training queries. */
-export function runModelBaseline(corpus: Corpus, options: { folds?: number; seed?: number; relevance?: Partial<RelevanceOptions>; logger?: Logger; run?: RunQuery[] } = {}): Bm25BaselineResult & { method: 'model'; alphas: number[] } {
+export function runModelBaseline(
+  corpus: Corpus,
+  options: { folds?: number; seed?: number; relevance?: Partial<RelevanceOptions>; logger?: Logger; run?: RunQuery[] } = {},
+): Bm25BaselineResult & { method: 'model'; alphas: number[] } {
   const folds = options.folds ?? 5;
   const seed = options.seed ?? 1;
   const logger = options.logger ?? silentLogger;
@@ -122,9 +130,29 @@ export function runModelBaseline(corpus: Corpus, options: { folds?: number; seed
     all.push(...r.entries);
     for (const e of r.entries) options.run?.push({ queryId: e.queryId, hits: e.ranked.map((id, i) => ({ id, score: e.scores![i] })) });
     alphas.push(r.alpha);
-    perFold.push({ fold: f + 1, trainQueries: split.train.length, evalQueries: split.eval.length, cutoff: r.cutoff, trainF1: r.trainF1, f1: r.f1, precision: r.precision, recall: r.recall, ndcg10: r.ndcg10, map: r.map });
+    perFold.push({
+      fold: f + 1,
+      trainQueries: split.train.length,
+      evalQueries: split.eval.length,
+      cutoff: r.cutoff,
+      trainF1: r.trainF1,
+      f1: r.f1,
+      precision: r.precision,
+      recall: r.recall,
+      ndcg10: r.ndcg10,
+      map: r.map,
+    });
     logger.info(`model: fold ${f + 1}/${folds} alpha=${r.alpha} mean cut=${r.cutoff.toFixed(1)} f1=${r.f1.toFixed(4)}`);
   });
   // k1 and b: the text BM25 features' parameters (generators/planner/textIndex.ts).
-  return { method: 'model', alphas, ...baselineResult(corpus, { folds, seed, k1: 1.2, b: 0.75, analysis: options.relevance?.textAnalysis ?? DEFAULT_RELEVANCE.textAnalysis }, perFold, all) };
+  return {
+    method: 'model',
+    alphas,
+    ...baselineResult(
+      corpus,
+      { folds, seed, k1: 1.2, b: 0.75, analysis: options.relevance?.textAnalysis ?? DEFAULT_RELEVANCE.textAnalysis },
+      perFold,
+      all,
+    ),
+  };
 }

@@ -28,7 +28,15 @@ import type { Item } from '../../index/core/types.ts';
 import { TextIndex } from '../../generators/planner/textIndex.ts';
 import { silentLogger } from '../../index/core/log.ts';
 import type { Corpus } from '../../index/core/types.ts';
-import { checkFolds, itemText, parseBm25Options, runRankedBaseline, tokenizerOf, type Bm25BaselineOptions, type Bm25BaselineResult } from './bm25.ts';
+import {
+  checkFolds,
+  itemText,
+  parseBm25Options,
+  runRankedBaseline,
+  tokenizerOf,
+  type Bm25BaselineOptions,
+  type Bm25BaselineResult,
+} from './bm25.ts';
 
 export const RM3_DEFAULTS = { fbDocs: 10, fbTerms: 10, originalQueryWeight: 0.5 } as const;
 
@@ -36,7 +44,11 @@ export const rm3OptionsSchema = z
   .object({
     fbDocs: z.number().int('fbDocs must be an integer').min(1, 'fbDocs must be >= 1').default(RM3_DEFAULTS.fbDocs),
     fbTerms: z.number().int('fbTerms must be an integer').min(1, 'fbTerms must be >= 1').default(RM3_DEFAULTS.fbTerms),
-    originalQueryWeight: z.number().min(0, 'originalQueryWeight must be in [0, 1]').max(1, 'originalQueryWeight must be in [0, 1]').default(RM3_DEFAULTS.originalQueryWeight),
+    originalQueryWeight: z
+      .number()
+      .min(0, 'originalQueryWeight must be in [0, 1]')
+      .max(1, 'originalQueryWeight must be in [0, 1]')
+      .default(RM3_DEFAULTS.originalQueryWeight),
     k1: z.number().min(0, 'k1 must be >= 0').default(DEFAULTS.bm25.k1),
     b: z.number().min(0, 'b must be in [0, 1]').max(1, 'b must be in [0, 1]').default(DEFAULTS.bm25.b),
     analysis: z.enum(TEXT_ANALYSES).default(DEFAULTS.baseline.analysis),
@@ -64,7 +76,12 @@ export class Rm3Index {
     if (!r.success) throw schemaError('INVALID_ARGUMENT', r.error, { what: 'rm3 options' });
     this.options = r.data;
     this.ids = items.map((it) => it.id);
-    this.index = new TextIndex(items.map(itemText), getAnalyzer('none'), { k1: this.options.k1, b: this.options.b }, tokenizerOf(this.options.analysis));
+    this.index = new TextIndex(
+      items.map(itemText),
+      getAnalyzer('none'),
+      { k1: this.options.k1, b: this.options.b },
+      tokenizerOf(this.options.analysis),
+    );
     this.docLength = new Int32Array(items.length);
     for (let d = 0; d < items.length; d++) for (const tf of this.index.docTerms(d).tfs) this.docLength[d] += tf;
   }
@@ -140,12 +157,18 @@ export class Rm3Index {
 }
 
 /** The k-fold BM25 + RM3 baseline (cut-off tuned on training folds, as BM25's). */
-export function runRm3Baseline(corpus: Corpus, options: Bm25BaselineOptions & { rm3?: Omit<Rm3Options, 'k1' | 'b' | 'analysis'> } = {}): Bm25BaselineResult & { rm3: z.output<typeof rm3OptionsSchema> } {
+export function runRm3Baseline(
+  corpus: Corpus,
+  options: Bm25BaselineOptions & { rm3?: Omit<Rm3Options, 'k1' | 'b' | 'analysis'> } = {},
+): Bm25BaselineResult & { rm3: z.output<typeof rm3OptionsSchema> } {
   const { rm3, ...rest } = options;
   const o = parseBm25Options(rest);
   const logger = options.logger ?? silentLogger;
   checkFolds(corpus, o.folds);
   logger.info(`bm25+rm3: indexing ${corpus.items.length} items of ${corpus.name} (${o.analysis} analysis)`);
   const index = new Rm3Index(corpus.items, { ...rm3, k1: o.k1, b: o.b, analysis: o.analysis });
-  return { ...runRankedBaseline(corpus, o, (text, limit) => index.search(text, limit), 'bm25+rm3', logger, options.run), rm3: index.options };
+  return {
+    ...runRankedBaseline(corpus, o, (text, limit) => index.search(text, limit), 'bm25+rm3', logger, options.run),
+    rm3: index.options,
+  };
 }

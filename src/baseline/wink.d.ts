@@ -10,7 +10,12 @@ declare module 'wink-bm25-text-search' {
     definePrepTasks(tasks: Array<(input: any) => any>, field?: string): number;
     addDoc(doc: Record<string, string>, id: string | number): number;
     consolidate(fp?: number): boolean;
-    search(text: string, limit?: number, filter?: (fieldValues: Record<string, unknown>, params: unknown) => boolean, params?: unknown): Array<[string, number]>;
+    search(
+      text: string,
+      limit?: number,
+      filter?: (fieldValues: Record<string, unknown>, params: unknown) => boolean,
+      params?: unknown,
+    ): Array<[string, number]>;
     getTotalDocs(): number;
     reset(): boolean;
   }

@@ -104,7 +104,9 @@ export function register(program: Command): void {
     });
   cmd
     .command('export-qrels')
-    .description("write a dataset's judgements as TREC qrels (qid 0 docid grade; every judged pair with its grade, queries and ids in byte order), for trec_eval and pytrec_eval")
+    .description(
+      "write a dataset's judgements as TREC qrels (qid 0 docid grade; every judged pair with its grade, queries and ids in byte order), for trec_eval and pytrec_eval",
+    )
     .requiredOption('--dataset <name|path>', 'a shipped or registered dataset name, or a dataset folder')
     .option('--format <format>', 'dataset format: smart | trec | beir | wands | jsonl (default: detected)')
     .option('--out <file>', 'the qrels file (default: stdout)')

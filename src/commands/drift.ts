@@ -65,15 +65,12 @@ export async function runDriftCommand(o: DriftCliOptions): Promise<{ report: Dri
 }
 
 export function register(program: Command): void {
-  withDbOption(
-    program
-      .command('drift'),
-  )
+  withDbOption(program.command('drift'))
     .option('--from <n>', 'first generation analysed', '0')
     .option('--to <n|latest>', 'last generation analysed', 'latest')
     .option('--html <file>', 'write the self-contained HTML report here')
     .option('--json <file|->', 'write the JSON report here (- prints it on stdout instead of the table)')
-    .option('--metrics <file.json>', 'held-out F1 per round: JSON array of {round, side, f1} (default: the stored run\'s)')
+    .option('--metrics <file.json>', "held-out F1 per round: JSON array of {round, side, f1} (default: the stored run's)")
     .option('--limit <n>', 'cap of the added/dropped keyword lists', '50')
     .action(async (o: DriftCliOptions) => {
       const { output } = await runDriftCommand(o);

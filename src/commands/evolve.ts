@@ -34,7 +34,15 @@ import { writeRunFile, type RunQuery } from '../trec.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
 import { renderTable } from '../table.ts';
-import { addRunFlags, dbPath as dbPathFlag, parseNumberFlag, runFlagValues, withDatasetOptions, withDbOption, withEmbeddingsOptions } from './options.ts';
+import {
+  addRunFlags,
+  dbPath as dbPathFlag,
+  parseNumberFlag,
+  runFlagValues,
+  withDatasetOptions,
+  withDbOption,
+  withEmbeddingsOptions,
+} from './options.ts';
 import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
 
@@ -61,7 +69,10 @@ function num(flag: string, v: string | undefined, integer: boolean): number | un
 }
 
 function addRunOptions(cmd: Command, dbHelp: string, command: 'demo' | 'evolve'): Command {
-  return withEmbeddingsOptions(addRunFlags(withDbOption(cmd, dbHelp), command), "query–item cosines of an embeddings model as relevance features (planning and the served ranking); the run records the model's name")
+  return withEmbeddingsOptions(
+    addRunFlags(withDbOption(cmd, dbHelp), command),
+    "query–item cosines of an embeddings model as relevance features (planning and the served ranking); the run records the model's name",
+  )
     .option('--json', 'print one JSON object on stdout')
     .option('--quiet', 'no progress display');
 }
@@ -91,7 +102,9 @@ async function withEmbeddings(flags: RunFlags, corpus: Corpus): Promise<Partial<
   if (setup === null) return {};
   const v = await embedCorpus(corpus, setup, stderrLogger);
   registerDenseVectors(new DenseVectors(v.model, v.dim, v.items, v.queries));
-  stderrLogger.info(`embeddings: ${v.items.size} items and ${v.queries.size} query texts under ${v.model} (dimension ${v.dim}) as relevance features`);
+  stderrLogger.info(
+    `embeddings: ${v.items.size} items and ${v.queries.size} query texts under ${v.model} (dimension ${v.dim}) as relevance features`,
+  );
   return { embeddingsModel: v.model };
 }
 
@@ -132,15 +145,49 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
     String(s.vocabulary.query),
     s.train ? s.train.seconds.toFixed(1) : '',
   ]);
-  if (best) rows.push([`cogr (best dev: ${best.step})`, '', 'result', `${best.itemGeneration}/${best.queryGeneration}`, best.dev ? f4(best.dev.f1) : '', '', f4(best.metrics.precision), f4(best.metrics.recall), f4(best.metrics.f1), f4(servedRanking(steps, best).ndcg10), best.metrics.meanKeywords.toFixed(1), best.metrics.meanMatched.toFixed(1), '', '', '']);
-  const row = (name: string, b: SplitBaseline, matched: string) => rows.push([name, '', 'baseline', '', '', '', f4(b.precision), f4(b.recall), f4(b.f1), f4(b.ndcg10), '', matched, '', '', '']);
+  if (best)
+    rows.push([
+      `cogr (best dev: ${best.step})`,
+      '',
+      'result',
+      `${best.itemGeneration}/${best.queryGeneration}`,
+      best.dev ? f4(best.dev.f1) : '',
+      '',
+      f4(best.metrics.precision),
+      f4(best.metrics.recall),
+      f4(best.metrics.f1),
+      f4(servedRanking(steps, best).ndcg10),
+      best.metrics.meanKeywords.toFixed(1),
+      best.metrics.meanMatched.toFixed(1),
+      '',
+      '',
+      '',
+    ]);
+  const row = (name: string, b: SplitBaseline, matched: string) =>
+    rows.push([name, '', 'baseline', '', '', '', f4(b.precision), f4(b.recall), f4(b.f1), f4(b.ndcg10), '', matched, '', '', '']);
   if (baselines) {
     row(`BM25 (cut-off ${baselines.bm25.cutoff})`, baselines.bm25, String(baselines.bm25.cutoff));
     row(`BM25 + RM3 (cut-off ${baselines.rm3.cutoff})`, baselines.rm3, String(baselines.rm3.cutoff));
     if (baselines.model) row(`model, no keywords (α ${baselines.model.alpha})`, baselines.model, baselines.model.cutoff.toFixed(1));
   }
   return renderTable(
-    ['step', 'round', 'trained', 'gen i/q', 'dev F1', 'adopted', 'P', 'R', 'F1', `nDCG@10 (${rankOf(steps)})`, 'kw/q', 'matched/q', 'item vocab', 'query vocab', 'seconds'],
+    [
+      'step',
+      'round',
+      'trained',
+      'gen i/q',
+      'dev F1',
+      'adopted',
+      'P',
+      'R',
+      'F1',
+      `nDCG@10 (${rankOf(steps)})`,
+      'kw/q',
+      'matched/q',
+      'item vocab',
+      'query vocab',
+      'seconds',
+    ],
     rows,
     { right: [1, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14] },
   );
@@ -155,7 +202,8 @@ export function adoptionSummary(steps: readonly StepRecord[]): string | null {
   const halves = steps.filter((s) => s.phase !== 'sft');
   if (halves.length === 0) return null;
   const adopted = halves.filter((s) => s.adopted).map((s) => s.step);
-  if (adopted.length > 0) return `adopted: ${adopted.join(', ')} (a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors)`;
+  if (adopted.length > 0)
+    return `adopted: ${adopted.join(', ')} (a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors)`;
   const tested = halves.filter((s) => s.devGain);
   if (tested.length === 0) return 'no half-round was adopted (no dev queries to test them on)';
   const top = tested.reduce((a, b) => (b.devGain!.gain > a.devGain!.gain ? b : a));
@@ -188,7 +236,16 @@ function weightedMean(parts: { w: number; v: number }[]): number {
  * P and mean R).
  */
 export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOutcome[]) {
-  type M = { f1: number; precision: number; recall: number; ndcg10: number; map: number; ndcg10_keywords?: number; meanMatched?: number; meanKeywords?: number };
+  type M = {
+    f1: number;
+    precision: number;
+    recall: number;
+    ndcg10: number;
+    map: number;
+    ndcg10_keywords?: number;
+    meanMatched?: number;
+    meanKeywords?: number;
+  };
   const mean = (pick: (f: FoldOutcome) => number) => weightedMean(folds.map((f) => ({ w: f.evalQueries, v: pick(f) })));
   const metricsOf = (pick: (f: FoldOutcome) => M) => ({
     f1: mean((f) => pick(f).f1),
@@ -215,11 +272,24 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
     };
   });
   const bestOf = (f: FoldOutcome) => bestStep(f.steps) ?? f.steps[f.steps.length - 1];
-  const final = folds.length && stepCount > 0 ? { ...metricsOf((f) => served(f, bestOf(f))), rank: folds.map((f) => rankOf(f.steps)), dev_f1: weightedMean(folds.map((f) => ({ w: bestOf(f).dev?.queries ?? 0, v: bestOf(f).dev?.f1 ?? 0 }))), steps: folds.map((f) => bestOf(f).step) } : null;
-  const baselineOf = (b: (f: FoldOutcome) => SplitBaseline) => metricsOf((f) => ({ ...b(f), ndcg10_keywords: b(f).ndcg10, meanMatched: b(f).cutoff, meanKeywords: 0 }));
+  const final =
+    folds.length && stepCount > 0
+      ? {
+          ...metricsOf((f) => served(f, bestOf(f))),
+          rank: folds.map((f) => rankOf(f.steps)),
+          dev_f1: weightedMean(folds.map((f) => ({ w: bestOf(f).dev?.queries ?? 0, v: bestOf(f).dev?.f1 ?? 0 }))),
+          steps: folds.map((f) => bestOf(f).step),
+        }
+      : null;
+  const baselineOf = (b: (f: FoldOutcome) => SplitBaseline) =>
+    metricsOf((f) => ({ ...b(f), ndcg10_keywords: b(f).ndcg10, meanMatched: b(f).cutoff, meanKeywords: 0 }));
   const baseline = baselineOf((f) => f.baselines.bm25);
   const haveModel = folds.every((f) => f.baselines.model !== null);
-  const baselines = { bm25: baseline, rm3: baselineOf((f) => f.baselines.rm3), ...(haveModel ? { model: baselineOf((f) => f.baselines.model!) } : {}) };
+  const baselines = {
+    bm25: baseline,
+    rm3: baselineOf((f) => f.baselines.rm3),
+    ...(haveModel ? { model: baselineOf((f) => f.baselines.model!) } : {}),
+  };
   return {
     dataset,
     folds: folds.length,
@@ -237,9 +307,26 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
         devQueries: f.devQueries,
         baseline: f.baselines.bm25,
         baselines: f.baselines,
-        final: { step: b.step, f1: b.metrics.f1, precision: b.metrics.precision, recall: b.metrics.recall, rank: rankOf(f.steps), ...servedRanking(f.steps, b), dev_f1: b.dev?.f1 ?? null },
+        final: {
+          step: b.step,
+          f1: b.metrics.f1,
+          precision: b.metrics.precision,
+          recall: b.metrics.recall,
+          rank: rankOf(f.steps),
+          ...servedRanking(f.steps, b),
+          dev_f1: b.dev?.f1 ?? null,
+        },
         aboveBaseline: b.metrics.f1 > f.baselines.bm25.f1,
-        steps: f.steps.map((s) => ({ step: s.step, round: s.round, side: s.phase, dev_f1: s.dev?.f1 ?? null, adopted: s.adopted, alpha: s.alpha ?? null, ...s.metrics, vocabulary: s.vocabulary })),
+        steps: f.steps.map((s) => ({
+          step: s.step,
+          round: s.round,
+          side: s.phase,
+          dev_f1: s.dev?.f1 ?? null,
+          adopted: s.adopted,
+          alpha: s.alpha ?? null,
+          ...s.metrics,
+          vocabulary: s.vocabulary,
+        })),
       };
     }),
   };
@@ -247,11 +334,10 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
 
 export function register(program: Command): void {
   addRunOptions(
-    withDatasetOptions(
-      program
-        .command('demo'),
-      DEFAULTS.demo.dataset,
-    ).option('--fresh', 'delete the stored demo run first, also one whose cells cannot be read (under the database lock: refused while another run uses it)'),
+    withDatasetOptions(program.command('demo'), DEFAULTS.demo.dataset).option(
+      '--fresh',
+      'delete the stored demo run first, also one whose cells cannot be read (under the database lock: refused while another run uses it)',
+    ),
     'the run database (default: $COGR_HOME/db)',
     'demo',
   ).action(async (flags: RunFlags) => {
@@ -277,7 +363,19 @@ export function register(program: Command): void {
     const baseline = baselines.bm25;
     const seconds = (Date.now() - t0) / 1000;
     if (flags.json) {
-      process.stdout.write(JSON.stringify({ dataset: config.dataset, db: dbPath, report: reportPath, config, split: { train: res.split.train.length, eval: res.split.eval.length }, baseline, baselines, steps: res.steps, seconds }) + '\n');
+      process.stdout.write(
+        JSON.stringify({
+          dataset: config.dataset,
+          db: dbPath,
+          report: reportPath,
+          config,
+          split: { train: res.split.train.length, eval: res.split.eval.length },
+          baseline,
+          baselines,
+          steps: res.steps,
+          seconds,
+        }) + '\n',
+      );
       return;
     }
     process.stdout.write(
@@ -288,7 +386,9 @@ export function register(program: Command): void {
     process.stdout.write(renderSteps(res.steps, baselines));
     const why = adoptionSummary(res.steps);
     if (why) process.stdout.write(`\n${why}\n`);
-    process.stdout.write(`\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the best dev step\n`);
+    process.stdout.write(
+      `\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the best dev step\n`,
+    );
   });
 
   addRunOptions(
@@ -296,7 +396,10 @@ export function register(program: Command): void {
       .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
       .option('--fold <k>', 'run only this fold; folds count from 0 (0 to folds − 1) everywhere: flags, progress, folders, JSON')
       .option('--fresh', 'delete the stored run of each fold first (under its database lock)')
-      .option('--run-file <path>', "write a TREC run file (qid Q0 docid rank score tag, tag cogr-evolve): for every fold run, each held-out query's served ranking at the fold's final step (its best dev step, as `final` in --json): the whole matched set from that step's item generation with the SFT floor, ordered by the fold's served ranker and scored by it (p, text BM25 or keyword-bag BM25); lines in trec_eval's order (score, then docid); a query whose keywords match nothing and gets no fallback has no lines"),
+      .option(
+        '--run-file <path>',
+        "write a TREC run file (qid Q0 docid rank score tag, tag cogr-evolve): for every fold run, each held-out query's served ranking at the fold's final step (its best dev step, as `final` in --json): the whole matched set from that step's item generation with the SFT floor, ordered by the fold's served ranker and scored by it (p, text BM25 or keyword-bag BM25); lines in trec_eval's order (score, then docid); a query whose keywords match nothing and gets no fallback has no lines",
+      ),
     'folder of the per-fold run databases (default: $COGR_HOME/evolve/<dataset>/fold-<k>/db)',
     'evolve',
   ).action(async (flags: RunFlags & { folds: string; fold?: string; runFile?: string }) => {
@@ -305,7 +408,10 @@ export function register(program: Command): void {
     const identity = datasetIdentity(flags.dataset!);
     const base = configFrom({ ...flags, dataset: identity.id }, { dataset: identity.id }, { folds });
     if (only !== undefined && (only < 0 || only >= folds)) {
-      throw cogrError('INVALID_ARGUMENT', `--fold: expected an integer in [0, ${folds - 1}] (folds count from 0), got ${JSON.stringify(flags.fold)}`);
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `--fold: expected an integer in [0, ${folds - 1}] (folds count from 0), got ${JSON.stringify(flags.fold)}`,
+      );
     }
     const which = only === undefined ? Array.from({ length: folds }, (_, k) => k) : [only];
     // Everything is checked before any database is opened, created or cleared.
@@ -323,11 +429,19 @@ export function register(program: Command): void {
       const db = await openRunDb(dbPath, flags.fresh ?? false);
       try {
         const res = await runOne(db, corpus, config, flags);
-        outcomes.push({ fold: k, evalQueries: res.split.eval.length, devQueries: res.split.dev.length, baselines: await splitBaselines(db, corpus, res.split, indexes), steps: res.steps });
+        outcomes.push({
+          fold: k,
+          evalQueries: res.split.eval.length,
+          devQueries: res.split.dev.length,
+          baselines: await splitBaselines(db, corpus, res.split, indexes),
+          steps: res.steps,
+        });
         if (flags.runFile !== undefined) {
           const served = await finalServedRun(db, corpus, res.config, res.split, res.steps);
           runQueries.push(...served.queries);
-          stderrLogger.info(`fold ${k}: run file: ${served.queries.length} held-out queries at step ${served.step ?? '(none)'}, ranked by ${served.ranker}`);
+          stderrLogger.info(
+            `fold ${k}: run file: ${served.queries.length} held-out queries at step ${served.step ?? '(none)'}, ranked by ${served.ranker}`,
+          );
         }
       } finally {
         await db.close();
@@ -343,15 +457,79 @@ export function register(program: Command): void {
       return;
     }
     const n = outcomes.length;
-    const rows = summary.rounds.map((r) => [r.step, String(r.round), r.side, f4(r.dev_f1), `${r.adopted}/${n}`, f4(r.precision), f4(r.recall), f4(r.f1), f4(r.ndcg10), r.meanKeywords.toFixed(1), r.meanMatched.toFixed(1)]);
-    if (summary.final) rows.push(['cogr (best dev step per fold)', '', 'result', f4(summary.final.dev_f1), '', f4(summary.final.precision), f4(summary.final.recall), f4(summary.final.f1), f4(summary.final.ndcg10), summary.final.meanKeywords.toFixed(1), summary.final.meanMatched.toFixed(1)]);
-    const bl = (name: string, b: typeof summary.baseline) => rows.push([name, '', 'baseline', '', '', f4(b.precision), f4(b.recall), f4(b.f1), f4(b.ndcg10), '', b.meanMatched.toFixed(1)]);
+    const rows = summary.rounds.map((r) => [
+      r.step,
+      String(r.round),
+      r.side,
+      f4(r.dev_f1),
+      `${r.adopted}/${n}`,
+      f4(r.precision),
+      f4(r.recall),
+      f4(r.f1),
+      f4(r.ndcg10),
+      r.meanKeywords.toFixed(1),
+      r.meanMatched.toFixed(1),
+    ]);
+    if (summary.final)
+      rows.push([
+        'cogr (best dev step per fold)',
+        '',
+        'result',
+        f4(summary.final.dev_f1),
+        '',
+        f4(summary.final.precision),
+        f4(summary.final.recall),
+        f4(summary.final.f1),
+        f4(summary.final.ndcg10),
+        summary.final.meanKeywords.toFixed(1),
+        summary.final.meanMatched.toFixed(1),
+      ]);
+    const bl = (name: string, b: typeof summary.baseline) =>
+      rows.push([name, '', 'baseline', '', '', f4(b.precision), f4(b.recall), f4(b.f1), f4(b.ndcg10), '', b.meanMatched.toFixed(1)]);
     bl('BM25 (tuned cut-off)', summary.baselines.bm25);
     bl('BM25 + RM3 (tuned cut-off)', summary.baselines.rm3);
     if (summary.baselines.model) bl('model, no keywords (expected-F1 cut)', summary.baselines.model);
-    process.stdout.write(`\nCoGR on ${corpus.name}, ${n} fold(s) of ${folds}: means over all held-out queries (dev F1: over the dev queries carved from each fold's training queries)\n\n`);
-    process.stdout.write(renderTable(['step', 'round', 'trained', 'dev F1', 'adopted', 'P', 'R', 'F1', `nDCG@10 (${[...new Set(summary.final?.rank ?? [])].join('/') || 'keywords'})`, 'kw/q', 'matched/q'], rows, { right: [1, 3, 5, 6, 7, 8, 9, 10] }));
-    const per = summary.perFold.map((f) => [String(f.fold), f.final.step, f4(f.final.f1), f4(f.baseline.f1), f4(f.baselines.rm3.f1), f.baselines.model ? f4(f.baselines.model.f1) : '', f.aboveBaseline ? 'yes' : 'no', f.final.rank, f4(f.final.ndcg10), f4(f.baseline.ndcg10)]);
-    process.stdout.write('\n' + renderTable(['fold', 'best dev step', 'F1', 'BM25 F1', 'RM3 F1', 'model F1', 'above BM25', 'rank', 'nDCG@10', 'BM25 nDCG@10'], per, { right: [0, 2, 3, 4, 5, 8, 9] }));
+    process.stdout.write(
+      `\nCoGR on ${corpus.name}, ${n} fold(s) of ${folds}: means over all held-out queries (dev F1: over the dev queries carved from each fold's training queries)\n\n`,
+    );
+    process.stdout.write(
+      renderTable(
+        [
+          'step',
+          'round',
+          'trained',
+          'dev F1',
+          'adopted',
+          'P',
+          'R',
+          'F1',
+          `nDCG@10 (${[...new Set(summary.final?.rank ?? [])].join('/') || 'keywords'})`,
+          'kw/q',
+          'matched/q',
+        ],
+        rows,
+        { right: [1, 3, 5, 6, 7, 8, 9, 10] },
+      ),
+    );
+    const per = summary.perFold.map((f) => [
+      String(f.fold),
+      f.final.step,
+      f4(f.final.f1),
+      f4(f.baseline.f1),
+      f4(f.baselines.rm3.f1),
+      f.baselines.model ? f4(f.baselines.model.f1) : '',
+      f.aboveBaseline ? 'yes' : 'no',
+      f.final.rank,
+      f4(f.final.ndcg10),
+      f4(f.baseline.ndcg10),
+    ]);
+    process.stdout.write(
+      '\n' +
+        renderTable(
+          ['fold', 'best dev step', 'F1', 'BM25 F1', 'RM3 F1', 'model F1', 'above BM25', 'rank', 'nDCG@10', 'BM25 nDCG@10'],
+          per,
+          { right: [0, 2, 3, 4, 5, 8, 9] },
+        ),
+    );
   });
 }

@@ -44,7 +44,17 @@ import { llmCache, loadPlanner, loadPolicy, plannerSource, policyStore } from '.
 import { loadRunCorpus } from '../run/corpus.ts';
 import { coreIds, readStoredRun } from '../run/state.ts';
 import { trainingQueryExamples } from '../evolve/examples.ts';
-import { dbPath, parseChoice, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption, withLlmOptions, type LlmFlags } from './options.ts';
+import {
+  dbPath,
+  parseChoice,
+  parseIntFlag,
+  parseLatestOr,
+  parseNumberFlag,
+  parseSide,
+  withDbOption,
+  withLlmOptions,
+  type LlmFlags,
+} from './options.ts';
 
 const LineSchema = z.object({ id: idSchema, text: z.string(), title: z.string().optional() });
 
@@ -79,7 +89,8 @@ async function storedPlanner(db: CogrDb, flags: GenerateFlags): Promise<{ planne
   const { corpus } = await loadRunCorpus(source, stderrLogger);
   const planner = await loadPlanner(store, parseLatestOr('--policy', flags.policy ?? 'latest'), corpus.items);
   const items = new KeywordIndexStore(db);
-  if ((await items.latest('item')) === null) throw cogrError('NOT_FOUND', `no item index in ${db.path} for the query planner to plan against (see cogr sft --commit-index)`);
+  if ((await items.latest('item')) === null)
+    throw cogrError('NOT_FOUND', `no item index in ${db.path} for the query planner to plan against (see cogr sft --commit-index)`);
   planner.attachOpposite(await items.openView('item', parseLatestOr('--opposite', flags.opposite ?? 'latest')));
   return { planner, corpus };
 }
@@ -108,14 +119,19 @@ async function runExamples(db: CogrDb, inputs: readonly GenerateInput[]): Promis
   const planner = await loadPlanner(store, 'latest', corpus.items);
   planner.attachOpposite(await items.openView('item', 'latest'));
   const byId = new Map(corpus.queries.map((q) => [q.id, q]));
-  const train = coreIds(run.split).map((id) => byId.get(id)).filter((q) => q !== undefined);
+  const train = coreIds(run.split)
+    .map((id) => byId.get(id))
+    .filter((q) => q !== undefined);
   const examples = await trainingQueryExamples(planner, train, run.config.seed);
   const textToId = new Map(train.map((q) => [q.text, q.id]));
   return examples.length > 0 ? { examples, ids: examples.map((e) => textToId.get(e.text) ?? '?') } : null;
 }
 
 /** A sample as printed: its keywords, or what it is when the output was not a keyword list (never a fake empty list). */
-export type PrintedSample = string[] | { format: 'ok'; keywords: string[]; truncated: true } | { format: 'invalid_format'; raw?: string; anomaly?: string; truncated?: true };
+export type PrintedSample =
+  | string[]
+  | { format: 'ok'; keywords: string[]; truncated: true }
+  | { format: 'invalid_format'; raw?: string; anomaly?: string; truncated?: true };
 
 /** The longest raw output shown for an invalid_format sample. */
 const RAW_SHOWN = 1000;
@@ -151,12 +167,22 @@ export function failedInputsError(failed: GenerateResult['failed'], total: numbe
   // The reason to show: the failure that stopped the others, not one of those it stopped.
   const first = failed.find((f) => !(isCogrError(f.error) && f.error.details?.failedOn !== undefined)) ?? failed[0];
   const ids = failed.map((f) => f.id);
-  const shown = ids.length > 10 ? `${ids.slice(0, 10).map((id) => JSON.stringify(id)).join(', ')}, … (${ids.length - 10} more)` : ids.map((id) => JSON.stringify(id)).join(', ');
+  const shown =
+    ids.length > 10
+      ? `${ids
+          .slice(0, 10)
+          .map((id) => JSON.stringify(id))
+          .join(', ')}, … (${ids.length - 10} more)`
+      : ids.map((id) => JSON.stringify(id)).join(', ');
   const code = isCogrError(first.error) ? first.error.code : 'LLM_ERROR';
   const answered = total - failed.length;
-  return cogrError(code, `${failed.length} of ${total} input(s) failed: ${shown}; ${answered === 0 ? 'none was answered' : `the ${answered} answered are printed`}; ${JSON.stringify(first.id)}: ${first.error.message}`, {
-    failed: ids,
-  });
+  return cogrError(
+    code,
+    `${failed.length} of ${total} input(s) failed: ${shown}; ${answered === 0 ? 'none was answered' : `the ${answered} answered are printed`}; ${JSON.stringify(first.id)}: ${first.error.message}`,
+    {
+      failed: ids,
+    },
+  );
 }
 
 export async function runGenerateSettled(flags: GenerateFlags): Promise<GenerateResult> {
@@ -167,16 +193,23 @@ export async function runGenerateSettled(flags: GenerateFlags): Promise<Generate
   const temperature = parseNumberFlag('--temperature', flags.temperature, { min: 0, max: 5 }) ?? DEFAULTS.decoding.index.temperature;
   const topP = parseNumberFlag('--top-p', flags.topP, { min: 0, max: 1 });
   const seed = parseIntFlag('--seed', flags.seed, 0) ?? DEFAULTS.run.seed;
-  if (flags.policy !== undefined && flags.policyFile !== undefined) throw cogrError('INVALID_ARGUMENT', '--policy and --policy-file: give one, not both');
+  if (flags.policy !== undefined && flags.policyFile !== undefined)
+    throw cogrError('INVALID_ARGUMENT', '--policy and --policy-file: give one, not both');
   const searchContext = parseIntFlag('--search-context', flags.searchContext, 1, 100);
-  const needDb = flags.policy !== undefined || flags.opposite !== undefined || (generator === 'openai' && flags.cache) || searchContext !== undefined;
+  const needDb =
+    flags.policy !== undefined || flags.opposite !== undefined || (generator === 'openai' && flags.cache) || searchContext !== undefined;
   let db: CogrDb | null = null;
   try {
     if (needDb) db = await openDb(dbPath(flags.db), { logger: stderrLogger });
     let gen: KeywordGenerator;
-    if (searchContext !== undefined && (generator !== 'openai' || side !== 'query')) throw cogrError('INVALID_ARGUMENT', '--search-context applies to --generator openai --side query');
+    if (searchContext !== undefined && (generator !== 'openai' || side !== 'query'))
+      throw cogrError('INVALID_ARGUMENT', '--search-context applies to --generator openai --side query');
     if (generator === 'embedded' && side === 'query') {
-      if (flags.policyFile !== undefined) throw cogrError('INVALID_ARGUMENT', '--policy-file: the embedded query generator is a saved query planner; use --policy <round|latest> with the database it is in');
+      if (flags.policyFile !== undefined)
+        throw cogrError(
+          'INVALID_ARGUMENT',
+          '--policy-file: the embedded query generator is a saved query planner; use --policy <round|latest> with the database it is in',
+        );
       if (!db) db = await openDb(dbPath(flags.db), { logger: stderrLogger, createIfMissing: false });
       gen = (await storedPlanner(db, flags)).planner;
     } else if (generator === 'embedded') {
@@ -196,10 +229,12 @@ export async function runGenerateSettled(flags: GenerateFlags): Promise<Generate
         policy = new EmbeddedPolicy(side);
         policy.fitStats(inputs);
       }
-      if (flags.opposite !== undefined) policy.attachOpposite(await new KeywordIndexStore(db!).openView('query', parseLatestOr('--opposite', flags.opposite)));
+      if (flags.opposite !== undefined)
+        policy.attachOpposite(await new KeywordIndexStore(db!).openView('query', parseLatestOr('--opposite', flags.opposite)));
       gen = policy;
     } else {
-      if (flags.policy !== undefined || flags.policyFile !== undefined) throw cogrError('INVALID_ARGUMENT', '--policy and --policy-file apply to --generator embedded only');
+      if (flags.policy !== undefined || flags.policyFile !== undefined)
+        throw cogrError('INVALID_ARGUMENT', '--policy and --policy-file apply to --generator embedded only');
       const o = llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey, llmTimeout: flags.llmTimeout });
       const concurrency = parseIntFlag('--concurrency', flags.concurrency, 1, 256);
       let context: ((input: GenerateInput) => SearchContext) | undefined;
@@ -223,14 +258,16 @@ export async function runGenerateSettled(flags: GenerateFlags): Promise<Generate
         } catch (e) {
           // Held by a writer (a training run): the prompt file's example, as without a database.
           if (!isCogrError(e, 'DB_LOCKED')) throw e;
-          stderrLogger.info('prompt examples: the database is in use; the prompt file\'s example is shown', { db: dbPath(flags.db) });
+          stderrLogger.info("prompt examples: the database is in use; the prompt file's example is shown", { db: dbPath(flags.db) });
         }
       }
       if (side === 'query' && db) {
         const shots = await runExamples(db, inputs);
         if (shots) {
           llm.setExamples('query', shots.examples);
-          stderrLogger.info("prompt examples: the run's training queries with the planner's plans as held out", { queries: shots.ids.join(',') });
+          stderrLogger.info("prompt examples: the run's training queries with the planner's plans as held out", {
+            queries: shots.ids.join(','),
+          });
         }
       }
       gen = llm;
@@ -261,13 +298,25 @@ export function register(program: Command): void {
         .option('--temperature <t>', 'sampling temperature (0 = greedy for embedded)', String(DEFAULTS.decoding.index.temperature))
         .option('--top-p <p>', `nucleus mass of sampling (default ${DEFAULTS.decoding.index.topP}; 1 = none)`)
         .option('--seed <n>', 'sampling seed', String(DEFAULTS.run.seed))
-        .option('--policy <round>', 'embedded: the saved item policy or query planner of this round (or "latest") from the project database')
+        .option(
+          '--policy <round>',
+          'embedded: the saved item policy or query planner of this round (or "latest") from the project database',
+        )
         .option('--policy-file <path>', 'embedded, item side: load a policy JSON file')
-        .option('--opposite <generation>', 'embedded: the opposite side index generation (or "latest") from the database: the query generation for the item policy, the item generation the planner plans against (default latest)'),
+        .option(
+          '--opposite <generation>',
+          'embedded: the opposite side index generation (or "latest") from the database: the query generation for the item policy, the item generation the planner plans against (default latest)',
+        ),
     ),
   )
-    .option('--search-context <n>', 'openai, query side: put the titles of the stored query planner\'s n top items and its plan\'s keywords in the prompt (the paper\'s "+ search results")')
-    .option('--concurrency <n>', `openai: requests in flight at once (default ${DEFAULTS.llm.concurrency}; a server that answers one at a time needs concurrency × its answer time below --llm-timeout)`)
+    .option(
+      '--search-context <n>',
+      "openai, query side: put the titles of the stored query planner's n top items and its plan's keywords in the prompt (the paper's \"+ search results\")",
+    )
+    .option(
+      '--concurrency <n>',
+      `openai: requests in flight at once (default ${DEFAULTS.llm.concurrency}; a server that answers one at a time needs concurrency × its answer time below --llm-timeout)`,
+    )
     .option('--no-cache', 'openai: do not use the generation cache in the project database')
     .option('--json', 'print one JSON object {id: [[keyword, ...] or {"format": "invalid_format", ...}, ...]}')
     .action(async (flags: GenerateFlags) => {
@@ -275,7 +324,10 @@ export function register(program: Command): void {
       if (flags.json) process.stdout.write(JSON.stringify(samples) + '\n');
       else {
         for (const [id, sets] of Object.entries(samples)) {
-          for (const s of sets) process.stdout.write(`${id}\t${Array.isArray(s) ? s.join('; ') : s.format === 'ok' ? `${s.keywords.join('; ')} (cut off at max_tokens)` : `(invalid_format${s.anomaly !== undefined ? `: ${s.anomaly}` : ''}${s.truncated ? ', cut off at max_tokens' : ''})`}\n`);
+          for (const s of sets)
+            process.stdout.write(
+              `${id}\t${Array.isArray(s) ? s.join('; ') : s.format === 'ok' ? `${s.keywords.join('; ')} (cut off at max_tokens)` : `(invalid_format${s.anomaly !== undefined ? `: ${s.anomaly}` : ''}${s.truncated ? ', cut off at max_tokens' : ''})`}\n`,
+            );
         }
       }
       if (failed.length > 0) throw failedInputsError(failed, Object.keys(samples).length + failed.length);

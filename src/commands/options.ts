@@ -53,7 +53,8 @@ export function parseIntFlag(flag: string, value: string | undefined, min: numbe
 /** One of a fixed list of words. */
 export function parseChoice<T extends string>(flag: string, value: string, choices: readonly T[]): T {
   if (!(choices as readonly string[]).includes(value)) {
-    const list = choices.length === 2 ? `${choices[0]} or ${choices[1]}` : `${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}`;
+    const list =
+      choices.length === 2 ? `${choices[0]} or ${choices[1]}` : `${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1]}`;
     throw cogrError('INVALID_ARGUMENT', `${flag}: expected ${list}, got ${JSON.stringify(value)}`);
   }
   return value as T;
@@ -67,7 +68,8 @@ export function parseSide(flag: string, value: string): Side {
 /** A round or generation number, or "latest" (undefined counts as latest). */
 export function parseLatestOr(flag: string, value: string | undefined): number | 'latest' {
   if (value === undefined || value === 'latest') return 'latest';
-  if (!/^\d+$/.test(value.trim())) throw cogrError('INVALID_ARGUMENT', `${flag}: expected "latest" or an integer ≥ 0, got ${JSON.stringify(value)}`);
+  if (!/^\d+$/.test(value.trim()))
+    throw cogrError('INVALID_ARGUMENT', `${flag}: expected "latest" or an integer ≥ 0, got ${JSON.stringify(value)}`);
   return Number(value.trim());
 }
 
@@ -90,10 +92,11 @@ export interface DatasetFlags {
 /** `--dataset <name|path>` (required unless a default is said in `help`) and `--format`. */
 export function withDatasetOptions(cmd: Command, help?: string): Command {
   const what = 'a shipped or registered dataset name, or a dataset folder';
-  return (help === undefined ? cmd.requiredOption('--dataset <name|path>', what) : cmd.option('--dataset <name|path>', `${what} (default ${help})`)).option(
-    '--format <format>',
-    'dataset format: smart | trec | beir | wands | jsonl (default: detected)',
-  );
+  return (
+    help === undefined
+      ? cmd.requiredOption('--dataset <name|path>', what)
+      : cmd.option('--dataset <name|path>', `${what} (default ${help})`)
+  ).option('--format <format>', 'dataset format: smart | trec | beir | wands | jsonl (default: detected)');
 }
 
 export interface LlmFlags {
@@ -112,7 +115,10 @@ export function withLlmOptions(cmd: Command): Command {
     .option('--base-url <url>', 'openai: endpoint base URL (default $OPENAI_BASE_URL)')
     .option('--model <name>', 'openai: model name (default $COGR_MODEL)')
     .option('--api-key <key>', 'openai: API key (default $OPENAI_API_KEY)')
-    .option('--llm-timeout <ms>', `openai: deadline of one attempt in milliseconds, the whole answer counted from sending, then it is retried (default $COGR_LLM_TIMEOUT_MS, else ${DEFAULTS.llm.timeoutMs})`);
+    .option(
+      '--llm-timeout <ms>',
+      `openai: deadline of one attempt in milliseconds, the whole answer counted from sending, then it is retried (default $COGR_LLM_TIMEOUT_MS, else ${DEFAULTS.llm.timeoutMs})`,
+    );
 }
 
 export interface ServerFlags {
@@ -128,16 +134,32 @@ export interface ServerFlags {
 }
 
 /** What both servers take: database, round, address, token, watch interval and body limit. */
-export function withServerOptions(cmd: Command, defaults: { port: number; host: string; bodyLimit: number }, roundHelp: string, tokenHelp: string, defaultRound: 'best' | 'latest' = 'latest'): Command {
+export function withServerOptions(
+  cmd: Command,
+  defaults: { port: number; host: string; bodyLimit: number },
+  roundHelp: string,
+  tokenHelp: string,
+  defaultRound: 'best' | 'latest' = 'latest',
+): Command {
   return withDbOption(cmd)
-    .option('--round <round>', `${roundHelp}: "best" (the co-evolution run's best step on its dev queries; the latest without a run), "latest" or a number`, defaultRound)
+    .option(
+      '--round <round>',
+      `${roundHelp}: "best" (the co-evolution run's best step on its dev queries; the latest without a run), "latest" or a number`,
+      defaultRound,
+    )
     .option('--port <port>', 'TCP port (0 = any free port)', String(defaults.port))
     .option('--host <host>', 'interface to bind (loopback by default)', defaults.host)
     .option('--token <token>', `bearer token for ${tokenHelp} (default $COGR_TOKEN)`)
     .option('--watch <seconds>', 'poll for newly committed generations every this many seconds')
     .option('--body-limit <bytes>', `largest request body (default ${defaults.bodyLimit})`)
-    .option('--request-timeout <ms>', `a request (headers and body) not received within this is answered 408 and closed (default ${DEFAULTS.http.requestTimeoutMs})`)
-    .option('--max-connections <n>', `open connections at most (default ${DEFAULTS.http.maxConnections}, or ulimit -n − ${DEFAULTS.http.fdReserve} when lower); beyond it the longest-waiting connection without a request being handled is closed`);
+    .option(
+      '--request-timeout <ms>',
+      `a request (headers and body) not received within this is answered 408 and closed (default ${DEFAULTS.http.requestTimeoutMs})`,
+    )
+    .option(
+      '--max-connections <n>',
+      `open connections at most (default ${DEFAULTS.http.maxConnections}, or ulimit -n − ${DEFAULTS.http.fdReserve} when lower); beyond it the longest-waiting connection without a request being handled is closed`,
+    );
 }
 
 /**
@@ -148,7 +170,10 @@ export function withServerOptions(cmd: Command, defaults: { port: number; host: 
 export function parseToken(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
   const [from, value] = flag !== undefined ? ['--token', flag] : ['COGR_TOKEN', env.COGR_TOKEN];
   if (value !== undefined && value.trim() === '') {
-    throw cogrError('INVALID_ARGUMENT', `${from}: the token is empty; give a token, or leave ${from === '--token' ? 'the flag' : 'the variable'} unset to run without one`);
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `${from}: the token is empty; give a token, or leave ${from === '--token' ? 'the flag' : 'the variable'} unset to run without one`,
+    );
   }
   return value;
 }
@@ -164,21 +189,30 @@ export function parseServerFlags(flags: ServerFlags, maxBody: number) {
     watch: parseIntFlag('--watch', flags.watch, 1, 86_400),
     bodyLimit: parseIntFlag('--body-limit', flags.bodyLimit, 256, maxBody),
     connections: {
-      ...(flags.requestTimeout !== undefined ? { requestTimeoutMs: parseIntFlag('--request-timeout', flags.requestTimeout, 1, 3_600_000) } : {}),
-      ...(flags.maxConnections !== undefined ? { maxConnections: parseIntFlag('--max-connections', flags.maxConnections, 1, 1_000_000) } : {}),
+      ...(flags.requestTimeout !== undefined
+        ? { requestTimeoutMs: parseIntFlag('--request-timeout', flags.requestTimeout, 1, 3_600_000) }
+        : {}),
+      ...(flags.maxConnections !== undefined
+        ? { maxConnections: parseIntFlag('--max-connections', flags.maxConnections, 1, 1_000_000) }
+        : {}),
     },
   };
 }
-
 
 export type { EmbeddingsFlags } from '../embeddings/dense.ts';
 
 /** `--embeddings URL` (an OpenAI-compatible /v1/embeddings API) and its model, deadline and cache. */
 export function withEmbeddingsOptions(cmd: Command, what: string): Command {
   return cmd
-    .option('--embeddings <url>', `${what}: the base URL of an OpenAI-compatible embeddings API, e.g. http://127.0.0.1:8001/v1 (cogr embeddings serve)`)
+    .option(
+      '--embeddings <url>',
+      `${what}: the base URL of an OpenAI-compatible embeddings API, e.g. http://127.0.0.1:8001/v1 (cogr embeddings serve)`,
+    )
     .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
-    .option('--embeddings-timeout <ms>', `deadline of one embeddings request in milliseconds (default $COGR_EMBEDDINGS_TIMEOUT_MS, else ${DEFAULTS.embeddings.timeoutMs})`)
+    .option(
+      '--embeddings-timeout <ms>',
+      `deadline of one embeddings request in milliseconds (default $COGR_EMBEDDINGS_TIMEOUT_MS, else ${DEFAULTS.embeddings.timeoutMs})`,
+    )
     .option('--embeddings-cache <dir>', 'the database caching the vectors by model and text digest (default $COGR_HOME/db)');
 }
 

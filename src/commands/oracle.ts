@@ -27,7 +27,13 @@ import { parseIntFlag, withDatasetOptions, type DatasetFlags } from './options.t
 const f4 = (x: number): string => x.toFixed(4);
 
 export function register(program: Command): void {
-  withDatasetOptions(program.command('oracle').description("ceiling analysis on the stored k-fold run: oracle query side, oracle item side and a perfectly ordered served set, beside cogr's and BM25's figures"))
+  withDatasetOptions(
+    program
+      .command('oracle')
+      .description(
+        "ceiling analysis on the stored k-fold run: oracle query side, oracle item side and a perfectly ordered served set, beside cogr's and BM25's figures",
+      ),
+  )
     .option('--folds <n>', 'folds of the stored `cogr evolve` run', '5')
     .option('--db <dir>', 'folder of the per-fold run databases (default: $COGR_HOME/evolve/<dataset>/fold-<k>/db)')
     .option('--json', 'print one JSON object on stdout')
@@ -42,7 +48,11 @@ export function register(program: Command): void {
           const run = await readStoredRun(db);
           const sft = run.steps.find((s) => s.phase === 'sft');
           const best = bestServing(run.steps);
-          if (!run.config || !run.split || !sft || !best) throw cogrError('NOT_FOUND', `fold ${k}: no finished SFT step in ${path}; run \`cogr evolve --dataset ${flags.dataset} --folds ${folds}\` first`);
+          if (!run.config || !run.split || !sft || !best)
+            throw cogrError(
+              'NOT_FOUND',
+              `fold ${k}: no finished SFT step in ${path}; run \`cogr evolve --dataset ${flags.dataset} --folds ${folds}\` first`,
+            );
           const { corpus } = await loadRunCorpus(run.config, stderrLogger);
           const byId = new Map(corpus.queries.map((q) => [q.id, q]));
           const queries = run.split.eval.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
@@ -58,7 +68,12 @@ export function register(program: Command): void {
             queries.map((q) => {
               const input = queryInput(q);
               const found = finalView.search({ self: q.text, keywords: finalPlanner.plan(input).keywords }, { all: true }).items;
-              return [q.id, rankMatched(servedSet(finalView, found, finalPlanner, input, floor).items, rankOf(run.steps), finalPlanner, input).map((x) => x.id)];
+              return [
+                q.id,
+                rankMatched(servedSet(finalView, found, finalPlanner, input, floor).items, rankOf(run.steps), finalPlanner, input).map(
+                  (x) => x.id,
+                ),
+              ];
             }),
           );
           const o = oracleFigures({ corpus, queries, sftItemView: sftView, planner: sftPlanner, served, kMax: run.config.kMax });
@@ -80,7 +95,16 @@ export function register(program: Command): void {
           await db.close();
         }
       }
-      const keys = ['oracle_query_f1', 'oracle_item_f1', 'sft_f1', 'final_f1', 'bm25_f1', 'perfect_order_ndcg10', 'final_ndcg10', 'bm25_ndcg10'] as const;
+      const keys = [
+        'oracle_query_f1',
+        'oracle_item_f1',
+        'sft_f1',
+        'final_f1',
+        'bm25_f1',
+        'perfect_order_ndcg10',
+        'final_ndcg10',
+        'bm25_ndcg10',
+      ] as const;
       const total = rows.reduce((a, r) => a + Number(r.queries), 0) || 1;
       const mean = Object.fromEntries(keys.map((key) => [key, rows.reduce((a, r) => a + Number(r[key]) * Number(r.queries), 0) / total]));
       if (flags.json) {
@@ -88,7 +112,26 @@ export function register(program: Command): void {
         return;
       }
       process.stdout.write(`\nCeiling analysis on ${flags.dataset}, ${folds} folds (means over held-out queries)\n\n`);
-      const table = [...rows.map((r) => [String(r.fold), ...keys.map((key) => f4(Number(r[key])))]), ['all', ...keys.map((key) => f4(mean[key]))]];
-      process.stdout.write(renderTable(['fold', 'oracle query F1', 'oracle item F1', 'SFT F1', 'final F1', 'BM25 F1', 'perfect-order nDCG@10', 'final nDCG@10', 'BM25 nDCG@10'], table, { right: [1, 2, 3, 4, 5, 6, 7, 8] }));
+      const table = [
+        ...rows.map((r) => [String(r.fold), ...keys.map((key) => f4(Number(r[key])))]),
+        ['all', ...keys.map((key) => f4(mean[key]))],
+      ];
+      process.stdout.write(
+        renderTable(
+          [
+            'fold',
+            'oracle query F1',
+            'oracle item F1',
+            'SFT F1',
+            'final F1',
+            'BM25 F1',
+            'perfect-order nDCG@10',
+            'final nDCG@10',
+            'BM25 nDCG@10',
+          ],
+          table,
+          { right: [1, 2, 3, 4, 5, 6, 7, 8] },
+        ),
+      );
     });
 }

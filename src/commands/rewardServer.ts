@@ -39,7 +39,8 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
   const defaultSide = parseSide('--side', flags.side);
   const kMax = parseIntFlag('--k-max', flags.kMax, 1, 10_000);
   const run = await readRunAt(server.dbPath);
-  if (!flags.dataset && !run) throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${server.dbPath} holds no co-evolution run to take it from)`);
+  if (!flags.dataset && !run)
+    throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${server.dbPath} holds no co-evolution run to take it from)`);
   // The dataset as the run read it (its recorded format), unless --dataset names another.
   const loaded = (flags.dataset ? await loadDataset(flags.dataset, { logger: log }) : await loadRunCorpus(run!.config, log)).corpus;
   // Rewards from other judgements than the run's would be served without a word.
@@ -48,8 +49,15 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
   if (run && !(flags.includeHeldOut && flags.includeDev)) {
     const core = coreIds(run.split);
     const served = new Set([...core, ...(flags.includeDev ? run.split.dev : []), ...(flags.includeHeldOut ? run.split.eval : [])]);
-    corpus = { ...loaded, queries: loaded.queries.filter((q) => served.has(q.id)), relevant: new Map([...loaded.relevant].filter(([id]) => served.has(id))) };
-    const left = [...(flags.includeDev ? [] : [`${run.split.dev.length} dev (--include-dev)`]), ...(flags.includeHeldOut ? [] : [`${run.split.eval.length} held-out (--include-held-out)`])];
+    corpus = {
+      ...loaded,
+      queries: loaded.queries.filter((q) => served.has(q.id)),
+      relevant: new Map([...loaded.relevant].filter(([id]) => served.has(id))),
+    };
+    const left = [
+      ...(flags.includeDev ? [] : [`${run.split.dev.length} dev (--include-dev)`]),
+      ...(flags.includeHeldOut ? [] : [`${run.split.eval.length} held-out (--include-held-out)`]),
+    ];
     log.info(
       `reward-server: serving the run's ${core.length} core training queries${flags.includeDev ? ` and ${run.split.dev.length} dev` : ''}${flags.includeHeldOut ? ` and ${run.split.eval.length} held-out` : ''} (${served.size} in all); not served: ${left.join(', ')}`,
     );
@@ -78,7 +86,10 @@ export function register(program: Command): void {
     'the reward and admin endpoints',
   )
     .option('--dataset <name|path>', "dataset the generations were built from (default: the stored run's)")
-    .option('--include-dev', "also serve rewards for the run's dev queries (they decide which half-rounds are adopted: a trainer that sees them biases adoption)")
+    .option(
+      '--include-dev',
+      "also serve rewards for the run's dev queries (they decide which half-rounds are adopted: a trainer that sees them biases adoption)",
+    )
     .option('--include-held-out', "also serve rewards for the run's held-out queries (leaks their judgements to the trainer)")
     .option('--side <side>', 'side of a bare label without "query:" / "item:"', 'query')
     .option('--k-max <n>', `keyword budget K_max (default ${DEFAULTS.kMax})`)

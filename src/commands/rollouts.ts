@@ -56,7 +56,10 @@ export function register(program: Command): void {
       .option('--grouping <mode>', 'GRPO groups: exact (each prompt) or semantic (near-identical prompts pooled; default: the run’s)')
       .option('--grouping-delta <x>', 'semantic grouping: token-F1 threshold δ (default: the run’s, 0.8)'),
   )
-    .option('--concurrency <n>', `openai: requests in flight at once (default ${DEFAULTS.llm.concurrency}; a server that answers one at a time needs concurrency × its answer time below --llm-timeout)`)
+    .option(
+      '--concurrency <n>',
+      `openai: requests in flight at once (default ${DEFAULTS.llm.concurrency}; a server that answers one at a time needs concurrency × its answer time below --llm-timeout)`,
+    )
     .option('--quiet', 'no progress display')
     .action(async (flags: RolloutFlags) => {
       const s = parseSide('--side', flags.side);
@@ -64,13 +67,22 @@ export function register(program: Command): void {
       const temperature = parseNumberFlag('--temperature', flags.temperature, { min: 0 });
       const generatorKind = parseChoice('--generator', flags.generator, ['embedded', 'openai'] as const);
       const concurrency = parseIntFlag('--concurrency', flags.concurrency, 1, 256);
-      if (concurrency !== undefined && generatorKind !== 'openai') throw cogrError('INVALID_ARGUMENT', '--concurrency applies to --generator openai');
-      const llm = generatorKind === 'openai' ? llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey, llmTimeout: flags.llmTimeout }) : undefined;
+      if (concurrency !== undefined && generatorKind !== 'openai')
+        throw cogrError('INVALID_ARGUMENT', '--concurrency applies to --generator openai');
+      const llm =
+        generatorKind === 'openai'
+          ? llmOptionsFromEnv({ baseUrl: flags.baseUrl, model: flags.model, apiKey: flags.apiKey, llmTimeout: flags.llmTimeout })
+          : undefined;
       const db = await openDb(dbPath(flags.db), { logger: stderrLogger });
       try {
         const run = await readStoredRun(db);
         const { corpus } = await loadRunCorpus(run.config, stderrLogger);
-        const generator = llm ? new OpenAIGenerator({ ...llm, ...(concurrency !== undefined ? { concurrency } : {}) }, { cache: llmCache(db), logger: stderrLogger }) : undefined;
+        const generator = llm
+          ? new OpenAIGenerator(
+              { ...llm, ...(concurrency !== undefined ? { concurrency } : {}) },
+              { cache: llmCache(db), logger: stderrLogger },
+            )
+          : undefined;
         const summary = await writeRollouts(db, corpus, {
           side: s,
           round,
@@ -80,16 +92,27 @@ export function register(program: Command): void {
           limit: parseIntFlag('--limit', flags.limit, 0),
           generator,
           ...(flags.grouping !== undefined ? { grouping: parseChoice('--grouping', flags.grouping, ['exact', 'semantic'] as const) } : {}),
-          ...(flags.groupingDelta !== undefined ? { groupingDelta: parseNumberFlag('--grouping-delta', flags.groupingDelta, { min: 0, max: 1 }) } : {}),
+          ...(flags.groupingDelta !== undefined
+            ? { groupingDelta: parseNumberFlag('--grouping-delta', flags.groupingDelta, { min: 0, max: 1 }) }
+            : {}),
           logger: stderrLogger,
           progress: createProgress({ enabled: !flags.quiet }),
         });
         process.stdout.write(JSON.stringify({ out: flags.out, ...summary }) + '\n');
         if (summary.failed.length > 0) {
           const n = summary.failed.length;
-          throw cogrError('LLM_ERROR', `${n} input(s) have no rollouts (${summary.failed.slice(0, 10).map((id) => JSON.stringify(id)).join(', ')}${n > 10 ? `, … (${n - 10} more)` : ''}); ${flags.out} holds the ${summary.groups} group(s) answered; first failure ${summary.failure ?? ''}`, {
-            failed: summary.failed,
-          });
+          throw cogrError(
+            'LLM_ERROR',
+            `${n} input(s) have no rollouts (${summary.failed
+              .slice(0, 10)
+              .map((id) => JSON.stringify(id))
+              .join(
+                ', ',
+              )}${n > 10 ? `, … (${n - 10} more)` : ''}); ${flags.out} holds the ${summary.groups} group(s) answered; first failure ${summary.failure ?? ''}`,
+            {
+              failed: summary.failed,
+            },
+          );
         }
       } finally {
         await db.close();

@@ -27,7 +27,17 @@ import { LiveSnapshot } from '../server/state.ts';
 import { storeSnapshotLoader } from '../server/storeLoader.ts';
 import { RANKERS } from '../../generators/planner/ranking.ts';
 import { KEYWORD_SOURCES, keywordSourceFactory } from '../server/keywordSources.ts';
-import { parseChoice, parseIntFlag, parseServerFlags, withEmbeddingsOptions, withLlmOptions, withServerOptions, type EmbeddingsFlags, type LlmFlags, type ServerFlags } from './options.ts';
+import {
+  parseChoice,
+  parseIntFlag,
+  parseServerFlags,
+  withEmbeddingsOptions,
+  withLlmOptions,
+  withServerOptions,
+  type EmbeddingsFlags,
+  type LlmFlags,
+  type ServerFlags,
+} from './options.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
@@ -38,17 +48,33 @@ import type { KeywordPoolOptions } from '../server/keywordPool.ts';
  * embedder (the same endpoint; the last 10,000 query texts kept in memory). A run fitted
  * with embeddings needs them, and from the same model.
  */
-export async function servingDense(flags: EmbeddingsFlags, runModel: string | null, corpus: Corpus | undefined, log: Logger): Promise<KeywordPoolOptions['dense'] | undefined> {
+export async function servingDense(
+  flags: EmbeddingsFlags,
+  runModel: string | null,
+  corpus: Corpus | undefined,
+  log: Logger,
+): Promise<KeywordPoolOptions['dense'] | undefined> {
   const setup = embeddingsFromFlags(flags);
   if (setup === null) {
-    if (runModel !== null) throw cogrError('INVALID_ARGUMENT', `the stored run's relevance model uses ${runModel} embeddings: give --embeddings URL of an endpoint serving ${runModel}`, { embeddings: runModel });
+    if (runModel !== null)
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `the stored run's relevance model uses ${runModel} embeddings: give --embeddings URL of an endpoint serving ${runModel}`,
+        { embeddings: runModel },
+      );
     return undefined;
   }
   const model = await setup.client.modelName();
   if (runModel === null) log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used', { model });
   if (runModel === null) return undefined;
-  if (model !== runModel) throw cogrError('INVALID_ARGUMENT', `--embeddings: the endpoint serves ${model}, the stored run was fitted with ${runModel}; give --embeddings-model ${runModel} or an endpoint serving it`, { embeddings: runModel, endpoint: model });
-  if (!corpus) throw cogrError('INVALID_ARGUMENT', "--embeddings needs the dataset's items (serve the stored run's dataset or give --dataset)");
+  if (model !== runModel)
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `--embeddings: the endpoint serves ${model}, the stored run was fitted with ${runModel}; give --embeddings-model ${runModel} or an endpoint serving it`,
+      { embeddings: runModel, endpoint: model },
+    );
+  if (!corpus)
+    throw cogrError('INVALID_ARGUMENT', "--embeddings needs the dataset's items (serve the stored run's dataset or give --dataset)");
   const v = await embedCorpus({ items: corpus.items, queries: [] }, setup, log);
   const ids = corpus.items.map((it) => it.id);
   const data = new Float32Array(ids.length * v.dim);
@@ -62,7 +88,11 @@ export async function servingDense(flags: EmbeddingsFlags, runModel: string | nu
     memo.set(text, vec);
     return vec;
   };
-  log.info('dense relevance features: query vectors from the embeddings endpoint', { model, endpoint: setup.client.baseURL, items: ids.length });
+  log.info('dense relevance features: query vectors from the embeddings endpoint', {
+    model,
+    endpoint: setup.client.baseURL,
+    items: ids.length,
+  });
   return { vectors: { model, dim: v.dim, ids, data }, embed };
 }
 
@@ -89,18 +119,32 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   const workers = parseIntFlag('--keyword-workers', flags.keywordWorkers, 1, 64);
   // Titles and item fields come from the dataset: --dataset, else the stored run's (in its recorded format).
   const run = flags.dataset ? null : await readRunAt(server.dbPath);
-  const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : run ? (await loadRunCorpus(run.config, log)).corpus : undefined;
+  const corpus = flags.dataset
+    ? (await loadDataset(flags.dataset, { logger: log })).corpus
+    : run
+      ? (await loadRunCorpus(run.config, log)).corpus
+      : undefined;
   // The run's generations with another dataset's titles and planner texts would be served without a word.
   if (run && corpus) checkPublishedRunData(server.dbPath, run, corpus);
   const dense = await servingDense(flags, run?.config.embeddingsModel ?? null, corpus, log);
   let keywordPool: KeywordWorkerPool | null = null;
-  const pool = () => (keywordPool ??= new KeywordWorkerPool({ logger: log, ...(workers !== undefined ? { size: workers } : {}), ...(dense ? { dense } : {}) }));
+  const pool = () =>
+    (keywordPool ??= new KeywordWorkerPool({
+      logger: log,
+      ...(workers !== undefined ? { size: workers } : {}),
+      ...(dense ? { dense } : {}),
+    }));
   const loader = storeSnapshotLoader({
     dbPath: server.dbPath,
     round: server.round,
     rank: flags.rank === undefined ? 'auto' : parseChoice('--rank', flags.rank, ['auto', ...RANKERS] as const),
     ...(corpus ? { corpus } : {}),
-    keywordSource: keywordSourceFactory(parseChoice('--generator', flags.generator, KEYWORD_SOURCES), () => llmOptionsFromEnv(flags), log, pool),
+    keywordSource: keywordSourceFactory(
+      parseChoice('--generator', flags.generator, KEYWORD_SOURCES),
+      () => llmOptionsFromEnv(flags),
+      log,
+      pool,
+    ),
     log,
   });
   const live = new LiveSnapshot(loader, log);
@@ -110,7 +154,14 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
     await (keywordPool as KeywordWorkerPool | null)?.close();
     throw e;
   }
-  const app = buildSearchServer({ live, log, limits, connections: server.connections, drift: storeDriftProvider(server.dbPath), ...(server.token ? { token: server.token } : {}) });
+  const app = buildSearchServer({
+    live,
+    log,
+    limits,
+    connections: server.connections,
+    drift: storeDriftProvider(server.dbPath),
+    ...(server.token ? { token: server.token } : {}),
+  });
   if (server.watch) live.watch(server.watch);
   await listenUntilSignal(app, server.host, server.port, 'cogr serve', log, () => {
     live.stopWatch();
@@ -120,20 +171,28 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
 
 export function register(program: Command): void {
   const d = DEFAULTS.serve;
-  withEmbeddingsOptions(withLlmOptions(
-    withServerOptions(
-      program.command('serve'),
-      d,
-      'round to serve',
-      'the admin endpoints',
-      'best',
-    ).option('--generator <kind>', "query keywords from: embedded (the round's saved query planner), openai (an endpoint), none (raw query only)", 'embedded'),
-  ), "a run fitted with --embeddings: the same model's endpoint, for the queries' vectors")
-    .option('--dataset <name|path>', "dataset of the index: item titles and structured fields for field predicates (default: the stored run's)")
+  withEmbeddingsOptions(
+    withLlmOptions(
+      withServerOptions(program.command('serve'), d, 'round to serve', 'the admin endpoints', 'best').option(
+        '--generator <kind>',
+        "query keywords from: embedded (the round's saved query planner), openai (an endpoint), none (raw query only)",
+        'embedded',
+      ),
+    ),
+    "a run fitted with --embeddings: the same model's endpoint, for the queries' vectors",
+  )
+    .option(
+      '--dataset <name|path>',
+      "dataset of the index: item titles and structured fields for field predicates (default: the stored run's)",
+    )
     .option('--budget-ms <ms>', `time budget for generating a query's keywords (default ${d.keywordBudgetMs})`)
     .option('--max-k <n>', `largest k a request may ask for (default ${d.maxK})`)
     .option('--max-query-length <n>', `longest query text in characters (default ${d.maxQueryLength})`)
-    .option('--rank <ranker>', "how /v1/search orders the served set: auto (the stored run's choice at SFT; keywords without one) | model | text | keywords (model and text need the embedded generator)", 'auto')
+    .option(
+      '--rank <ranker>',
+      "how /v1/search orders the served set: auto (the stored run's choice at SFT; keywords without one) | model | text | keywords (model and text need the embedded generator)",
+      'auto',
+    )
     .option('--keyword-workers <n>', 'worker threads generating query keywords with the query planner (default: cores − 1, 1 to 4)')
     .action(async (flags: ServeFlags) => runServe(flags));
 }

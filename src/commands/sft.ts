@@ -41,15 +41,21 @@ interface SftFlags extends DatasetFlags {
 
 export function register(program: Command): void {
   withDbOption(
-    withDatasetOptions(
-      program.command('sft'),
-    )
+    withDatasetOptions(program.command('sft'))
       .option('--seed <n>', 'split and training seed', String(DEFAULTS.run.seed))
       .option('--eval-fraction <f>', 'share of judged queries held out', String(DEFAULTS.run.evalFraction))
       .option('--epochs <n>', 'SFT epochs per policy', String(DEFAULTS.run.sftEpochs))
-      .option('--m <n>', `keywords per item from the base generator (M), or auto: the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}`, 'auto')
+      .option(
+        '--m <n>',
+        `keywords per item from the base generator (M), or auto: the best on training F1 of ${DEFAULTS.sft.itemKeywordsGrid.join(', ')}`,
+        'auto',
+      )
       .option('--n <n>', 'keywords per pooled query target (N, with --query-targets pooled)', String(DEFAULTS.sft.queryKeywords))
-      .option('--query-targets <kind>', 'exported query targets: planner (its keywords, planned as held out) or pooled (the paper\'s)', 'planner')
+      .option(
+        '--query-targets <kind>',
+        "exported query targets: planner (its keywords, planned as held out) or pooled (the paper's)",
+        'planner',
+      )
       .option('--export <dir>', 'also write item.jsonl / query.jsonl in TRL conversational prompt–completion format')
       .option('--commit-index', 'also commit the item index built from the base item keywords as a new item generation'),
   )
@@ -59,9 +65,11 @@ export function register(program: Command): void {
       const epochs = parseIntFlag('--epochs', flags.epochs, 0)!;
       const M = flags.m === 'auto' ? [...DEFAULTS.sft.itemKeywordsGrid] : parseIntFlag('--m', flags.m, 1)!;
       const N = parseIntFlag('--n', flags.n, 1)!;
-      if (flags.queryTargets !== 'planner' && flags.queryTargets !== 'pooled') throw cogrError('INVALID_ARGUMENT', `--query-targets: expected planner or pooled, got ${JSON.stringify(flags.queryTargets)}`);
+      if (flags.queryTargets !== 'planner' && flags.queryTargets !== 'pooled')
+        throw cogrError('INVALID_ARGUMENT', `--query-targets: expected planner or pooled, got ${JSON.stringify(flags.queryTargets)}`);
       const evalFraction = Number(flags.evalFraction);
-      if (!(evalFraction > 0 && evalFraction < 1)) throw cogrError('INVALID_ARGUMENT', `--eval-fraction: expected a number in (0, 1), got ${JSON.stringify(flags.evalFraction)}`);
+      if (!(evalFraction > 0 && evalFraction < 1))
+        throw cogrError('INVALID_ARGUMENT', `--eval-fraction: expected a number in (0, 1), got ${JSON.stringify(flags.evalFraction)}`);
       const { corpus } = await loadDataset(flags.dataset, { format: parseFormat(flags.format), logger: stderrLogger });
       const split = trainEvalSplit(judgedQueryIds(corpus), { seed, evalFraction });
       const train = new Set(split.train);
@@ -81,10 +89,12 @@ export function register(program: Command): void {
       } finally {
         await db.close();
       }
-      const queryTargets = flags.queryTargets === 'pooled' ? buildQueryTargets(trainQueries, corpus.relevant, r.itemKeywords, N) : r.queryTargets;
+      const queryTargets =
+        flags.queryTargets === 'pooled' ? buildQueryTargets(trainQueries, corpus.relevant, r.itemKeywords, N) : r.queryTargets;
       let exported: ReturnType<typeof exportTrl> | null = null;
       try {
-        if (flags.export) exported = exportTrl(flags.export, { items: corpus.items, itemKeywords: r.itemKeywords, queries: corpus.queries, queryTargets });
+        if (flags.export)
+          exported = exportTrl(flags.export, { items: corpus.items, itemKeywords: r.itemKeywords, queries: corpus.queries, queryTargets });
       } catch (e) {
         throw outputError(e, (e as { path?: string }).path ?? flags.export!);
       }

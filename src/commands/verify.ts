@@ -29,10 +29,29 @@ export function register(program: Command): void {
       else {
         process.stdout.write(databaseLine(report) + '\n');
         if (report.lines.length === 0) process.stdout.write('nothing is published or stored yet\n');
-        else process.stdout.write(renderTable(['checked', 'status', 'detail'], report.lines.map((l) => [l.what, l.repaired ? `${l.status}, repaired` : l.status, l.repaired ? `${l.detail}; ${l.repaired}` : l.detail])));
-        if (report.leftovers.length) process.stdout.write(`${report.leftovers.length} leftover(s) of an interrupted writer (harmless; --repair removes them):\n${report.leftovers.map((l) => `  ${l}\n`).join('')}`);
+        else
+          process.stdout.write(
+            renderTable(
+              ['checked', 'status', 'detail'],
+              report.lines.map((l) => [
+                l.what,
+                l.repaired ? `${l.status}, repaired` : l.status,
+                l.repaired ? `${l.detail}; ${l.repaired}` : l.detail,
+              ]),
+            ),
+          );
+        if (report.leftovers.length)
+          process.stdout.write(
+            `${report.leftovers.length} leftover(s) of an interrupted writer (harmless; --repair removes them):\n${report.leftovers.map((l) => `  ${l}\n`).join('')}`,
+          );
         const bad = report.lines.filter((l) => l.status !== 'ok' && !l.repaired).length;
-        process.stdout.write(report.intact ? `intact: ${report.lines.length} checked\n` : bad === 0 && typeof report.database !== 'string' ? 'not intact: the database cannot be read\n' : `${bad} of ${report.lines.length} not intact\n`);
+        process.stdout.write(
+          report.intact
+            ? `intact: ${report.lines.length} checked\n`
+            : bad === 0 && typeof report.database !== 'string'
+              ? 'not intact: the database cannot be read\n'
+              : `${bad} of ${report.lines.length} not intact\n`,
+        );
       }
       if (!report.intact) {
         const bad = report.lines.filter((l) => l.status !== 'ok' && !l.repaired);
@@ -44,10 +63,22 @@ export function register(program: Command): void {
           code,
           [
             ...(typeof report.database === 'string' ? [] : [databaseLine(report)]),
-            ...(bad.length ? [`${bad.length} of ${report.lines.length} checked not intact (${bad.map((l) => `${l.what}: ${l.status}`).join('; ')})`] : []),
-            ...(bad.some((l) => l.status === 'damaged' || l.status === 'unpublished' || l.status === 'lost') && !o.repair ? ['`cogr verify --repair` rewrites them from the database'] : []),
-            ...(bad.some((l) => l.status === 'differs') ? ['the database itself is damaged where it differs from intact files: rebuild the run (`cogr demo --fresh`, `cogr evolve --fresh`)'] : []),
-            ...(bad.some((l) => l.status === 'missing') ? ['a step uses a generation that was deleted: its result cannot be served; rebuild the run (`cogr demo --fresh`, `cogr evolve --fresh`)'] : []),
+            ...(bad.length
+              ? [`${bad.length} of ${report.lines.length} checked not intact (${bad.map((l) => `${l.what}: ${l.status}`).join('; ')})`]
+              : []),
+            ...(bad.some((l) => l.status === 'damaged' || l.status === 'unpublished' || l.status === 'lost') && !o.repair
+              ? ['`cogr verify --repair` rewrites them from the database']
+              : []),
+            ...(bad.some((l) => l.status === 'differs')
+              ? [
+                  'the database itself is damaged where it differs from intact files: rebuild the run (`cogr demo --fresh`, `cogr evolve --fresh`)',
+                ]
+              : []),
+            ...(bad.some((l) => l.status === 'missing')
+              ? [
+                  'a step uses a generation that was deleted: its result cannot be served; rebuild the run (`cogr demo --fresh`, `cogr evolve --fresh`)',
+                ]
+              : []),
           ].join('; '),
           { path: report.db },
         );

@@ -21,8 +21,17 @@ export function beirFiles(dir: string): { corpus: string; queries: string; qrels
   const corpus = join(dir, 'corpus.jsonl');
   const queries = join(dir, 'queries.jsonl');
   const qdir = join(dir, 'qrels');
-  const qrels = existsSync(qdir) ? readdirSync(qdir).filter((f) => f.endsWith('.tsv')).sort().map((f) => join(qdir, f)) : [];
-  const missing = [!existsSync(corpus) && 'corpus.jsonl', !existsSync(queries) && 'queries.jsonl', qrels.length === 0 && 'qrels/*.tsv'].filter(Boolean);
+  const qrels = existsSync(qdir)
+    ? readdirSync(qdir)
+        .filter((f) => f.endsWith('.tsv'))
+        .sort()
+        .map((f) => join(qdir, f))
+    : [];
+  const missing = [
+    !existsSync(corpus) && 'corpus.jsonl',
+    !existsSync(queries) && 'queries.jsonl',
+    qrels.length === 0 && 'qrels/*.tsv',
+  ].filter(Boolean);
   if (missing.length > 0) throw cogrError('DATA_MISSING', `${dir}: BEIR collection needs ${missing.join(', ')}`);
   return { corpus, queries, qrels };
 }

@@ -225,7 +225,10 @@ export class CorpusBuilder {
         if (unknownQ) warnings.unknownQueryIds++;
         if (unknownI) warnings.unknownItemIds++;
         if (warnings.examples.length < MAX_EXAMPLES) {
-          const what = [unknownQ ? `unknown query id ${JSON.stringify(j.queryId)}` : '', unknownI ? `unknown item id ${JSON.stringify(j.itemId)}` : '']
+          const what = [
+            unknownQ ? `unknown query id ${JSON.stringify(j.queryId)}` : '',
+            unknownI ? `unknown item id ${JSON.stringify(j.itemId)}` : '',
+          ]
             .filter(Boolean)
             .join(' and ');
           warnings.examples.push(`${j.where}: ${what}`);
@@ -282,7 +285,11 @@ export function squash(s: string): string {
  * is not JSON or does not validate is DATA_FORMAT naming file, line and field; with
  * `uniqueId`, an id seen twice is DUPLICATE_ID naming file and line.
  */
-export function* jsonlRecords<T>(path: string, schema: z.ZodType<T>, opts: { uniqueId?: (value: T) => string } = {}): Generator<{ value: T; line: number }> {
+export function* jsonlRecords<T>(
+  path: string,
+  schema: z.ZodType<T>,
+  opts: { uniqueId?: (value: T) => string } = {},
+): Generator<{ value: T; line: number }> {
   const lines = readLines(path);
   const seen = opts.uniqueId ? new Set<string>() : null;
   for (let i = 0; i < lines.length; i++) {
@@ -298,7 +305,8 @@ export function* jsonlRecords<T>(path: string, schema: z.ZodType<T>, opts: { uni
     if (!r.success) throw schemaError('DATA_FORMAT', r.error, { what: `${path}:${i + 1}`, details: { file: path, line: i + 1 } });
     if (seen && opts.uniqueId) {
       const id = opts.uniqueId(r.data);
-      if (seen.has(id)) throw cogrError('DUPLICATE_ID', `${path}:${i + 1}: id ${JSON.stringify(id)} occurs twice`, { file: path, line: i + 1, id });
+      if (seen.has(id))
+        throw cogrError('DUPLICATE_ID', `${path}:${i + 1}: id ${JSON.stringify(id)} occurs twice`, { file: path, line: i + 1, id });
       seen.add(id);
     }
     yield { value: r.data, line: i + 1 };
@@ -306,7 +314,11 @@ export function* jsonlRecords<T>(path: string, schema: z.ZodType<T>, opts: { uni
 }
 
 /** All records of a JSON-lines file (see jsonlRecords). */
-export function readJsonl<T>(path: string, schema: z.ZodType<T>, opts: { uniqueId?: (value: T) => string } = {}): { value: T; line: number }[] {
+export function readJsonl<T>(
+  path: string,
+  schema: z.ZodType<T>,
+  opts: { uniqueId?: (value: T) => string } = {},
+): { value: T; line: number }[] {
   return [...jsonlRecords(path, schema, opts)];
 }
 

@@ -48,7 +48,8 @@ const qrelLine = z.object({ query_id: idSchema, item_id: idSchema, grade: z.numb
 export function jsonlFiles(dir: string): { items: string; queries: string; qrels: string } {
   const f = { items: join(dir, 'items.jsonl'), queries: join(dir, 'queries.jsonl'), qrels: join(dir, 'qrels.jsonl') };
   const missing = Object.values(f).filter((p) => !existsSync(p));
-  if (missing.length > 0) throw cogrError('DATA_MISSING', `${dir}: cogr JSONL dataset needs ${missing.map((p) => p.slice(dir.length + 1)).join(', ')}`);
+  if (missing.length > 0)
+    throw cogrError('DATA_MISSING', `${dir}: cogr JSONL dataset needs ${missing.map((p) => p.slice(dir.length + 1)).join(', ')}`);
   return f;
 }
 

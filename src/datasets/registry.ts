@@ -122,12 +122,17 @@ export function registerDataset(name: string, path: string, format?: DatasetForm
 
 /** Forget a registered dataset (its folder is left alone); NOT_FOUND when no such name is registered. */
 export function unregisterDataset(name: string): DatasetEntry {
-  if (name in SHIPPED_DATASETS) throw cogrError('INVALID_ARGUMENT', `name: ${JSON.stringify(name)} is a shipped dataset and cannot be removed`);
+  if (name in SHIPPED_DATASETS)
+    throw cogrError('INVALID_ARGUMENT', `name: ${JSON.stringify(name)} is a shipped dataset and cannot be removed`);
   const reg = readRegistry();
   const d = reg.datasets[name];
   if (!d) {
     const names = Object.keys(reg.datasets).sort();
-    throw cogrError('NOT_FOUND', `name: no registered dataset ${JSON.stringify(name)} (registered: ${names.length ? names.join(', ') : 'none'})`, { name });
+    throw cogrError(
+      'NOT_FOUND',
+      `name: no registered dataset ${JSON.stringify(name)} (registered: ${names.length ? names.join(', ') : 'none'})`,
+      { name },
+    );
   }
   delete reg.datasets[name];
   writeRegistry(reg);

@@ -104,7 +104,8 @@ function readTable(file: string, required: string[]): Table {
 export function wandsFiles(dir: string): { product: string; query: string; label: string } {
   const f = { product: join(dir, 'product.csv'), query: join(dir, 'query.csv'), label: join(dir, 'label.csv') };
   const missing = Object.values(f).filter((p) => !existsSync(p));
-  if (missing.length > 0) throw cogrError('DATA_MISSING', `${dir}: WANDS collection needs ${missing.map((p) => p.slice(dir.length + 1)).join(', ')}`);
+  if (missing.length > 0)
+    throw cogrError('DATA_MISSING', `${dir}: WANDS collection needs ${missing.map((p) => p.slice(dir.length + 1)).join(', ')}`);
   return f;
 }
 
@@ -144,7 +145,8 @@ export function loadWands(dir: string, name: string, logger?: Logger): ParsedDat
   for (const r of l.rows) {
     const label = r.cells[ll].trim();
     const grade = WANDS_GRADES[label.toLowerCase()];
-    if (grade === undefined) throw formatError(l.file, r.line, `label must be Exact, Partial or Irrelevant, found ${JSON.stringify(label)}`);
+    if (grade === undefined)
+      throw formatError(l.file, r.line, `label must be Exact, Partial or Irrelevant, found ${JSON.stringify(label)}`);
     b.addJudgement(r.cells[lq].trim(), r.cells[lp].trim(), grade, `${l.file}:${r.line}`);
   }
   return b.build(name, logger);

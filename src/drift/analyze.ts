@@ -304,7 +304,9 @@ export function prepareSnapshot(s: GenerationSnapshot): PreparedSnapshot {
 
 /** A key's use: its surface forms, most used first (ties: the smaller string). */
 function use(p: PreparedSnapshot, key: string, entities: number): KeywordUse {
-  const forms = [...(p.forms.get(key) ?? new Map([[key, 0]]))].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([f]) => f);
+  const forms = [...(p.forms.get(key) ?? new Map([[key, 0]]))]
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+    .map(([f]) => f);
   return { keyword: forms[0] ?? key, key, forms, entities };
 }
 
@@ -436,9 +438,7 @@ function inRange(snaps: readonly GenerationSnapshot[], from: number, to: number 
     if (seen.has(s.generation)) throw cogrError('INVALID_ARGUMENT', `${side} generation ${s.generation} is given twice`);
     seen.add(s.generation);
   }
-  return snaps
-    .filter((s) => s.generation >= from && (to === null || s.generation <= to))
-    .sort((a, b) => a.generation - b.generation);
+  return snaps.filter((s) => s.generation >= from && (to === null || s.generation <= to)).sort((a, b) => a.generation - b.generation);
 }
 
 /**

@@ -43,7 +43,8 @@ export async function loadDriftInput(store: DriftSource, opts: DriftOptions = {}
     const gens = (await store.listGenerations(side))
       .filter((g) => g.generation >= from && (to === null || g.generation <= to))
       .sort((a, b) => a.generation - b.generation);
-    for (const g of gens) sides[side].push({ generation: g.generation, analyzer: g.analyzer, entries: await store.entries(side, g.generation) });
+    for (const g of gens)
+      sides[side].push({ generation: g.generation, analyzer: g.analyzer, entries: await store.entries(side, g.generation) });
   }
   return { sides };
 }
@@ -61,7 +62,10 @@ function intParam(name: string, v: unknown, allowLatest: boolean): number | null
   if (allowLatest && s === 'latest') return null;
   if (typeof s === 'number' && Number.isSafeInteger(s) && s >= 0) return s;
   if (typeof s === 'string' && /^[0-9]+$/.test(s) && Number.isSafeInteger(Number(s))) return Number(s);
-  throw cogrError('INVALID_ARGUMENT', `${name} must be a non-negative integer${allowLatest ? " or 'latest'" : ''}, got ${JSON.stringify(s)}`);
+  throw cogrError(
+    'INVALID_ARGUMENT',
+    `${name} must be a non-negative integer${allowLatest ? " or 'latest'" : ''}, got ${JSON.stringify(s)}`,
+  );
 }
 
 /**

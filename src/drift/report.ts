@@ -138,7 +138,11 @@ export function lineChart(spec: LineChartSpec): string {
   const pw = w - m.l - m.r;
   const ph = h - m.t - m.b;
   let out = svgOpen(spec.name, w, h, spec.title);
-  out += legend(m.l, 46, spec.series.map((s) => ({ label: s.name, colour: s.colour, shape: 'line' as const })));
+  out += legend(
+    m.l,
+    46,
+    spec.series.map((s) => ({ label: s.name, colour: s.colour, shape: 'line' as const })),
+  );
   const pts = spec.series.flatMap((s) => s.points);
   const ys = pts.map((p) => p.y).filter((y) => spec.yScale === 'linear' || y > 0);
   if (pts.length === 0 || ys.length === 0) return out + noData(w, h, 'no data in this range') + '</svg>';
@@ -277,7 +281,11 @@ function ngramChart(r: DriftReport): string {
   const w = 1180;
   const h = 360;
   let out = svgOpen('ngram', w, h, 'Share of distinct keywords by length (words)');
-  out += legend(w - 330, 24, NGRAM_LABELS.map((label, i) => ({ label, colour: NGRAM_COLOURS[i] })));
+  out += legend(
+    w - 330,
+    24,
+    NGRAM_LABELS.map((label, i) => ({ label, colour: NGRAM_COLOURS[i] })),
+  );
   const panelW = (w - 40) / 2;
   (['item', 'query'] as const).forEach((side, pi) => {
     const gens = r.sides[side].generations;
@@ -310,7 +318,12 @@ function ngramChart(r: DriftReport): string {
         const hh = s * ph;
         out += `<rect class="mark" x="${fx(x)}" y="${fx(y)}" width="${fx(bw)}" height="${fx(hh)}" fill="${NGRAM_COLOURS[j]}"><title>${escapeHtml(`${side} gen ${g.generation}, ${NGRAM_LABELS[j]}: ${pct(s, 1)}`)}</title></rect>`;
         if (hh >= 16 && bw >= 30) {
-          out += text(x + bw / 2, y + hh / 2 + 4, pct(s), `class="bar-label" text-anchor="middle" fill="${j === 0 ? '#1e293b' : '#ffffff'}"`);
+          out += text(
+            x + bw / 2,
+            y + hh / 2 + 4,
+            pct(s),
+            `class="bar-label" text-anchor="middle" fill="${j === 0 ? '#1e293b' : '#ffffff'}"`,
+          );
         }
         acc += s;
       });
@@ -369,7 +382,15 @@ export function packCircles(radii: readonly number[], w: number, h: number, gap 
   return out;
 }
 
-function bubbleCluster(uses: KeywordUse[], colour: string, ox: number, oy: number, w: number, h: number, k: number): { svg: string; shown: number } {
+function bubbleCluster(
+  uses: KeywordUse[],
+  colour: string,
+  ox: number,
+  oy: number,
+  w: number,
+  h: number,
+  k: number,
+): { svg: string; shown: number } {
   const radii = uses.map((u) => Math.max(3, Math.sqrt((k * u.entities) / Math.PI)));
   const pos = packCircles(radii, w, h);
   const placed: Placed[] = [];
@@ -506,7 +527,12 @@ function diffTable(r: DriftReport): string {
     const d = r.sides[side].diff;
     if (!d) continue;
     const list = (u: KeywordUse[]) =>
-      u.length ? u.slice(0, 12).map((x) => `${escapeHtml(x.keyword)} <small>(${x.entities})</small>`).join(', ') : '—';
+      u.length
+        ? u
+            .slice(0, 12)
+            .map((x) => `${escapeHtml(x.keyword)} <small>(${x.entities})</small>`)
+            .join(', ')
+        : '—';
     out +=
       `<tr><td><span class="dot" style="background:${SIDE_COLOURS[side]}"></span>${side}</td><td>${d.from} → ${d.to}</td><td>${d.kept}</td>` +
       `<td>${d.addedTotal}</td><td class="kw">${list(d.added)}</td><td>${d.droppedTotal}</td><td class="kw">${list(d.dropped)}</td></tr>`;

@@ -46,9 +46,13 @@ export function parseEmbeddingsUrl(flag: string, raw: string): string {
   try {
     u = new URL(raw);
   } catch {
-    throw cogrError('INVALID_ARGUMENT', `${flag}: expected the URL of an OpenAI-compatible embeddings API (e.g. http://127.0.0.1:8001/v1), got ${JSON.stringify(raw)}`);
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `${flag}: expected the URL of an OpenAI-compatible embeddings API (e.g. http://127.0.0.1:8001/v1), got ${JSON.stringify(raw)}`,
+    );
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw cogrError('INVALID_ARGUMENT', `${flag}: expected an http or https URL, got ${JSON.stringify(raw)}`);
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    throw cogrError('INVALID_ARGUMENT', `${flag}: expected an http or https URL, got ${JSON.stringify(raw)}`);
   return raw.replace(/\/+$/, '');
 }
 
@@ -57,7 +61,11 @@ export function embeddingsTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): 
   const raw = env.COGR_EMBEDDINGS_TIMEOUT_MS;
   if (raw === undefined || raw === '') return DEFAULTS.embeddings.timeoutMs;
   const n = /^\d+$/.test(raw.trim()) ? Number(raw.trim()) : NaN;
-  if (!(n >= 1 && n <= 86_400_000)) throw cogrError('INVALID_ARGUMENT', `COGR_EMBEDDINGS_TIMEOUT_MS: expected an integer in [1, 86400000] (milliseconds), got ${JSON.stringify(raw)}`);
+  if (!(n >= 1 && n <= 86_400_000))
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `COGR_EMBEDDINGS_TIMEOUT_MS: expected an integer in [1, 86400000] (milliseconds), got ${JSON.stringify(raw)}`,
+    );
   return n;
 }
 
@@ -111,7 +119,12 @@ export class EmbeddingsClient {
           throw e;
         }
         if (!retryable || attempt >= this.maxRetries) {
-          throw cogrError('EMBEDDINGS_ERROR', `embeddings endpoint ${this.baseURL} failed ${what} after ${attempt + 1} attempt(s): ${lastStatus}`, { endpoint: this.baseURL, status: lastStatus, attempts: attempt + 1 }, e);
+          throw cogrError(
+            'EMBEDDINGS_ERROR',
+            `embeddings endpoint ${this.baseURL} failed ${what} after ${attempt + 1} attempt(s): ${lastStatus}`,
+            { endpoint: this.baseURL, status: lastStatus, attempts: attempt + 1 },
+            e,
+          );
         }
         await sleep(this.retryBaseMs * 2 ** attempt);
       } finally {
@@ -125,7 +138,12 @@ export class EmbeddingsClient {
     if (this.model !== undefined) return this.model;
     const page = await this.call('listing its models', (signal) => this.client.models.list({ signal }));
     const first = (page as unknown as { data?: { id?: unknown }[] }).data?.[0]?.id;
-    if (typeof first !== 'string' || first === '') throw cogrError('EMBEDDINGS_FORMAT', `embeddings endpoint ${this.baseURL}: GET /models lists no model; give --embeddings-model NAME`, { endpoint: this.baseURL });
+    if (typeof first !== 'string' || first === '')
+      throw cogrError(
+        'EMBEDDINGS_FORMAT',
+        `embeddings endpoint ${this.baseURL}: GET /models lists no model; give --embeddings-model NAME`,
+        { endpoint: this.baseURL },
+      );
     this.model = first;
     return first;
   }
@@ -146,7 +164,8 @@ export class EmbeddingsClient {
 
 /** Check an /embeddings answer and turn it into one Float32Array per input, in input order. */
 export function validateEmbeddings(res: unknown, count: number, endpoint: string, expectedDim?: number): Float32Array[] {
-  const bad = (why: string) => cogrError('EMBEDDINGS_FORMAT', `embeddings endpoint ${endpoint}: ${why}; nothing of this batch was kept`, { endpoint });
+  const bad = (why: string) =>
+    cogrError('EMBEDDINGS_FORMAT', `embeddings endpoint ${endpoint}: ${why}; nothing of this batch was kept`, { endpoint });
   const data = (res as { data?: unknown } | null)?.data;
   if (!Array.isArray(data)) throw bad('the answer has no data array');
   if (data.length !== count) throw bad(`answered ${data.length} vector(s) for ${count} input(s)`);
@@ -154,16 +173,21 @@ export function validateEmbeddings(res: unknown, count: number, endpoint: string
   let dim = expectedDim;
   data.forEach((d: unknown, pos) => {
     const idx = (d as { index?: unknown }).index ?? pos;
-    if (typeof idx !== 'number' || !Number.isInteger(idx) || idx < 0 || idx >= count) throw bad(`data[${pos}].index is ${JSON.stringify(idx)}, not an input index in [0, ${count})`);
+    if (typeof idx !== 'number' || !Number.isInteger(idx) || idx < 0 || idx >= count)
+      throw bad(`data[${pos}].index is ${JSON.stringify(idx)}, not an input index in [0, ${count})`);
     if (out[idx] !== undefined) throw bad(`index ${idx} answered twice`);
     const e = (d as { embedding?: unknown }).embedding;
     if (!Array.isArray(e) || e.length === 0) throw bad(`data[${pos}].embedding is not a non-empty array of numbers`);
     if (dim === undefined) dim = e.length;
-    if (e.length !== dim) throw bad(`data[${pos}].embedding has dimension ${e.length}, expected ${dim}${expectedDim !== undefined ? ' (the dimension this model had before)' : ''}`);
+    if (e.length !== dim)
+      throw bad(
+        `data[${pos}].embedding has dimension ${e.length}, expected ${dim}${expectedDim !== undefined ? ' (the dimension this model had before)' : ''}`,
+      );
     const v = new Float32Array(dim);
     for (let j = 0; j < dim; j++) {
       const x = e[j];
-      if (typeof x !== 'number' || !Number.isFinite(x)) throw bad(`data[${pos}].embedding[${j}] is ${JSON.stringify(x)}, not a finite number`);
+      if (typeof x !== 'number' || !Number.isFinite(x))
+        throw bad(`data[${pos}].embedding[${j}] is ${JSON.stringify(x)}, not a finite number`);
       v[j] = x;
     }
     out[idx] = v;
@@ -212,7 +236,11 @@ export interface EmbeddedTexts {
  * sublevel) where it holds them, the rest encoded in batches and written to it batch by
  * batch once validated. Without `db`, nothing is cached.
  */
-export async function embedTexts(texts: readonly string[], client: EmbeddingsClient, opts: { db?: CogrDb | null; log?: Logger; what?: string } = {}): Promise<EmbeddedTexts> {
+export async function embedTexts(
+  texts: readonly string[],
+  client: EmbeddingsClient,
+  opts: { db?: CogrDb | null; log?: Logger; what?: string } = {},
+): Promise<EmbeddedTexts> {
   const log = opts.log ?? silentLogger;
   const what = opts.what ?? 'texts';
   const model = await client.modelName();
@@ -236,16 +264,26 @@ export async function embedTexts(texts: readonly string[], client: EmbeddingsCli
   }
   const cached = byDigest.size;
   const missing = [...unique.keys()].filter((k) => !byDigest.has(k));
-  if (missing.length > 0) log.info(`embeddings: ${missing.length} of ${unique.size} distinct ${what} to encode with ${model} at ${client.baseURL} (${cached} from the cache)`);
+  if (missing.length > 0)
+    log.info(
+      `embeddings: ${missing.length} of ${unique.size} distinct ${what} to encode with ${model} at ${client.baseURL} (${cached} from the cache)`,
+    );
   const t0 = Date.now();
   let lastLog = t0;
   let done = 0;
   for (let s = 0; s < missing.length; s += client.batchSize) {
     const keys = missing.slice(s, s + client.batchSize);
-    const vecs = await client.embedBatch(keys.map((k) => unique.get(k)!), dim);
+    const vecs = await client.embedBatch(
+      keys.map((k) => unique.get(k)!),
+      dim,
+    );
     if (dim === undefined) dim = vecs[0].length;
     if (sub) {
-      const ops: { type: 'put'; key: string; value: unknown }[] = keys.map((k, i) => ({ type: 'put', key: vecKey(model, k), value: encodeVector(vecs[i]) }));
+      const ops: { type: 'put'; key: string; value: unknown }[] = keys.map((k, i) => ({
+        type: 'put',
+        key: vecKey(model, k),
+        value: encodeVector(vecs[i]),
+      }));
       ops.push({ type: 'put', key: dimKey(model), value: dim });
       await sub.batch(ops);
     }

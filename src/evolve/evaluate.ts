@@ -25,7 +25,11 @@ export interface QueryKeywordsFn {
  * A query's keywords from the planner as the run's config says: greedy, or sampled at
  * the decode temperature and seeded per query.
  */
-export function plannerKeywords(planner: KeywordPlanner, seed: number, config: Pick<RunConfig, 'decode' | 'decodeTemperature'>): QueryKeywordsFn {
+export function plannerKeywords(
+  planner: KeywordPlanner,
+  seed: number,
+  config: Pick<RunConfig, 'decode' | 'decodeTemperature'>,
+): QueryKeywordsFn {
   if (config.decode === 'greedy') return (q) => planner.plan(queryInput(q)).keywords;
   const temperature = config.decodeTemperature;
   return (q) => planner.plan(queryInput(q), { temperature, rng: createRng(deriveSeed(seed, 'eval', q.id)) }).keywords;
@@ -120,7 +124,10 @@ export function evaluateQueries(
 }
 
 /** Every ranker's figures pooled over several query sets (weighted by their query counts), and the number of queries. */
-export function pooledRankings(measured: readonly { queries: number; rankings?: Record<Ranker, RankingMetrics> }[]): { queries: number; rankings: Record<Ranker, RankingMetrics> } {
+export function pooledRankings(measured: readonly { queries: number; rankings?: Record<Ranker, RankingMetrics> }[]): {
+  queries: number;
+  rankings: Record<Ranker, RankingMetrics>;
+} {
   const used = measured.filter((m) => m.rankings && m.queries > 0);
   const queries = used.reduce((a, m) => a + m.queries, 0);
   const mean = (r: Ranker, f: keyof RankingMetrics) => used.reduce((a, m) => a + m.rankings![r][f] * m.queries, 0) / Math.max(1, queries);

@@ -17,7 +17,12 @@ export const EXAMPLE_COUNT = 2;
 /** The longest keyword an example shows, in words (the prompts ask for one to four). */
 const EXAMPLE_MAX_WORDS = 4;
 
-export async function trainingQueryExamples(planner: KeywordPlanner, trainQueries: readonly Query[], seed: number, count = EXAMPLE_COUNT): Promise<PromptExample[]> {
+export async function trainingQueryExamples(
+  planner: KeywordPlanner,
+  trainQueries: readonly Query[],
+  seed: number,
+  count = EXAMPLE_COUNT,
+): Promise<PromptExample[]> {
   const inputs = shuffle(trainQueries, createRng(deriveSeed(seed, 'prompt-examples')))
     .slice(0, count)
     .map((q) => queryInput(q));

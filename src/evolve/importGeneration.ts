@@ -27,14 +27,24 @@ const ImportLine = z.object({
 export function readKeywordFile(path: string, known: ReadonlySet<string>, side: Side): Map<string, { keywords: string[]; title?: string }> {
   const out = new Map<string, { keywords: string[]; title?: string }>();
   for (const { value, line } of jsonlRecords(path, ImportLine, { uniqueId: (v) => v.id })) {
-    if (!known.has(value.id)) throw cogrError('NOT_FOUND', `${path}:${line}: unknown ${side} id ${JSON.stringify(value.id)} (not in the run's dataset)`);
-    out.set(value.id, { keywords: normalizeKeywordSet(value.keywords).keywords, ...(value.title !== undefined ? { title: value.title } : {}) });
+    if (!known.has(value.id))
+      throw cogrError('NOT_FOUND', `${path}:${line}: unknown ${side} id ${JSON.stringify(value.id)} (not in the run's dataset)`);
+    out.set(value.id, {
+      keywords: normalizeKeywordSet(value.keywords).keywords,
+      ...(value.title !== undefined ? { title: value.title } : {}),
+    });
   }
   if (out.size === 0) throw cogrError('DATA_FORMAT', `${path}: no keyword lines`);
   return out;
 }
 
-export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, path: string, logger: Logger = silentLogger): Promise<ImportRecord> {
+export async function importGeneration(
+  db: CogrDb,
+  corpus: Corpus,
+  side: Side,
+  path: string,
+  logger: Logger = silentLogger,
+): Promise<ImportRecord> {
   const run = await readStoredRun(db);
   await checkStoredRunData(db, run, corpus);
   const store = new KeywordIndexStore(db);
@@ -55,7 +65,13 @@ export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, p
     const view = await store.openView('item', generation);
     const planner = await loadPlanner(policies, 'latest', corpus.items);
     planner.attachOpposite(view);
-    metrics = evaluateQueries(view, evalQueries, plannerKeywords(planner, deriveSeed(run.config.seed, 'import'), run.config), corpus, run.config.beta).metrics;
+    metrics = evaluateQueries(
+      view,
+      evalQueries,
+      plannerKeywords(planner, deriveSeed(run.config.seed, 'import'), run.config),
+      corpus,
+      run.config.beta,
+    ).metrics;
   } else {
     // Held-out and dev queries never enter a generation (they would reach item rewards).
     const w = store.writer('query', { base: await store.latest('query') });
@@ -73,10 +89,21 @@ export async function importGeneration(db: CogrDb, corpus: Corpus, side: Side, p
     const view = await store.openView('item', latestItem);
     const fromFile: QueryKeywordsFn = (q) => lines.get(q.id)?.keywords ?? [];
     heldOutFromFile = run.split.eval.filter((id) => lines.has(id)).length;
-    if (heldOutFromFile < evalSet.size) logger.warn(`${path}: ${evalSet.size - heldOutFromFile} held-out queries have no keywords in the file; they are evaluated with their raw text only`);
+    if (heldOutFromFile < evalSet.size)
+      logger.warn(
+        `${path}: ${evalSet.size - heldOutFromFile} held-out queries have no keywords in the file; they are evaluated with their raw text only`,
+      );
     metrics = evaluateQueries(view, evalQueries, fromFile, corpus, run.config.beta).metrics;
   }
-  const rec: ImportRecord = { side, generation, source: path, entities: lines.size, heldOutFromFile, metrics, importedAt: new Date().toISOString() };
+  const rec: ImportRecord = {
+    side,
+    generation,
+    source: path,
+    entities: lines.size,
+    heldOutFromFile,
+    metrics,
+    importedAt: new Date().toISOString(),
+  };
   await new RunState(db).appendImport(rec);
   return rec;
 }

@@ -112,7 +112,9 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
     } else {
       const policy = await loadPolicy(store2, 'item', frozen.itemPolicyRound);
       policy.attachOpposite(queryView);
-      policy.attachQuerySide(queryOffers({ items: corpus.items, queries: coreQueries, relevant: trainRelevant, config }, planner, queryView!));
+      policy.attachQuerySide(
+        queryOffers({ items: corpus.items, queries: coreQueries, relevant: trainRelevant, config }, planner, queryView!),
+      );
       generator = policy;
     }
   }
@@ -143,7 +145,14 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
   // A write that fails (a full device) is kept and reported naming the file, never an unhandled 'error' event.
   let writeError: unknown = null;
   out.on('error', (e) => (writeError ??= e));
-  const summary: RolloutSummary = { lines: 0, groups: 0, degenerateGroups: 0, meanReward: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 }, failed: [] };
+  const summary: RolloutSummary = {
+    lines: 0,
+    groups: 0,
+    degenerateGroups: 0,
+    meanReward: 0,
+    reasons: { ok: 0, over_budget: 0, invalid_format: 0 },
+    failed: [],
+  };
   let rewardSum = 0;
   const failed = new Set<number>();
   progress.start(`rollouts ${opts.side} round ${opts.round}`, inputs.length);
@@ -156,7 +165,11 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
       continue;
     }
     const batch = ordinals.map((i) => inputs[i]);
-    const settled = await generateSettled(generator, opts.side, batch, { samples: G, temperature, seed: deriveSeed(config.seed, 'rollouts', opts.side, opts.round) });
+    const settled = await generateSettled(generator, opts.side, batch, {
+      samples: G,
+      temperature,
+      seed: deriveSeed(config.seed, 'rollouts', opts.side, opts.round),
+    });
     let at = 0;
     for (const g of batchGroupsOfInputs) {
       const members = g.map((_, j) => at + j);
@@ -199,7 +212,8 @@ export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOpt
       members.forEach((i, j) => {
         const input = batch[i];
         // What was sent (the LLM's prompt: its keyword limit and examples), else the prompt an LLM would get.
-        const prompt: ChatMessage[] = generator instanceof OpenAIGenerator ? generator.promptFor(opts.side, input) : renderPrompt(template, input, [], config.kMax);
+        const prompt: ChatMessage[] =
+          generator instanceof OpenAIGenerator ? generator.promptFor(opts.side, input) : renderPrompt(template, input, [], config.kMax);
         scored[j].forEach(({ s, lr, matched }, k) => {
           summary.reasons[lr.reason]++;
           rewardSum += lr.reward;

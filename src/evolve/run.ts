@@ -56,10 +56,32 @@ import { createQueryScorer, itemScorerData, type QueryScorer } from '../../rewar
 import { RewardPool } from '../../workers/pool.ts';
 import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
-import { configDifferences, parseRunConfig, scorerOptions, sftItemKeywordGrid, type RunConfig, type RunConfigInput } from '../run/config.ts';
+import {
+  configDifferences,
+  parseRunConfig,
+  scorerOptions,
+  sftItemKeywordGrid,
+  type RunConfig,
+  type RunConfigInput,
+} from '../run/config.ts';
 import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '../run/policies.ts';
 import { checkRunData, dataFingerprint } from '../run/fingerprint.ts';
-import { adoptionTest, bestStep, coreIds, generatorRound, RunState, stepNames, type DevMetrics, type HeldOutMetrics, type QuerySetF, type RankChoice, type RunSplit, type SetFloor, type StepRecord, type TrainStats } from '../run/state.ts';
+import {
+  adoptionTest,
+  bestStep,
+  coreIds,
+  generatorRound,
+  RunState,
+  stepNames,
+  type DevMetrics,
+  type HeldOutMetrics,
+  type QuerySetF,
+  type RankChoice,
+  type RunSplit,
+  type SetFloor,
+  type StepRecord,
+  type TrainStats,
+} from '../run/state.ts';
 import { chooseRanker, evaluateQueries, plannerKeywords, pooledRankings } from './evaluate.ts';
 import { NO_FLOOR, type Floor } from '../../generators/planner/ranking.ts';
 import { tuneCutoff } from '../baseline/bm25.ts';
@@ -116,14 +138,19 @@ interface Ctx {
 /** The run's split: held-out queries (a fold or a fraction), and a dev split carved from the training queries. */
 export function computeSplit(corpus: Corpus, config: RunConfig): RunSplit {
   const ids = judgedQueryIds(corpus);
-  if (ids.length < 2) throw cogrError('INVALID_ARGUMENT', `dataset ${corpus.name} has ${ids.length} judged queries; a run needs at least 2`);
+  if (ids.length < 2)
+    throw cogrError('INVALID_ARGUMENT', `dataset ${corpus.name} has ${ids.length} judged queries; a run needs at least 2`);
   let s: { train: string[]; eval: string[] };
   if (config.fold >= 0) {
-    if (config.fold >= config.folds) throw cogrError('INVALID_ARGUMENT', `fold ${config.fold} is out of range for ${config.folds} folds (0-based)`);
+    if (config.fold >= config.folds)
+      throw cogrError('INVALID_ARGUMENT', `fold ${config.fold} is out of range for ${config.folds} folds (0-based)`);
     s = kFolds(ids, config.folds, config.seed)[config.fold];
   } else s = trainEvalSplit(ids, { evalFraction: config.evalFraction, seed: config.seed });
   // A dev split needs a few training queries on both sides of it.
-  const dev = config.devFraction > 0 && s.train.length >= 4 ? trainEvalSplit(s.train, { evalFraction: config.devFraction, seed: deriveSeed(config.seed, 'dev') }).eval : [];
+  const dev =
+    config.devFraction > 0 && s.train.length >= 4
+      ? trainEvalSplit(s.train, { evalFraction: config.devFraction, seed: deriveSeed(config.seed, 'dev') }).eval
+      : [];
   return { train: [...s.train], dev: [...dev], eval: [...s.eval] };
 }
 
@@ -140,13 +167,19 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
   if (stored) {
     const diffs = configDifferences(stored, config);
     if (diffs.length > 0) {
-      throw cogrError('INVALID_ARGUMENT', `the database ${db.path} holds a run with another configuration (${diffs.join('; ')}); start over with --fresh, use another --db, or give the same options`);
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `the database ${db.path} holds a run with another configuration (${diffs.join('; ')}); start over with --fresh, use another --db, or give the same options`,
+      );
     }
   } else {
     const store = new KeywordIndexStore(db);
     for (const side of ['item', 'query'] as const) {
       if ((await store.latest(side)) !== null) {
-        throw cogrError('INVALID_ARGUMENT', `the database ${db.path} already holds ${side} generations that no co-evolution run made; start over with --fresh or use another --db`);
+        throw cogrError(
+          'INVALID_ARGUMENT',
+          `the database ${db.path} already holds ${side} generations that no co-evolution run made; start over with --fresh or use another --db`,
+        );
       }
     }
   }
@@ -278,7 +311,10 @@ async function commitGeneration(
 }
 
 /** Decoding options for indexing: greedy, or sampled at the decode temperature and top-p with a per-entity seed. */
-export function decodeOptions(config: Pick<RunConfig, 'decode' | 'decodeTemperature' | 'topP'>, seed: number): { temperature?: number; topP?: number; rng?: () => number; greedy?: boolean } {
+export function decodeOptions(
+  config: Pick<RunConfig, 'decode' | 'decodeTemperature' | 'topP'>,
+  seed: number,
+): { temperature?: number; topP?: number; rng?: () => number; greedy?: boolean } {
   return config.decode === 'greedy' ? { greedy: true } : { temperature: config.decodeTemperature, topP: config.topP, rng: createRng(seed) };
 }
 
@@ -304,27 +340,58 @@ function planQueries(ctx: Ctx, planner: KeywordPlanner): { id: string; self: str
  * figures included; with `--adopt-on pooled`, the core training queries planned and
  * searched as held out too (`trainEval`, for the adoption test only).
  */
-function evaluate(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, step: string): { metrics: HeldOutMetrics; dev: DevMetrics | null; trainEval?: QuerySetF } {
+function evaluate(
+  ctx: Ctx,
+  planner: KeywordPlanner,
+  itemView: KeywordView,
+  step: string,
+): { metrics: HeldOutMetrics; dev: DevMetrics | null; trainEval?: QuerySetF } {
   planner.attachOpposite(itemView);
   const kw = plannerKeywords(planner, deriveSeed(ctx.config.seed, step), ctx.config);
   const metrics = evaluateQueries(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta, { planner, floor: ctx.floor }).metrics;
   if (ctx.devQueries.length === 0) return { metrics, dev: null };
-  const { metrics: d, perQuery } = evaluateQueries(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta, { planner, floor: ctx.floor });
-  const dev: DevMetrics = { queries: d.queries, f1: d.f1, precision: d.precision, recall: d.recall, meanMatched: d.meanMatched, meanKeywords: d.meanKeywords, perQuery, ...(d.rankings ? { rankings: d.rankings } : {}) };
+  const { metrics: d, perQuery } = evaluateQueries(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta, {
+    planner,
+    floor: ctx.floor,
+  });
+  const dev: DevMetrics = {
+    queries: d.queries,
+    f1: d.f1,
+    precision: d.precision,
+    recall: d.recall,
+    meanMatched: d.meanMatched,
+    meanKeywords: d.meanKeywords,
+    perQuery,
+    ...(d.rankings ? { rankings: d.rankings } : {}),
+  };
   if (ctx.config.adoptOn !== 'pooled') return { metrics, dev };
   const t = trainingAsHeldOut(ctx, planner, itemView, false);
   return { metrics, dev, trainEval: { queries: t.metrics.queries, f1: t.metrics.f1, perQuery: t.perQuery } };
 }
 
 /** The core training queries planned and searched as held out: no {q}, their own names out of their keywords, their own judgements out of their features. */
-function trainingAsHeldOut(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, rankings: boolean, floor: Floor = ctx.floor, keywordsOf?: (q: Query) => string[]): { metrics: HeldOutMetrics; perQuery: number[] } {
+function trainingAsHeldOut(
+  ctx: Ctx,
+  planner: KeywordPlanner,
+  itemView: KeywordView,
+  rankings: boolean,
+  floor: Floor = ctx.floor,
+  keywordsOf?: (q: Query) => string[],
+): { metrics: HeldOutMetrics; perQuery: number[] } {
   planner.attachOpposite(itemView);
-  return evaluateQueries(itemView, ctx.coreQueries, keywordsOf ?? ((q) => planner.plan(queryInput(q), { asHeldOut: true }).keywords), ctx.corpus, ctx.config.beta, {
-    planner,
-    ownNames: (q) => ownNames(planner, q.text),
-    floor,
-    ...(rankings ? {} : { noRankings: true }),
-  });
+  return evaluateQueries(
+    itemView,
+    ctx.coreQueries,
+    keywordsOf ?? ((q) => planner.plan(queryInput(q), { asHeldOut: true }).keywords),
+    ctx.corpus,
+    ctx.config.beta,
+    {
+      planner,
+      ownNames: (q) => ownNames(planner, q.text),
+      floor,
+      ...(rankings ? {} : { noRankings: true }),
+    },
+  );
 }
 
 /**
@@ -345,12 +412,23 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, p
   const { cutoff: fallback, f1: fallbackF1 } = tuneCutoff(curves, maxC);
   // 'fallback' tries no floor; 'auto' the grid.
   const grid = ctx.config.floor === 'auto' ? DEFAULTS.run.floorGrid : [0];
-  const tried = grid.map((m) => ({ m, ...trainingAsHeldOut(ctx, planner, itemView, false, { floor: m, fallback }, (q) => planned.get(q.id)!) }));
+  const tried = grid.map((m) => ({
+    m,
+    ...trainingAsHeldOut(ctx, planner, itemView, false, { floor: m, fallback }, (q) => planned.get(q.id)!),
+  }));
   let best = tried[0];
   for (const x of tried) if (x.metrics.f1 > best.metrics.f1 + 1e-12) best = x;
   // As a half-round's adoption: a floor is kept only when its paired gain over none is ≥ 0 and ≥ z standard errors.
   const none = tried.find((x) => x.m === 0) ?? tried[0];
-  const asDev = (x: (typeof tried)[number]): DevMetrics => ({ queries: x.metrics.queries, f1: x.metrics.f1, precision: x.metrics.precision, recall: x.metrics.recall, meanMatched: x.metrics.meanMatched, meanKeywords: x.metrics.meanKeywords, perQuery: x.perQuery });
+  const asDev = (x: (typeof tried)[number]): DevMetrics => ({
+    queries: x.metrics.queries,
+    f1: x.metrics.f1,
+    precision: x.metrics.precision,
+    recall: x.metrics.recall,
+    meanMatched: x.metrics.meanMatched,
+    meanKeywords: x.metrics.meanKeywords,
+    perQuery: x.perQuery,
+  });
   const floor = ctx.config.floor === 'auto' && best.m > 0 && adoptionTest(asDev(best), asDev(none), ctx.config.adoptZ).adopted ? best.m : 0;
   return { floor, fallback, trainF1: { floors: tried.map((x) => [x.m, x.metrics.f1]), fallback: fallbackF1 } };
 }
@@ -361,7 +439,13 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, p
  * queries planned and searched as held out (their own judgements out of their features,
  * no {q}, their own names out of their keywords). Held-out queries play no part.
  */
-function chooseRank(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, dev: DevMetrics | null, planned: ReadonlyMap<string, string[]>): RankChoice {
+function chooseRank(
+  ctx: Ctx,
+  planner: KeywordPlanner,
+  itemView: KeywordView,
+  dev: DevMetrics | null,
+  planned: ReadonlyMap<string, string[]>,
+): RankChoice {
   const asked = ctx.config.rank;
   if (asked !== 'auto') return { served: asked, asked, on: null };
   const train = trainingAsHeldOut(ctx, planner, itemView, true, ctx.floor, (q) => planned.get(q.id)!).metrics;
@@ -389,7 +473,13 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
     seed: deriveSeed(config.seed, 'sft'),
     kMax: config.kMax,
     analyzer: config.analyzer,
-    relevance: { neighbours: config.relevanceNeighbours, judgements: config.relevanceJudgements, queryTf: config.relevanceQueryTf, textAnalysis: config.relevanceAnalysis, embeddings: config.embeddingsModel },
+    relevance: {
+      neighbours: config.relevanceNeighbours,
+      judgements: config.relevanceJudgements,
+      queryTf: config.relevanceQueryTf,
+      textAnalysis: config.relevanceAnalysis,
+      embeddings: config.embeddingsModel,
+    },
     planner: { topItems: config.plannerTopItems, lambda: config.plannerLambda, grpoParams: config.plannerParams },
     logger: ctx.logger,
     progress: (label) => ctx.logger.info(`sft: ${label}`),
@@ -448,7 +538,15 @@ function vocabularySize(view: KeywordView): number {
 }
 
 function emptyStats(epochs: number): TrainStats {
-  return { epochs, samples: 0, meanReward: 0, lastEpochReward: 0, degenerateGroups: 0, reasons: { ok: 0, over_budget: 0, invalid_format: 0 }, seconds: 0 };
+  return {
+    epochs,
+    samples: 0,
+    meanReward: 0,
+    lastEpochReward: 0,
+    degenerateGroups: 0,
+    reasons: { ok: 0, over_budget: 0, invalid_format: 0 },
+    seconds: 0,
+  };
 }
 
 /** The semantic GRPO group of every entity (an index; the entities of one group share it). */
@@ -465,7 +563,11 @@ function semanticGroups<T extends { id: string }>(entities: readonly T[], text: 
  * entity its own GRPO group; with semantic groups, whole groups (members brought together
  * where the first of them falls), the GRPO groups given as indices into the batch.
  */
-function epochBatches<T extends { id: string }>(entities: readonly T[], batchSize: number, groupOf: Map<string, number> | null): { batch: T[]; groups: number[][] }[] {
+function epochBatches<T extends { id: string }>(
+  entities: readonly T[],
+  batchSize: number,
+  groupOf: Map<string, number> | null,
+): { batch: T[]; groups: number[][] }[] {
   const groups = groupOf ? groupsByKey(entities.map((e) => groupOf.get(e.id)!)) : entities.map((_, i) => [i]);
   return batchGroups(groups, batchSize).map((gs) => {
     const batch: T[] = [];
@@ -528,7 +630,8 @@ async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): 
           const k = i * config.groupSize + s;
           const reason = scored.reasons[k];
           const reward = scored.rewards[k];
-          if (reason === null || reward === null) throw cogrError('INTERNAL', `${p.side} ${batch[i].id}: the scorer does not know this entity`);
+          if (reason === null || reward === null)
+            throw cogrError('INTERNAL', `${p.side} ${batch[i].id}: the scorer does not know this entity`);
           stats.reasons[reason as keyof TrainStats['reasons']]++;
           return reward;
         }),
@@ -597,7 +700,13 @@ async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
       }),
     score: async (samples) => scorer.score(samples),
     update: (samples) => {
-      const batch: PlannerGrpoSample[] = samples.map((x) => ({ input: queryInput(x.entity), keywords: x.rollout.keywords, oldLogProb: x.rollout.logProb, advantage: x.advantage, asHeldOut: true }));
+      const batch: PlannerGrpoSample[] = samples.map((x) => ({
+        input: queryInput(x.entity),
+        keywords: x.rollout.keywords,
+        oldLogProb: x.rollout.logProb,
+        advantage: x.advantage,
+        asHeldOut: true,
+      }));
       planner.grpoUpdate(batch, { clip: config.clip, lr: config.plannerLr, temperature: config.rolloutTemperature });
     },
     rewardLabel: (m) => `mean F1 reward ${m.toFixed(4)}`,
@@ -699,10 +808,20 @@ export function queryOffers(src: OfferSource, planner: KeywordPlanner, queryView
  * matched set with each training query scored as held out — no {q}, and its own names
  * (its text and label) left out of its keywords.
  */
-export function heldOutQueryScorer(itemView: KeywordView, queries: readonly { id: string; text: string }[], relevant: ReadonlyMap<string, ReadonlySet<string>>, planner: KeywordPlanner, config: RunConfig): QueryScorer {
+export function heldOutQueryScorer(
+  itemView: KeywordView,
+  queries: readonly { id: string; text: string }[],
+  relevant: ReadonlyMap<string, ReadonlySet<string>>,
+  planner: KeywordPlanner,
+  config: RunConfig,
+): QueryScorer {
   return createQueryScorer(
     itemView,
-    { relevant, queryText: new Map(queries.map((q) => [q.id, q.text])), exclude: new Map(queries.map((q) => [q.id, ownNames(planner, q.text)])) },
+    {
+      relevant,
+      queryText: new Map(queries.map((q) => [q.id, q.text])),
+      exclude: new Map(queries.map((q) => [q.id, ownNames(planner, q.text)])),
+    },
     { ...scorerOptions(config), matchSelf: false },
   );
 }
@@ -736,7 +855,9 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
   const relevance = buildRelevance(queryView, itemView, judgements.relevant, judgements.counted, { shared: true });
   const pool = ctx.pool();
   const cache = await pool.buildItemCache({ itemView, queryView, relevance }, { signal: ctx.signal });
-  const contextId = pool.setContext(itemScorerData(itemView, queryView, judgements, scorerOptions(config), { shared: true, relevance, cache }));
+  const contextId = pool.setContext(
+    itemScorerData(itemView, queryView, judgements, scorerOptions(config), { shared: true, relevance, cache }),
+  );
   const stats = await trainPhase(ctx, {
     side: 'item',
     step,
@@ -745,11 +866,25 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
     groupText: (it) => it.title,
     entities: ctx.corpus.items,
     entitiesForEpoch: (rng) => itemsForEpoch(ctx.corpus.items, config.itemsPerEpoch, rng),
-    sample: (it, rng) => Array.from({ length: config.groupSize }, (_, s) => policy.sample(itemInput(it), { temperature: config.rolloutTemperature, rng: rng(s) })),
+    sample: (it, rng) =>
+      Array.from({ length: config.groupSize }, (_, s) =>
+        policy.sample(itemInput(it), { temperature: config.rolloutTemperature, rng: rng(s) }),
+      ),
     score: (samples) => pool.rewards(samples, { contextId, signal: ctx.signal }),
     update: (samples) => {
-      const batch: GrpoSample[] = samples.map((x) => ({ input: itemInput(x.entity), keywords: x.rollout.keywords, oldLogProb: x.rollout.logProb, advantage: x.advantage }));
-      policy.grpoUpdate(batch, { clip: config.clip, klCoef: config.klCoef, reference, lr: config.lr, temperature: config.rolloutTemperature });
+      const batch: GrpoSample[] = samples.map((x) => ({
+        input: itemInput(x.entity),
+        keywords: x.rollout.keywords,
+        oldLogProb: x.rollout.logProb,
+        advantage: x.advantage,
+      }));
+      policy.grpoUpdate(batch, {
+        clip: config.clip,
+        klCoef: config.klCoef,
+        reference,
+        lr: config.lr,
+        temperature: config.rolloutTemperature,
+      });
     },
     rewardLabel: (m) => `mean ΔΣF1 reward ${m.toExponential(3)}`,
   });

@@ -19,7 +19,13 @@ import { bestServing, rankOf, type RunSplit, type StepRecord } from '../run/stat
 import type { RunQuery } from '../trec.ts';
 import { plannerKeywords } from './evaluate.ts';
 
-export async function finalServedRun(db: CogrDb, corpus: Corpus, config: RunConfig, split: RunSplit, steps: readonly StepRecord[]): Promise<{ step: string | null; ranker: Ranker; queries: RunQuery[] }> {
+export async function finalServedRun(
+  db: CogrDb,
+  corpus: Corpus,
+  config: RunConfig,
+  split: RunSplit,
+  steps: readonly StepRecord[],
+): Promise<{ step: string | null; ranker: Ranker; queries: RunQuery[] }> {
   const serving = bestServing(steps);
   const ranker = rankOf(steps);
   if (!serving) return { step: null, ranker, queries: [] };

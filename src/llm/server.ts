@@ -45,7 +45,10 @@ const MessageSchema = z.object({
 const ResponseFormatSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('text') }),
   z.object({ type: z.literal('json_object') }),
-  z.object({ type: z.literal('json_schema'), json_schema: z.object({ name: z.string().optional(), schema: z.record(z.string(), z.unknown()), strict: z.boolean().nullish() }) }),
+  z.object({
+    type: z.literal('json_schema'),
+    json_schema: z.object({ name: z.string().optional(), schema: z.record(z.string(), z.unknown()), strict: z.boolean().nullish() }),
+  }),
 ]);
 
 /** The request body; fields OpenAI defines that change nothing here (user, logprobs, …) are ignored. */
@@ -122,11 +125,24 @@ export interface LlmServerStats {
   engineSeconds: number;
 }
 
-export function createLlmServer(engine: Engine, log: Logger, options: LlmServerOptions = {}, connections?: ConnectionLimits): { app: FastifyInstance; stats: LlmServerStats } {
+export function createLlmServer(
+  engine: Engine,
+  log: Logger,
+  options: LlmServerOptions = {},
+  connections?: ConnectionLimits,
+): { app: FastifyInstance; stats: LlmServerStats } {
   const o = parseOrThrow(LlmServerOptionsSchema, options, 'INVALID_ARGUMENT', 'llm serve');
   const app = createApp({ bodyLimit: o.bodyLimit, log, metrics: createServerMetrics(), ...(connections ? { connections } : {}) });
   const queue = new OneAtATime(o.queueSize);
-  const stats: LlmServerStats = { requests: 0, completions: 0, completionTokens: 0, skipped: 0, rejected: 0, timedOut: 0, engineSeconds: 0 };
+  const stats: LlmServerStats = {
+    requests: 0,
+    completions: 0,
+    completionTokens: 0,
+    skipped: 0,
+    rejected: 0,
+    timedOut: 0,
+    engineSeconds: 0,
+  };
   const created = Math.floor(Date.now() / 1000);
 
   // Error bodies in OpenAI's shape too: `type` and `param` beside cogr's `code`, `message`, `details`.
@@ -165,11 +181,13 @@ export function createLlmServer(engine: Engine, log: Logger, options: LlmServerO
   app.post('/v1/chat/completions', async (req: FastifyRequest, reply: FastifyReply) => {
     stats.requests++;
     const body = parseOrThrow(ChatRequestSchema, req.body, 'INVALID_BODY');
-    if (body.stream === true) throw cogrError('INVALID_BODY', 'stream: streaming is not supported by cogr llm serve (send stream: false)', { field: 'stream' });
+    if (body.stream === true)
+      throw cogrError('INVALID_BODY', 'stream: streaming is not supported by cogr llm serve (send stream: false)', { field: 'stream' });
     const n = body.n ?? 1;
     if (n > o.maxN) throw cogrError('INVALID_BODY', `n: at most ${o.maxN} choices per request, got ${n}`, { field: 'n' });
     const asked = body.max_completion_tokens ?? body.max_tokens;
-    if (asked !== undefined && asked > o.maxTokens) throw cogrError('INVALID_BODY', `max_tokens: at most ${o.maxTokens}, got ${asked}`, { field: 'max_tokens' });
+    if (asked !== undefined && asked > o.maxTokens)
+      throw cogrError('INVALID_BODY', `max_tokens: at most ${o.maxTokens}, got ${asked}`, { field: 'max_tokens' });
     const messages: EngineMessage[] = body.messages.map((m) => ({
       role: m.role === 'developer' ? 'system' : m.role,
       content: typeof m.content === 'string' ? m.content : m.content.map((p) => p.text).join(''),
@@ -185,7 +203,12 @@ export function createLlmServer(engine: Engine, log: Logger, options: LlmServerO
       );
     }
     const rf = body.response_format;
-    const format: CompletionParams['format'] = rf?.type === 'json_schema' ? { kind: 'json_schema', schema: rf.json_schema.schema } : rf?.type === 'json_object' ? { kind: 'json' } : undefined;
+    const format: CompletionParams['format'] =
+      rf?.type === 'json_schema'
+        ? { kind: 'json_schema', schema: rf.json_schema.schema }
+        : rf?.type === 'json_object'
+          ? { kind: 'json' }
+          : undefined;
     const stop = body.stop == null ? [] : typeof body.stop === 'string' ? [body.stop] : body.stop;
     const seed0 = body.seed ?? randomInt(0, 2 ** 31 - 1);
 
@@ -210,7 +233,18 @@ export function createLlmServer(engine: Engine, log: Logger, options: LlmServerO
               for (let i = 0; i < n; i++) {
                 if (ctl.signal.aborted) throw ctl.signal.reason;
                 const t0 = performance.now();
-                const c = await engine.complete(messages, { temperature: body.temperature ?? 1, topP: body.top_p ?? 1, maxTokens, seed: (seed0 + i) % 2 ** 31, stop, ...(format ? { format } : {}) }, ctl.signal);
+                const c = await engine.complete(
+                  messages,
+                  {
+                    temperature: body.temperature ?? 1,
+                    topP: body.top_p ?? 1,
+                    maxTokens,
+                    seed: (seed0 + i) % 2 ** 31,
+                    stop,
+                    ...(format ? { format } : {}),
+                  },
+                  ctl.signal,
+                );
                 stats.engineSeconds += (performance.now() - t0) / 1000;
                 stats.completions++;
                 stats.completionTokens += c.completionTokens;
@@ -230,18 +264,31 @@ export function createLlmServer(engine: Engine, log: Logger, options: LlmServerO
         object: 'chat.completion',
         created: Math.floor(Date.now() / 1000),
         model: engine.id,
-        choices: choices.map((c, index) => ({ index, message: { role: 'assistant', content: c.text }, logprobs: null, finish_reason: c.finishReason })),
+        choices: choices.map((c, index) => ({
+          index,
+          message: { role: 'assistant', content: c.text },
+          logprobs: null,
+          finish_reason: c.finishReason,
+        })),
         usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
       };
     } catch (e) {
       if (e === 'full') {
         stats.rejected++;
         reply.header('retry-after', '1');
-        throw cogrError('OVERLOADED', `the queue is full (${o.queueSize} request(s) waiting beside the one being generated): retry later or send fewer at once`, { queueSize: o.queueSize });
+        throw cogrError(
+          'OVERLOADED',
+          `the queue is full (${o.queueSize} request(s) waiting beside the one being generated): retry later or send fewer at once`,
+          { queueSize: o.queueSize },
+        );
       }
       if (e === 'deadline') {
         stats.timedOut++;
-        throw cogrError('DEADLINE_EXCEEDED', `not answered within ${o.requestTimeoutMs} ms of arrival (cogr llm serve --request-timeout), queue wait included`, { timeoutMs: o.requestTimeoutMs });
+        throw cogrError(
+          'DEADLINE_EXCEEDED',
+          `not answered within ${o.requestTimeoutMs} ms of arrival (cogr llm serve --request-timeout), queue wait included`,
+          { timeoutMs: o.requestTimeoutMs },
+        );
       }
       if (e === 'client') {
         log.debug('client left; request dropped');

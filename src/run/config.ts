@@ -46,19 +46,56 @@ const r = DEFAULTS.run;
 export const RUN_OPTIONS = {
   dataset: opt(z.string().min(1), true),
   format: opt(z.string().optional(), true),
-  seed: opt(z.number().int().nonnegative().default(r.seed), true, { flag: '--seed <n>', help: `seed of the split, sampling and training (default ${r.seed})`, kind: 'int' }),
+  seed: opt(z.number().int().nonnegative().default(r.seed), true, {
+    flag: '--seed <n>',
+    help: `seed of the split, sampling and training (default ${r.seed})`,
+    kind: 'int',
+  }),
   /** Which held-out split: a train/eval split (fold = -1) or fold `fold` of `folds`. */
   folds: opt(z.number().int().min(2).max(20).default(r.folds), true),
   fold: opt(z.number().int().min(-1).default(-1), true),
-  evalFraction: opt(z.number().gt(0).lt(1).default(r.evalFraction), true, { flag: '--eval-fraction <x>', help: `share of judged queries held out (default ${r.evalFraction})`, kind: 'number', only: 'demo' }),
-  rounds: opt(z.number().int().min(0).max(50).default(r.rounds), false, { flag: '--rounds <n>', help: `co-evolution rounds R (paper: ${r.rounds})`, kind: 'int' }),
-  groupSize: opt(z.number().int().min(2).max(64).default(r.groupSize), true, { flag: '--group-size <n>', help: `GRPO samples per input G (paper: ${r.groupSize})`, kind: 'int' }),
-  kMax: opt(z.number().int().min(1).max(200).default(K_MAX), true, { flag: '--k-max <n>', help: `keyword budget K_max on both sides (paper: ${DEFAULTS.kMax})`, kind: 'int' }),
-  queryEpochs: opt(z.number().int().min(0).max(100).default(r.queryEpochs), true, { flag: '--query-epochs <n>', help: `query-side GRPO epochs per round (default ${r.queryEpochs}; the paper: 10)`, kind: 'int' }),
-  itemEpochs: opt(z.number().int().min(0).max(100).default(r.itemEpochs), true, { flag: '--item-epochs <n>', help: `item-side GRPO epochs per round (default ${r.itemEpochs}; the paper: 5)`, kind: 'int' }),
-  sftEpochs: opt(z.number().int().min(0).max(100).default(r.sftEpochs), true, { flag: '--sft-epochs <n>', help: 'SFT epochs', kind: 'int' }),
+  evalFraction: opt(z.number().gt(0).lt(1).default(r.evalFraction), true, {
+    flag: '--eval-fraction <x>',
+    help: `share of judged queries held out (default ${r.evalFraction})`,
+    kind: 'number',
+    only: 'demo',
+  }),
+  rounds: opt(z.number().int().min(0).max(50).default(r.rounds), false, {
+    flag: '--rounds <n>',
+    help: `co-evolution rounds R (paper: ${r.rounds})`,
+    kind: 'int',
+  }),
+  groupSize: opt(z.number().int().min(2).max(64).default(r.groupSize), true, {
+    flag: '--group-size <n>',
+    help: `GRPO samples per input G (paper: ${r.groupSize})`,
+    kind: 'int',
+  }),
+  kMax: opt(z.number().int().min(1).max(200).default(K_MAX), true, {
+    flag: '--k-max <n>',
+    help: `keyword budget K_max on both sides (paper: ${DEFAULTS.kMax})`,
+    kind: 'int',
+  }),
+  queryEpochs: opt(z.number().int().min(0).max(100).default(r.queryEpochs), true, {
+    flag: '--query-epochs <n>',
+    help: `query-side GRPO epochs per round (default ${r.queryEpochs}; the paper: 10)`,
+    kind: 'int',
+  }),
+  itemEpochs: opt(z.number().int().min(0).max(100).default(r.itemEpochs), true, {
+    flag: '--item-epochs <n>',
+    help: `item-side GRPO epochs per round (default ${r.itemEpochs}; the paper: 5)`,
+    kind: 'int',
+  }),
+  sftEpochs: opt(z.number().int().min(0).max(100).default(r.sftEpochs), true, {
+    flag: '--sft-epochs <n>',
+    help: 'SFT epochs',
+    kind: 'int',
+  }),
   /** Items sampled per item-side epoch (0 = all). */
-  itemsPerEpoch: opt(z.number().int().min(0).default(0), true, { flag: '--items-per-epoch <n>', help: 'items sampled per item-side epoch (0 = all)', kind: 'int' }),
+  itemsPerEpoch: opt(z.number().int().min(0).default(0), true, {
+    flag: '--items-per-epoch <n>',
+    help: 'items sampled per item-side epoch (0 = all)',
+    kind: 'int',
+  }),
   rolloutTemperature: opt(z.number().positive().default(DEFAULTS.decoding.rollout.temperature), true),
   decodeTemperature: opt(z.number().positive().default(DEFAULTS.decoding.index.temperature), true),
   /**
@@ -66,13 +103,25 @@ export const RUN_OPTIONS = {
    * sequence with its stop rule: stable across generations, the default) or 'sample'
    * (temperature `decodeTemperature`, seeded per entity, as the paper does with LLMs).
    */
-  decode: opt(z.enum(['greedy', 'sample']).default('greedy'), true, { flag: '--decode <mode>', help: 'indexing/evaluation decoding: greedy | sample', kind: 'string' }),
+  decode: opt(z.enum(['greedy', 'sample']).default('greedy'), true, {
+    flag: '--decode <mode>',
+    help: 'indexing/evaluation decoding: greedy | sample',
+    kind: 'string',
+  }),
   /** Nucleus mass of indexing and evaluation decoding when decode is 'sample' (rollouts are not truncated). */
   topP: opt(z.number().gt(0).max(1).default(DEFAULTS.decoding.index.topP), true),
   lr: opt(z.number().positive().default(r.lr), true, { flag: '--lr <x>', help: 'learning rate of the GRPO updates', kind: 'number' }),
   clip: opt(z.number().positive().default(r.clip), true),
-  klCoef: opt(z.number().nonnegative().default(r.klCoef), true, { flag: '--kl <x>', help: 'KL coefficient to the SFT policy', kind: 'number' }),
-  beta: opt(z.number().positive().default(r.beta), true, { flag: '--beta <x>', help: 'F-beta instead of F1 in the rewards and metrics', kind: 'number' }),
+  klCoef: opt(z.number().nonnegative().default(r.klCoef), true, {
+    flag: '--kl <x>',
+    help: 'KL coefficient to the SFT policy',
+    kind: 'number',
+  }),
+  beta: opt(z.number().positive().default(r.beta), true, {
+    flag: '--beta <x>',
+    help: 'F-beta instead of F1 in the rewards and metrics',
+    kind: 'number',
+  }),
   /** SFT: keywords per item (M) from the base generator, or 'auto' (the M of DEFAULTS.sft.itemKeywordsGrid with the best training F1). */
   sftItemKeywords: opt(z.union([z.number().int().min(1).max(200), z.literal('auto')]).default('auto'), true, {
     flag: '--sft-item-keywords <m>',
@@ -80,7 +129,11 @@ export const RUN_OPTIONS = {
     kind: 'intOrAuto',
   }),
   /** How keywords are matched (index/text/analyzer.ts). */
-  analyzer: opt(z.enum(ANALYZERS).default(DEFAULT_ANALYZER), true, { flag: '--analyzer <name>', help: `how keywords match: english (Porter2 stems) | none (surface forms) (default ${DEFAULT_ANALYZER})`, kind: 'string' }),
+  analyzer: opt(z.enum(ANALYZERS).default(DEFAULT_ANALYZER), true, {
+    flag: '--analyzer <name>',
+    help: `how keywords match: english (Porter2 stems) | none (surface forms) (default ${DEFAULT_ANALYZER})`,
+    kind: 'string',
+  }),
   /** Share of the training queries carved out (seeded) as the dev split that decides which half-rounds are adopted. */
   devFraction: opt(z.number().min(0).max(0.5).default(r.devFraction), true, {
     flag: '--dev-fraction <x>',
@@ -88,7 +141,11 @@ export const RUN_OPTIONS = {
     kind: 'number',
   }),
   /** The adoption test's z: a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (run/state.ts adoptionTest). */
-  adoptZ: opt(z.number().min(0).max(10).default(r.adoptZ), true, { flag: '--adopt-z <z>', help: `a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (default ${r.adoptZ})`, kind: 'number' }),
+  adoptZ: opt(z.number().min(0).max(10).default(r.adoptZ), true, {
+    flag: '--adopt-z <z>',
+    help: `a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors (default ${r.adoptZ})`,
+    kind: 'number',
+  }),
   /**
    * The queries the adoption test pairs: 'dev' or 'pooled' (the dev queries and the core
    * training queries planned and searched as held out, with the dev gain alone still ≥ 0).
@@ -114,7 +171,11 @@ export const RUN_OPTIONS = {
   /** The query planner: items whose keywords are candidates, the scale λ of its log-gain, its GRPO learning rate and parameters. */
   plannerTopItems: opt(z.number().int().min(1).max(10_000).default(DEFAULTS.planner.topItems), true),
   plannerLambda: opt(z.number().positive().default(DEFAULTS.planner.lambda), true),
-  plannerLr: opt(z.number().positive().default(DEFAULTS.planner.lr), true, { flag: '--planner-lr <x>', help: `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`, kind: 'number' }),
+  plannerLr: opt(z.number().positive().default(DEFAULTS.planner.lr), true, {
+    flag: '--planner-lr <x>',
+    help: `learning rate of the planner's GRPO (default ${DEFAULTS.planner.lr})`,
+    kind: 'number',
+  }),
   plannerParams: opt(z.enum(['all', 'terms', 'global']).default(DEFAULTS.planner.grpoParams), true, {
     flag: '--planner-params <which>',
     help: `what the planner's GRPO moves: global (stop term and α) | terms (per-keyword terms) | all (and the relevance weights) (default ${DEFAULTS.planner.grpoParams})`,
@@ -154,7 +215,11 @@ export const RUN_OPTIONS = {
   }),
   /** A training query "ranks an item high" when the item is among its top this-many by relevance. */
   itemRankDepth: opt(z.number().int().min(0).max(1000).default(r.itemRankDepth), true),
-  workers: opt(z.number().int().min(1).max(64).optional(), false, { flag: '--workers <n>', help: 'reward worker threads (default: number of cores)', kind: 'int' }),
+  workers: opt(z.number().int().min(1).max(64).optional(), false, {
+    flag: '--workers <n>',
+    help: 'reward worker threads (default: number of cores)',
+    kind: 'int',
+  }),
   dropDegenerateGroups: opt(z.boolean().default(r.dropDegenerateGroups), true),
   /**
    * GRPO groups: 'exact' (each input's G samples) or 'semantic' (CoSearch: inputs whose
@@ -166,7 +231,11 @@ export const RUN_OPTIONS = {
     help: 'GRPO groups: exact (each input) | semantic (near-identical inputs pooled, CoSearch; default exact)',
     kind: 'string',
   }),
-  groupingDelta: opt(z.number().gt(0).max(1).default(DEFAULTS.grouping.delta), true, { flag: '--grouping-delta <x>', help: `semantic grouping: token-F1 threshold δ (default ${DEFAULTS.grouping.delta})`, kind: 'number' }),
+  groupingDelta: opt(z.number().gt(0).max(1).default(DEFAULTS.grouping.delta), true, {
+    flag: '--grouping-delta <x>',
+    help: `semantic grouping: token-F1 threshold δ (default ${DEFAULTS.grouping.delta})`,
+    kind: 'number',
+  }),
   groupingMinSize: opt(z.number().int().min(2).default(DEFAULTS.grouping.minSize), true),
   /**
    * How matched sets are ranked (generators/planner/ranking.ts): 'auto' (the ranker with
@@ -184,7 +253,11 @@ export const RUN_OPTIONS = {
 type RunOptionKey = keyof typeof RUN_OPTIONS;
 
 export const RunConfigSchema = z
-  .object(Object.fromEntries(Object.entries(RUN_OPTIONS).map(([k, o]) => [k, o.schema])) as { [K in RunOptionKey]: (typeof RUN_OPTIONS)[K]['schema'] })
+  .object(
+    Object.fromEntries(Object.entries(RUN_OPTIONS).map(([k, o]) => [k, o.schema])) as {
+      [K in RunOptionKey]: (typeof RUN_OPTIONS)[K]['schema'];
+    },
+  )
   .strict();
 
 export type RunConfig = z.output<typeof RunConfigSchema>;
@@ -197,7 +270,8 @@ const STORED_BEFORE: Partial<RunConfigInput> = { adoptOn: 'dev', floor: 'none', 
 
 /** A stored run config, validated; fields it predates get the behaviour it ran with (STORED_BEFORE), later ones their defaults. */
 export function parseStoredConfig(raw: unknown): ReturnType<typeof RunConfigSchema.safeParse> {
-  const withLegacy = raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { ...STORED_BEFORE, ...(raw as Record<string, unknown>) } : raw;
+  const withLegacy =
+    raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { ...STORED_BEFORE, ...(raw as Record<string, unknown>) } : raw;
   return RunConfigSchema.safeParse(withLegacy);
 }
 export type RunConfigInput = z.input<typeof RunConfigSchema>;
@@ -212,12 +286,15 @@ export function parseRunConfig(input: unknown): RunConfig {
  * Fields whose change makes a stored run a different experiment (refused on resume).
  * `rounds` is not one of them: asking for more rounds extends a finished run.
  */
-export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = (Object.keys(RUN_OPTIONS) as RunOptionKey[]).filter((k) => RUN_OPTIONS[k].identity);
+export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = (Object.keys(RUN_OPTIONS) as RunOptionKey[]).filter(
+  (k) => RUN_OPTIONS[k].identity,
+);
 
 export function configDifferences(stored: RunConfig, wanted: RunConfig): string[] {
   const out: string[] = [];
   for (const k of IDENTITY_FIELDS) {
-    if (JSON.stringify(stored[k]) !== JSON.stringify(wanted[k])) out.push(`${k}: stored ${JSON.stringify(stored[k])}, asked ${JSON.stringify(wanted[k])}`);
+    if (JSON.stringify(stored[k]) !== JSON.stringify(wanted[k]))
+      out.push(`${k}: stored ${JSON.stringify(stored[k])}, asked ${JSON.stringify(wanted[k])}`);
   }
   return out;
 }

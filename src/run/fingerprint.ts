@@ -83,7 +83,13 @@ export function fingerprintChanges(stored: DataFingerprint, now: DataFingerprint
  * Refuse a stored run's resume on data other than its own (INVALID_ARGUMENT naming what
  * changed: items / queries / judgements / split).
  */
-export function checkRunData(dbPath: string, dataset: string, stored: DataFingerprint, now: DataFingerprint, next = 'resuming would mix results on two datasets: start over with --fresh, use another --db, or restore the data'): void {
+export function checkRunData(
+  dbPath: string,
+  dataset: string,
+  stored: DataFingerprint,
+  now: DataFingerprint,
+  next = 'resuming would mix results on two datasets: start over with --fresh, use another --db, or restore the data',
+): void {
   const changes = fingerprintChanges(stored, now);
   if (changes.length === 0) return;
   throw cogrError(

@@ -101,7 +101,12 @@ export async function readPlannerDocument(store: KeyValueStore, round: number): 
 }
 
 /** Load the query planner of a round (`'latest'`: the highest saved) over the run's items. */
-export async function loadPlanner(store: KeyValueStore, round: number | 'latest', items: readonly RelevanceItem[], reuse?: RelevanceModel | null): Promise<KeywordPlanner> {
+export async function loadPlanner(
+  store: KeyValueStore,
+  round: number | 'latest',
+  items: readonly RelevanceItem[],
+  reuse?: RelevanceModel | null,
+): Promise<KeywordPlanner> {
   const r = await resolveRound(store, 'planner', round, 'query planner', 'run cogr demo, cogr evolve or cogr sft first');
   const json = await store.get(roundKey('planner', r));
   if (json === undefined) {

@@ -47,11 +47,16 @@ export async function publishRunState(db: CogrDb, values: Omit<PublishedRun, 'fo
 
 function checkVersion(raw: unknown, what: string, format: string, file: string): Record<string, unknown> {
   const doc = raw as Record<string, unknown> | null;
-  if (!doc || typeof doc !== 'object' || doc.format !== format) throw cogrError('DB_CORRUPT', `${what}: file ${file} is not a ${format} document`, { file });
+  if (!doc || typeof doc !== 'object' || doc.format !== format)
+    throw cogrError('DB_CORRUPT', `${what}: file ${file} is not a ${format} document`, { file });
   if (doc.version !== PUBLISHED_FORMAT_VERSION) {
-    throw cogrError('DB_VERSION', `${what}: file ${file} has format version ${JSON.stringify(doc.version)}, this cogr reads version ${PUBLISHED_FORMAT_VERSION}; rewrite it with \`cogr verify --repair\``, {
-      file,
-    });
+    throw cogrError(
+      'DB_VERSION',
+      `${what}: file ${file} has format version ${JSON.stringify(doc.version)}, this cogr reads version ${PUBLISHED_FORMAT_VERSION}; rewrite it with \`cogr verify --repair\``,
+      {
+        file,
+      },
+    );
   }
   return doc;
 }
@@ -66,7 +71,10 @@ export async function readPublishedRun(dbPath: string): Promise<PublishedRun | n
 
 /** The file of a policy-store key. */
 export function policyFile(dbPath: string, key: string): string {
-  return join(publishedDir(dbPath), `policy-${key.replace(/[^A-Za-z0-9_-]/g, (c) => (c === ':' ? '-' : `%${c.charCodeAt(0).toString(16)}`))}.json`);
+  return join(
+    publishedDir(dbPath),
+    `policy-${key.replace(/[^A-Za-z0-9_-]/g, (c) => (c === ':' ? '-' : `%${c.charCodeAt(0).toString(16)}`))}.json`,
+  );
 }
 
 /** Publish one policy-store value. */
@@ -95,7 +103,8 @@ export function publishedPolicyStore(dbPath: string): KeyValueStore {
       const raw = await readSealedJson(file, `the policy value ${JSON.stringify(key)}`);
       if (raw === undefined) return undefined;
       const doc = checkVersion(raw, `the policy value ${JSON.stringify(key)}`, 'cogr-policy-value', file);
-      if (doc.key !== key) throw cogrError('DB_CORRUPT', `the policy value ${JSON.stringify(key)}: file ${file} holds ${JSON.stringify(doc.key)}`, { file });
+      if (doc.key !== key)
+        throw cogrError('DB_CORRUPT', `the policy value ${JSON.stringify(key)}: file ${file} holds ${JSON.stringify(doc.key)}`, { file });
       return doc.value;
     },
     async put(): Promise<void> {

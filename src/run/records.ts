@@ -52,7 +52,6 @@ export interface RankChoice {
   on: { queries: number; rankings: Record<Ranker, RankingMetrics> } | null;
 }
 
-
 /**
  * The floor of the served set (generators/planner/ranking.ts servedSet): every matched set
  * gains the top `floor` items by p(item | query), and a query whose keywords match nothing

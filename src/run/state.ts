@@ -28,7 +28,17 @@ import { parseStoredConfig, type RunConfig } from './config.ts';
 import { checkRunData, dataFingerprint, parseFingerprint, type DataFingerprint } from './fingerprint.ts';
 import { publishRunState, readPublishedRun } from './published.ts';
 import type { DevMetrics, ImportRecord, QuerySetF, RunSplit, StepRecord } from './records.ts';
-export type { HeldOutMetrics, DevMetrics, RankChoice, SetFloor, QuerySetF, TrainStats, ImportRecord, StepRecord, RunSplit } from './records.ts';
+export type {
+  HeldOutMetrics,
+  DevMetrics,
+  RankChoice,
+  SetFloor,
+  QuerySetF,
+  TrainStats,
+  ImportRecord,
+  StepRecord,
+  RunSplit,
+} from './records.ts';
 
 export const RUN_SUBLEVEL = 'run';
 /** 2: dev split, adoption per step, the query planner (run-state 1 runs are refused). */
@@ -42,17 +52,29 @@ export const RUN_STATE_VERSION = 2;
  * so a dev F1 that falls is never adopted, and neither is a rise within the noise of a few
  * dev queries (z = 0: any rise or tie is adopted). Without dev queries every step is.
  */
-export function adoptionTest(candidate: DevMetrics | null, best: DevMetrics | null, z: number, pooled?: { candidate: QuerySetF | null | undefined; best: QuerySetF | null | undefined }): { adopted: boolean; gain: number; se: number; queries?: number } {
-  if (!candidate || !best || candidate.perQuery.length === 0 || candidate.perQuery.length !== best.perQuery.length) return { adopted: true, gain: 0, se: 0 };
+export function adoptionTest(
+  candidate: DevMetrics | null,
+  best: DevMetrics | null,
+  z: number,
+  pooled?: { candidate: QuerySetF | null | undefined; best: QuerySetF | null | undefined },
+): { adopted: boolean; gain: number; se: number; queries?: number } {
+  if (!candidate || !best || candidate.perQuery.length === 0 || candidate.perQuery.length !== best.perQuery.length)
+    return { adopted: true, gain: 0, se: 0 };
   const d = candidate.perQuery.map((f, i) => f - best.perQuery[i]);
   const dev = meanSe(d);
   const pc = pooled?.candidate;
   const pb = pooled?.best;
-  if (!pc || !pb || pc.perQuery.length === 0 || pc.perQuery.length !== pb.perQuery.length) return { adopted: dev.mean >= 0 && dev.mean >= z * dev.se, gain: dev.mean, se: dev.se };
+  if (!pc || !pb || pc.perQuery.length === 0 || pc.perQuery.length !== pb.perQuery.length)
+    return { adopted: dev.mean >= 0 && dev.mean >= z * dev.se, gain: dev.mean, se: dev.se };
   // Pooled: the dev queries and the core training queries scored as held out, paired per query;
   // the dev gain alone must still not be negative.
   const all = meanSe([...d, ...pc.perQuery.map((f, i) => f - pb.perQuery[i])]);
-  return { adopted: dev.mean >= 0 && all.mean >= 0 && all.mean >= z * all.se, gain: all.mean, se: all.se, queries: d.length + pc.perQuery.length };
+  return {
+    adopted: dev.mean >= 0 && all.mean >= 0 && all.mean >= z * all.se,
+    gain: all.mean,
+    se: all.se,
+    queries: d.length + pc.perQuery.length,
+  };
 }
 
 function meanSe(d: readonly number[]): { mean: number; se: number } {
@@ -247,7 +269,9 @@ export function bestStep(steps: readonly StepRecord[]): StepRecord | null {
  * query planner it used (the last adopted query-side step up to it; SFT = 0). Null when
  * no step is adopted.
  */
-export function bestServing(steps: readonly StepRecord[]): { step: string; round: number; itemGeneration: number; queryGeneration: number; plannerRound: number } | null {
+export function bestServing(
+  steps: readonly StepRecord[],
+): { step: string; round: number; itemGeneration: number; queryGeneration: number; plannerRound: number } | null {
   const best = bestStep(steps);
   if (!best) return null;
   const plannerRound = generatorRound(steps.slice(0, steps.indexOf(best) + 1), 'query');
@@ -259,7 +283,8 @@ export async function readStoredRun(db: CogrDb): Promise<StoredRun> {
   const state = new RunState(db);
   const config = await state.config();
   const split = await state.split();
-  if (!config || !split) throw cogrError('NOT_FOUND', `the database ${db.path} holds no co-evolution run (run cogr demo or cogr evolve first)`);
+  if (!config || !split)
+    throw cogrError('NOT_FOUND', `the database ${db.path} holds no co-evolution run (run cogr demo or cogr evolve first)`);
   return { config, split, steps: await state.steps() };
 }
 
@@ -278,7 +303,11 @@ export async function checkStoredRunData(db: CogrDb, run: StoredRun, corpus: Cor
  * item generation and (item side) query generation, and the rounds of the generators it
  * starts from (the last adopted step that trained each; SFT = 0).
  */
-export function frozenFor(run: StoredRun, side: Side, round: number): { base: string; itemGeneration: number; queryGeneration: number | null; plannerRound: number; itemPolicyRound: number } {
+export function frozenFor(
+  run: StoredRun,
+  side: Side,
+  round: number,
+): { base: string; itemGeneration: number; queryGeneration: number | null; plannerRound: number; itemPolicyRound: number } {
   if (!Number.isInteger(round) || round < 1) throw cogrError('INVALID_ARGUMENT', `--round: expected an integer ≥ 1, got ${round}`);
   const name = `r${round}-${side}`;
   const names = stepNames(round);
@@ -286,7 +315,10 @@ export function frozenFor(run: StoredRun, side: Side, round: number): { base: st
   const before = run.steps.slice(0, at);
   if (before.length < at) {
     const missing = names[before.length];
-    throw cogrError('NOT_FOUND', `${name} builds on step ${missing}, which this run has not committed (steps: ${run.steps.map((s) => s.step).join(', ') || 'none'})`);
+    throw cogrError(
+      'NOT_FOUND',
+      `${name} builds on step ${missing}, which this run has not committed (steps: ${run.steps.map((s) => s.step).join(', ') || 'none'})`,
+    );
   }
   const base = bestStep(before);
   if (!base) throw cogrError('NOT_FOUND', `${name} needs an adopted step before it`);
@@ -335,7 +367,12 @@ export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
   }
   const r = parseStoredConfig(doc.config);
   if (!r.success) throw schemaError('DB_CORRUPT', r.error, { what: `the published run config of ${dbPath} does not validate` });
-  return { config: r.data, split: doc.split, steps: doc.steps, ...(doc.data !== undefined ? { data: parseFingerprint(doc.data, dbPath) } : {}) };
+  return {
+    config: r.data,
+    split: doc.split,
+    steps: doc.steps,
+    ...(doc.data !== undefined ? { data: parseFingerprint(doc.data, dbPath) } : {}),
+  };
 }
 
 /**
@@ -344,6 +381,12 @@ export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
  */
 export function checkPublishedRunData(dbPath: string, run: StoredRun, corpus: Corpus): void {
   if (run.data) {
-    checkRunData(dbPath, run.config.dataset, run.data, dataFingerprint(corpus, run.split), "serving it would pair the run's generations with other data: restore the data, name a dataset with --dataset, or rerun the run with --fresh");
+    checkRunData(
+      dbPath,
+      run.config.dataset,
+      run.data,
+      dataFingerprint(corpus, run.split),
+      "serving it would pair the run's generations with other data: restore the data, name a dataset with --dataset, or rerun the run with --fresh",
+    );
   }
 }

@@ -78,7 +78,9 @@ interface FileState<T> {
 function stepLines(steps: readonly StepRecord[], held: ReadonlySet<string>): CheckLine[] {
   const out: CheckLine[] = [];
   for (const s of steps) {
-    const gone = (['item', 'query'] as const).filter((side) => !held.has(`${side}:${side === 'item' ? s.itemGeneration : s.queryGeneration}`));
+    const gone = (['item', 'query'] as const).filter(
+      (side) => !held.has(`${side}:${side === 'item' ? s.itemGeneration : s.queryGeneration}`),
+    );
     if (gone.length === 0) continue;
     out.push({
       what: `step ${s.step}`,
@@ -102,7 +104,11 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
     for (const g of nums) {
       try {
         const { manifest, view } = await files.load(side, g);
-        gens.set(`${side}:${g}`, { ok: true, value: { info: publicInfo(manifest), entries: view.entries() }, detail: `${manifest.files.map((f) => `${f.name} (${f.bytes} bytes)`).join(', ')} pass their SHA-256` });
+        gens.set(`${side}:${g}`, {
+          ok: true,
+          value: { info: publicInfo(manifest), entries: view.entries() },
+          detail: `${manifest.files.map((f) => `${f.name} (${f.bytes} bytes)`).join(', ')} pass their SHA-256`,
+        });
       } catch (e) {
         gens.set(`${side}:${g}`, { ok: false, detail: message(e) });
       }
@@ -187,7 +193,11 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
             }
             lines.push(line);
           } else if (!entries || !same(file.value!.entries, entries) || !same(file.value!.info, info)) {
-            lines.push({ what, status: 'differs', detail: `the files pass their check, the database reads otherwise${readError ? ` (${readError})` : ''}: the database is damaged` });
+            lines.push({
+              what,
+              status: 'differs',
+              detail: `the files pass their check, the database reads otherwise${readError ? ` (${readError})` : ''}: the database is damaged`,
+            });
           } else {
             lines.push({ what, status: 'ok', detail: `${file.detail}; the database holds the same ${entries.length} entities` });
           }
@@ -231,7 +241,11 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
               ? { what: 'run state', status: 'lost', detail: 'run.json holds a run, the database does not' }
               : same(Object.fromEntries(Object.keys(expected).map((k) => [k, (run!.value as Record<string, unknown>)[k]])), expected)
                 ? { what: 'run state', status: 'ok', detail: `${run.detail}; the database holds the same run` }
-                : { what: 'run state', status: 'lost', detail: 'run.json passes its check but holds more or other steps than the database (it lost committed data)' };
+                : {
+                    what: 'run state',
+                    status: 'lost',
+                    detail: 'run.json passes its check but holds more or other steps than the database (it lost committed data)',
+                  };
         if (opts.repair && line.status !== 'ok') {
           if (hasRun) {
             await state.publish();
@@ -268,7 +282,11 @@ export async function verifyProject(dbPath: string, opts: { repair?: boolean } =
       }
       for (const [key, file] of policyFiles) {
         if (seen.has(key)) continue;
-        const line: CheckLine = { what: `policy ${key}`, status: 'lost', detail: `${file.ok ? 'its file passes its check' : file.detail}; the database does not hold it` };
+        const line: CheckLine = {
+          what: `policy ${key}`,
+          status: 'lost',
+          detail: `${file.ok ? 'its file passes its check' : file.detail}; the database does not hold it`,
+        };
         if (opts.repair) {
           await rm(file.file, { force: true });
           line.repaired = 'file removed';

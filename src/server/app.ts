@@ -47,7 +47,12 @@ export const SearchLimitsSchema = z.strictObject({
   maxQueryLength: z.number().int().min(1).max(100_000).default(DEFAULTS.serve.maxQueryLength),
   maxK: z.number().int().min(1).max(1_000_000).default(DEFAULTS.serve.maxK),
   defaultK: z.number().int().min(1).default(DEFAULTS.serve.defaultK),
-  bodyLimit: z.number().int().min(256).max(64 * 1024 * 1024).default(DEFAULTS.serve.bodyLimit),
+  bodyLimit: z
+    .number()
+    .int()
+    .min(256)
+    .max(64 * 1024 * 1024)
+    .default(DEFAULTS.serve.bodyLimit),
   keywordBudgetMs: z.number().int().min(1).max(600_000).default(DEFAULTS.serve.keywordBudgetMs),
   cacheSize: z.number().int().min(0).default(DEFAULTS.serve.keywordCacheSize),
   maxProgramDepth: z.number().int().min(1).max(64).default(8),
@@ -136,7 +141,13 @@ const ExplainSchema = z.object({
   avgDocLength: z.number(),
   terms: z.array(z.object({ word: z.string(), tf: z.number(), df: z.number(), idf: z.number(), contribution: z.number() })),
   formula: z.string(),
-  ranking: z.object({ ranker: z.enum(RANKERS), score: z.number().describe("the ranker's score: p(item | query), normalised text BM25, or keyword-bag BM25"), keywordScore: z.number().describe('keyword-bag BM25 (the formula above)') }).optional(),
+  ranking: z
+    .object({
+      ranker: z.enum(RANKERS),
+      score: z.number().describe("the ranker's score: p(item | query), normalised text BM25, or keyword-bag BM25"),
+      keywordScore: z.number().describe('keyword-bag BM25 (the formula above)'),
+    })
+    .optional(),
 });
 /** Which ranker ordered the served set, what chose it, the floor, and the empty-plan fallback (generators/planner/ranking.ts). */
 const RankingInfoSchema = z.object({
@@ -158,14 +169,18 @@ const KeywordsUsedSchema = z.object({
 const FallbackSchema = z
   .object({ reason: z.enum(['timeout', 'busy', 'error', 'no_generator', 'empty', 'no_terms']), message: z.string() })
   .nullable()
-  .describe('why the generated keywords are missing; no_terms: the text has no searchable term (blank, stop words only, or no word the served items know), and nothing is matched for it');
+  .describe(
+    'why the generated keywords are missing; no_terms: the text has no searchable term (blank, stop words only, or no word the served items know), and nothing is matched for it',
+  );
 export const SearchResponseSchema = z.object({
   round: z.number().nullable(),
   generation: z.number(),
   query: z.string(),
   keywords: KeywordsUsedSchema,
   fallback: FallbackSchema,
-  ranking: RankingInfoSchema.optional().describe("how the served set was ordered: the ranker, what chose it (the run's choice at SFT, --rank, or the default), the floor m, and 'empty_plan' when the keywords matched nothing and the top items by p were served instead"),
+  ranking: RankingInfoSchema.optional().describe(
+    "how the served set was ordered: the ranker, what chose it (the run's choice at SFT, --rank, or the default), the floor m, and 'empty_plan' when the keywords matched nothing and the top items by p were served instead",
+  ),
   matched: z.number().describe('size of the served set: the whole matched set (with the floor, when the run has one)'),
   items: z.array(HitSchema),
 });
@@ -211,7 +226,10 @@ const KeywordsResponseSchema = z.object({
 });
 const DriftQuerySchema = z.strictObject({
   from: z.string().regex(/^\d+$/, 'expected a generation number').optional(),
-  to: z.string().regex(/^(\d+|latest)$/, 'expected a generation number or latest').optional(),
+  to: z
+    .string()
+    .regex(/^(\d+|latest)$/, 'expected a generation number or latest')
+    .optional(),
   limit: z.string().regex(/^\d+$/, 'expected a positive integer').optional(),
 });
 const DriftResponseSchema = z.object({
@@ -286,9 +304,31 @@ export function searchRouteDocs(l: SearchLimits, conv: SchemaConverter): RouteDo
       response: ProgramResponseSchema,
       errors: [400, 413, 415],
     },
-    { method: 'get', path: '/v1/items/{id}', tag: 'index', summary: "An item's keywords in every generation held", params: s.itemParams, response: ItemResponseSchema, errors: [404] },
-    { method: 'get', path: '/v1/keywords', tag: 'index', summary: 'Vocabulary look-up by word prefix', query: s.keywordsQuery, response: KeywordsResponseSchema, errors: [400] },
-    { method: 'get', path: '/v1/generations', tag: 'index', summary: 'Committed generations and the served one', response: GenerationsResponseSchema },
+    {
+      method: 'get',
+      path: '/v1/items/{id}',
+      tag: 'index',
+      summary: "An item's keywords in every generation held",
+      params: s.itemParams,
+      response: ItemResponseSchema,
+      errors: [404],
+    },
+    {
+      method: 'get',
+      path: '/v1/keywords',
+      tag: 'index',
+      summary: 'Vocabulary look-up by word prefix',
+      query: s.keywordsQuery,
+      response: KeywordsResponseSchema,
+      errors: [400],
+    },
+    {
+      method: 'get',
+      path: '/v1/generations',
+      tag: 'index',
+      summary: 'Committed generations and the served one',
+      response: GenerationsResponseSchema,
+    },
     {
       method: 'get',
       path: '/v1/drift',
@@ -325,7 +365,9 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   live.onSwap((s) => setGauge(s));
   // The first snapshot's structures are built now; the server is ready (and listens) once
   // they are, so no first request waits for them.
-  const firstPrepared = caches.prepare(live.get()).catch((e: unknown) => log.warn("building the look-up structures failed", { error: e instanceof Error ? e.message : String(e) }));
+  const firstPrepared = caches
+    .prepare(live.get())
+    .catch((e: unknown) => log.warn('building the look-up structures failed', { error: e instanceof Error ? e.message : String(e) }));
   live.onPrepare((s) => caches.prepare(s));
   live.onReload((o) => metrics.reloads.inc({ outcome: o.error ? `failed_${o.error.code}` : o.swapped ? 'swapped' : 'unchanged' }));
 
@@ -338,14 +380,17 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     {
       title: 'cogr search API',
       version: '1',
-      description: 'Keyword co-evolution retrieval: search a trained round over HTTP. Errors have the shape {error: {code, message, details}}.',
+      description:
+        'Keyword co-evolution retrieval: search a trained round over HTTP. Errors have the shape {error: {code, message, details}}.',
     },
     searchRouteDocs(limits, conv),
     conv,
   );
   const docsHtml = renderDocsHtml(openapi);
 
-  const rankedCache = new LruCache<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }>(limits.cacheSize);
+  const rankedCache = new LruCache<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }>(
+    limits.cacheSize,
+  );
   const resolveText = (snap: Snapshot, version: number, text: string): Promise<ResolvedKeywords> =>
     resolver.resolve(snap.keywordSource, version, text);
 
@@ -359,7 +404,8 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     const noTerms = kw.fallback?.reason === 'no_terms';
     // The served set's order and floor (the run's choice): from the planner in the keyword workers, else keyword-bag BM25.
     const ranked = noTerms ? null : await rankServed(snap, version, p.q, kw.keywords, p.k);
-    const res = ranked === null ? { matched: 0, items: [] as { id: string; score: number }[] } : (ranked.set ?? snap.item.search(probe, { k: p.k }));
+    const res =
+      ranked === null ? { matched: 0, items: [] as { id: string; score: number }[] } : (ranked.set ?? snap.item.search(probe, { k: p.k }));
     return {
       round: snap.round,
       generation: snap.item.generation,
@@ -375,7 +421,14 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
           id: h.id,
           score: h.score,
           ...(title !== undefined ? { title } : {}),
-          ...(ex ? { explain: { ...explainJson(ex), ...(ranked ? { ranking: { ranker: ranked.info.ranker, score: h.score, keywordScore: ex.score } } : {}) } } : {}),
+          ...(ex
+            ? {
+                explain: {
+                  ...explainJson(ex),
+                  ...(ranked ? { ranking: { ranker: ranked.info.ranker, score: h.score, keywordScore: ex.score } } : {}),
+                },
+              }
+            : {}),
         };
       }),
     };
@@ -388,7 +441,13 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
    * keywords without a floor, the source cannot rank (LLM, none) or the budget ran out —
    * `info` says which ranker answered and why.
    */
-  async function rankServed(snap: Snapshot, version: number, text: string, keywords: string[], k: number): Promise<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }> {
+  async function rankServed(
+    snap: Snapshot,
+    version: number,
+    text: string,
+    keywords: string[],
+    k: number,
+  ): Promise<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }> {
     const r = snap.ranking;
     // The same snapshot, text, keywords and k always rank the same: answers are cached like the keywords.
     const key = `${version}\u0000${normalizeSelf(text)}\u0000${keywords.join('\u0001')}\u0000${k}`;
@@ -398,11 +457,27 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     if (out.set) rankedCache.set(key, out);
     return out;
   }
-  async function rankServedUncached(snap: Snapshot, text: string, keywords: string[], k: number, r: Snapshot['ranking']): Promise<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }> {
-    const info = (ranker: Ranker, fallback: string | null, reason: string | null): RankingInfo => ({ ranker, chosen: r.source, floor: r.floor.floor, fallback, ...(reason ? { reason } : {}) });
+  async function rankServedUncached(
+    snap: Snapshot,
+    text: string,
+    keywords: string[],
+    k: number,
+    r: Snapshot['ranking'],
+  ): Promise<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }> {
+    const info = (ranker: Ranker, fallback: string | null, reason: string | null): RankingInfo => ({
+      ranker,
+      chosen: r.source,
+      floor: r.floor.floor,
+      fallback,
+      ...(reason ? { reason } : {}),
+    });
     const src = snap.keywordSource;
     if (r.ranker === 'keywords' && r.floor.floor === 0 && r.floor.fallback === 0) return { set: null, info: info('keywords', null, null) };
-    if (!src?.rank) return { set: null, info: info('keywords', null, `the ${src?.name ?? 'raw-query'} keyword source cannot rank by ${r.ranker}: keyword-bag BM25`) };
+    if (!src?.rank)
+      return {
+        set: null,
+        info: info('keywords', null, `the ${src?.name ?? 'raw-query'} keyword source cannot rank by ${r.ranker}: keyword-bag BM25`),
+      };
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), limits.keywordBudgetMs);
     try {
@@ -410,7 +485,10 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
       const items = out.ordinals.map((o, i) => ({ id: snap.item.id(o), score: out.scores[i] }));
       return { set: { matched: out.matched, items }, info: info(r.ranker, out.fallback, null) };
     } catch (e) {
-      return { set: null, info: info('keywords', null, `ranking by ${r.ranker} failed (${e instanceof Error ? e.message : String(e)}): keyword-bag BM25`) };
+      return {
+        set: null,
+        info: info('keywords', null, `ranking by ${r.ranker} failed (${e instanceof Error ? e.message : String(e)}): keyword-bag BM25`),
+      };
     } finally {
       clearTimeout(timer);
     }
@@ -419,7 +497,8 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   app.post('/v1/search', async (req) => {
     const snap = live.get();
     const version = live.currentVersion;
-    if (req.body === undefined || req.body === null) throw cogrError('INVALID_BODY', 'body: expected a JSON object {program, k?, explain?}');
+    if (req.body === undefined || req.body === null)
+      throw cogrError('INVALID_BODY', 'body: expected a JSON object {program, k?, explain?}');
     const b = parseOrThrow(schemas.programBody, req.body, 'INVALID_BODY');
     const program = parseProgram(b.program, {
       maxDepth: limits.maxProgramDepth,

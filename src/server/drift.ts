@@ -19,7 +19,12 @@ export function storeDriftProvider(dbPath: string): DriftProvider {
   return async (query) => {
     const opts = parseDriftQuery(query);
     const run = await readRunAt(dbPath);
-    const key = JSON.stringify([opts, await files.numbers('item'), await files.numbers('query'), run?.steps.map((s) => s.finishedAt) ?? []]);
+    const key = JSON.stringify([
+      opts,
+      await files.numbers('item'),
+      await files.numbers('query'),
+      run?.steps.map((s) => s.finishedAt) ?? [],
+    ]);
     let report = reports.get(key);
     if (!report) {
       report = driftReportFromStore(files, { ...opts, f1ByRound: f1Points(run?.steps ?? []) });

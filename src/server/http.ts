@@ -136,9 +136,14 @@ function clientErrorHandler(err: Error & { code?: string }, socket: Duplex): voi
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const e =
     err.code === 'HPE_HEADER_OVERFLOW'
-      ? cogrError('HEADERS_TOO_LARGE', `request line and headers: larger than the limit of ${maxHeaderSize} bytes`, { limit: maxHeaderSize })
+      ? cogrError('HEADERS_TOO_LARGE', `request line and headers: larger than the limit of ${maxHeaderSize} bytes`, {
+          limit: maxHeaderSize,
+        })
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? cogrError('REQUEST_TIMEOUT', 'request: not received in time (the request line, headers and body must arrive within the server\'s request time-out)')
+        ? cogrError(
+            'REQUEST_TIMEOUT',
+            "request: not received in time (the request line, headers and body must arrive within the server's request time-out)",
+          )
         : cogrError('INVALID_ARGUMENT', `request: not a valid HTTP request (${err.code ?? 'parse error'})`);
   if (socket.writable && !responseStarted(socket)) socket.write(rawErrorResponse(e));
   socket.destroy(err);
@@ -196,9 +201,16 @@ function capConnections(server: Server, max: number): void {
 /** Node's own answers (no Host, an unknown Expect, CONNECT) in the API's error shape. */
 function shapeNodeAnswers(server: Server): void {
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
-    const e = cogrError('INVALID_ARGUMENT', `expect: ${JSON.stringify(String(req.headers.expect ?? '').slice(0, 100))} is not supported (only 100-continue)`);
+    const e = cogrError(
+      'INVALID_ARGUMENT',
+      `expect: ${JSON.stringify(String(req.headers.expect ?? '').slice(0, 100))} is not supported (only 100-continue)`,
+    );
     const body = JSON.stringify({ error: e.toJSON() } satisfies ErrorBody);
-    res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.writeHead(417, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      connection: 'close',
+    });
     res.end(body);
   });
   server.on('connect', (req: IncomingMessage, socket: Duplex) => {
@@ -225,14 +237,20 @@ const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 export function decodeJsonBody(body: Uint8Array, contentType?: string): string {
   const charset = charsetOf(contentType);
   if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
-    throw cogrError('INVALID_BODY', `content-type: charset ${JSON.stringify(charset)} is not supported (JSON bodies are UTF-8)`, { field: 'content-type', status: 415 });
+    throw cogrError('INVALID_BODY', `content-type: charset ${JSON.stringify(charset)} is not supported (JSON bodies are UTF-8)`, {
+      field: 'content-type',
+      status: 415,
+    });
   }
   try {
     return STRICT_UTF8.decode(body);
   } catch {
     const at = Math.max(0, firstInvalidUtf8(body));
     const byte = body[at].toString(16).toUpperCase().padStart(2, '0');
-    throw cogrError('INVALID_BODY', `body: not valid UTF-8 (byte 0x${byte} at offset ${at}); JSON bodies must be UTF-8`, { field: 'body', offset: at });
+    throw cogrError('INVALID_BODY', `body: not valid UTF-8 (byte 0x${byte} at offset ${at}); JSON bodies must be UTF-8`, {
+      field: 'body',
+      offset: at,
+    });
   }
 }
 
@@ -323,8 +341,10 @@ export function parseJsonBody(text: string): unknown {
     }
     for (const key of Object.keys(v)) {
       const child = (v as Record<string, unknown>)[key];
-      const forbidden = key === '__proto__' || (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype'));
-      if (forbidden) throw cogrError('INVALID_BODY', `${path}.${key}: this key is not allowed (prototype pollution)`, { field: `${path}.${key}` });
+      const forbidden =
+        key === '__proto__' || (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype'));
+      if (forbidden)
+        throw cogrError('INVALID_BODY', `${path}.${key}: this key is not allowed (prototype pollution)`, { field: `${path}.${key}` });
       stack.push({ v: child, path: `${path}.${key}` });
     }
   }
@@ -352,9 +372,16 @@ export function createApp(opts: AppOptions): FastifyInstance {
     // Errors of the router itself (a path that is not valid URL encoding, a parameter over the limit).
     frameworkErrors: (err, req, reply) => {
       if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
-        return sendError(reply, cogrError('URI_TOO_LONG', `path: a parameter is longer than ${MAX_PARAM_LENGTH} characters`, { limit: MAX_PARAM_LENGTH }));
+        return sendError(
+          reply,
+          cogrError('URI_TOO_LONG', `path: a parameter is longer than ${MAX_PARAM_LENGTH} characters`, { limit: MAX_PARAM_LENGTH }),
+        );
       }
-      if (err.code === 'FST_ERR_BAD_URL') return sendError(reply, cogrError('INVALID_ARGUMENT', `path: not a valid URL (${JSON.stringify(req.url.split('?')[0].slice(0, 200))})`));
+      if (err.code === 'FST_ERR_BAD_URL')
+        return sendError(
+          reply,
+          cogrError('INVALID_ARGUMENT', `path: not a valid URL (${JSON.stringify(req.url.split('?')[0].slice(0, 200))})`),
+        );
       opts.log.warn('internal error', { message: err.message });
       return sendError(reply, cogrError('INTERNAL', 'internal error'));
     },
@@ -387,7 +414,10 @@ export function createApp(opts: AppOptions): FastifyInstance {
     if (err instanceof CogrError) return sendError(reply, err, err.details?.status === 415 ? 415 : err.status);
     const e = err as { code?: string; statusCode?: number; message?: string };
     if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e.statusCode === 413) {
-      return sendError(reply, cogrError('PAYLOAD_TOO_LARGE', `body: larger than the limit of ${opts.bodyLimit} bytes`, { limit: opts.bodyLimit }));
+      return sendError(
+        reply,
+        cogrError('PAYLOAD_TOO_LARGE', `body: larger than the limit of ${opts.bodyLimit} bytes`, { limit: opts.bodyLimit }),
+      );
     }
     if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || e.statusCode === 415) {
       return sendError(reply, cogrError('INVALID_BODY', `body: unsupported content type (send application/json)`), 415);
@@ -398,9 +428,7 @@ export function createApp(opts: AppOptions): FastifyInstance {
     opts.log.warn('internal error', { message: e.message ?? String(err) });
     return sendError(reply, cogrError('INTERNAL', 'internal error'));
   });
-  app.setNotFoundHandler((req, reply) =>
-    sendError(reply, cogrError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`)),
-  );
+  app.setNotFoundHandler((req, reply) => sendError(reply, cogrError('NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`)));
   return app;
 }
 
@@ -418,7 +446,10 @@ export function bearerGuard(token: string | undefined) {
     const m = typeof h === 'string' ? /^Bearer\s+(.+)$/i.exec(h.trim()) : null;
     if (!m || !sameToken(m[1], token)) {
       reply.header('www-authenticate', 'Bearer');
-      await sendError(reply, cogrError('UNAUTHORIZED', m ? 'authorization: wrong bearer token' : 'authorization: a bearer token is required'));
+      await sendError(
+        reply,
+        cogrError('UNAUTHORIZED', m ? 'authorization: wrong bearer token' : 'authorization: a bearer token is required'),
+      );
     }
   };
 }

@@ -57,7 +57,6 @@ export interface LoadPayload {
   dense?: DensePayload;
 }
 
-
 /** Messages to a worker. */
 export type ToWorker =
   | { t: 'load'; key: string; payload: LoadPayload }
@@ -125,7 +124,8 @@ export class KeywordWorkerPool {
 
   constructor(opts: KeywordPoolOptions = {}) {
     this.size = opts.size ?? defaultKeywordWorkers();
-    if (!Number.isInteger(this.size) || this.size < 1) throw cogrError('INVALID_ARGUMENT', `keyword workers: expected an integer ≥ 1, got ${this.size}`);
+    if (!Number.isInteger(this.size) || this.size < 1)
+      throw cogrError('INVALID_ARGUMENT', `keyword workers: expected an integer ≥ 1, got ${this.size}`);
     this.maxQueue = opts.maxQueue ?? 256;
     this.log = opts.logger ?? silentLogger;
     this.entry = opts.workerEntry ?? DEFAULT_WORKER;
@@ -152,7 +152,10 @@ export class KeywordWorkerPool {
     if (m.t === 'loaded') {
       const l = slot.loads.get(m.key);
       slot.loads.delete(m.key);
-      if (l) m.error === undefined ? l.resolve() : l.reject(cogrError('WORKER_ERROR', `keyword worker: loading the generator failed: ${m.error}`));
+      if (l)
+        m.error === undefined
+          ? l.resolve()
+          : l.reject(cogrError('WORKER_ERROR', `keyword worker: loading the generator failed: ${m.error}`));
       return;
     }
     const task = slot.busy;
@@ -225,7 +228,17 @@ export class KeywordWorkerPool {
     if (signal?.aborted) return Promise.reject(cogrError('ABORTED', 'keyword generation cancelled'));
     if (this.queue.length >= this.maxQueue) return Promise.reject(new KeywordPoolBusy(this.queue.length));
     return new Promise<T>((resolve, reject) => {
-      const task: Task = { id: this.nextId++, key, text, ...(rank ? { rank } : {}), ...(vector ? { vector } : {}), resolve: resolve as (out: never) => void, reject, signal, onAbort: null };
+      const task: Task = {
+        id: this.nextId++,
+        key,
+        text,
+        ...(rank ? { rank } : {}),
+        ...(vector ? { vector } : {}),
+        resolve: resolve as (out: never) => void,
+        reject,
+        signal,
+        onAbort: null,
+      };
       if (signal) {
         task.onAbort = () => {
           const i = this.queue.indexOf(task);
@@ -254,7 +267,11 @@ export class KeywordWorkerPool {
       if (task.signal && task.onAbort) task.signal.removeEventListener('abort', task.onAbort);
       slot.busy = task;
       const v = task.vector ? { vector: task.vector } : {};
-      slot.worker.postMessage((task.rank ? { t: 'rank', id: task.id, key: task.key, req: task.rank, ...v } : { t: 'plan', id: task.id, key: task.key, text: task.text, ...v }) satisfies ToWorker);
+      slot.worker.postMessage(
+        (task.rank
+          ? { t: 'rank', id: task.id, key: task.key, req: task.rank, ...v }
+          : { t: 'plan', id: task.id, key: task.key, text: task.text, ...v }) satisfies ToWorker,
+      );
     }
   }
 

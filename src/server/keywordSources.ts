@@ -37,7 +37,9 @@ export function keywordSourceFactory(
       return null;
     }
     if (!items) {
-      log.warn("the query planner needs the run's items (no stored run and no --dataset): searches use the raw query only (fallback no_generator)");
+      log.warn(
+        "the query planner needs the run's items (no stored run and no --dataset): searches use the raw query only (fallback no_generator)",
+      );
       return null;
     }
     const key = `${++n}:policy-${doc.round}:item-${item.generation}`;
@@ -45,7 +47,15 @@ export function keywordSourceFactory(
     // Keep the previous generator too: requests in flight on the old snapshot finish on it.
     loaded.push(key);
     while (loaded.length > 2) pool().release(loaded.shift()!);
-    log.info('query keywords from the query planner, in the keyword workers', { plannerRound: doc.round, servedRound: round, workers: pool().size });
-    return { name: 'embedded', keywords: (text, signal) => pool().plan(key, text, signal), rank: (req, signal) => pool().rank(key, req, signal) };
+    log.info('query keywords from the query planner, in the keyword workers', {
+      plannerRound: doc.round,
+      servedRound: round,
+      workers: pool().size,
+    });
+    return {
+      name: 'embedded',
+      keywords: (text, signal) => pool().plan(key, text, signal),
+      rank: (req, signal) => pool().rank(key, req, signal),
+    };
   };
 }

@@ -21,7 +21,9 @@ port.on('message', (m: ToWorker) => {
       const d = m.payload.dense;
       if (d) denseModel = d.model;
       if (d && denseVectorsOf(d.model) === undefined) {
-        registerDenseVectors(new DenseVectors(d.model, d.dim, new Map(d.ids.map((id, i) => [id, d.data.subarray(i * d.dim, (i + 1) * d.dim)]))));
+        registerDenseVectors(
+          new DenseVectors(d.model, d.dim, new Map(d.ids.map((id, i) => [id, d.data.subarray(i * d.dim, (i + 1) * d.dim)]))),
+        );
       }
       planners.set(m.key, rebuildQueryGenerator(m.payload.doc, new KeywordView(m.payload.view), m.payload.items));
       reply({ t: 'loaded', key: m.key });
@@ -54,6 +56,11 @@ port.on('message', (m: ToWorker) => {
     .then(() => planner.plan(m.text))
     .then(
       (keywords) => reply({ t: 'result', id: m.id, keywords }),
-      (e: unknown) => reply(e instanceof NoSearchableTerms ? { t: 'noTerms', id: m.id } : { t: 'error', id: m.id, message: e instanceof Error ? e.message : String(e) }),
+      (e: unknown) =>
+        reply(
+          e instanceof NoSearchableTerms
+            ? { t: 'noTerms', id: m.id }
+            : { t: 'error', id: m.id, message: e instanceof Error ? e.message : String(e) },
+        ),
     );
 });

@@ -7,7 +7,15 @@ function isLoopback(host: string): boolean {
   return host === '127.0.0.1' || host === '::1' || host === 'localhost' || host.startsWith('127.');
 }
 
-export async function listenUntilSignal(app: FastifyInstance, host: string, port: number, what: string, log: Logger, onClose?: () => void, opts: { docs?: boolean } = {}): Promise<void> {
+export async function listenUntilSignal(
+  app: FastifyInstance,
+  host: string,
+  port: number,
+  what: string,
+  log: Logger,
+  onClose?: () => void,
+  opts: { docs?: boolean } = {},
+): Promise<void> {
   if (!isLoopback(host)) log.warn(`${what} listens on ${host}, reachable from other machines; set --token for the protected endpoints`);
   let address: string;
   try {
@@ -18,9 +26,10 @@ export async function listenUntilSignal(app: FastifyInstance, host: string, port
     onClose?.();
     await app.close().catch(() => {});
     const why: Record<string, string> = {
-      EADDRINUSE: 'the address is already in use (another server runs there: stop it, or choose another --port; --port 0 takes any free one)',
+      EADDRINUSE:
+        'the address is already in use (another server runs there: stop it, or choose another --port; --port 0 takes any free one)',
       EACCES: 'the port is not allowed for this user (ports below 1024 need privileges: choose another --port)',
-      EADDRNOTAVAIL: 'the address is not one of this machine\'s (check --host)',
+      EADDRNOTAVAIL: "the address is not one of this machine's (check --host)",
       ENOTFOUND: 'the host name cannot be resolved (check --host)',
     };
     if (code !== undefined && code in why) {

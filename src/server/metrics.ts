@@ -82,9 +82,7 @@ export class Gauge implements Metric {
 }
 
 /** Default latency buckets in seconds (0.5 ms … 10 s). */
-export const LATENCY_BUCKETS: readonly number[] = [
-  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-];
+export const LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 interface HistogramSeries {
   counts: Float64Array;

@@ -107,15 +107,25 @@ function parametersOf(conv: SchemaConverter, obj: z.ZodObject | undefined, where
   });
 }
 
-export function buildOpenApi(info: { title: string; version: string; description: string }, routes: readonly RouteDoc[], conv = new SchemaConverter()): Json {
+export function buildOpenApi(
+  info: { title: string; version: string; description: string },
+  routes: readonly RouteDoc[],
+  conv = new SchemaConverter(),
+): Json {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const r of routes) {
     const responses: Record<string, unknown> = {};
     responses['200'] = r.responseType
       ? { description: 'OK', content: { [r.responseType]: { schema: { type: 'string' } } } }
-      : { description: 'OK', content: { 'application/json': { schema: r.response ? conv.convert(r.response, 'output') : { type: 'object' } } } };
+      : {
+          description: 'OK',
+          content: { 'application/json': { schema: r.response ? conv.convert(r.response, 'output') : { type: 'object' } } },
+        };
     for (const s of [...(r.errors ?? []), ...(r.auth ? [401] : [])]) {
-      responses[String(s)] = { description: STATUS_TEXT[s] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+      responses[String(s)] = {
+        description: STATUS_TEXT[s] ?? 'error',
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      };
     }
     const op: Json = {
       summary: r.summary,
@@ -135,7 +145,9 @@ export function buildOpenApi(info: { title: string; version: string; description
     paths,
     components: {
       schemas: { Error: ERROR_SCHEMA, ...conv.components },
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'required only when the server was started with --token' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'required only when the server was started with --token' },
+      },
     },
   };
 }
@@ -168,7 +180,9 @@ export function renderDocsHtml(doc: Json): string {
           `<section id="${esc(anchor)}"><h2><span class="m">${method.toUpperCase()}</span> <code>${esc(path)}</code></h2>`,
           `<p>${esc(String(op.summary))}</p>`,
           op.description ? `<p>${esc(String(op.description))}</p>` : '',
-          op.security ? '<p><strong>Requires</strong> <code>Authorization: Bearer &lt;token&gt;</code> when the server has a token.</p>' : '',
+          op.security
+            ? '<p><strong>Requires</strong> <code>Authorization: Bearer &lt;token&gt;</code> when the server has a token.</p>'
+            : '',
           rows ? `<table><tr><th>name</th><th>in</th><th>required</th><th>schema</th><th>description</th></tr>${rows}</table>` : '',
           body ? `<h3>Request body</h3><pre>${esc(JSON.stringify(body, null, 2))}</pre>` : '',
           `<h3>Responses</h3><pre>${esc(JSON.stringify(responses, null, 2))}</pre></section>`,

@@ -13,11 +13,17 @@ import type { LiveSnapshot } from './state.ts';
 export const HealthSchema = z.object({
   status: z
     .enum(['ok', 'degraded'])
-    .describe('degraded: the last reload failed (the previous generation is still served), or a newer generation failed its file check and an older one is served'),
+    .describe(
+      'degraded: the last reload failed (the previous generation is still served), or a newer generation failed its file check and an older one is served',
+    ),
   round: z.number().nullable(),
   generation: z.number(),
   served: z
-    .object({ item: z.number(), query: z.number().nullable(), reason: z.string().nullable().describe('why the served generation is not the newest, null when it is') })
+    .object({
+      item: z.number(),
+      query: z.number().nullable(),
+      reason: z.string().nullable().describe('why the served generation is not the newest, null when it is'),
+    })
     .describe('the generations served'),
   problems: z
     .array(z.object({ side: z.enum(['item', 'query']), generation: z.number(), code: z.string(), message: z.string() }))
@@ -36,7 +42,15 @@ export const ReloadSchema = z.object({
 
 export function opsRouteDocs(): RouteDoc[] {
   return [
-    { method: 'post', path: '/v1/admin/reload', tag: 'admin', summary: 'Load the newest generation now', auth: true, response: ReloadSchema, errors: [409] },
+    {
+      method: 'post',
+      path: '/v1/admin/reload',
+      tag: 'admin',
+      summary: 'Load the newest generation now',
+      auth: true,
+      response: ReloadSchema,
+      errors: [409],
+    },
     { method: 'get', path: '/health', tag: 'ops', summary: 'Served generation and reload status', response: HealthSchema },
     { method: 'get', path: '/metrics', tag: 'ops', summary: 'Prometheus metrics', responseType: PROMETHEUS_CONTENT_TYPE },
     { method: 'get', path: '/openapi.json', tag: 'ops', summary: 'This OpenAPI document' },

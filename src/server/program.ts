@@ -25,10 +25,7 @@ import { cogrError } from '../../index/core/errors.ts';
 import { normalizeKeyword, normalizeSelf } from '../../index/text/normalize.ts';
 import type { Explanation, KeywordView } from '../../index/view/view.ts';
 
-export type FieldPredicate =
-  | { name: string; equals: string }
-  | { name: string; in: string[] }
-  | { name: string; prefix: string };
+export type FieldPredicate = { name: string; equals: string } | { name: string; in: string[] } | { name: string; prefix: string };
 
 export type ProgramNode =
   | { keyword: string }
@@ -130,7 +127,10 @@ export function parseProgram(input: unknown, limits: ProgramLimits = DEFAULT_PRO
     if (!isPlainObject(v)) fail(p, `expected an object with one of ${OPERATORS.join(', ')}, got ${typeName(v)}`);
     const keys = Object.keys(v);
     if (keys.length !== 1) {
-      fail(p, `expected exactly one of ${OPERATORS.join(', ')}, got ${keys.length === 0 ? 'none' : keys.map((k) => JSON.stringify(k)).join(', ')}`);
+      fail(
+        p,
+        `expected exactly one of ${OPERATORS.join(', ')}, got ${keys.length === 0 ? 'none' : keys.map((k) => JSON.stringify(k)).join(', ')}`,
+      );
     }
     const op = keys[0];
     const arg = v[op];
@@ -286,10 +286,14 @@ export class WorkMeter {
     this.spent += units;
     this.sinceYield += units;
     if (this.spent > this.limit) {
-      throw cogrError('INVALID_BODY', `${path}: the program needs more than ${this.limit} units of work (set operations and scoring over the items it matches); narrow it`, {
-        path,
-        limit: this.limit,
-      });
+      throw cogrError(
+        'INVALID_BODY',
+        `${path}: the program needs more than ${this.limit} units of work (set operations and scoring over the items it matches); narrow it`,
+        {
+          path,
+          limit: this.limit,
+        },
+      );
     }
     if (this.sinceYield >= this.slice) {
       this.sinceYield = 0;
@@ -371,7 +375,12 @@ async function unionAll(sets: Int32Array[], meter: WorkMeter, path: string): Pro
 }
 
 /** The matched set of a validated program, as sorted ordinals (cooperative and capped: WorkMeter). */
-export async function evaluateProgram(node: ProgramNode, ctx: ProgramContext, meter: WorkMeter = new WorkMeter(), path = 'program'): Promise<Int32Array> {
+export async function evaluateProgram(
+  node: ProgramNode,
+  ctx: ProgramContext,
+  meter: WorkMeter = new WorkMeter(),
+  path = 'program',
+): Promise<Int32Array> {
   return evaluate(node, { ...ctx, probes: new Map() }, meter, path);
 }
 
@@ -382,7 +391,12 @@ async function evaluate(node: ProgramNode, ctx: EvalContext, meter: WorkMeter, p
     await meter.add(1 + s.length, `${path}.keyword`);
     return s;
   }
-  if ('any_of' in node) return unionAll(node.any_of.map((k) => keywordSet(view, k)), meter, `${path}.any_of`);
+  if ('any_of' in node)
+    return unionAll(
+      node.any_of.map((k) => keywordSet(view, k)),
+      meter,
+      `${path}.any_of`,
+    );
   if ('text' in node) {
     const probe = await textProbe(ctx, node.text, meter, `${path}.text`);
     let cost = 1;
@@ -401,7 +415,12 @@ async function evaluate(node: ProgramNode, ctx: EvalContext, meter: WorkMeter, p
       );
     }
     if ('equals' in f) return byValue.get(normalizeSelf(f.equals)) ?? EMPTY;
-    if ('in' in f) return unionAll(f.in.map((v) => byValue.get(normalizeSelf(v)) ?? EMPTY), meter, `${path}.field`);
+    if ('in' in f)
+      return unionAll(
+        f.in.map((v) => byValue.get(normalizeSelf(v)) ?? EMPTY),
+        meter,
+        `${path}.field`,
+      );
     const p = normalizeSelf(f.prefix);
     await meter.add(byValue.size, `${path}.field`);
     const sets: Int32Array[] = [];
@@ -457,7 +476,6 @@ async function rankingWords(ctx: EvalContext, keywords: readonly string[], texts
   return [...words];
 }
 
-
 /** Positions of the best k of `scores` (score descending, then ordinal ascending), best first. */
 function bestK(scores: Float64Array, matched: Int32Array, k: number): number[] {
   const better = (x: number, y: number) => scores[x] > scores[y] || (scores[x] === scores[y] && matched[x] < matched[y]);
@@ -482,7 +500,7 @@ function bestK(scores: Float64Array, matched: Int32Array, k: number): number[] {
   for (let i = 0; i < scores.length && k > 0; i++) {
     if (heap.length < k) {
       heap.push(i);
-      for (let j = heap.length - 1; j > 0; ) {
+      for (let j = heap.length - 1; j > 0;) {
         const p = (j - 1) >> 1;
         if (!better(heap[p], heap[j])) break;
         [heap[p], heap[j]] = [heap[j], heap[p]];
@@ -497,7 +515,12 @@ function bestK(scores: Float64Array, matched: Int32Array, k: number): number[] {
 }
 
 /** Evaluate and rank: the matched set's size and the top k, best first, ties by id (cooperative and capped). */
-export async function runProgram(node: ProgramNode, ctx: ProgramContext, k: number, meter: WorkMeter = new WorkMeter()): Promise<ProgramResult> {
+export async function runProgram(
+  node: ProgramNode,
+  ctx: ProgramContext,
+  k: number,
+  meter: WorkMeter = new WorkMeter(),
+): Promise<ProgramResult> {
   const { view } = ctx;
   const ectx: EvalContext = { ...ctx, probes: new Map() };
   const matched = await evaluate(node, ectx, meter, 'program');

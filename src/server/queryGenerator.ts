@@ -19,7 +19,6 @@ export type { QueryGeneratorDocument } from './queryTypes.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import { listPolicyRounds, readPlannerDocument } from '../run/policies.ts';
 
-
 /** A generator rebuilt in a worker: one query text in, its keywords out. */
 export interface QueryPlanner {
   plan(text: string): string[] | Promise<string[]>;
@@ -32,7 +31,11 @@ export interface QueryPlanner {
  * the run's best step fixes it —, else the round's, or the newest saved at or before it;
  * the oldest when none is), or null when the database saved none.
  */
-export async function loadQueryGenerator(policies: KeyValueStore, round: number | null, exact?: number): Promise<QueryGeneratorDocument | null> {
+export async function loadQueryGenerator(
+  policies: KeyValueStore,
+  round: number | null,
+  exact?: number,
+): Promise<QueryGeneratorDocument | null> {
   const rounds = await listPolicyRounds(policies, 'planner');
   if (rounds.length === 0) return null;
   const usable = round === null ? rounds : rounds.filter((r) => r <= round);
@@ -44,7 +47,11 @@ export async function loadQueryGenerator(policies: KeyValueStore, round: number 
 
 /** Rebuild a generator from its document against the served item view (in a keyword worker). */
 export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: KeywordView, items: readonly Item[] | null): QueryPlanner {
-  if (!items) throw cogrError('INVALID_ARGUMENT', "the query planner needs the dataset's items (serve it with the stored run's dataset or --dataset)");
+  if (!items)
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      "the query planner needs the dataset's items (serve it with the stored run's dataset or --dataset)",
+    );
   const planner = KeywordPlanner.fromJSON(doc.json, items);
   planner.attachOpposite(itemView);
   // Build the lazily made structures (text index, per-view maps) now, at load, not in the first request.
@@ -76,7 +83,13 @@ export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: Key
       const found = itemView.search({ self: req.text, keywords: req.keywords }, { all: true });
       const served = servedSet(itemView, found.items, planner, input, req.floor);
       const ranked = rankMatched(served.items, req.ranker, planner, input).slice(0, Math.max(0, req.limit));
-      return { matched: served.items.length, ordinals: ranked.map((x) => x.ordinal), scores: ranked.map((x) => x.score), keywordScores: ranked.map((x) => x.keywordScore), fallback: served.fallback };
+      return {
+        matched: served.items.length,
+        ordinals: ranked.map((x) => x.ordinal),
+        scores: ranked.map((x) => x.score),
+        keywordScores: ranked.map((x) => x.keywordScore),
+        fallback: served.fallback,
+      };
     },
   };
 }

@@ -42,7 +42,9 @@ export class NoSearchableTerms extends Error {
     readonly text: string,
     why: 'no_words' | 'unknown_words' = 'unknown_words',
   ) {
-    super(`the query has no searchable term (${text.trim() === '' ? 'it is blank' : why === 'no_words' ? 'it has no word but stop words and punctuation' : 'no word of it occurs in the served items'})`);
+    super(
+      `the query has no searchable term (${text.trim() === '' ? 'it is blank' : why === 'no_words' ? 'it has no word but stop words and punctuation' : 'no word of it occurs in the served items'})`,
+    );
     this.name = 'NoSearchableTerms';
   }
 }

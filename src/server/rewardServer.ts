@@ -46,7 +46,12 @@ import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
 import type { LiveSnapshot, Snapshot } from './state.ts';
 
 export const RewardLimitsSchema = z.strictObject({
-  bodyLimit: z.number().int().min(256).max(256 * 1024 * 1024).default(DEFAULTS.rewardServer.bodyLimit),
+  bodyLimit: z
+    .number()
+    .int()
+    .min(256)
+    .max(256 * 1024 * 1024)
+    .default(DEFAULTS.rewardServer.bodyLimit),
   maxBatch: z.number().int().min(1).max(100_000).default(DEFAULTS.rewardServer.maxBatch),
   maxTextLength: z.number().int().min(1).max(10_000_000).default(DEFAULTS.rewardServer.maxTextLength),
 });
@@ -71,9 +76,12 @@ const OptionsSchema = z.object({
   live: z.custom<LiveSnapshot>((v) => typeof v === 'object' && v !== null && typeof (v as LiveSnapshot).get === 'function', {
     message: 'expected a LiveSnapshot',
   }),
-  corpus: z.custom<RewardServerOptions['corpus']>((v) => typeof v === 'object' && v !== null && Array.isArray((v as Corpus).queries) && (v as Corpus).relevant instanceof Map, {
-    message: 'expected a corpus with queries and relevant',
-  }),
+  corpus: z.custom<RewardServerOptions['corpus']>(
+    (v) => typeof v === 'object' && v !== null && Array.isArray((v as Corpus).queries) && (v as Corpus).relevant instanceof Map,
+    {
+      message: 'expected a corpus with queries and relevant',
+    },
+  ),
   defaultSide: z.enum(['query', 'item']).default('query'),
   kMax: z.number().int().min(1).default(K_MAX),
   beta: z.number().positive().default(DEFAULTS.run.beta),
@@ -189,10 +197,12 @@ class SnapshotScorers {
       const r = this.query(snap).score(sample, { details: true });
       const reward = r.rewards[0];
       const detail = r.details![0];
-      if (reward === null || r.reasons[0] === null || !detail) throw cogrError('NOT_FOUND', `id: no query ${JSON.stringify(id)} in the dataset or the query index`, { id });
+      if (reward === null || r.reasons[0] === null || !detail)
+        throw cogrError('NOT_FOUND', `id: no query ${JSON.stringify(id)} in the dataset or the query index`, { id });
       return { side, id, reward, reason: r.reasons[0], keywords: r.keywords![0], ...detail };
     }
-    if (snap.item.ordinalOf(id) < 0) throw cogrError('NOT_FOUND', `id: no item ${JSON.stringify(id)} in the served item generation ${snap.item.generation}`, { id });
+    if (snap.item.ordinalOf(id) < 0)
+      throw cogrError('NOT_FOUND', `id: no item ${JSON.stringify(id)} in the served item generation ${snap.item.generation}`, { id });
     const r = this.item(snap).score(sample, { details: true });
     return { side, id, reward: r.rewards[0]!, reason: r.reasons[0]!, keywords: r.keywords![0], ...r.details![0]! };
   }
@@ -204,22 +214,35 @@ export function rewardSchemas(l: z.output<typeof RewardLimitsSchema>) {
   const text = z.string({ error: 'expected a string' }).max(l.maxTextLength, `longer than ${l.maxTextLength} characters`);
   const getReward = z
     .strictObject({
-      query: z.array(text, { error: 'expected an array of strings' }).min(1, 'must not be empty').max(l.maxBatch, `more than ${l.maxBatch} entries`).describe('full texts: prompt + response'),
+      query: z
+        .array(text, { error: 'expected an array of strings' })
+        .min(1, 'must not be empty')
+        .max(l.maxBatch, `more than ${l.maxBatch} entries`)
+        .describe('full texts: prompt + response'),
       prompts: z.array(text, { error: 'expected an array of strings' }).max(l.maxBatch).optional().describe('the prompts, same order'),
-      labels: z.array(z.string({ error: 'expected a string' }).min(1, 'must not be empty').max(1024), { error: 'expected an array of strings' }).describe('entity per sample: "query:<id>", "item:<id>" or a bare id'),
+      labels: z
+        .array(z.string({ error: 'expected a string' }).min(1, 'must not be empty').max(1024), { error: 'expected an array of strings' })
+        .describe('entity per sample: "query:<id>", "item:<id>" or a bare id'),
     })
     .superRefine((b, ctx) => {
-      if (b.labels.length !== b.query.length) ctx.addIssue({ code: 'custom', path: ['labels'], message: `has ${b.labels.length} entries, query has ${b.query.length}` });
-      if (b.prompts && b.prompts.length !== b.query.length) ctx.addIssue({ code: 'custom', path: ['prompts'], message: `has ${b.prompts.length} entries, query has ${b.query.length}` });
+      if (b.labels.length !== b.query.length)
+        ctx.addIssue({ code: 'custom', path: ['labels'], message: `has ${b.labels.length} entries, query has ${b.query.length}` });
+      if (b.prompts && b.prompts.length !== b.query.length)
+        ctx.addIssue({ code: 'custom', path: ['prompts'], message: `has ${b.prompts.length} entries, query has ${b.query.length}` });
     });
   const single = z
     .strictObject({
       id: z.string({ error: 'required, a string' }).min(1, 'must not be empty').max(1024),
-      keywords: z.array(z.string({ error: 'expected a string' }).max(1000), { error: 'expected an array of strings' }).max(10_000).optional().describe('the candidate keyword set'),
+      keywords: z
+        .array(z.string({ error: 'expected a string' }).max(1000), { error: 'expected an array of strings' })
+        .max(10_000)
+        .optional()
+        .describe('the candidate keyword set'),
       completion: text.optional().describe('raw generator output, parsed tolerantly'),
     })
     .superRefine((b, ctx) => {
-      if ((b.keywords === undefined) === (b.completion === undefined)) ctx.addIssue({ code: 'custom', path: ['keywords'], message: 'give exactly one of keywords, completion' });
+      if ((b.keywords === undefined) === (b.completion === undefined))
+        ctx.addIssue({ code: 'custom', path: ['keywords'], message: 'give exactly one of keywords, completion' });
     });
   return { getReward, single };
 }
@@ -275,14 +298,33 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
       path: '/get_reward',
       tag: 'reward',
       summary: "Rewards in OpenRLHF's remote reward-model shape",
-      description: 'labels carry the entity: "query:<id>", "item:<id>" or a bare id (default side). The completion is the text after the prompt, chat template removed.',
+      description:
+        'labels carry the entity: "query:<id>", "item:<id>" or a bare id (default side). The completion is the text after the prompt, chat template removed.',
       body: schemas.getReward,
       response: GetRewardResponse,
       auth: true,
       errors: [400, 404, 413],
     },
-    { method: 'post', path: '/v1/reward/query', tag: 'reward', summary: "One query's reward with its counts", body: schemas.single, response: QueryAnswerSchema, auth: true, errors: [400, 404, 413] },
-    { method: 'post', path: '/v1/reward/item', tag: 'reward', summary: "One item's marginal reward with the affected query count", body: schemas.single, response: ItemAnswerSchema, auth: true, errors: [400, 404, 413] },
+    {
+      method: 'post',
+      path: '/v1/reward/query',
+      tag: 'reward',
+      summary: "One query's reward with its counts",
+      body: schemas.single,
+      response: QueryAnswerSchema,
+      auth: true,
+      errors: [400, 404, 413],
+    },
+    {
+      method: 'post',
+      path: '/v1/reward/item',
+      tag: 'reward',
+      summary: "One item's marginal reward with the affected query count",
+      body: schemas.single,
+      response: ItemAnswerSchema,
+      auth: true,
+      errors: [400, 404, 413],
+    },
     ...opsRouteDocs(),
   ];
   const conv = new SchemaConverter();
@@ -296,7 +338,13 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
     const snap = live.get();
     const b = parseOrThrow(schemas.getReward, req.body ?? {}, 'INVALID_BODY');
     const rewards: number[] = [];
-    const logs = { format_ok: [] as number[], over_budget: [] as number[], matched: [] as number[], affected: [] as number[], side_item: [] as number[] };
+    const logs = {
+      format_ok: [] as number[],
+      over_budget: [] as number[],
+      matched: [] as number[],
+      affected: [] as number[],
+      side_item: [] as number[],
+    };
     for (let i = 0; i < b.query.length; i++) {
       const { side, id } = parseLabel(b.labels[i], o.defaultSide);
       const completion = stripChatTemplate(b.query[i], b.prompts?.[i] ?? '');

@@ -188,7 +188,13 @@ export class LiveSnapshot {
         }
         for (const p of this.preparers) await p(s);
         this.swap(s);
-        this.log.info('serving generation', { item: s.item.generation, query: s.query?.generation ?? null, round: s.round, version: this.version, ...(s.reason ? { reason: s.reason } : {}) });
+        this.log.info('serving generation', {
+          item: s.item.generation,
+          query: s.query?.generation ?? null,
+          round: s.round,
+          version: this.version,
+          ...(s.reason ? { reason: s.reason } : {}),
+        });
         return { swapped: true, version: this.version, item: { generation: s.item.generation, previous } };
       } catch (e) {
         const err = isCogrError(e)
@@ -223,10 +229,13 @@ export class LiveSnapshot {
    */
   watch(seconds: number): void {
     this.stopWatch();
-    this.timer = setInterval(() => {
-      this.watchFolder();
-      void this.reload().catch(() => {});
-    }, Math.max(1, seconds) * 1000);
+    this.timer = setInterval(
+      () => {
+        this.watchFolder();
+        void this.reload().catch(() => {});
+      },
+      Math.max(1, seconds) * 1000,
+    );
     this.timer.unref();
     this.watchFolder();
     // Catch up with whatever was committed while the first snapshot loaded.

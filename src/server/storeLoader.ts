@@ -24,7 +24,12 @@ import { readdir } from 'node:fs/promises';
 import { cogrError, isCogrError } from '../../index/core/errors.ts';
 import type { Logger } from '../../index/core/log.ts';
 import { silentLogger } from '../../index/core/log.ts';
-import { PublishedIndex, publishedDir, type GenerationManifest, type GenerationInfo as StoreGenerationInfo } from '../../index/store/published.ts';
+import {
+  PublishedIndex,
+  publishedDir,
+  type GenerationManifest,
+  type GenerationInfo as StoreGenerationInfo,
+} from '../../index/store/published.ts';
 import type { Corpus, Item, Side } from '../../index/core/types.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import type { KeywordGenerator, KeyValueStore } from '../../generators/types.ts';
@@ -72,11 +77,19 @@ export function selectGenerations(
   queries: readonly StoreGenerationInfo[],
   round: number | 'latest' | { best: { step: string; round: number; itemGeneration: number; queryGeneration: number } },
 ): { item: StoreGenerationInfo; query: StoreGenerationInfo | null; round: number | null } {
-  if (items.length === 0) throw cogrError('NOT_FOUND', 'the database has no item generation to serve (run `cogr demo`, `cogr evolve` or `cogr index import` first)');
+  if (items.length === 0)
+    throw cogrError(
+      'NOT_FOUND',
+      'the database has no item generation to serve (run `cogr demo`, `cogr evolve` or `cogr index import` first)',
+    );
   if (typeof round === 'object') {
     const b = round.best;
     const item = items.find((g) => g.generation === b.itemGeneration);
-    if (!item) throw cogrError('NOT_FOUND', `round best: the run's best step ${b.step} uses item generation ${b.itemGeneration}, which is not published`);
+    if (!item)
+      throw cogrError(
+        'NOT_FOUND',
+        `round best: the run's best step ${b.step} uses item generation ${b.itemGeneration}, which is not published`,
+      );
     return { item, query: queries.find((g) => g.generation === b.queryGeneration) ?? null, round: b.round };
   }
   if (round === 'latest') {
@@ -86,7 +99,11 @@ export function selectGenerations(
   const matching = items.filter((g) => roundOf(g) === round);
   if (matching.length === 0) {
     const known = [...new Set(items.map(roundOf).filter((r): r is number => r !== null))].sort((a, b) => a - b);
-    throw cogrError('NOT_FOUND', `round: no item generation of round ${round} (rounds: ${known.length ? known.join(', ') : 'none recorded'})`, { round });
+    throw cogrError(
+      'NOT_FOUND',
+      `round: no item generation of round ${round} (rounds: ${known.length ? known.join(', ') : 'none recorded'})`,
+      { round },
+    );
   }
   const qs = queries.filter((g) => {
     const r = roundOf(g);
@@ -200,7 +217,16 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           queries = queries.filter((g) => g !== sel.query);
           continue;
         }
-        const signature = JSON.stringify([ranking, plannerRound ?? null, sel.item.generation, sel.query?.generation ?? null, items.map((g) => g.generation), queries.map((g) => g.generation), problems, policyFiles]);
+        const signature = JSON.stringify([
+          ranking,
+          plannerRound ?? null,
+          sel.item.generation,
+          sel.query?.generation ?? null,
+          items.map((g) => g.generation),
+          queries.map((g) => g.generation),
+          problems,
+          policyFiles,
+        ]);
         if (last && signature === lastSignature) return last;
         const older = items.filter((g) => g.generation <= sel.item.generation).slice(-historyLimit);
         const itemGenerations: KeywordView[] = [];
@@ -218,7 +244,15 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           }
         }
         views = next;
-        const keywordSource = opts.keywordSource ? await opts.keywordSource({ round: sel.round, ...(plannerRound !== undefined ? { plannerRound } : {}), policies, item, items: opts.corpus?.items ?? null }) : null;
+        const keywordSource = opts.keywordSource
+          ? await opts.keywordSource({
+              round: sel.round,
+              ...(plannerRound !== undefined ? { plannerRound } : {}),
+              policies,
+              item,
+              items: opts.corpus?.items ?? null,
+            })
+          : null;
         const newer = problems.filter((p) => p.generation > (p.side === 'item' ? item.generation : (query?.generation ?? -1)));
         const reason = newer.length
           ? `${newer.map((p) => `${p.side} generation ${p.generation} failed its check (${p.message})`).join('; ')}; serving item generation ${item.generation}${query ? `, query generation ${query.generation}` : ''} instead`
@@ -251,7 +285,10 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
 }
 
 /** Adapt a KeywordGenerator (embedded policy or LLM) to the search API's keyword source. */
-export function generatorKeywordSource(gen: KeywordGenerator, opts: { temperature?: number; topP?: number; seed?: number } = {}): QueryKeywordSource {
+export function generatorKeywordSource(
+  gen: KeywordGenerator,
+  opts: { temperature?: number; topP?: number; seed?: number } = {},
+): QueryKeywordSource {
   return {
     name: gen.kind,
     async keywords(text: string, signal: AbortSignal): Promise<string[]> {

@@ -48,7 +48,10 @@ export class VocabularyIndex {
       if (!words.every((w) => kwWords.some((x) => x.startsWith(w)))) continue;
       hits.push({ keyword, entities: this.view.keywordDf(id), starts: keyword.startsWith(p) });
     }
-    hits.sort((a, b) => Number(b.starts) - Number(a.starts) || b.entities - a.entities || (a.keyword < b.keyword ? -1 : a.keyword > b.keyword ? 1 : 0));
+    hits.sort(
+      (a, b) =>
+        Number(b.starts) - Number(a.starts) || b.entities - a.entities || (a.keyword < b.keyword ? -1 : a.keyword > b.keyword ? 1 : 0),
+    );
     return hits.slice(0, limit).map(({ keyword, entities }) => ({ keyword, entities }));
   }
 }

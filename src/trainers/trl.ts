@@ -66,7 +66,12 @@ function readJsonl(path: string): { value: Record<string, unknown>; line: number
   return out;
 }
 
-export async function writePrompts(dbPath: string, out: string, items: number, seed: number): Promise<{ core: number; all: number; items: number }> {
+export async function writePrompts(
+  dbPath: string,
+  out: string,
+  items: number,
+  seed: number,
+): Promise<{ core: number; all: number; items: number }> {
   const run = await readRunAt(dbPath);
   if (!run) throw cogrError('NOT_FOUND', `${dbPath}: no co-evolution run (run \`cogr demo --dataset D --rounds 0\` first)`);
   const corpus = (await loadRunCorpus(run.config, stderrLogger)).corpus;
@@ -82,15 +87,33 @@ export async function writePrompts(dbPath: string, out: string, items: number, s
   // Keywords are needed for the core training queries (the query generation) and the held-out ones (the evaluation); dev queries enter neither.
   const all = [...core, ...run.split.eval];
   const eval_ = new Set(run.split.eval);
-  writeAtomic(join(out, 'query-all.jsonl'), jsonl(all.map((id) => ({ id, split: eval_.has(id) ? 'eval' : dev.has(id) ? 'dev' : 'core', prompt: prompt(id) }))));
+  writeAtomic(
+    join(out, 'query-all.jsonl'),
+    jsonl(all.map((id) => ({ id, split: eval_.has(id) ? 'eval' : dev.has(id) ? 'dev' : 'core', prompt: prompt(id) }))),
+  );
   const judged = new Set<string>();
   for (const id of core) for (const i of corpus.relevant.get(id) ?? []) judged.add(i);
   const pool = corpus.items.filter((i) => judged.has(i.id));
   const picked = shuffle(pool, createRng(seed)).slice(0, items);
-  writeAtomic(join(out, 'item-sample.jsonl'), jsonl(picked.map((i) => ({ id: i.id, label: `item:${i.id}`, prompt: renderPrompt(it, itemInput(i), [], kMax) }))));
+  writeAtomic(
+    join(out, 'item-sample.jsonl'),
+    jsonl(picked.map((i) => ({ id: i.id, label: `item:${i.id}`, prompt: renderPrompt(it, itemInput(i), [], kMax) }))),
+  );
   writeAtomic(join(out, 'core.txt'), core.join('\n') + '\n');
-  writeAtomic(join(out, 'split.json'), JSON.stringify({ dataset: run.config.dataset, core: core.length, dev: run.split.dev.length, eval: run.split.eval.length, itemPool: pool.length, itemSample: picked.length }) + '\n');
-  stderrLogger.info(`prompts: ${core.length} core training queries, ${all.length} queries for keywords (core and ${run.split.eval.length} held out), ${picked.length} of ${pool.length} judged items → ${out}`);
+  writeAtomic(
+    join(out, 'split.json'),
+    JSON.stringify({
+      dataset: run.config.dataset,
+      core: core.length,
+      dev: run.split.dev.length,
+      eval: run.split.eval.length,
+      itemPool: pool.length,
+      itemSample: picked.length,
+    }) + '\n',
+  );
+  stderrLogger.info(
+    `prompts: ${core.length} core training queries, ${all.length} queries for keywords (core and ${run.split.eval.length} held out), ${picked.length} of ${pool.length} judged items → ${out}`,
+  );
   return { core: core.length, all: all.length, items: picked.length };
 }
 
@@ -98,14 +121,17 @@ export function parseCompletions(from: string, out: string): { lines: number; in
   let invalid = 0;
   let truncated = 0;
   const rows = readJsonl(from).map(({ value, line }) => {
-    if (typeof value.id !== 'string' || typeof value.completion !== 'string') throw cogrError('DATA_FORMAT', `${from}:${line}: expected {id, completion} strings`);
+    if (typeof value.id !== 'string' || typeof value.completion !== 'string')
+      throw cogrError('DATA_FORMAT', `${from}:${line}: expected {id, completion} strings`);
     if (value.truncated === true) truncated++;
     const p = parseKeywordOutput(value.completion);
     if (!p.ok) invalid++;
     return { id: value.id, keywords: p.ok ? p.keywords : [] };
   });
   writeAtomic(out, jsonl(rows));
-  stderrLogger.info(`parse: ${rows.length} completions → ${out}; ${invalid} not a keyword list (empty set), ${truncated} cut off at the token budget`);
+  stderrLogger.info(
+    `parse: ${rows.length} completions → ${out}; ${invalid} not a keyword list (empty set), ${truncated} cut off at the token budget`,
+  );
   return { lines: rows.length, invalid, truncated };
 }
 
@@ -128,7 +154,13 @@ export function renderReport(dir: string, title: string): { html: string; markdo
       ? readJsonl(join(dir, name))
           .map(({ value }) => value)
           .filter((v) => typeof v.reward === 'number')
-          .map((v) => ({ step: Number(v.step), reward: Number(v.reward), std: Number(v.reward_std ?? 0), zero: Number(v.frac_reward_zero_std ?? NaN), loss: Number(v.loss ?? NaN) }))
+          .map((v) => ({
+            step: Number(v.step),
+            reward: Number(v.reward),
+            std: Number(v.reward_std ?? 0),
+            zero: Number(v.frac_reward_zero_std ?? NaN),
+            loss: Number(v.loss ?? NaN),
+          }))
       : [];
   const q = steps('grpo-query.log.jsonl');
   const i = steps('grpo-item.log.jsonl');
@@ -141,17 +173,41 @@ export function renderReport(dir: string, title: string): { html: string; markdo
   };
   imp('import-sft-query.json', 'LLM after SFT (before the query half-round)', 'LLM query keywords, SFT item index');
   imp('import-query.json', 'LLM after the query half-round', 'LLM query keywords, SFT item index');
-  imp('import-item.json', 'after the item half-round (planner queries)', "the run's planner keywords, item index with the LLM's item keywords");
+  imp(
+    'import-item.json',
+    'after the item half-round (planner queries)',
+    "the run's planner keywords, item index with the LLM's item keywords",
+  );
   imp('import-query-after-item.json', 'LLM after the item half-round', 'LLM query keywords, item index with the LLM item keywords');
   const baselines: StageF1[] = [];
   if (demo) {
-    const sft = (demo.steps as { step: string; metrics?: { f1: number; precision: number; recall: number } }[] | undefined)?.find((r) => r.step === 'sft')?.metrics;
-    if (sft) baselines.push({ stage: 'embedded planner (cogr SFT)', f1: sft.f1, precision: sft.precision, recall: sft.recall, what: 'planner keywords, SFT item index' });
+    const sft = (demo.steps as { step: string; metrics?: { f1: number; precision: number; recall: number } }[] | undefined)?.find(
+      (r) => r.step === 'sft',
+    )?.metrics;
+    if (sft)
+      baselines.push({
+        stage: 'embedded planner (cogr SFT)',
+        f1: sft.f1,
+        precision: sft.precision,
+        recall: sft.recall,
+        what: 'planner keywords, SFT item index',
+      });
     const b = (demo.baselines as Record<string, { f1: number; precision: number; recall: number; cutoff: number }> | undefined)?.bm25;
-    if (b) baselines.push({ stage: `BM25 (cut-off ${b.cutoff})`, f1: b.f1, precision: b.precision, recall: b.recall, what: 'full text, cut-off tuned on training queries' });
+    if (b)
+      baselines.push({
+        stage: `BM25 (cut-off ${b.cutoff})`,
+        f1: b.f1,
+        precision: b.precision,
+        recall: b.recall,
+        what: 'full text, cut-off tuned on training queries',
+      });
   }
   const f4 = (x: number) => (Number.isFinite(x) ? x.toFixed(4) : '—');
-  const rewardRows = (name: string, s: typeof q) => s.map((r) => `| ${name} | ${r.step} | ${f4(r.reward)} | ${f4(r.std)} | ${Number.isFinite(r.zero) ? r.zero.toFixed(2) : '—'} | ${f4(r.loss)} |`);
+  const rewardRows = (name: string, s: typeof q) =>
+    s.map(
+      (r) =>
+        `| ${name} | ${r.step} | ${f4(r.reward)} | ${f4(r.std)} | ${Number.isFinite(r.zero) ? r.zero.toFixed(2) : '—'} | ${f4(r.loss)} |`,
+    );
   const markdown =
     `| half-round | GRPO step | mean reward | reward std | groups with all rewards equal | loss |\n|---|---|---|---|---|---|\n` +
     [...rewardRows('query', q), ...rewardRows('item', i)].join('\n') +
@@ -166,7 +222,11 @@ export function renderReport(dir: string, title: string): { html: string; markdo
     yScale: 'linear',
     yFormat: (v) => String(+v.toPrecision(3)),
     series: [
-      { name: 'query half-round (F1 vs frozen item index)', colour: SIDE_COLOURS.query, points: q.map((r) => ({ x: r.step, y: r.reward })) },
+      {
+        name: 'query half-round (F1 vs frozen item index)',
+        colour: SIDE_COLOURS.query,
+        points: q.map((r) => ({ x: r.step, y: r.reward })),
+      },
       { name: 'item half-round (counterfactual)', colour: SIDE_COLOURS.item, points: i.map((r) => ({ x: r.step, y: r.reward })) },
     ],
   });
@@ -180,7 +240,12 @@ export function renderReport(dir: string, title: string): { html: string; markdo
     yDomain: [0, Math.max(0.1, ...f1s.map((r) => r.f1), ...baselines.map((r) => r.f1))],
     series: [
       { name: 'LLM', colour: SIDE_COLOURS.query, points: f1s.map((r, k) => ({ x: k, y: r.f1 })) },
-      ...baselines.map((b, k) => ({ name: b.stage, colour: k === 0 ? '#16a34a' : '#64748b', dash: '6 4', points: f1s.map((_, j) => ({ x: j, y: b.f1 })) })),
+      ...baselines.map((b, k) => ({
+        name: b.stage,
+        colour: k === 0 ? '#16a34a' : '#64748b',
+        dash: '6 4',
+        points: f1s.map((_, j) => ({ x: j, y: b.f1 })),
+      })),
     ],
   });
   const tableHtml = (head: string[], rows: string[][], caption: string) =>
@@ -196,8 +261,19 @@ export function renderReport(dir: string, title: string): { html: string; markdo
 <h1>${escapeHtml(title)}</h1>
 <p class="sub">trainers/trl/round.sh: SFT, a GRPO query half-round, a GRPO item half-round; rewards from cogr reward-server</p>
 <div class="grid2"><div class="card">${chart}</div><div class="card">${f1Chart}</div></div>
-${tableHtml(['stage', 'P', 'R', 'F1', 'what is matched'], [...f1s, ...baselines].map((r) => [r.stage, f4(r.precision), f4(r.recall), f4(r.f1), r.what]), 'Held-out queries')}
-${tableHtml(['half-round', 'GRPO step', 'mean reward', 'reward std', 'groups all equal', 'loss'], [...q.map((r) => ['query', r]), ...i.map((r) => ['item', r])].map(([s, r]) => { const x = r as (typeof q)[number]; return [s as string, String(x.step), f4(x.reward), f4(x.std), Number.isFinite(x.zero) ? x.zero.toFixed(2) : '—', f4(x.loss)]; }), 'Training reward per GRPO step')}
+${tableHtml(
+  ['stage', 'P', 'R', 'F1', 'what is matched'],
+  [...f1s, ...baselines].map((r) => [r.stage, f4(r.precision), f4(r.recall), f4(r.f1), r.what]),
+  'Held-out queries',
+)}
+${tableHtml(
+  ['half-round', 'GRPO step', 'mean reward', 'reward std', 'groups all equal', 'loss'],
+  [...q.map((r) => ['query', r]), ...i.map((r) => ['item', r])].map(([s, r]) => {
+    const x = r as (typeof q)[number];
+    return [s as string, String(x.step), f4(x.reward), f4(x.std), Number.isFinite(x.zero) ? x.zero.toFixed(2) : '—', f4(x.loss)];
+  }),
+  'Training reward per GRPO step',
+)}
 </body></html>
 `;
   return { html, markdown };
@@ -208,7 +284,8 @@ export async function main(argv: string[]): Promise<void> {
   if (cmd === 'prompts') {
     const items = Number(flag(args, '--items', '32'));
     const seed = Number(flag(args, '--seed', '1'));
-    if (!Number.isInteger(items) || items < 1) throw cogrError('INVALID_ARGUMENT', `--items: expected an integer ≥ 1, got ${JSON.stringify(flag(args, '--items'))}`);
+    if (!Number.isInteger(items) || items < 1)
+      throw cogrError('INVALID_ARGUMENT', `--items: expected an integer ≥ 1, got ${JSON.stringify(flag(args, '--items'))}`);
     await writePrompts(flag(args, '--db'), flag(args, '--out'), items, seed);
   } else if (cmd === 'parse') {
     parseCompletions(flag(args, '--from'), flag(args, '--out'));
@@ -223,7 +300,9 @@ export async function main(argv: string[]): Promise<void> {
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   main(process.argv.slice(2)).catch((e: unknown) => {
-    process.stderr.write(e instanceof CogrError ? `error[${e.code}]: ${e.message}\n` : `error[INTERNAL]: ${(e as Error).stack ?? String(e)}\n`);
+    process.stderr.write(
+      e instanceof CogrError ? `error[${e.code}]: ${e.message}\n` : `error[INTERNAL]: ${(e as Error).stack ?? String(e)}\n`,
+    );
     process.exit(e instanceof CogrError && e.status < 500 ? 2 : 1);
   });
 }

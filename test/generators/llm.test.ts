@@ -87,13 +87,21 @@ afterEach(() => {
 });
 
 function gen(extra: Partial<LlmOptions> = {}, cache?: KeyValueStore) {
-  return new OpenAIGenerator({ baseURL, model: 'test-model', apiKey: 'k', retryBaseMs: 1, retryMaxMs: 5, timeoutMs: 2000, ...extra }, { cache });
+  return new OpenAIGenerator(
+    { baseURL, model: 'test-model', apiKey: 'k', retryBaseMs: 1, retryMaxMs: 5, timeoutMs: 2000, ...extra },
+    { cache },
+  );
 }
 const input = { id: 'q1', text: 'breast cancer treatment' };
 
 describe('OpenAIGenerator against a local chat-completions server', () => {
   it('parses good JSON output, n samples in one request, structured output requested', async () => {
-    handler = (b) => ({ status: 200, body: completion(Array.from({ length: b.n ?? 1 }, (_, i) => JSON.stringify({ keywords: ['Breast Cancer', 'tamoxifen', `k${i}`, 'breast cancer'] }))) });
+    handler = (b) => ({
+      status: 200,
+      body: completion(
+        Array.from({ length: b.n ?? 1 }, (_, i) => JSON.stringify({ keywords: ['Breast Cancer', 'tamoxifen', `k${i}`, 'breast cancer'] })),
+      ),
+    });
     const g = gen();
     const [samples] = await g.generate('query', [input], { samples: 3, temperature: 1 });
     expect(calls).toHaveLength(1);
@@ -155,7 +163,11 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
         ...completion(['{"keywords": ["lens", "eye"]}', '{"keywords": ["lens", "crystalline lens", "crystal']),
         choices: [
           { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["Lens", "eye", "lens"]}' } },
-          { index: 1, finish_reason: 'length', message: { role: 'assistant', content: '{"keywords": ["lens", "crystalline lens", "crystal' } },
+          {
+            index: 1,
+            finish_reason: 'length',
+            message: { role: 'assistant', content: '{"keywords": ["lens", "crystalline lens", "crystal' },
+          },
         ],
       },
     });
@@ -167,15 +179,34 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     expect(g.usage).toMatchObject({ truncated: 1, formatFailures: 1, samples: 2 });
   });
 
-  it('a 400 about the prompt\'s length fails that input naming the reason, and structured output stays on', async () => {
+  it("a 400 about the prompt's length fails that input naming the reason, and structured output stays on", async () => {
     handler = (b) =>
       String(b.messages.at(-1).content).includes('too long')
-        ? { status: 400, body: { error: { message: "messages: this model's context is 2048 tokens, but 2300 were requested", type: 'invalid_request_error', param: 'messages', code: 'INVALID_BODY' } } }
+        ? {
+            status: 400,
+            body: {
+              error: {
+                message: "messages: this model's context is 2048 tokens, but 2300 were requested",
+                type: 'invalid_request_error',
+                param: 'messages',
+                code: 'INVALID_BODY',
+              },
+            },
+          }
         : { status: 200, body: completion(['{"keywords": ["fine"]}']) };
     const g = gen();
-    const settled = await g.generateSettled('query', [{ id: 'long', text: 'too long' }, { id: 'ok', text: 'short' }], { samples: 1, temperature: 0.7 });
+    const settled = await g.generateSettled(
+      'query',
+      [
+        { id: 'long', text: 'too long' },
+        { id: 'ok', text: 'short' },
+      ],
+      { samples: 1, temperature: 0.7 },
+    );
     const bad = settled[0];
-    expect(!bad.ok && isCogrError(bad.error, 'LLM_ERROR') && bad.error.message).toMatch(/HTTP 400 \(messages: this model's context is 2048 tokens.*\(not retryable\)/);
+    expect(!bad.ok && isCogrError(bad.error, 'LLM_ERROR') && bad.error.message).toMatch(
+      /HTTP 400 \(messages: this model's context is 2048 tokens.*\(not retryable\)/,
+    );
     expect(settled[1].ok).toBe(true);
     expect(calls.every((c) => c.response_format?.type === 'json_schema')).toBe(true);
   });
@@ -192,7 +223,11 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
   });
 
   it('turns malformed output into invalid_format samples, never a crash', async () => {
-    const outs = ['{"keywords": [1, 2', '', 'I am sorry, but as a language model I cannot help you with the request you have made today because it is long prose.'];
+    const outs = [
+      '{"keywords": [1, 2',
+      '',
+      'I am sorry, but as a language model I cannot help you with the request you have made today because it is long prose.',
+    ];
     handler = (_b, call) => ({ status: 200, body: completion([outs[(call - 1) % 3]]) });
     const g = gen({ multiSample: 'off' });
     const [samples] = await g.generate('item', [{ id: 'i', title: 'T', text: 'x' }], { samples: 3, temperature: 1 });
@@ -233,7 +268,9 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     for (const reply of bodies) {
       calls = [];
       handler = () => reply;
-      const err = await gen({ maxRetries: 2 }).generate('query', [input], { samples: 1, temperature: 1 }).catch((e) => e);
+      const err = await gen({ maxRetries: 2 })
+        .generate('query', [input], { samples: 1, temperature: 1 })
+        .catch((e) => e);
       expect(isCogrError(err, 'LLM_ERROR')).toBe(true);
       expect(err.message).toContain(baseURL);
       expect(err.message).toMatch(/last status HTTP 200 with (a body that is not JSON|JSON that is not a chat completion \(no choices\))$/);
@@ -248,7 +285,9 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     expect(llmOptionsFromEnv({ llmTimeout: '250' }, { COGR_LLM_TIMEOUT_MS: '1500' }).timeoutMs).toBe(250);
     expect(new OpenAIGenerator({ ...llmOptionsFromEnv({ llmTimeout: '250' }, {}), model: 'm' }).options.timeoutMs).toBe(250);
     for (const bad of ['0', '1e3', '0x10', '-5', '2.5', '', 'soon', '86400001']) {
-      expect(() => llmOptionsFromEnv({ llmTimeout: bad }, {}), bad).toThrow(`--llm-timeout: expected an integer in [1, 86400000] (milliseconds), got ${JSON.stringify(bad)}`);
+      expect(() => llmOptionsFromEnv({ llmTimeout: bad }, {}), bad).toThrow(
+        `--llm-timeout: expected an integer in [1, 86400000] (milliseconds), got ${JSON.stringify(bad)}`,
+      );
     }
     expect(() => llmOptionsFromEnv({}, { COGR_LLM_TIMEOUT_MS: '60s' })).toThrow(/^COGR_LLM_TIMEOUT_MS: expected an integer/);
   });
@@ -259,29 +298,38 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     const [samples] = await g.generate('query', [input], { samples: 1, temperature: 1 });
     expect(samples[0].keywords).toEqual(['late']);
     handler = () => ({ status: 0, hang: true });
-    const err = await gen({ timeoutMs: 100, maxRetries: 1 }).generate('query', [input], { samples: 1, temperature: 1 }).catch((e) => e);
+    const err = await gen({ timeoutMs: 100, maxRetries: 1 })
+      .generate('query', [input], { samples: 1, temperature: 1 })
+      .catch((e) => e);
     expect(isCogrError(err, 'LLM_ERROR')).toBe(true);
     expect(err.message).toMatch(/time-out/);
   });
 
-  it('a body that never finishes is a time-out of the whole exchange: retried, then LLM_ERROR naming the endpoint and the flags', { timeout: 60_000 }, async () => {
-    for (const stall of ['chunked', 'length', 'sse'] as const) {
-      calls = [];
-      handler = (_b, call) => (call === 1 ? { status: 200, stall } : { status: 200, body: completion(['{"keywords": ["after the stall"]}']) });
-      // Long enough for the good answer to arrive in time on a busy machine.
-      const g = gen({ timeoutMs: 1500 });
-      const [samples] = await g.generate('query', [input], { samples: 1, temperature: 1 });
-      expect(samples[0].keywords, stall).toEqual(['after the stall']);
-      expect(g.usage, stall).toMatchObject({ requests: 2, failures: 1, retries: 1 });
-      calls = [];
-      handler = () => ({ status: 200, stall });
-      const err = await gen({ timeoutMs: 300, maxRetries: 2 }).generate('query', [input], { samples: 1, temperature: 1 }).catch((e) => e);
-      expect(isCogrError(err, 'LLM_ERROR'), stall).toBe(true);
-      expect(err.message).toContain(`LLM endpoint ${baseURL} failed after 3 attempt(s): last status time-out after 300 ms`);
-      expect(err.message).toMatch(/--llm-timeout or a lower --concurrency/);
-      expect(calls).toHaveLength(3);
-    }
-  });
+  it(
+    'a body that never finishes is a time-out of the whole exchange: retried, then LLM_ERROR naming the endpoint and the flags',
+    { timeout: 60_000 },
+    async () => {
+      for (const stall of ['chunked', 'length', 'sse'] as const) {
+        calls = [];
+        handler = (_b, call) =>
+          call === 1 ? { status: 200, stall } : { status: 200, body: completion(['{"keywords": ["after the stall"]}']) };
+        // Long enough for the good answer to arrive in time on a busy machine.
+        const g = gen({ timeoutMs: 1500 });
+        const [samples] = await g.generate('query', [input], { samples: 1, temperature: 1 });
+        expect(samples[0].keywords, stall).toEqual(['after the stall']);
+        expect(g.usage, stall).toMatchObject({ requests: 2, failures: 1, retries: 1 });
+        calls = [];
+        handler = () => ({ status: 200, stall });
+        const err = await gen({ timeoutMs: 300, maxRetries: 2 })
+          .generate('query', [input], { samples: 1, temperature: 1 })
+          .catch((e) => e);
+        expect(isCogrError(err, 'LLM_ERROR'), stall).toBe(true);
+        expect(err.message).toContain(`LLM endpoint ${baseURL} failed after 3 attempt(s): last status time-out after 300 ms`);
+        expect(err.message).toMatch(/--llm-timeout or a lower --concurrency/);
+        expect(calls).toHaveLength(3);
+      }
+    },
+  );
 
   it('the deadline counts from sending, not while a request waits for a concurrency slot', { timeout: 60_000 }, async () => {
     // One request at a time, each answered after 150 ms: the last of 40 waits ≥ 5.8 s for its slot, beyond the 5 s deadline.
@@ -295,9 +343,18 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
 
   it('never caches a protocol anomaly (a choice without text): the next call asks again', async () => {
     const cache = memoryStore();
-    const anomalies = [{ role: 'assistant', content: null }, { role: 'assistant' }, { role: 'assistant', content: 5 }, { role: 'assistant', content: null, tool_calls: [] }, undefined];
+    const anomalies = [
+      { role: 'assistant', content: null },
+      { role: 'assistant' },
+      { role: 'assistant', content: 5 },
+      { role: 'assistant', content: null, tool_calls: [] },
+      undefined,
+    ];
     for (const message of anomalies) {
-      handler = () => ({ status: 200, body: { ...completion(['x']), choices: [{ index: 0, finish_reason: 'stop', ...(message ? { message } : {}) }] } });
+      handler = () => ({
+        status: 200,
+        body: { ...completion(['x']), choices: [{ index: 0, finish_reason: 'stop', ...(message ? { message } : {}) }] },
+      });
       const g = gen({}, cache);
       const [samples] = await g.generate('query', [input], { samples: 1, temperature: 0.7, seed: 1 });
       expect(samples[0]).toMatchObject({ format: 'invalid_format', keywords: [], raw: '' });
@@ -306,11 +363,13 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     }
     // An empty text, which earlier versions cached for a null one, is asked again too.
     const g0 = gen({}, cache);
-    const key = [...(await (async () => {
-      handler = () => ({ status: 200, body: completion(['{"keywords": ["real answer"]}']) });
-      await g0.generate('query', [input], { samples: 1, temperature: 0.7, seed: 1 });
-      return cache.map.keys();
-    })())][0];
+    const key = [
+      ...(await (async () => {
+        handler = () => ({ status: 200, body: completion(['{"keywords": ["real answer"]}']) });
+        await g0.generate('query', [input], { samples: 1, temperature: 0.7, seed: 1 });
+        return cache.map.keys();
+      })()),
+    ][0];
     expect(cache.map.get(key)).toEqual({ content: '{"keywords": ["real answer"]}', logProb: null, finishReason: 'stop' });
     await cache.put(key, { content: '', logProb: null });
     calls = [];
@@ -330,7 +389,10 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
   it('settles per input: answered inputs are kept; after an endpoint failure the requests not yet sent are not sent', async () => {
     const text = (b: Record<string, any>) => String(b.messages.at(-1).content);
     // An input-specific refusal (400) fails that input only.
-    handler = (b) => (text(b).includes('second') ? { status: 400, body: { error: { message: 'context too long' } } } : { status: 200, body: completion(['["fine"]']) });
+    handler = (b) =>
+      text(b).includes('second')
+        ? { status: 400, body: { error: { message: 'context too long' } } }
+        : { status: 200, body: completion(['["fine"]']) };
     const inputs = ['first', 'second', 'third'].map((t, i) => ({ id: `q${i}`, text: `${t} query` }));
     const settled = await gen({ structured: 'off' }).generateSettled('query', inputs, { samples: 1, temperature: 1 });
     expect(settled.map((r) => r.ok)).toEqual([true, false, true]);
@@ -344,14 +406,21 @@ describe('OpenAIGenerator against a local chat-completions server', () => {
     expect(s2.map((r) => r.ok)).toEqual([true, false, false]);
     expect(calls).toHaveLength(3); // q0 once, q1 twice (a retry), q2 never
     const notSent = s2[2];
-    expect(!notSent.ok && notSent.error.message).toMatch(/^not sent: the LLM endpoint .* failed on input "q1" \(LLM endpoint .* HTTP 503\)/);
+    expect(!notSent.ok && notSent.error.message).toMatch(
+      /^not sent: the LLM endpoint .* failed on input "q1" \(LLM endpoint .* HTTP 503\)/,
+    );
     // generate() still fails as a whole, with the failure of the input that failed.
-    const err = await gen({ concurrency: 1, maxRetries: 1 }).generate('query', inputs, { samples: 1, temperature: 1 }).catch((e) => e);
+    const err = await gen({ concurrency: 1, maxRetries: 1 })
+      .generate('query', inputs, { samples: 1, temperature: 1 })
+      .catch((e) => e);
     expect(isCogrError(err, 'LLM_ERROR') && err.message).toMatch(/failed after 2 attempt\(s\): last status HTTP 503$/);
   });
 
   it('falls back to plain text when the server rejects response_format', async () => {
-    handler = (b) => (b.response_format ? { status: 400, body: { error: { message: 'response_format not supported' } } } : { status: 200, body: completion(['alpha, beta; gamma delta']) });
+    handler = (b) =>
+      b.response_format
+        ? { status: 400, body: { error: { message: 'response_format not supported' } } }
+        : { status: 200, body: completion(['alpha, beta; gamma delta']) };
     const g = gen({ concurrency: 1 });
     const res = await g.generate('query', [input, { id: 'q2', text: 'other' }], { samples: 1, temperature: 1 });
     expect(res[0][0].keywords).toEqual(['alpha', 'beta', 'gamma delta']);

@@ -7,17 +7,30 @@ describe('tolerant keyword parser: prose is not a keyword list', () => {
     expect(parseKeywordOutput('Sure! Here is what I think about the query.').ok).toBe(false);
   });
   it('still accepts short keyword lists that end with a full stop', () => {
-    expect(parseKeywordOutput('breast cancer, tamoxifen, hormone therapy.')).toMatchObject({ ok: true, keywords: ['breast cancer', 'tamoxifen', 'hormone therapy'] });
-    expect(parseKeywordOutput('statins\nbreast cancer survival')).toMatchObject({ ok: true, keywords: ['statins', 'breast cancer survival'] });
+    expect(parseKeywordOutput('breast cancer, tamoxifen, hormone therapy.')).toMatchObject({
+      ok: true,
+      keywords: ['breast cancer', 'tamoxifen', 'hormone therapy'],
+    });
+    expect(parseKeywordOutput('statins\nbreast cancer survival')).toMatchObject({
+      ok: true,
+      keywords: ['statins', 'breast cancer survival'],
+    });
   });
 });
 
 describe('reasoning blocks are stripped before parsing', () => {
   it('drops <think>…</think> blocks, so the reasoning never becomes keywords', () => {
-    const out = '<think>\nOkay, the user wants keywords. I think statins matter here.\n</think>\n\n{"keywords": ["statins", "breast cancer"]}';
+    const out =
+      '<think>\nOkay, the user wants keywords. I think statins matter here.\n</think>\n\n{"keywords": ["statins", "breast cancer"]}';
     expect(parseKeywordOutput(out)).toMatchObject({ ok: true, keywords: ['statins', 'breast cancer'], via: 'json' });
-    expect(parseKeywordOutput('<THINK>hmm, think</THINK>statins, tamoxifen')).toMatchObject({ ok: true, keywords: ['statins', 'tamoxifen'] });
-    expect(parseKeywordOutput('<thinking>okay\nthink\nso</thinking>\n- statins\n- aspirin')).toMatchObject({ ok: true, keywords: ['statins', 'aspirin'] });
+    expect(parseKeywordOutput('<THINK>hmm, think</THINK>statins, tamoxifen')).toMatchObject({
+      ok: true,
+      keywords: ['statins', 'tamoxifen'],
+    });
+    expect(parseKeywordOutput('<thinking>okay\nthink\nso</thinking>\n- statins\n- aspirin')).toMatchObject({
+      ok: true,
+      keywords: ['statins', 'aspirin'],
+    });
     expect(parseKeywordOutput('<think>a</think>statins<think>b, c</think>, aspirin').keywords).toEqual(['statins', 'aspirin']);
   });
   it('drops reasoning whose opening tag was in the prompt, and reasoning cut off before its end', () => {

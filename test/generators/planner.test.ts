@@ -90,7 +90,12 @@ describe('KeywordPlanner: the greedy expected-F1 choice, by hand', () => {
   });
 
   it('starts from the items matched by the query string {q}', () => {
-    const titled = KeywordView.build('item', 0, entries.map((e) => (e.id === 'C' ? { ...e, self: 'gamma title' } : e)), { analyzer: 'english' });
+    const titled = KeywordView.build(
+      'item',
+      0,
+      entries.map((e) => (e.id === 'C' ? { ...e, self: 'gamma title' } : e)),
+      { analyzer: 'english' },
+    );
     const planner = new KeywordPlanner(new FixedP(['A', 'B', 'C', 'D', 'E', 'F'], { q2: P.q }), { topItems: 5 });
     planner.attachOpposite(titled);
     // "gamma title" is C's title: U starts as {C} (p 0.7); kone then 2·(0.7+1.7)/(3 + 2.55) = 0.8649 …
@@ -153,9 +158,18 @@ describe('KeywordPlanner: the stochastic policy', () => {
       set(h);
       return (a - b) / (2 * h);
     };
-    expect(g.stop).toBeCloseTo(fd((d) => (planner.stopBias += d)), 5);
-    expect(g.terms.get('ktwo')).toBeCloseTo(fd((d) => planner.setTerm('ktwo', planner.term('ktwo') + d)), 5);
-    expect(g.lnAlpha).toBeCloseTo(fd((d) => (planner.alpha *= Math.exp(d))), 5);
+    expect(g.stop).toBeCloseTo(
+      fd((d) => (planner.stopBias += d)),
+      5,
+    );
+    expect(g.terms.get('ktwo')).toBeCloseTo(
+      fd((d) => planner.setTerm('ktwo', planner.term('ktwo') + d)),
+      5,
+    );
+    expect(g.lnAlpha).toBeCloseTo(
+      fd((d) => (planner.alpha *= Math.exp(d))),
+      5,
+    );
     const rel = planner.relevance;
     for (let j = 0; j < rel.dim; j++) {
       const num = fd((d) => {
@@ -185,7 +199,11 @@ describe('KeywordPlanner: leave-one-out for training queries', () => {
   const itemView = KeywordView.build(
     'item',
     0,
-    items.map((it) => ({ id: it.id, self: it.title, keywords: it.id === 'i1' || it.id === 'i2' ? ['statins cholesterol', 'lipid'] : ['breast cancer statins', 'tumour'] })),
+    items.map((it) => ({
+      id: it.id,
+      self: it.title,
+      keywords: it.id === 'i1' || it.id === 'i2' ? ['statins cholesterol', 'lipid'] : ['breast cancer statins', 'tumour'],
+    })),
     { analyzer: 'english' },
   );
   const relOrd = (ids: readonly string[]) => new Set(ids.map((id) => itemView.ordinalOf(id)));

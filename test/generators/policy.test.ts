@@ -86,7 +86,10 @@ describe('EmbeddedPolicy: exact probabilities', () => {
 
 // Items whose target keywords are the two-word n-grams of their title: a pattern the dense
 // features (len2, inTitle) can learn and carry to unseen items.
-const vocab = 'acute renal failure chronic heart disease lung cancer therapy blood pressure liver enzyme insulin glucose bone marrow stem cell immune response viral load'.split(' ');
+const vocab =
+  'acute renal failure chronic heart disease lung cancer therapy blood pressure liver enzyme insulin glucose bone marrow stem cell immune response viral load'.split(
+    ' ',
+  );
 function makeItems(n: number, seed: number): { input: GenerateInput; target: string[] }[] {
   const rng = createRng(seed);
   const pick = () => vocab[Math.floor(rng() * vocab.length)];
@@ -94,7 +97,10 @@ function makeItems(n: number, seed: number): { input: GenerateInput; target: str
   for (let i = 0; i < n; i++) {
     const title = [pick(), pick(), pick()];
     const text = Array.from({ length: 25 }, pick).join(' ');
-    out.push({ input: { id: `i${seed}-${i}`, title: title.join(' '), text }, target: [title.slice(0, 2).join(' '), title.slice(1).join(' ')] });
+    out.push({
+      input: { id: `i${seed}-${i}`, title: title.join(' '), text },
+      target: [title.slice(0, 2).join(' '), title.slice(1).join(' ')],
+    });
   }
   return out;
 }
@@ -177,7 +183,11 @@ describe('EmbeddedPolicy JSON round trip', () => {
 
 describe('EmbeddedPolicy nucleus sampling (topP)', () => {
   const policy = new EmbeddedPolicy('item');
-  const input = { id: 'x', title: 'Soluble lens proteins', text: 'Soluble lens proteins of the bovine eye: crystallins, their structure and ageing of the lens.' };
+  const input = {
+    id: 'x',
+    title: 'Soluble lens proteins',
+    text: 'Soluble lens proteins of the bovine eye: crystallins, their structure and ageing of the lens.',
+  };
   it('samples only from the nucleus and reports the untruncated log-probability', () => {
     const greedy = policy.decode(input, { greedy: true }).keywords;
     for (let seed = 1; seed <= 5; seed++) {
@@ -187,9 +197,13 @@ describe('EmbeddedPolicy nucleus sampling (topP)', () => {
       expect(r.logProb).toBeCloseTo(policy.logProb(input, r.keywords, 1), 12);
     }
     // topP 1 is plain sampling (same draws as without it).
-    expect(policy.sample(input, { temperature: 1, topP: 1, rng: createRng(3) })).toEqual(policy.sample(input, { temperature: 1, rng: createRng(3) }));
+    expect(policy.sample(input, { temperature: 1, topP: 1, rng: createRng(3) })).toEqual(
+      policy.sample(input, { temperature: 1, rng: createRng(3) }),
+    );
     // A nucleus below 1 leaves out the least probable choices: over many draws, fewer distinct first keywords.
-    const distinct = (topP: number) => new Set(Array.from({ length: 200 }, (_, s) => policy.sample(input, { temperature: 1, topP, rng: createRng(100 + s) }).keywords[0])).size;
+    const distinct = (topP: number) =>
+      new Set(Array.from({ length: 200 }, (_, s) => policy.sample(input, { temperature: 1, topP, rng: createRng(100 + s) }).keywords[0]))
+        .size;
     expect(distinct(0.3)).toBeLessThan(distinct(1));
   });
 });

@@ -72,7 +72,20 @@ describe('decoding and training options', () => {
 describe('candidate extraction fast path', () => {
   it('n-grams equal the normalised joins of the input words, including odd Unicode', () => {
     const rng = createRng(5);
-    const words = ['Heart', 'ﬁbrosis', 'İstanbul', 'the', 'of', 'co-op', '(renal)', 'ÅNGSTRÖM', 'x'.repeat(60), 'ｆｕｌｌ', 'α-helix', 'data'];
+    const words = [
+      'Heart',
+      'ﬁbrosis',
+      'İstanbul',
+      'the',
+      'of',
+      'co-op',
+      '(renal)',
+      'ÅNGSTRÖM',
+      'x'.repeat(60),
+      'ｆｕｌｌ',
+      'α-helix',
+      'data',
+    ];
     for (let t = 0; t < 30; t++) {
       const text = Array.from({ length: 12 }, () => words[Math.floor(rng() * words.length)]).join(' ');
       const p = new EmbeddedPolicy('item');
@@ -108,7 +121,15 @@ describe('candidate extraction fast path', () => {
 
 describe('item side: keywords offered by the query side', () => {
   const input = { id: 'i1', title: 'statin therapy', text: 'statin therapy lowers cholesterol in older patients' };
-  const offers = new Map([['i1', [{ keyword: 'statin breast cancer', judged: 2, ranked: 0, precision: 1 }, { keyword: 'heart disease', judged: 0, ranked: 3, precision: 0 }]]]);
+  const offers = new Map([
+    [
+      'i1',
+      [
+        { keyword: 'statin breast cancer', judged: 2, ranked: 0, precision: 1 },
+        { keyword: 'heart disease', judged: 0, ranked: 3, precision: 0 },
+      ],
+    ],
+  ]);
 
   it('are candidates with their query-side features', () => {
     const p = new EmbeddedPolicy('item');
@@ -138,7 +159,10 @@ describe('item side: keywords offered by the query side', () => {
     const mean = r.reduce((a, b) => a + b, 0) / r.length;
     expect(r.some((x) => x === 1)).toBe(true);
     const lpBefore = p.logProb(input, ['statin breast cancer']);
-    p.grpoUpdate(group.map((g, i) => ({ input, keywords: g.keywords, oldLogProb: g.logProb, advantage: r[i] - mean })), { lr: 0.5 });
+    p.grpoUpdate(
+      group.map((g, i) => ({ input, keywords: g.keywords, oldLogProb: g.logProb, advantage: r[i] - mean })),
+      { lr: 0.5 },
+    );
     const after = p.denseWeights();
     for (const [k, v] of Object.entries(after)) {
       if (['qJudged', 'qRanked', 'qPrec', 'fromQuery'].includes(k)) continue;

@@ -84,7 +84,11 @@ describe('rankMatched: the served ranking of a matched set, by hand', () => {
 });
 
 describe('chooseRanker: the best pooled nDCG@10, weighted by queries', () => {
-  const m = (k: number, t: number, mo: number) => ({ keywords: { ndcg10: k, map: 0, mrr10: 0 }, text: { ndcg10: t, map: 0, mrr10: 0 }, model: { ndcg10: mo, map: 0, mrr10: 0 } });
+  const m = (k: number, t: number, mo: number) => ({
+    keywords: { ndcg10: k, map: 0, mrr10: 0 },
+    text: { ndcg10: t, map: 0, mrr10: 0 },
+    model: { ndcg10: mo, map: 0, mrr10: 0 },
+  });
   it('pools by query counts and picks the best; a named ranker is kept', () => {
     // 30 queries text 0.5 / model 0.4, 10 queries text 0.1 / model 0.9: text 0.4, model 0.525
     const pooled = pooledRankings([

@@ -13,10 +13,17 @@ import { createRng } from '../../index/core/random.ts';
 // 40 items in 4 groups; the text is random filler shared by all groups; the vector says the group.
 const rng = createRng(3);
 const filler = ['study', 'results', 'effect', 'method', 'analysis', 'patients', 'cells', 'level'];
-const items = Array.from({ length: 40 }, (_, i) => ({ id: `d${String(i).padStart(2, '0')}`, title: '', text: Array.from({ length: 8 }, () => filler[Math.floor(rng() * filler.length)]).join(' ') }));
+const items = Array.from({ length: 40 }, (_, i) => ({
+  id: `d${String(i).padStart(2, '0')}`,
+  title: '',
+  text: Array.from({ length: 8 }, () => filler[Math.floor(rng() * filler.length)]).join(' '),
+}));
 const group = (i: number) => i % 4;
 const oneHot = (g: number, noise: number) => Float32Array.from({ length: 8 }, (_, j) => (j === g ? 1 : 0) + noise * (rng() - 0.5));
-const queries = Array.from({ length: 16 }, (_, q) => ({ id: `q${q}`, text: `${filler[q % filler.length]} ${filler[(q * 3) % filler.length]} query ${q}` }));
+const queries = Array.from({ length: 16 }, (_, q) => ({
+  id: `q${q}`,
+  text: `${filler[q % filler.length]} ${filler[(q * 3) % filler.length]} query ${q}`,
+}));
 const relevant = (q: number) => items.filter((_, i) => group(i) === q % 4).map((it) => it.id);
 const training = queries.map((q, k) => [q, relevant(k)] as const);
 const model = 'fake-embed';
@@ -41,7 +48,9 @@ describe('dense relevance features', () => {
       let s = 0;
       queries.forEach((q, k) => {
         const p = mm.probabilities(q);
-        const order = Array.from(p.keys()).sort((a, b) => p[b] - p[a] || a - b).slice(0, 10);
+        const order = Array.from(p.keys())
+          .sort((a, b) => p[b] - p[a] || a - b)
+          .slice(0, 10);
         const rel = new Set(relevant(k));
         s += order.filter((o) => rel.has(mm.itemIds[o])).length / 10;
       });

@@ -44,7 +44,15 @@ describe('SFT (Algorithm 1)', () => {
       ['d', ['v']],
     ]);
     const rel = new Map([['q', new Set(['a', 'b', 'c'])]]);
-    const t = buildQueryTargets([{ id: 'q', text: 'q' }, { id: 'empty', text: '' }], rel, kw, 3);
+    const t = buildQueryTargets(
+      [
+        { id: 'q', text: 'q' },
+        { id: 'empty', text: '' },
+      ],
+      rel,
+      kw,
+      3,
+    );
     expect(t.get('q')).toEqual(['z', 'y', 'w']); // z:3, y:2, then w and x (1 each) by keyword order
     expect(t.has('empty')).toBe(false);
   });
@@ -98,7 +106,10 @@ describe('SFT (Algorithm 1)', () => {
       const queryTargets = new Map([['q1', ['gamma']]]);
       const n = exportTrl(dir, { items: c.items, itemKeywords, queries: c.queries, queryTargets });
       expect(n).toEqual({ item: 1, query: 1 });
-      const item = readFileSync(join(dir, 'item.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      const item = readFileSync(join(dir, 'item.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
       // The system message, the prompt file's worked example (a user and an assistant turn), then the item.
       expect(item[0].prompt.map((m: { role: string }) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
       expect(item[0].prompt.at(-1).content).toContain(c.items[0].title);

@@ -17,11 +17,16 @@ describe('analyzers', () => {
   });
 
   it('a view matches on the analysed key and keeps the surface form for display', () => {
-    const v = KeywordView.build('item', 0, [
-      { id: 'a', self: 'Statin therapy', keywords: ['statin', 'LDL cholesterol'] },
-      { id: 'b', self: '', keywords: ['statin'] },
-      { id: 'c', self: '', keywords: ['statins'] },
-    ], { analyzer: 'english' });
+    const v = KeywordView.build(
+      'item',
+      0,
+      [
+        { id: 'a', self: 'Statin therapy', keywords: ['statin', 'LDL cholesterol'] },
+        { id: 'b', self: '', keywords: ['statin'] },
+        { id: 'c', self: '', keywords: ['statins'] },
+      ],
+      { analyzer: 'english' },
+    );
     expect(Array.from(v.match({ keywords: ['statins'] })).map((e) => v.id(e))).toEqual(['a', 'b', 'c']);
     const o = v.probeKeywordOrdinals({ keywords: ['Statins'] })[0];
     expect(v.surface(o)).toBe('statin'); // the most frequent surface form

@@ -12,12 +12,16 @@ const wellFormed = (s: string) => Buffer.from(s, 'utf8').toString('utf8');
 describe('encodeStrings', () => {
   it('round-trips any strings (shared or not), byte offsets equal to UTF-8 lengths', () => {
     fc.assert(
-      fc.property(fc.array(fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('\uD800', '\uDC00', 'é', '')), { maxLength: 40_000 }), fc.boolean(), (list, shared) => {
-        const { blob, off } = encodeStrings(list, shared);
-        expect(off[0]).toBe(0);
-        for (let i = 0; i < list.length; i++) expect(off[i + 1] - off[i]).toBe(Buffer.byteLength(list[i], 'utf8'));
-        expect(new StringTable(blob, off, list.length).all()).toEqual(list.map(wellFormed));
-      }),
+      fc.property(
+        fc.array(fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('\uD800', '\uDC00', 'é', '')), { maxLength: 40_000 }),
+        fc.boolean(),
+        (list, shared) => {
+          const { blob, off } = encodeStrings(list, shared);
+          expect(off[0]).toBe(0);
+          for (let i = 0; i < list.length; i++) expect(off[i + 1] - off[i]).toBe(Buffer.byteLength(list[i], 'utf8'));
+          expect(new StringTable(blob, off, list.length).all()).toEqual(list.map(wellFormed));
+        },
+      ),
       { numRuns: 40 },
     );
   });

@@ -70,7 +70,9 @@ describe('openDb', () => {
     await raw.close();
     const e = await openDb(path).catch((x: unknown) => x);
     expect(isCogrError(e, 'DB_VERSION')).toBe(true);
-    expect((e as Error).message).toMatch(/format version 1, expected 2; refusing to read it: it was written by an older cogr; rebuild it: `cogr demo --fresh`/);
+    expect((e as Error).message).toMatch(
+      /format version 1, expected 2; refusing to read it: it was written by an older cogr; rebuild it: `cogr demo --fresh`/,
+    );
   });
 
   it('refuses a non-empty LevelDB without a format record', async () => {

@@ -29,9 +29,13 @@ const N = 2_500;
  */
 function runChild(path: string, seed: number, killAt: string | null, staged = false): Promise<{ killed: boolean; out: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/commit-big.ts', path, String(N), String(seed), ...(staged ? ['1500'] : [])], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'test/fixtures/commit-big.ts', path, String(N), String(seed), ...(staged ? ['1500'] : [])],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     let err = '';
     let killed = false;
@@ -72,7 +76,9 @@ describe('a commit killed midway', () => {
     const files = new PublishedIndex(path);
     const publishedBefore = await files.listGenerations('item');
     for (const g of publishedBefore) {
-      expect((await files.openView('item', g.generation)).data).toEqual(buildViewData('item', g.generation, bigEntries(g.meta.n as number, g.meta.seed as number)));
+      expect((await files.openView('item', g.generation)).data).toEqual(
+        buildViewData('item', g.generation, bigEntries(g.meta.n as number, g.meta.seed as number)),
+      );
     }
     const db = await openDb(path);
     try {

@@ -101,7 +101,8 @@ function checkView(view: KeywordView, model: Model, probes: Probe[], params: Bm2
 // ---- generators -------------------------------------------------------------------
 
 const WORDS = ['red', 'shoe', 'Shoe', 'wool', 'hat', 'blue', 'x', '(run)', 'co-op'];
-const phrase = (min: number, max: number) => fc.array(fc.constantFrom(...WORDS), { minLength: min, maxLength: max }).map((w) => w.join(' '));
+const phrase = (min: number, max: number) =>
+  fc.array(fc.constantFrom(...WORDS), { minLength: min, maxLength: max }).map((w) => w.join(' '));
 const kwSet = fc.array(fc.oneof(phrase(1, 3), fc.constant('   '), fc.constant('a b c d e f g h i')), { maxLength: 5 });
 const ids = fc.constantFrom('i0', 'i1', 'i2', 'i3', 'i4', 'i5', 'i!', 'i\u0000z');
 const probeArb: fc.Arbitrary<Probe> = fc.record({ self: fc.option(phrase(0, 3), { nil: undefined }), keywords: kwSet });
@@ -156,83 +157,92 @@ describe('KeywordView against the naive model', () => {
 describe('KeywordIndexStore against the naive model', () => {
   // Staged commits (maxBatchOps small: many LevelDB batches per generation) and view files
   // read in small chunks must read exactly as one-batch commits and whole reads.
-  const ioArb = fc.record({ maxBatchOps: fc.option(fc.integer({ min: 1, max: 40 }), { nil: undefined }), readChunk: fc.integer({ min: 1, max: 4096 }) });
+  const ioArb = fc.record({
+    maxBatchOps: fc.option(fc.integer({ min: 1, max: 40 }), { nil: undefined }),
+    readChunk: fc.integer({ min: 1, max: 4096 }),
+  });
   it('random add / replace / remove / commit / delete sequences, every kept generation unchanged', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 40 }), fc.array(probeArb, { minLength: 1, maxLength: 3 }), paramsArb, ioArb, async (ops, probes, params, io) => {
-        const db = await openDb(join(root, `run${runNo++}`));
-        const store = new KeywordIndexStore(db, io.maxBatchOps === undefined ? {} : { maxBatchOps: io.maxBatchOps });
-        try {
-          const committed = new Map<number, Model>();
-          let latest: number | null = null;
-          let pending: { id: string; rec: { self: string; keywords: string[] } | null }[] = [];
-          for (const op of ops) {
-            if (op.t === 'set') pending.push({ id: op.id, rec: { self: op.self, keywords: op.keywords } });
-            else if (op.t === 'remove') pending.push({ id: op.id, rec: null });
-            else if (op.t === 'delete') {
-              const gens = [...committed.keys()];
-              if (gens.length < 2) continue;
-              const g = gens[op.pick % gens.length];
-              await store.deleteGeneration('item', g);
-              committed.delete(g);
-            } else {
-              const existing = [...committed.keys()];
-              let base: number | null;
-              if (op.base === 'empty' || existing.length === 0) base = null;
-              else if (op.base === 'older') base = existing[0];
-              else base = Math.max(...existing);
-              const model: Model = op.replace || base === null ? new Map() : new Map(committed.get(base)!);
-              const w = store.writer('item', { base, mode: op.replace ? 'replace' : 'patch' });
-              for (const p of pending) {
-                if (p.rec) {
-                  w.set(p.id, p.rec.self, p.rec.keywords);
-                  model.set(p.id, p.rec);
-                } else {
-                  w.remove(p.id);
-                  model.delete(p.id);
+      fc.asyncProperty(
+        fc.array(opArb, { minLength: 1, maxLength: 40 }),
+        fc.array(probeArb, { minLength: 1, maxLength: 3 }),
+        paramsArb,
+        ioArb,
+        async (ops, probes, params, io) => {
+          const db = await openDb(join(root, `run${runNo++}`));
+          const store = new KeywordIndexStore(db, io.maxBatchOps === undefined ? {} : { maxBatchOps: io.maxBatchOps });
+          try {
+            const committed = new Map<number, Model>();
+            let latest: number | null = null;
+            let pending: { id: string; rec: { self: string; keywords: string[] } | null }[] = [];
+            for (const op of ops) {
+              if (op.t === 'set') pending.push({ id: op.id, rec: { self: op.self, keywords: op.keywords } });
+              else if (op.t === 'remove') pending.push({ id: op.id, rec: null });
+              else if (op.t === 'delete') {
+                const gens = [...committed.keys()];
+                if (gens.length < 2) continue;
+                const g = gens[op.pick % gens.length];
+                await store.deleteGeneration('item', g);
+                committed.delete(g);
+              } else {
+                const existing = [...committed.keys()];
+                let base: number | null;
+                if (op.base === 'empty' || existing.length === 0) base = null;
+                else if (op.base === 'older') base = existing[0];
+                else base = Math.max(...existing);
+                const model: Model = op.replace || base === null ? new Map() : new Map(committed.get(base)!);
+                const w = store.writer('item', { base, mode: op.replace ? 'replace' : 'patch' });
+                for (const p of pending) {
+                  if (p.rec) {
+                    w.set(p.id, p.rec.self, p.rec.keywords);
+                    model.set(p.id, p.rec);
+                  } else {
+                    w.remove(p.id);
+                    model.delete(p.id);
+                  }
                 }
+                pending = [];
+                const g = await w.commit({ n: existing.length });
+                expect(latest === null || g > latest).toBe(true);
+                latest = g;
+                committed.set(g, model);
               }
-              pending = [];
-              const g = await w.commit({ n: existing.length });
-              expect(latest === null || g > latest).toBe(true);
-              latest = g;
-              committed.set(g, model);
+              // Every kept generation still reads as its model, through LevelDB.
+              for (const [g, model] of committed) {
+                const view = await store.openView('item', g);
+                const entries: IndexEntry[] = [...model].map(([id, e]) => ({ id, ...e }));
+                expect(view.data).toEqual(buildViewData('item', g, entries));
+                checkView(view, model, probes, params, 3);
+              }
             }
-            // Every kept generation still reads as its model, through LevelDB.
-            for (const [g, model] of committed) {
+            // Stored postings and BM25 statistics agree with the views.
+            for (const g of committed.keys()) {
               const view = await store.openView('item', g);
-              const entries: IndexEntry[] = [...model].map(([id, e]) => ({ id, ...e }));
-              expect(view.data).toEqual(buildViewData('item', g, entries));
-              checkView(view, model, probes, params, 3);
+              const stats = await store.statistics('item', g, ['red', 'shoe', 'wool', 'x']);
+              expect(stats.numEntities).toBe(view.size);
+              expect(stats.totalLength).toBe(view.data.totalLength);
+              for (const [w, df] of stats.df) {
+                const o = view.wordOrdinal(w);
+                expect(df).toBe(o < 0 ? 0 : view.data.wordDf[o]);
+              }
+              for (const kw of view.vocabulary()) {
+                const want = Array.from(view.postings(view.keywordOrdinal(kw)), (e) => view.id(e));
+                expect(await store.postings('item', g, kw)).toEqual(want);
+              }
+              const info = await store.generationInfo('item', g);
+              expect(info.size).toBe(view.size);
+              // The published files read back as the database does, without it.
+              const files = new PublishedIndex(db.path, { readChunk: io.readChunk });
+              expect(await files.entries('item', g)).toEqual(await store.entries('item', g));
+              expect((await files.openView('item', g)).data).toEqual(view.data);
+              expect(await files.generationInfo('item', g)).toEqual(info);
             }
+            expect(await new PublishedIndex(db.path).numbers('item').catch(() => [])).toEqual([...committed.keys()].sort((a, b) => a - b));
+          } finally {
+            await db.close();
           }
-          // Stored postings and BM25 statistics agree with the views.
-          for (const g of committed.keys()) {
-            const view = await store.openView('item', g);
-            const stats = await store.statistics('item', g, ['red', 'shoe', 'wool', 'x']);
-            expect(stats.numEntities).toBe(view.size);
-            expect(stats.totalLength).toBe(view.data.totalLength);
-            for (const [w, df] of stats.df) {
-              const o = view.wordOrdinal(w);
-              expect(df).toBe(o < 0 ? 0 : view.data.wordDf[o]);
-            }
-            for (const kw of view.vocabulary()) {
-              const want = Array.from(view.postings(view.keywordOrdinal(kw)), (e) => view.id(e));
-              expect(await store.postings('item', g, kw)).toEqual(want);
-            }
-            const info = await store.generationInfo('item', g);
-            expect(info.size).toBe(view.size);
-            // The published files read back as the database does, without it.
-            const files = new PublishedIndex(db.path, { readChunk: io.readChunk });
-            expect(await files.entries('item', g)).toEqual(await store.entries('item', g));
-            expect((await files.openView('item', g)).data).toEqual(view.data);
-            expect(await files.generationInfo('item', g)).toEqual(info);
-          }
-          expect(await new PublishedIndex(db.path).numbers('item').catch(() => [])).toEqual([...committed.keys()].sort((a, b) => a - b));
-        } finally {
-          await db.close();
-        }
-      }),
+        },
+      ),
       { numRuns: 60 },
     );
   });

@@ -23,11 +23,17 @@ describe('keyword normalisation', () => {
     expect(normalizeKeyword('cafe\u200D\u0301')).toBe('café'.normalize('NFKC'));
     expect(normalizeKeywordSet(['requiem', 're\u200Bquiem', 'requ\u202Eiem']).keywords).toEqual(['requiem']);
     fc.assert(
-      fc.property(fc.string({ unit: fc.constantFrom('a', 'e', ' ', '-', '\u0301', '\u200B', '\u200D', '\u202E', '\uFEFF', '\u00AD', '\u{E0041}'), maxLength: 40 }), (s) => {
-        const a = normalizeSelf(s);
-        expect(a).not.toMatch(/\p{Cf}/u);
-        expect(normalizeSelf(a)).toBe(a);
-      }),
+      fc.property(
+        fc.string({
+          unit: fc.constantFrom('a', 'e', ' ', '-', '\u0301', '\u200B', '\u200D', '\u202E', '\uFEFF', '\u00AD', '\u{E0041}'),
+          maxLength: 40,
+        }),
+        (s) => {
+          const a = normalizeSelf(s);
+          expect(a).not.toMatch(/\p{Cf}/u);
+          expect(normalizeSelf(a)).toBe(a);
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -42,10 +48,16 @@ describe('keyword normalisation', () => {
     // A trailing zero-width space is dropped by step 1, so it forces the full path on the same text.
     const text = fc.string({ unit: fc.constantFrom('a', 'z', '0', '9', ' ', ' ', 'A', '-', '\t'), maxLength: 120 });
     fc.assert(
-      fc.property(fc.oneof(text, fc.array(fc.constantFrom('ab', 'c1', '9'), { maxLength: 10 }).map((w) => w.join(' '))), (s) => {
-        expect(normalizeKeyword(s)).toBe(normalizeKeyword(s + '\u200B'));
-        expect(normalizeSelf(s)).toBe(normalizeSelf(s + '\u200B'));
-      }),
+      fc.property(
+        fc.oneof(
+          text,
+          fc.array(fc.constantFrom('ab', 'c1', '9'), { maxLength: 10 }).map((w) => w.join(' ')),
+        ),
+        (s) => {
+          expect(normalizeKeyword(s)).toBe(normalizeKeyword(s + '\u200B'));
+          expect(normalizeSelf(s)).toBe(normalizeSelf(s + '\u200B'));
+        },
+      ),
       { numRuns: 500 },
     );
     expect(normalizeKeyword('a b c d e f g h')).toBe('a b c d e f g h');

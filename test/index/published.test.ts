@@ -26,7 +26,9 @@ describe('view file layout', () => {
     const huge = { ...data, surfBlob: new Uint8Array(big) };
     const parts = encodeViewFile(huge, entries);
     const head = Buffer.from(parts[0]);
-    const header = JSON.parse(head.subarray(16, 16 + head.readUInt32LE(12)).toString('utf8')) as { sections: { name: string; offset: number; length: number }[] };
+    const header = JSON.parse(head.subarray(16, 16 + head.readUInt32LE(12)).toString('utf8')) as {
+      sections: { name: string; offset: number; length: number }[];
+    };
     const secs = header.sections;
     expect(secs[0]).toMatchObject({ name: 'surfBlob', offset: 0, length: big });
     expect(secs[1].offset).toBe(pad8(big));

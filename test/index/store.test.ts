@@ -52,7 +52,12 @@ describe('KeywordIndexStore', () => {
     const v1 = await store.openView('item', 'latest');
     expect(v1.generation).toBe(1);
     expect(v1.ids()).toEqual(['i1', 'i2', 'i4']);
-    expect(v1.search({ self: 'red shoes', keywords: ['wool'] }, { all: true }).items.map((x) => x.id).sort()).toEqual(['i1', 'i4']);
+    expect(
+      v1
+        .search({ self: 'red shoes', keywords: ['wool'] }, { all: true })
+        .items.map((x) => x.id)
+        .sort(),
+    ).toEqual(['i1', 'i4']);
     expect(await store.postings('item', 1, 'running shoes')).toEqual(['i1']);
     expect(await store.postings('item', 0, 'running shoes')).toEqual(['i1', 'i3']);
     const st = await store.statistics('item', 1, ['hat', 'shoes', 'wool', 'nope']);
@@ -98,7 +103,10 @@ describe('KeywordIndexStore', () => {
     expect(() => store.writer('item', { analyzer: 'nope' as never })).toThrow(/analyzer/);
     const w1 = store.writer('item', { analyzer: 'none' });
     w1.set('c', '', ['statins']);
-    await expect(w1.commit()).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/uses the english analyzer/) });
+    await expect(w1.commit()).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/uses the english analyzer/),
+    });
     const w2 = store.writer('item', { base: null, mode: 'replace', analyzer: 'none' });
     w2.set('c', '', ['statins']);
     const g2 = await w2.commit();
@@ -191,7 +199,11 @@ describe('staged commits (more operations than maxBatchOps)', () => {
     const w2 = next.writer('item');
     w2.set('x', 'x', ['y']);
     expect(await w2.commit()).toBe(3);
-    expect(log2.lines.some((l) => l.includes('deleted the cells of an unfinished staged commit') && l.includes('generation=2') && l.includes('cells=3'))).toBe(true);
+    expect(
+      log2.lines.some(
+        (l) => l.includes('deleted the cells of an unfinished staged commit') && l.includes('generation=2') && l.includes('cells=3'),
+      ),
+    ).toBe(true);
     const after = await rawKeys(db);
     expect(gensOfCells(after)).toEqual(new Set([0, 3]));
     expect(after.some((k) => k.startsWith('s\0'))).toBe(false);

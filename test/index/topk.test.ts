@@ -25,9 +25,14 @@ const word = fc.oneof(
 const phrase = fc.array(word, { minLength: 1, maxLength: 3 }).map((w) => w.join(' '));
 const entry = fc.record({
   self: fc.oneof(phrase, fc.constant('')),
-  keywords: fc.oneof({ weight: 3, arbitrary: fc.array(phrase, { maxLength: 2 }) }, { weight: 1, arbitrary: fc.array(phrase, { minLength: 4, maxLength: 12 }) }),
+  keywords: fc.oneof(
+    { weight: 3, arbitrary: fc.array(phrase, { maxLength: 2 }) },
+    { weight: 1, arbitrary: fc.array(phrase, { minLength: 4, maxLength: 12 }) },
+  ),
 });
-const corpus = fc.array(entry, { minLength: 0, maxLength: 400, size: 'max' }).map((es) => es.map((e, i): IndexEntry => ({ id: `e${String(i).padStart(4, '0')}`, ...e })));
+const corpus = fc
+  .array(entry, { minLength: 0, maxLength: 400, size: 'max' })
+  .map((es) => es.map((e, i): IndexEntry => ({ id: `e${String(i).padStart(4, '0')}`, ...e })));
 const probe: fc.Arbitrary<Probe> = fc.record({ self: fc.option(phrase, { nil: undefined }), keywords: fc.array(phrase, { maxLength: 5 }) });
 const params: fc.Arbitrary<Bm25Params> = fc.oneof(
   fc.constant({ k1: 1.2, b: 0.75 }),
@@ -50,27 +55,42 @@ function expectPrunedEqual(view: KeywordView, pr: Probe, k: number, p: Bm25Param
 describe('pruned top k', () => {
   it('equals the exhaustive ranking (items, order, scores, ties by ordinal; both analyzers)', () => {
     fc.assert(
-      fc.property(corpus, fc.array(probe, { minLength: 1, maxLength: 6 }), fc.integer({ min: 0, max: 25 }), params, analyzer, (entries, probes, k, p, an) => {
-        const view = KeywordView.build('item', 0, entries, { analyzer: an });
-        for (const pr of probes) {
-          const want = view.searchExhaustive(pr, { k, params: p });
-          expect(view.search(pr, { k, params: p })).toEqual(want);
-          const all = view.searchExhaustive(pr, { all: true, params: p });
-          expect(want.items).toEqual(all.items.slice(0, k));
-          expectPrunedEqual(view, pr, k, p);
-        }
-      }),
+      fc.property(
+        corpus,
+        fc.array(probe, { minLength: 1, maxLength: 6 }),
+        fc.integer({ min: 0, max: 25 }),
+        params,
+        analyzer,
+        (entries, probes, k, p, an) => {
+          const view = KeywordView.build('item', 0, entries, { analyzer: an });
+          for (const pr of probes) {
+            const want = view.searchExhaustive(pr, { k, params: p });
+            expect(view.search(pr, { k, params: p })).toEqual(want);
+            const all = view.searchExhaustive(pr, { all: true, params: p });
+            expect(want.items).toEqual(all.items.slice(0, k));
+            expectPrunedEqual(view, pr, k, p);
+          }
+        },
+      ),
       { numRuns: 150 },
     );
   });
 
   it('equals the exhaustive ranking with small blocks (block-max skips exercised)', () => {
     fc.assert(
-      fc.property(corpus, fc.array(probe, { minLength: 1, maxLength: 6 }), fc.integer({ min: 1, max: 12 }), fc.constantFrom(1, 2, 4, 8), params, analyzer, (entries, probes, k, block, p, an) => {
-        const view = KeywordView.build('item', 0, entries, { analyzer: an });
-        const ix = buildTopKIndex(view.data, block);
-        for (const pr of probes) expectPrunedEqual(view, pr, k, p, ix);
-      }),
+      fc.property(
+        corpus,
+        fc.array(probe, { minLength: 1, maxLength: 6 }),
+        fc.integer({ min: 1, max: 12 }),
+        fc.constantFrom(1, 2, 4, 8),
+        params,
+        analyzer,
+        (entries, probes, k, block, p, an) => {
+          const view = KeywordView.build('item', 0, entries, { analyzer: an });
+          const ix = buildTopKIndex(view.data, block);
+          for (const pr of probes) expectPrunedEqual(view, pr, k, p, ix);
+        },
+      ),
       { numRuns: 150 },
     );
   });
@@ -78,7 +98,12 @@ describe('pruned top k', () => {
   it('spans several blocks on a corpus with long word lists; search() prunes there and explain() gives the same scores', () => {
     const entries: IndexEntry[] = [];
     const n = WORDS.length;
-    for (let i = 0; i < 20 * BLOCK; i++) entries.push({ id: `i${String(i).padStart(5, '0')}`, self: `t${i % 7}`, keywords: [WORDS[i % n], WORDS[(i * 7 + 3) % n], `${WORDS[i % 5]} ${WORDS[(i * 7) % n]}`, `${WORDS[(i * 3) % 11]} red`] });
+    for (let i = 0; i < 20 * BLOCK; i++)
+      entries.push({
+        id: `i${String(i).padStart(5, '0')}`,
+        self: `t${i % 7}`,
+        keywords: [WORDS[i % n], WORDS[(i * 7 + 3) % n], `${WORDS[i % 5]} ${WORDS[(i * 7) % n]}`, `${WORDS[(i * 3) % 11]} red`],
+      });
     const view = KeywordView.build('item', 0, entries);
     const ix = topKIndex(view.data);
     expect(ix.wpOff[view.wordOrdinal('red') + 1] - ix.wpOff[view.wordOrdinal('red')]).toBeGreaterThan(4 * BLOCK);
@@ -119,7 +144,12 @@ describe('pruned top k', () => {
       ['e10', ['b', ...pad(14)]],
       ['e11', ['b', 'b p8', 'b p9']],
     ];
-    const view = KeywordView.build('item', 0, rows.map(([id, keywords]) => ({ id, self: '', keywords })), { analyzer: 'none' });
+    const view = KeywordView.build(
+      'item',
+      0,
+      rows.map(([id, keywords]) => ({ id, self: '', keywords })),
+      { analyzer: 'none' },
+    );
     const pr = { keywords: ['a', 'b'] };
     const want = view.searchExhaustive(pr, { k: 1 });
     expect(want.items[0].id).toBe('e05');
@@ -128,7 +158,12 @@ describe('pruned top k', () => {
 
   it('works on a SharedArrayBuffer-backed view received as a copy of its ViewData (as a worker does)', () => {
     const entries: IndexEntry[] = [];
-    for (let i = 0; i < 3000; i++) entries.push({ id: `s${String(i).padStart(5, '0')}`, self: `shoes ${WORDS[i % WORDS.length]}`, keywords: [WORDS[(i * 5) % WORDS.length], `${WORDS[i % 4]} ${WORDS[(i * 3) % WORDS.length]}`] });
+    for (let i = 0; i < 3000; i++)
+      entries.push({
+        id: `s${String(i).padStart(5, '0')}`,
+        self: `shoes ${WORDS[i % WORDS.length]}`,
+        keywords: [WORDS[(i * 5) % WORDS.length], `${WORDS[i % 4]} ${WORDS[(i * 3) % WORDS.length]}`],
+      });
     const built = KeywordView.build('item', 0, entries, { shared: true });
     expect(built.data.post.buffer).toBeInstanceOf(SharedArrayBuffer);
     const received: ViewData = structuredClone(built.data);
@@ -151,8 +186,14 @@ describe('pruned top k', () => {
       { id: 'b', self: 'blue hat', keywords: ['hat', 'blue', 'wool hat'] },
     ]);
     const p = { k1: 1.2, b: 1.5 };
-    expect(rankTopK(view.data, view.probeKeywordOrdinals({ keywords: ['hat'] }), view.probeWordOrdinals({ keywords: ['hat'] }), 1, p, { minPostings: 0 })).toBeNull();
-    expect(view.search({ keywords: ['hat'] }, { k: 1, params: p })).toEqual(view.searchExhaustive({ keywords: ['hat'] }, { k: 1, params: p }));
+    expect(
+      rankTopK(view.data, view.probeKeywordOrdinals({ keywords: ['hat'] }), view.probeWordOrdinals({ keywords: ['hat'] }), 1, p, {
+        minPostings: 0,
+      }),
+    ).toBeNull();
+    expect(view.search({ keywords: ['hat'] }, { k: 1, params: p })).toEqual(
+      view.searchExhaustive({ keywords: ['hat'] }, { k: 1, params: p }),
+    );
   });
 
   it('refuses a block size that is not a power of two', () => {

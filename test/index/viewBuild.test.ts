@@ -35,10 +35,41 @@ function expectSame(entries: readonly IndexEntry[], opts: { shared?: boolean; an
 // variants, format characters, combining marks, non-BMP characters, lone surrogates,
 // edge punctuation, control characters and digits.
 const WORDS = [
-  'shoe', 'shoes', 'Shoes', 'running', 'run', 'runs', 'ﬁne', 'fine', 'Ｔｕｎｉｎｇ', 'tuning', 'café', 'cafe\u0301', 'straße', 'STRASSE',
-  're\u200Bquiem', 'requiem', '\u202Eabc', '(cancer),', 'co-op', 'İstanbul', 'σοφός', 'ΣΟΦΟΣ', '😀', '\uD800x', 'a\tb', 'x\u0000y', '--', '42', 'of', 'the',
+  'shoe',
+  'shoes',
+  'Shoes',
+  'running',
+  'run',
+  'runs',
+  'ﬁne',
+  'fine',
+  'Ｔｕｎｉｎｇ',
+  'tuning',
+  'café',
+  'cafe\u0301',
+  'straße',
+  'STRASSE',
+  're\u200Bquiem',
+  'requiem',
+  '\u202Eabc',
+  '(cancer),',
+  'co-op',
+  'İstanbul',
+  'σοφός',
+  'ΣΟΦΟΣ',
+  '😀',
+  '\uD800x',
+  'a\tb',
+  'x\u0000y',
+  '--',
+  '42',
+  'of',
+  'the',
 ];
-const word = fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...WORDS) }, { weight: 1, arbitrary: fc.string({ unit: 'grapheme', minLength: 0, maxLength: 6 }) });
+const word = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom(...WORDS) },
+  { weight: 1, arbitrary: fc.string({ unit: 'grapheme', minLength: 0, maxLength: 6 }) },
+);
 const phrase = fc.oneof(
   { weight: 8, arbitrary: fc.array(word, { minLength: 1, maxLength: 3 }).map((w) => w.join(' ')) },
   // over the limits (9 words; over 100 characters), or empty
@@ -58,7 +89,9 @@ function syntheticLike(n: number, seed: number): IndexEntry[] {
   const rng = createRng(seed);
   const skew = (m: number) => Math.floor(m * rng() ** 3);
   const words = Array.from({ length: 3_000 }, (_, i) => (i % 7 === 0 ? `w${i.toString(36)}s` : `w${i.toString(36)}`));
-  const phrases = Array.from({ length: 4_000 }, () => Array.from({ length: 1 + randInt(rng, 3) }, () => words[skew(words.length)]).join(' '));
+  const phrases = Array.from({ length: 4_000 }, () =>
+    Array.from({ length: 1 + randInt(rng, 3) }, () => words[skew(words.length)]).join(' '),
+  );
   const out: IndexEntry[] = [];
   for (let i = 0; i < n; i++) {
     const kws = Array.from({ length: 5 + randInt(rng, 11) }, () => phrases[skew(phrases.length)]);
@@ -95,12 +128,16 @@ describe('view builder', () => {
 
   it('string tables round-trip ASCII and non-ASCII strings (one-pass fast path and per-string path)', () => {
     fc.assert(
-      fc.property(fc.array(fc.string({ unit: fc.constantFrom('a', 'Z', ' ', '0', 'é', '😀', '\u0000'), maxLength: 5 })), fc.boolean(), (list, shared) => {
-        const { blob, off } = encodeStrings(list, shared);
-        const bytes = Buffer.concat(list.map((s) => Buffer.from(s, 'utf8')));
-        expect(Buffer.from(blob).equals(bytes)).toBe(true);
-        expect(new StringTable(blob, off, list.length).all()).toEqual(list);
-      }),
+      fc.property(
+        fc.array(fc.string({ unit: fc.constantFrom('a', 'Z', ' ', '0', 'é', '😀', '\u0000'), maxLength: 5 })),
+        fc.boolean(),
+        (list, shared) => {
+          const { blob, off } = encodeStrings(list, shared);
+          const bytes = Buffer.concat(list.map((s) => Buffer.from(s, 'utf8')));
+          expect(Buffer.from(blob).equals(bytes)).toBe(true);
+          expect(new StringTable(blob, off, list.length).all()).toEqual(list);
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -66,14 +66,33 @@ describe('semantic GRPO groups', () => {
   it('pooled groups normalise the rewards of all their samples together', () => {
     const exact = pooledAdvantages(rewards, grpoGroups(inputs, 'exact'), { eps: 0 });
     // Per input: [1, 0] → ±1; [1, 1] and [0, 0] carry no signal; [0.5, 0] → ±1.
-    expect(exact.advantages).toEqual([[1, -1], [0, 0], [0, 0], [1, -1]]);
+    expect(exact.advantages).toEqual([
+      [1, -1],
+      [0, 0],
+      [0, 0],
+      [1, -1],
+    ]);
     expect(exact.degenerate).toBe(2);
     const semantic = pooledAdvantages(rewards, grpoGroups(inputs, 'semantic'), { eps: 0 });
     // The three shoe queries pool [1, 0, 1, 1, 0, 0]: mean 0.5, std 0.5.
-    expect(semantic.advantages).toEqual([[1, -1], [1, 1], [-1, -1], [1, -1]]);
+    expect(semantic.advantages).toEqual([
+      [1, -1],
+      [1, 1],
+      [-1, -1],
+      [1, -1],
+    ]);
     expect(semantic.degenerate).toBe(0);
     // A degenerate pooled group is dropped as a whole when asked.
-    const flat = pooledAdvantages([[1, 1], [1, 1], [1, 1], [0, 1]], grpoGroups(inputs, 'semantic'), { dropDegenerate: true });
+    const flat = pooledAdvantages(
+      [
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        [0, 1],
+      ],
+      grpoGroups(inputs, 'semantic'),
+      { dropDegenerate: true },
+    );
     expect(flat.advantages.slice(0, 3)).toEqual([null, null, null]);
     expect(flat.degenerate).toBe(1);
   });

@@ -28,7 +28,10 @@ describe('groupAdvantages', () => {
           fc.pre(!isDegenerate(r, 1e-3));
           const a = groupAdvantages(r, 0);
           expect(Math.abs(a.reduce((x, y) => x + y, 0))).toBeLessThan(1e-9);
-          const b = groupAdvantages(r.map((x) => x * scale + shift), 0);
+          const b = groupAdvantages(
+            r.map((x) => x * scale + shift),
+            0,
+          );
           for (let i = 0; i < a.length; i++) expect(b[i]).toBeCloseTo(a[i], 6);
         },
       ),

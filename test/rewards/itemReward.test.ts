@@ -69,7 +69,8 @@ describe('item reward: incremental vs full recompute vs naive model', () => {
         expect([...cache.nRet]).toEqual([...ref.nRet]);
         expect([...cache.nTp]).toEqual([...ref.nTp]);
         const pieces = [];
-        for (let p = 0; p < parts; p++) pieces.push(buildItemRewardCache(ctx, { start: Math.floor((p * n) / parts), end: Math.floor(((p + 1) * n) / parts) }));
+        for (let p = 0; p < parts; p++)
+          pieces.push(buildItemRewardCache(ctx, { start: Math.floor((p * n) / parts), end: Math.floor(((p + 1) * n) / parts) }));
         const merged = mergeItemRewardCaches(pieces.reverse());
         expect([...merged.nRet]).toEqual([...cache.nRet]);
         expect([...merged.nTp]).toEqual([...cache.nTp]);
@@ -83,7 +84,10 @@ describe('item reward: incremental vs full recompute vs naive model', () => {
 
 describe('normalizeCandidate', () => {
   it('equals normalizeKeywordSet(list).keywords, memo or not, short and long lists', () => {
-    const word = fc.oneof(fc.constantFrom('Red Shoe', 'red  shoe', '(red shoe)', 'ÉCOLE', 'école', '', '  ', 'a b c d e f g h i'), fc.string({ maxLength: 6 }));
+    const word = fc.oneof(
+      fc.constantFrom('Red Shoe', 'red  shoe', '(red shoe)', 'ÉCOLE', 'école', '', '  ', 'a b c d e f g h i'),
+      fc.string({ maxLength: 6 }),
+    );
     fc.assert(
       fc.property(fc.array(word, { maxLength: 80 }), (list) => {
         expect(normalizeCandidate(list)).toEqual(normalizeKeywordSet(list).keywords);

@@ -20,7 +20,11 @@ describe('layeredReward', () => {
     expect(layeredReward(null, result, { side: 'query', invalidFormatReward: -0.5 }).reward).toBe(-0.5);
   });
   it('countReasons counts each layer', () => {
-    const rs = [layeredReward(null, result, { side: 'query' }), layeredReward(['a'], result, { side: 'query' }), layeredReward(['a', 'b'], result, { side: 'query', kMax: 1 })];
+    const rs = [
+      layeredReward(null, result, { side: 'query' }),
+      layeredReward(['a'], result, { side: 'query' }),
+      layeredReward(['a', 'b'], result, { side: 'query', kMax: 1 }),
+    ];
     expect(countReasons(rs)).toEqual({ invalid_format: 1, over_budget: 1, ok: 1 });
   });
 });

@@ -53,7 +53,12 @@ export function catalogue(n = 40, gens = 2, seed = 7): Catalogue {
   return { items, generations };
 }
 
-export async function commitGeneration(dbPath: string, side: 'item' | 'query', entries: readonly IndexEntry[], round: number): Promise<number> {
+export async function commitGeneration(
+  dbPath: string,
+  side: 'item' | 'query',
+  entries: readonly IndexEntry[],
+  round: number,
+): Promise<number> {
   return withDb(dbPath, async (db) => {
     const store = new KeywordIndexStore(db);
     const w = store.writer(side, { mode: 'replace' });

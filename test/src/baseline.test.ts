@@ -93,13 +93,25 @@ describe('cogr baseline bm25 (CLI)', () => {
   });
   it('baseline rm3 and baseline model print one JSON object each on the built CLI; RM3 expands differently from BM25', () => {
     const run = (...args: string[]) => {
-      const p = spawnSync(process.execPath, [join(ROOT, 'bin/cogr.mjs'), 'baseline', ...args, '--dataset', 'med', '--folds', '5', '--json'], { cwd: ROOT, encoding: 'utf8' });
+      const p = spawnSync(
+        process.execPath,
+        [join(ROOT, 'bin/cogr.mjs'), 'baseline', ...args, '--dataset', 'med', '--folds', '5', '--json'],
+        { cwd: ROOT, encoding: 'utf8' },
+      );
       expect(p.status, p.stderr).toBe(0);
       return JSON.parse(p.stdout.trim()) as Record<string, any>;
     };
     const bm25 = run('bm25');
     const rm3 = run('rm3');
-    expect(rm3.rm3).toEqual({ fbDocs: 10, fbTerms: 10, originalQueryWeight: 0.5, k1: 1.2, b: 0.75, analysis: 'lucene', docVectors: 'length' });
+    expect(rm3.rm3).toEqual({
+      fbDocs: 10,
+      fbTerms: 10,
+      originalQueryWeight: 0.5,
+      k1: 1.2,
+      b: 0.75,
+      analysis: 'lucene',
+      docVectors: 'length',
+    });
     expect(rm3.perFold).toHaveLength(5);
     expect(rm3.ndcg10).not.toBe(bm25.ndcg10);
     expect(rm3.map).toBeGreaterThan(0);

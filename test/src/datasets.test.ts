@@ -114,7 +114,11 @@ describe('TREC / NFCorpus', () => {
     const d = await loadDataset(fx('trec'));
     const c = d.corpus;
     expect(d.format).toBe('trec');
-    expect(c.items[0]).toEqual({ id: 'D-1', title: 'statin breast cancer', text: 'statin breast cancer abstract recent studies suggested statins' });
+    expect(c.items[0]).toEqual({
+      id: 'D-1',
+      title: 'statin breast cancer',
+      text: 'statin breast cancer abstract recent studies suggested statins',
+    });
     expect(c.items[1]).toEqual({ id: 'D-2', title: 'Vitamin D', text: 'vitamin d supplements and bone health' });
     expect(c.items[2].title).toBe('one two three four five six seven eight nine ten eleven twelve');
     expect(c.queries.map((q) => q.id)).toEqual(['P-1', 'P-2', 'P-3']);
@@ -252,14 +256,19 @@ describe('strict UTF-8', () => {
   }
   it('the first byte that is not UTF-8 is DATA_FORMAT naming file:line:column; no Latin-1 guess', async () => {
     const latin1 = Buffer.concat([
-      Buffer.from('{"id": "i1", "title": "café au lait", "text": "x"}\n{"id": "i2", "title": "ok", "text": "y"}\n{"id": "i3", "title": "caf', 'utf8'),
+      Buffer.from(
+        '{"id": "i1", "title": "café au lait", "text": "x"}\n{"id": "i2", "title": "ok", "text": "y"}\n{"id": "i3", "title": "caf',
+        'utf8',
+      ),
       Buffer.from([0xe9]),
       Buffer.from('", "text": "z"}\n', 'utf8'),
     ]);
     const d = jsonlWithItems(latin1);
     const f = await failure(loadDataset(d));
     expect(f.code).toBe('DATA_FORMAT');
-    expect(f.message).toBe(`${join(d, 'items.jsonl')}:3:27: not valid UTF-8 (byte 0xE9 at offset ${latin1.indexOf(0xe9)}); data files must be UTF-8 (convert it, e.g. iconv -f latin1 -t utf-8)`);
+    expect(f.message).toBe(
+      `${join(d, 'items.jsonl')}:3:27: not valid UTF-8 (byte 0xE9 at offset ${latin1.indexOf(0xe9)}); data files must be UTF-8 (convert it, e.g. iconv -f latin1 -t utf-8)`,
+    );
     // The column counts characters: "é" before the bad byte on the same line is one.
     const d2 = jsonlWithItems(Buffer.concat([Buffer.from('{"id": "i1", "title": "é', 'utf8'), Buffer.from([0xff]), Buffer.from('"}\n')]));
     expect((await failure(loadDataset(d2))).message).toMatch(/items\.jsonl:1:25: not valid UTF-8 \(byte 0xFF/);
@@ -274,7 +283,10 @@ describe('strict UTF-8', () => {
     writeFileSync(join(d, 'q-titles.queries'), 'Q1\tcafe\n');
     writeFileSync(join(d, 's-3.qrel'), 'Q1 0 D1 1\n');
     const f = await failure(loadDataset(d));
-    expect(f).toMatchObject({ code: 'DATA_FORMAT', message: expect.stringContaining(`${join(d, 'd-collection.docs')}:1:7: not valid UTF-8 (byte 0xE9`) });
+    expect(f).toMatchObject({
+      code: 'DATA_FORMAT',
+      message: expect.stringContaining(`${join(d, 'd-collection.docs')}:1:7: not valid UTF-8 (byte 0xE9`),
+    });
   });
   it('firstInvalidUtf8 agrees with a fatal TextDecoder on random bytes', () => {
     const dec = new TextDecoder('utf-8', { fatal: true });
@@ -287,12 +299,22 @@ describe('strict UTF-8', () => {
       }
     };
     fc.assert(
-      fc.property(fc.array(fc.oneof(fc.integer({ min: 0, max: 0x7f }), fc.integer({ min: 0x80, max: 0xff }), fc.constantFrom(0xc2, 0xe0, 0xed, 0xf0, 0xf4, 0x80, 0xbf, 0x9f, 0xa0, 0x90, 0x8f)), { maxLength: 24 }), (bytes) => {
-        const b = Uint8Array.from(bytes);
-        const at = firstInvalidUtf8(b);
-        expect(at === -1).toBe(ok(b));
-        if (at >= 0) expect(ok(b.subarray(0, at))).toBe(true);
-      }),
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.integer({ min: 0, max: 0x7f }),
+            fc.integer({ min: 0x80, max: 0xff }),
+            fc.constantFrom(0xc2, 0xe0, 0xed, 0xf0, 0xf4, 0x80, 0xbf, 0x9f, 0xa0, 0x90, 0x8f),
+          ),
+          { maxLength: 24 },
+        ),
+        (bytes) => {
+          const b = Uint8Array.from(bytes);
+          const at = firstInvalidUtf8(b);
+          expect(at === -1).toBe(ok(b));
+          if (at >= 0) expect(ok(b.subarray(0, at))).toBe(true);
+        },
+      ),
       { numRuns: 2000 },
     );
     expect(firstInvalidUtf8(Buffer.from('a\u{10FFFF}é\uFFFD', 'utf8'))).toBe(-1);
@@ -354,13 +376,20 @@ describe('cogr datasets (CLI)', () => {
   it('a file that is not UTF-8 is one error line naming file:line:column, and is not registered', () => {
     const d = join(home, 'latin1');
     mkdirSync(d);
-    writeFileSync(join(d, 'items.jsonl'), Buffer.concat([Buffer.from('{"id": "i1", "title": "caf'), Buffer.from([0xe9]), Buffer.from('", "text": "x"}\n')]));
+    writeFileSync(
+      join(d, 'items.jsonl'),
+      Buffer.concat([Buffer.from('{"id": "i1", "title": "caf'), Buffer.from([0xe9]), Buffer.from('", "text": "x"}\n')]),
+    );
     writeFileSync(join(d, 'queries.jsonl'), '{"id": "q1", "text": "cafe"}\n');
     writeFileSync(join(d, 'qrels.jsonl'), '{"query_id": "q1", "item_id": "i1"}\n');
     const r = cli(['datasets', 'add', 'lat', d], { COGR_HOME: home });
     expect(r.status).toBe(1);
-    expect(r.stderr).toBe(`error[DATA_FORMAT]: ${join(d, 'items.jsonl')}:1:27: not valid UTF-8 (byte 0xE9 at offset 26); data files must be UTF-8 (convert it, e.g. iconv -f latin1 -t utf-8)\n`);
-    expect(JSON.parse(cli(['datasets', '--json'], { COGR_HOME: home }).stdout).datasets.map((x: { name: string }) => x.name)).not.toContain('lat');
+    expect(r.stderr).toBe(
+      `error[DATA_FORMAT]: ${join(d, 'items.jsonl')}:1:27: not valid UTF-8 (byte 0xE9 at offset 26); data files must be UTF-8 (convert it, e.g. iconv -f latin1 -t utf-8)\n`,
+    );
+    expect(JSON.parse(cli(['datasets', '--json'], { COGR_HOME: home }).stdout).datasets.map((x: { name: string }) => x.name)).not.toContain(
+      'lat',
+    );
   });
   it('an item field named __proto__ is refused naming file:line (never dropped); constructor and toString are kept', async () => {
     const d = join(home, 'proto-fields');
@@ -373,11 +402,18 @@ describe('cogr datasets (CLI)', () => {
       ['constructor', 'y'],
       ['toString', 'z'],
     ]);
-    writeFileSync(join(d, 'items.jsonl'), '{"id": "i1", "title": "a", "text": "x"}\n{"id": "i2", "title": "b", "text": "x", "fields": {"__proto__": "x", "brand": "Acme"}}\n');
+    writeFileSync(
+      join(d, 'items.jsonl'),
+      '{"id": "i1", "title": "a", "text": "x"}\n{"id": "i2", "title": "b", "text": "x", "fields": {"__proto__": "x", "brand": "Acme"}}\n',
+    );
     const r = cli(['datasets', 'add', 'proto', d], { COGR_HOME: home });
     expect(r.status).toBe(1);
-    expect(r.stderr).toBe(`error[DATA_FORMAT]: ${join(d, 'items.jsonl')}:2: fields.__proto__: a field may not be named "__proto__" (rename it)\n`);
-    expect(JSON.parse(cli(['datasets', '--json'], { COGR_HOME: home }).stdout).datasets.map((x: { name: string }) => x.name)).not.toContain('proto');
+    expect(r.stderr).toBe(
+      `error[DATA_FORMAT]: ${join(d, 'items.jsonl')}:2: fields.__proto__: a field may not be named "__proto__" (rename it)\n`,
+    );
+    expect(JSON.parse(cli(['datasets', '--json'], { COGR_HOME: home }).stdout).datasets.map((x: { name: string }) => x.name)).not.toContain(
+      'proto',
+    );
   });
   it('malformed data exits non-zero with error[CODE] and file:line', () => {
     mkdirSync(join(home, 'x'));

@@ -10,7 +10,21 @@ afterAll(() => rmSync(home, { recursive: true, force: true }));
 function demo(extra: string[] = []) {
   return spawnSync(
     process.execPath,
-    [join(__dirname, '../../bin/cogr.mjs'), 'demo', '--dataset', 'med', '--rounds', '1', '--query-epochs', '1', '--sft-epochs', '1', '--quiet', '--json', ...extra],
+    [
+      join(__dirname, '../../bin/cogr.mjs'),
+      'demo',
+      '--dataset',
+      'med',
+      '--rounds',
+      '1',
+      '--query-epochs',
+      '1',
+      '--sft-epochs',
+      '1',
+      '--quiet',
+      '--json',
+      ...extra,
+    ],
     { encoding: 'utf8', env: { ...process.env, COGR_HOME: home } },
   );
 }
@@ -48,7 +62,10 @@ describe('cogr demo (the main job, small settings)', () => {
     expect(byPath.status, byPath.stderr).toBe(0);
     expect(byPath.stderr).not.toContain('step sft: start');
     expect(JSON.parse(byPath.stdout)).toMatchObject({ dataset: 'med', steps: firstSteps });
-    const other = spawnSync(process.execPath, [join(__dirname, '../../bin/cogr.mjs'), 'demo', '--dataset', 'cisi', '--quiet'], { encoding: 'utf8', env: { ...process.env, COGR_HOME: home } });
+    const other = spawnSync(process.execPath, [join(__dirname, '../../bin/cogr.mjs'), 'demo', '--dataset', 'cisi', '--quiet'], {
+      encoding: 'utf8',
+      env: { ...process.env, COGR_HOME: home },
+    });
     expect(other.status).not.toBe(0);
     expect(other.stderr).toMatch(/error\[INVALID_ARGUMENT\].*dataset: stored "med", asked "cisi".*--fresh/);
   });

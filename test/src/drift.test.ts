@@ -224,10 +224,7 @@ describe('ranges and validation', () => {
       'INVALID_ARGUMENT',
       /f1ByRound: \[0\]\.f1/,
     );
-    expectCode(
-      () => analyzeDrift({ sides: { item: [{ generation: 0, entries: [e('a', []), e('a', [])] }], query: [] } }),
-      'DUPLICATE_ID',
-    );
+    expectCode(() => analyzeDrift({ sides: { item: [{ generation: 0, entries: [e('a', []), e('a', [])] }], query: [] } }), 'DUPLICATE_ID');
     expectCode(() => analyzeDrift({ sides: { item: [...gens(2), ...gens(1)], query: [] } }), 'INVALID_ARGUMENT', /twice/);
   });
 });

@@ -55,7 +55,13 @@ beforeAll(async () => {
 
 /** The same snapshots as the store reads them back: under the english analyzer. */
 function english(i: DriftInput): DriftInput {
-  return { ...i, sides: { item: i.sides.item.map((g) => ({ ...g, analyzer: 'english' as const })), query: i.sides.query.map((g) => ({ ...g, analyzer: 'english' as const })) } };
+  return {
+    ...i,
+    sides: {
+      item: i.sides.item.map((g) => ({ ...g, analyzer: 'english' as const })),
+      query: i.sides.query.map((g) => ({ ...g, analyzer: 'english' as const })),
+    },
+  };
 }
 
 afterAll(() => {
@@ -74,7 +80,11 @@ describe('drift over a LevelDB store', () => {
       // The published generation files (what cogr drift and GET /v1/drift read) give the same report.
       expect(await driftReportFromStore(new PublishedIndex(dbDir), { from: 1, to: 3, f1ByRound: input.f1ByRound })).toEqual(fromStore);
       const out = join(dir, 'loop', 'drift.json');
-      const written = await writeDriftReport(store, { jsonPath: out, htmlPath: join(dir, 'loop', 'drift.html'), f1ByRound: input.f1ByRound });
+      const written = await writeDriftReport(store, {
+        jsonPath: out,
+        htmlPath: join(dir, 'loop', 'drift.html'),
+        f1ByRound: input.f1ByRound,
+      });
       expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(written);
       expect(readFileSync(join(dir, 'loop', 'drift.html'), 'utf8')).toContain('data-chart="bubbles"');
     } finally {
@@ -125,7 +135,10 @@ describe('cogr drift', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toBe('error[INVALID_ARGUMENT]: --to: must be ≥ --from (3), got 1\n');
     const run = (o: Partial<DriftCliOptions>) => runDriftCommand({ db: dbDir, from: '0', to: 'latest', limit: '50', ...o });
-    await expect(run({ db: join(dir, 'nope') })).rejects.toMatchObject({ code: 'NOT_FOUND', message: expect.stringMatching(/no database at .*nope: run `cogr demo`/) });
+    await expect(run({ db: join(dir, 'nope') })).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+      message: expect.stringMatching(/no database at .*nope: run `cogr demo`/),
+    });
     expect(existsSync(join(dir, 'nope'))).toBe(false);
     writeFileSync(join(dir, 'bad.json'), JSON.stringify([{ round: 1, side: 'both', f1: 0.3 }]));
     await expect(run({ metrics: join(dir, 'bad.json') })).rejects.toMatchObject({
@@ -133,7 +146,10 @@ describe('cogr drift', () => {
       message: expect.stringMatching(/bad\.json: \[0\]\.side: side must be 'item' or 'query'/),
     });
     await expect(run({ metrics: join(dir, 'missing.json') })).rejects.toMatchObject({ code: 'DATA_MISSING' });
-    await expect(run({ from: '9' })).rejects.toMatchObject({ code: 'NOT_FOUND', message: expect.stringMatching(/no generation in the range from 9 to latest/) });
+    await expect(run({ from: '9' })).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+      message: expect.stringMatching(/no generation in the range from 9 to latest/),
+    });
     await expect(run({ to: 'soon' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/to must be/) });
   });
 });

@@ -216,7 +216,10 @@ describe.skipIf(!haveChromium && !process.env.CI)('drift report in headless Chro
     const png = join(dir, 'report.png');
     const [dom] = await Promise.all([
       chromium(['--dump-dom', pathToFileURL(join(dir, 'probe.html')).href], join(dir, 'profile-dom')),
-      chromium([`--screenshot=${png}`, `--window-size=1280,${SHOT_HEIGHT}`, pathToFileURL(join(dir, 'report.html')).href], join(dir, 'profile-shot')),
+      chromium(
+        [`--screenshot=${png}`, `--window-size=1280,${SHOT_HEIGHT}`, pathToFileURL(join(dir, 'report.html')).href],
+        join(dir, 'profile-shot'),
+      ),
     ]);
     const m = /<pre id="probe">([^<]*)<\/pre>/.exec(dom);
     if (!m) throw new Error(`the probe did not run; DOM starts with ${dom.slice(0, 300)}`);
@@ -246,7 +249,10 @@ describe.skipIf(!haveChromium && !process.env.CI)('drift report in headless Chro
     }
     const gens = (s: 'item' | 'query') => report.sides[s].generations;
     // Bubbles: one circle per added/dropped keyword shown (lists are capped at 50 each).
-    const listed = (['item', 'query'] as const).reduce((a, s) => a + report.sides[s].diff!.added.length + report.sides[s].diff!.dropped.length, 0);
+    const listed = (['item', 'query'] as const).reduce(
+      (a, s) => a + report.sides[s].diff!.added.length + report.sides[s].diff!.dropped.length,
+      0,
+    );
     expect(probe.charts.bubbles.circles).toBeGreaterThan(listed * 0.8);
     expect(probe.charts.bubbles.circles).toBeLessThanOrEqual(listed);
     // N-gram bars: one rect per non-zero length share.
@@ -272,12 +278,32 @@ describe.skipIf(!haveChromium && !process.env.CI)('drift report in headless Chro
     // bubbles and bars are areas, the lines ~2.5 px wide over most of the plot width.
     // Bubbles are drawn at 0.78 opacity over the cluster box, hence the blended colours.
     const expectColours: Record<(typeof CHARTS)[number], [string, number][]> = {
-      bubbles: [['#48b671', 20000], ['#e25555', 20000]],
-      ngram: [['#bfdbfe', 3000], ['#3b82f6', 3000], ['#1e3a8a', 3000]],
-      vocab: [['#2563eb', 600], ['#ea580c', 600]],
-      alignment: [['#2563eb', 600], ['#ea580c', 600], ['#7c3aed', 400]],
-      f1: [['#2563eb', 500], ['#ea580c', 600]],
-      churn: [['#2563eb', 500], ['#ea580c', 500]],
+      bubbles: [
+        ['#48b671', 20000],
+        ['#e25555', 20000],
+      ],
+      ngram: [
+        ['#bfdbfe', 3000],
+        ['#3b82f6', 3000],
+        ['#1e3a8a', 3000],
+      ],
+      vocab: [
+        ['#2563eb', 600],
+        ['#ea580c', 600],
+      ],
+      alignment: [
+        ['#2563eb', 600],
+        ['#ea580c', 600],
+        ['#7c3aed', 400],
+      ],
+      f1: [
+        ['#2563eb', 500],
+        ['#ea580c', 600],
+      ],
+      churn: [
+        ['#2563eb', 500],
+        ['#ea580c', 500],
+      ],
     };
     for (const name of CHARTS) {
       const c = probe.charts[name];

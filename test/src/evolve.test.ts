@@ -122,7 +122,12 @@ describe('co-evolution loop', () => {
     for (const s of res.steps.slice(0, res.steps.indexOf(best) + 1)) if (s.adopted && s.phase === 'query') plannerRound = s.round;
     if (plannerRound < 0) plannerRound = 0;
     const seen: KeywordSourceContext[] = [];
-    const loader = storeSnapshotLoader({ dbPath: referencePath, round: 'best', corpus: synthCorpus(), keywordSource: (ctx) => (seen.push(ctx), null) });
+    const loader = storeSnapshotLoader({
+      dbPath: referencePath,
+      round: 'best',
+      corpus: synthCorpus(),
+      keywordSource: (ctx) => (seen.push(ctx), null),
+    });
     const snap = await loader.load();
     expect(snap.item.generation).toBe(best.itemGeneration);
     expect(snap.query?.generation).toBe(best.queryGeneration);
@@ -150,7 +155,9 @@ describe('co-evolution loop', () => {
     const path = tempDb();
     // Kill the child right after it has committed its second step, i.e. during the third.
     await new Promise<void>((resolveP, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '../fixtures/evolve-child.ts'), path], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, '../fixtures/evolve-child.ts'), path], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let out = '';
       child.stdout.on('data', (d: Buffer) => {
         out += d.toString();
@@ -182,7 +189,9 @@ describe('co-evolution loop', () => {
     await runToEnd(path, synthCorpus(), 1);
     const db = await openDb(path);
     try {
-      await expect(runCoevolution(db, synthCorpus(), { ...LOOP_TEST_CONFIG, groupSize: 6 }, { maxSteps: 0 })).rejects.toThrow(/groupSize: stored 4, asked 6/);
+      await expect(runCoevolution(db, synthCorpus(), { ...LOOP_TEST_CONFIG, groupSize: 6 }, { maxSteps: 0 })).rejects.toThrow(
+        /groupSize: stored 4, asked 6/,
+      );
     } finally {
       await db.close();
     }
@@ -205,7 +214,9 @@ describe('co-evolution loop', () => {
     expect(other.snap.policies).toEqual(reference.snap.policies);
     // Model selection reads dev judgements only: the same dev metrics and adoption decisions,
     // and the same served ranker and set floor (chosen on dev and training queries at SFT).
-    expect(other.res.steps.map((s) => [s.dev, s.adopted, s.devGain ?? null])).toEqual(reference.res.steps.map((s) => [s.dev, s.adopted, s.devGain ?? null]));
+    expect(other.res.steps.map((s) => [s.dev, s.adopted, s.devGain ?? null])).toEqual(
+      reference.res.steps.map((s) => [s.dev, s.adopted, s.devGain ?? null]),
+    );
     expect([other.res.steps[0].rank, other.res.steps[0].floor]).toEqual([reference.res.steps[0].rank, reference.res.steps[0].floor]);
     expect(reference.res.steps[0].rank?.on?.queries).toBe(split.train.length);
     expect(reference.res.steps[0].floor?.fallback).toBeGreaterThanOrEqual(1);

@@ -18,7 +18,11 @@ describe('expected quality kept as data', () => {
   });
 
   it('cogr baseline bm25 --check passes on MED as shipped', () => {
-    const r = spawnSync(process.execPath, [join(__dirname, '../../bin/cogr.mjs'), 'baseline', 'bm25', '--dataset', 'med', '--check', '--json'], { encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      [join(__dirname, '../../bin/cogr.mjs'), 'baseline', 'bm25', '--dataset', 'med', '--check', '--json'],
+      { encoding: 'utf8' },
+    );
     expect(r.status).toBe(0);
     const out = JSON.parse(r.stdout) as { ok: boolean; rows: { ok: boolean }[] };
     expect(out.ok).toBe(true);

@@ -27,7 +27,25 @@ const BIN = join(__dirname, '../../bin/cogr.mjs');
 const tmp = mkdtempSync(join(tmpdir(), 'cogr-faults-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 const dataset = writeSynthDataset(join(tmp, 'synth'), { topics: 8, itemsPerTopic: 30, queriesPerTopic: 6 });
-const DEMO = ['demo', '--dataset', dataset, '--rounds', '5', '--group-size', '4', '--query-epochs', '4', '--item-epochs', '2', '--sft-epochs', '2', '--workers', '1', '--quiet', '--json'];
+const DEMO = [
+  'demo',
+  '--dataset',
+  dataset,
+  '--rounds',
+  '5',
+  '--group-size',
+  '4',
+  '--query-epochs',
+  '4',
+  '--item-epochs',
+  '2',
+  '--sft-epochs',
+  '2',
+  '--workers',
+  '1',
+  '--quiet',
+  '--json',
+];
 
 interface Done {
   code: number | null;
@@ -49,7 +67,10 @@ const run = (home: string, args: string[]) => start(home, args).done;
 function timeless(json: string): unknown {
   const o = JSON.parse(json) as { steps: Record<string, unknown>[] } & Record<string, unknown>;
   const { seconds: _s, db: _d, report: _r, ...rest } = o;
-  return { ...rest, steps: o.steps.map(({ finishedAt: _f, train, ...s }) => ({ ...s, train: train ? { ...(train as object), seconds: 0 } : null })) };
+  return {
+    ...rest,
+    steps: o.steps.map(({ finishedAt: _f, train, ...s }) => ({ ...s, train: train ? { ...(train as object), seconds: 0 } : null })),
+  };
 }
 
 function filesUnder(dir: string): string[] {
@@ -96,7 +117,10 @@ describe('single-byte flips under the project home', () => {
     for (const b of before) expect(b.code, b.err).toBe(0);
     expect(before.filter((b) => JSON.parse(b.out).matched > 0).length).toBeGreaterThanOrEqual(3);
     const files = filesUnder(home);
-    const latestItem = readdirSync(join(home, 'db', 'published')).filter((f) => /^item-\d+\.(view|json)$/.test(f)).sort().slice(-2);
+    const latestItem = readdirSync(join(home, 'db', 'published'))
+      .filter((f) => /^item-\d+\.(view|json)$/.test(f))
+      .sort()
+      .slice(-2);
     const aimed = latestItem.map((f) => join(home, 'db', 'published', f));
     const rng = createRng(20261201);
     let caught = 0;
@@ -154,7 +178,9 @@ describe('single-byte flips under the project home', () => {
     expect(w.code).toBe(1);
     expect(w.err).toMatch(/^error\[DB_CORRUPT\]: .*the database .* lost committed data .*`cogr verify --repair`/);
     // The refused writer wrote nothing readers hold.
-    expect(filesUnder(join(home, 'db', 'published')).map((f) => [relative(home, f), readFileSync(f).toString('base64')])).toEqual(publishedBefore);
+    expect(filesUnder(join(home, 'db', 'published')).map((f) => [relative(home, f), readFileSync(f).toString('base64')])).toEqual(
+      publishedBefore,
+    );
     expect(await search(home, PROBES[0])).toEqual(before);
   }, 60_000);
 });
@@ -219,18 +245,30 @@ describe('readers beside a training demo', () => {
     const steps = (JSON.parse(trained.out) as { steps: { itemGeneration: number; queryGeneration: number }[] }).steps;
     const finalItem = steps.at(-1)!.itemGeneration;
     // serve catches up with the last generation (waited for, not timed: its watch is slower on a busy machine)...
-    while (((await (await fetch(`${base}/health`)).json()) as { generation: number }).generation !== finalItem) await new Promise((r) => setTimeout(r, 50));
+    while (((await (await fetch(`${base}/health`)).json()) as { generation: number }).generation !== finalItem)
+      await new Promise((r) => setTimeout(r, 50));
     expect(((await (await fetch(`${base}/v1/search?q=t0w3`)).json()) as { generation: number }).generation).toBe(finalItem);
     serve.kill('SIGTERM');
     const serveLog = (await serve.done).err;
     // ...and has served every generation committed after it came up, on both sides.
-    const swaps = [...serveLog.matchAll(/serving generation item=(\d+) query=(\d+|null)/g)].map((m) => ({ item: Number(m[1]), query: m[2] === 'null' ? -1 : Number(m[2]) }));
+    const swaps = [...serveLog.matchAll(/serving generation item=(\d+) query=(\d+|null)/g)].map((m) => ({
+      item: Number(m[1]),
+      query: m[2] === 'null' ? -1 : Number(m[2]),
+    }));
     expect(swaps.length).toBeGreaterThan(1);
     const committedItems = [...new Set(steps.map((s) => s.itemGeneration))].filter((g) => g > upAt.item);
     const committedQueries = [...new Set(steps.map((s) => s.queryGeneration))].filter((g) => g > upAt.query);
     expect(committedItems.length + committedQueries.length).toBeGreaterThan(0);
-    for (const g of committedItems) expect(swaps.map((s) => s.item), `item generation ${g}`).toContain(g);
-    for (const g of committedQueries) expect(swaps.map((s) => s.query), `query generation ${g}`).toContain(g);
+    for (const g of committedItems)
+      expect(
+        swaps.map((s) => s.item),
+        `item generation ${g}`,
+      ).toContain(g);
+    for (const g of committedQueries)
+      expect(
+        swaps.map((s) => s.query),
+        `query generation ${g}`,
+      ).toContain(g);
     expect(rounds).toBeGreaterThan(0);
     // Nobody met the writer's lock.
     for (const o of [...outputs, await rewards.done, { err: serveLog }]) expect(o.err).not.toContain('DB_LOCKED');

@@ -84,7 +84,12 @@ describe('committed databases', () => {
     if (files && Number(files[1]) === PUBLISHED_FORMAT_VERSION) {
       it(`${name}: readers read back the same from its generation files alone (the folder is not written)`, async () => {
         const path = join(FIXTURES, name);
-        const got = await formatSummary((await readRunAt(path))!, new PublishedIndex(path), publishedPolicyStore(path), synthCorpus().items);
+        const got = await formatSummary(
+          (await readRunAt(path))!,
+          new PublishedIndex(path),
+          publishedPolicyStore(path),
+          synthCorpus().items,
+        );
         expect(json(got)).toEqual(JSON.parse(readFileSync(join(FIXTURES, `${name}.expected.json`), 'utf8')));
       });
     }

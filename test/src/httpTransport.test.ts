@@ -106,26 +106,30 @@ describe('request bodies are bounded in time', () => {
 });
 
 describe('the connection cap', () => {
-  it('never holds more than the cap; a new client closes the longest-waiting trickling connection instead of being refused', { timeout: 30_000 }, async () => {
-    const { app, port } = await startApp({ maxConnections: 50, requestTimeoutMs: 600_000, headersTimeoutMs: 600_000 });
-    const closedAt: number[] = [];
-    for (let i = 0; i < 60; i++) {
-      const r = await openRaw(port, SLOW_BODY);
-      void r.closed.then(() => closedAt.push(i));
-    }
-    // Ten made room for the last ten: the oldest ones.
-    await until(() => closedAt.length >= 10);
-    await until(async () => (await connectionCount(app)) === 50);
-    expect([...closedAt].sort((x, y) => x - y)).toEqual(Array.from({ length: 10 }, (_, i) => i));
-    for (let i = 0; i < 5; i++) {
-      const r = await fetch(`http://127.0.0.1:${port}/health`);
-      expect(r.status).toBe(200);
-      expect(await connectionCount(app)).toBeLessThanOrEqual(50);
-    }
-    // The client's connection made room by closing the oldest trickling one left.
-    await until(() => closedAt.length >= 11);
-    expect(closedAt).toContain(10);
-  });
+  it(
+    'never holds more than the cap; a new client closes the longest-waiting trickling connection instead of being refused',
+    { timeout: 30_000 },
+    async () => {
+      const { app, port } = await startApp({ maxConnections: 50, requestTimeoutMs: 600_000, headersTimeoutMs: 600_000 });
+      const closedAt: number[] = [];
+      for (let i = 0; i < 60; i++) {
+        const r = await openRaw(port, SLOW_BODY);
+        void r.closed.then(() => closedAt.push(i));
+      }
+      // Ten made room for the last ten: the oldest ones.
+      await until(() => closedAt.length >= 10);
+      await until(async () => (await connectionCount(app)) === 50);
+      expect([...closedAt].sort((x, y) => x - y)).toEqual(Array.from({ length: 10 }, (_, i) => i));
+      for (let i = 0; i < 5; i++) {
+        const r = await fetch(`http://127.0.0.1:${port}/health`);
+        expect(r.status).toBe(200);
+        expect(await connectionCount(app)).toBeLessThanOrEqual(50);
+      }
+      // The client's connection made room by closing the oldest trickling one left.
+      await until(() => closedAt.length >= 11);
+      expect(closedAt).toContain(10);
+    },
+  );
 
   it('is below the open-file limit by default', () => {
     expect(defaultMaxConnections(1024)).toBe(896);
@@ -133,26 +137,39 @@ describe('the connection cap', () => {
     expect(defaultMaxConnections(undefined)).toBe(10_000);
   });
 
-  it('1,100 trickling sockets against a server under ulimit -n 1024 do not lock new clients out (defaults)', { timeout: 90_000 }, async () => {
-    const child = spawn('bash', ['-c', 'ulimit -n 1024 && exec "$0" --import tsx "$1"', process.execPath, join(import.meta.dirname, '../fixtures/transportServer.ts')], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    children.push(child);
-    const port = await new Promise<number>((resolve, reject) => {
-      let out = '';
-      child.stdout!.on('data', (d) => {
-        out += d.toString();
-        if (out.includes('\n')) resolve(Number(out.trim()));
+  it(
+    '1,100 trickling sockets against a server under ulimit -n 1024 do not lock new clients out (defaults)',
+    { timeout: 90_000 },
+    async () => {
+      const child = spawn(
+        'bash',
+        [
+          '-c',
+          'ulimit -n 1024 && exec "$0" --import tsx "$1"',
+          process.execPath,
+          join(import.meta.dirname, '../fixtures/transportServer.ts'),
+        ],
+        {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      );
+      children.push(child);
+      const port = await new Promise<number>((resolve, reject) => {
+        let out = '';
+        child.stdout!.on('data', (d) => {
+          out += d.toString();
+          if (out.includes('\n')) resolve(Number(out.trim()));
+        });
+        child.once('exit', (code) => reject(new Error(`the server exited (${code})`)));
       });
-      child.once('exit', (code) => reject(new Error(`the server exited (${code})`)));
-    });
-    for (let i = 0; i < 1100; i += 100) await Promise.all(Array.from({ length: 100 }, () => openRaw(port, SLOW_BODY)));
-    for (let i = 0; i < 3; i++) {
-      const r = await fetch(`http://127.0.0.1:${port}/health`, { headers: { connection: 'close' } });
-      expect(r.status).toBe(200);
-      expect(await r.json()).toEqual({ ok: true });
-    }
-  });
+      for (let i = 0; i < 1100; i += 100) await Promise.all(Array.from({ length: 100 }, () => openRaw(port, SLOW_BODY)));
+      for (let i = 0; i < 3; i++) {
+        const r = await fetch(`http://127.0.0.1:${port}/health`, { headers: { connection: 'close' } });
+        expect(r.status).toBe(200);
+        expect(await r.json()).toEqual({ ok: true });
+      }
+    },
+  );
 });
 
 describe("Node's own answers are in the API error shape", () => {
@@ -164,7 +181,10 @@ describe("Node's own answers are in the API error shape", () => {
     expect(noHost.body.error.message).toBe('host: HTTP/1.1 requires a Host header');
     // HTTP/1.0 has no Host requirement.
     expect((await rawRequest(port, 'GET /health HTTP/1.0\r\n\r\n')).status).toBe(200);
-    const expect200 = await rawRequest(port, 'POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\ncontent-type: application/json\r\nContent-Length: 2\r\n\r\n{}');
+    const expect200 = await rawRequest(
+      port,
+      'POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\ncontent-type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+    );
     expect(expect200.status).toBe(417);
     shaped(expect200.body, 'INVALID_ARGUMENT');
     expect(expect200.body.error.message).toBe('expect: "200-ok" is not supported (only 100-continue)');
@@ -224,9 +244,18 @@ describe('JSON bodies', () => {
   it('are strict UTF-8: an invalid byte is a 400 naming it, never U+FFFD; another charset is 415', async () => {
     const { port } = await startApp();
     const bad: [Buffer, string][] = [
-      [Buffer.concat([Buffer.from('{"program":{"keyword":"he'), Buffer.from([0xff]), Buffer.from('art"}}')]), 'body: not valid UTF-8 (byte 0xFF at offset 25); JSON bodies must be UTF-8'],
-      [Buffer.concat([Buffer.from('{"k":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]), 'body: not valid UTF-8 (byte 0xC0 at offset 6); JSON bodies must be UTF-8'],
-      [Buffer.concat([Buffer.from('{"k":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')]), 'body: not valid UTF-8 (byte 0xED at offset 6); JSON bodies must be UTF-8'],
+      [
+        Buffer.concat([Buffer.from('{"program":{"keyword":"he'), Buffer.from([0xff]), Buffer.from('art"}}')]),
+        'body: not valid UTF-8 (byte 0xFF at offset 25); JSON bodies must be UTF-8',
+      ],
+      [
+        Buffer.concat([Buffer.from('{"k":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]),
+        'body: not valid UTF-8 (byte 0xC0 at offset 6); JSON bodies must be UTF-8',
+      ],
+      [
+        Buffer.concat([Buffer.from('{"k":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')]),
+        'body: not valid UTF-8 (byte 0xED at offset 6); JSON bodies must be UTF-8',
+      ],
     ];
     for (const [body, message] of bad) {
       const r = await post(port, body);

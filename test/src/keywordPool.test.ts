@@ -30,7 +30,11 @@ let inProcess: QueryKeywordSource;
 beforeAll(() => {
   const relevant = new Map(corpus.queries.map((q) => [q.id, new Set(corpus.relevant.get(q.id) ?? [])]));
   const sft = runSft({ items: corpus.items, trainQueries: corpus.queries, relevant, M: 6, epochs: 2, seed: 3 });
-  const entries = corpus.items.map((it) => ({ id: it.id, self: it.title, keywords: sft.itemPolicy.decode({ id: it.id, title: it.title, text: it.text }, { greedy: true }).keywords }));
+  const entries = corpus.items.map((it) => ({
+    id: it.id,
+    self: it.title,
+    keywords: sft.itemPolicy.decode({ id: it.id, title: it.title, text: it.text }, { greedy: true }).keywords,
+  }));
   itemView = new View(shareAll(View.build('item', 0, entries).data));
   doc.json = sft.planner.toJSON();
   sft.planner.attachOpposite(itemView);
@@ -53,16 +57,25 @@ describe('the real keyword worker', () => {
     await p.load('k1', { doc: doc as never, view: itemView.data, items: corpus.items });
     const texts = [...corpus.queries.map((q) => q.text), 't0w3 t1w4 study', 'nothing known here'];
     // Keywords, or the refusal of a text none of whose words the items know (NoSearchableTerms).
-    const outcome = (p: Promise<string[]>) => p.then((k) => ({ keywords: k }), (e: unknown) => ({ refused: e instanceof NoSearchableTerms ? 'no_terms' : String(e) }));
+    const outcome = (p: Promise<string[]>) =>
+      p.then(
+        (k) => ({ keywords: k }),
+        (e: unknown) => ({ refused: e instanceof NoSearchableTerms ? 'no_terms' : String(e) }),
+      );
     const got = await Promise.all(texts.map((t) => outcome(p.plan('k1', t))));
-    for (let i = 0; i < texts.length - 1; i++) expect(got[i]).toEqual(await outcome(inProcess.keywords(texts[i], new AbortController().signal)));
+    for (let i = 0; i < texts.length - 1; i++)
+      expect(got[i]).toEqual(await outcome(inProcess.keywords(texts[i], new AbortController().signal)));
     expect(got.some((k) => 'keywords' in k && k.keywords.length > 0)).toBe(true);
     // A text no item knows a word of: the bare planner would offer the keywords of the
     // items likeliest a priori; the served one refuses it, and search answers no_terms.
-    expect(await outcome(inProcess.keywords(texts.at(-1)!, new AbortController().signal))).toMatchObject({ keywords: expect.arrayContaining([expect.any(String)]) });
+    expect(await outcome(inProcess.keywords(texts.at(-1)!, new AbortController().signal))).toMatchObject({
+      keywords: expect.arrayContaining([expect.any(String)]),
+    });
     expect(got.at(-1)).toEqual({ refused: 'no_terms' });
     // A generator that cannot be rebuilt fails the load, naming why.
-    await expect(p.load('bad', { doc: { ...doc, json: { version: 99 } } as never, view: itemView.data, items: null })).rejects.toMatchObject({ code: 'WORKER_ERROR' });
+    await expect(
+      p.load('bad', { doc: { ...doc, json: { version: 99 } } as never, view: itemView.data, items: null }),
+    ).rejects.toMatchObject({ code: 'WORKER_ERROR' });
   });
 });
 
@@ -103,7 +116,12 @@ describe('the pool', () => {
     await new Promise((r) => setImmediate(r));
     const again = await resolver.resolve(source, 1, held);
     // (keywords normalised: the file's path loses its edge punctuation)
-    expect(again).toMatchObject({ keywords: ['hold', expect.stringContaining('release')], source: 'scripted', cached: true, fallback: null });
+    expect(again).toMatchObject({
+      keywords: ['hold', expect.stringContaining('release')],
+      source: 'scripted',
+      cached: true,
+      fallback: null,
+    });
     // The dropped one never ran: it is not cached and is generated now.
     const now = await new QueryKeywordResolver({ budgetMs: 5000, cacheSize: 10 }).resolve(source, 1, 'never planned');
     expect(now.keywords).toEqual(['never', 'planned']);

@@ -105,7 +105,13 @@ describe('evaluateRun', () => {
   const j: Judgements = {
     qrels: new Map([
       ['q1', new Map([['a', 1]])],
-      ['q2', new Map([['b', 2], ['c', 1]])],
+      [
+        'q2',
+        new Map([
+          ['b', 2],
+          ['c', 1],
+        ]),
+      ],
     ]),
     relevant: new Map([
       ['q1', new Set(['a'])],

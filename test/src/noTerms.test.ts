@@ -19,12 +19,35 @@ const ds = writeSynthDataset(join(dir, 'ds'));
 let server: ChildProcess | null = null;
 let base = '';
 
-const cogr = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, COGR_HOME: join(dir, 'home') } });
+const cogr = (...args: string[]) =>
+  spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, COGR_HOME: join(dir, 'home') } });
 
 beforeAll(async () => {
-  const r = cogr('demo', '--dataset', ds, '--db', db, '--rounds', '1', '--group-size', '4', '--query-epochs', '1', '--item-epochs', '1', '--sft-epochs', '1', '--workers', '1', '--quiet', '--json');
+  const r = cogr(
+    'demo',
+    '--dataset',
+    ds,
+    '--db',
+    db,
+    '--rounds',
+    '1',
+    '--group-size',
+    '4',
+    '--query-epochs',
+    '1',
+    '--item-epochs',
+    '1',
+    '--sft-epochs',
+    '1',
+    '--workers',
+    '1',
+    '--quiet',
+    '--json',
+  );
   expect(r.status, r.stderr).toBe(0);
-  server = spawn(process.execPath, [CLI, 'serve', '--db', db, '--port', '0', '--keyword-workers', '1'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  server = spawn(process.execPath, [CLI, 'serve', '--db', db, '--port', '0', '--keyword-workers', '1'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   base = await new Promise<string>((resolve, reject) => {
     let err = '';
     server!.stderr!.on('data', (d: Buffer) => {
@@ -50,7 +73,11 @@ async function get(q: string) {
   return (await res.json()) as { matched: number; items: unknown[]; fallback: Fallback; keywords: { generated: string[] } };
 }
 async function post(q: string) {
-  const res = await fetch(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ program: { text: q }, k: 5 }) });
+  const res = await fetch(`${base}/v1/search`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ program: { text: q }, k: 5 }),
+  });
   expect(res.status).toBe(200);
   return (await res.json()) as { matched: number; items: unknown[]; texts: { fallback: Fallback }[] };
 }
@@ -89,8 +116,15 @@ describe('a query with no searchable term', () => {
     for (const q of ['   ', '\t\n']) {
       const g = await fetch(`${base}/v1/search?q=${encodeURIComponent(q)}`);
       expect(g.status).toBe(400);
-      expect(((await g.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('q: must not be empty') });
-      const p = await fetch(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ program: { text: q } }) });
+      expect(((await g.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining('q: must not be empty'),
+      });
+      const p = await fetch(`${base}/v1/search`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ program: { text: q } }),
+      });
       expect(p.status).toBe(400);
       const c = cli(q);
       expect([c.matched, c.items, c.fallback?.reason]).toEqual([0, [], 'no_terms']);
@@ -105,7 +139,10 @@ describe('a query with no searchable term', () => {
     expect((await post(text)).matched).toBeGreaterThan(0);
     // The CLI has no generator: its probe is the raw query plus the keywords given.
     const word = text.split(/\s+/)[0];
-    const c = JSON.parse(cogr('index', 'search', '--db', db, '--query', text, '--keywords', word, '--json').stdout) as { matched: number; fallback: Fallback };
+    const c = JSON.parse(cogr('index', 'search', '--db', db, '--query', text, '--keywords', word, '--json').stdout) as {
+      matched: number;
+      fallback: Fallback;
+    };
     expect(c.fallback).toBeNull();
     expect(c.matched).toBeGreaterThan(0);
   });

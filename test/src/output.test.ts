@@ -12,9 +12,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const ROOT = resolve(import.meta.dirname, '../..');
 let dir = '';
 
-function run(args: string[], stdout: 'pipe' | number, onFirstOutput?: (child: ReturnType<typeof spawn>) => void): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
+function run(
+  args: string[],
+  stdout: 'pipe' | number,
+  onFirstOutput?: (child: ReturnType<typeof spawn>) => void,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
   return new Promise((res) => {
-    const child = spawn(process.execPath, [join(ROOT, 'bin/cogr.mjs'), ...args], { cwd: dir, env: { ...process.env, COGR_HOME: join(dir, 'home') }, stdio: ['ignore', stdout, 'pipe'] });
+    const child = spawn(process.execPath, [join(ROOT, 'bin/cogr.mjs'), ...args], {
+      cwd: dir,
+      env: { ...process.env, COGR_HOME: join(dir, 'home') },
+      stdio: ['ignore', stdout, 'pipe'],
+    });
     let stderr = '';
     child.stderr!.on('data', (d) => (stderr += d.toString()));
     if (child.stdout && onFirstOutput) child.stdout.once('data', () => onFirstOutput(child));
@@ -25,9 +33,18 @@ function run(args: string[], stdout: 'pipe' | number, onFirstOutput?: (child: Re
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'cogr-output-'));
   // Enough inputs for megabytes of output: more than a pipe holds once its reader is gone.
-  const lines = Array.from({ length: 3000 }, (_, i) => JSON.stringify({ id: `i${i}`, title: `red running shoes model ${i}`, text: `lightweight red running shoes with foam sole, model ${i}, for trail and road` }));
+  const lines = Array.from({ length: 3000 }, (_, i) =>
+    JSON.stringify({
+      id: `i${i}`,
+      title: `red running shoes model ${i}`,
+      text: `lightweight red running shoes with foam sole, model ${i}, for trail and road`,
+    }),
+  );
   writeFileSync(join(dir, 'items.jsonl'), lines.join('\n') + '\n');
-  writeFileSync(join(dir, 'entries.jsonl'), Array.from({ length: 20 }, (_, i) => JSON.stringify({ id: `i${i}`, title: `item ${i}`, keywords: ['red', `k${i}`] })).join('\n') + '\n');
+  writeFileSync(
+    join(dir, 'entries.jsonl'),
+    Array.from({ length: 20 }, (_, i) => JSON.stringify({ id: `i${i}`, title: `item ${i}`, keywords: ['red', `k${i}`] })).join('\n') + '\n',
+  );
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -45,10 +62,14 @@ describe('a closed stdout', () => {
 describe('a closed stderr', () => {
   it('drops the logs and the command goes on', { timeout: 120_000 }, async () => {
     const r = await new Promise<{ code: number | null; stdout: string }>((res) => {
-      const child = spawn(process.execPath, [join(ROOT, 'bin/cogr.mjs'), 'index', 'import', '--side', 'item', '--from', 'entries.jsonl', '--db', join(dir, 'stderr-db')], {
-        cwd: dir,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = spawn(
+        process.execPath,
+        [join(ROOT, 'bin/cogr.mjs'), 'index', 'import', '--side', 'item', '--from', 'entries.jsonl', '--db', join(dir, 'stderr-db')],
+        {
+          cwd: dir,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       child.stderr!.destroy(); // before the command logs its commit
       let stdout = '';
       child.stdout!.on('data', (d) => (stdout += d.toString()));

@@ -39,9 +39,13 @@ function parseError(program: unknown): string {
 
 describe('parseProgram', () => {
   it('names the JSON path of the first error', () => {
-    expect(parseError({ and: [{ keyword: 'a' }, { keyword: 'b' }, { keyword: 5 }] })).toBe('program.and[2].keyword: expected a string, got number');
+    expect(parseError({ and: [{ keyword: 'a' }, { keyword: 'b' }, { keyword: 5 }] })).toBe(
+      'program.and[2].keyword: expected a string, got number',
+    );
     expect(parseError({ or: [{ not: { any_of: ['x', 7] } }] })).toBe('program.or[0].not.any_of[1]: expected a string, got number');
-    expect(parseError({ and: [{ field: { name: 'brand', equals: 'x', prefix: 'y' } }] })).toBe('program.and[0].field: expected exactly one of equals, in, prefix');
+    expect(parseError({ and: [{ field: { name: 'brand', equals: 'x', prefix: 'y' } }] })).toBe(
+      'program.and[0].field: expected exactly one of equals, in, prefix',
+    );
     expect(parseError({ field: { name: 'brand', like: 'x' } })).toBe('program.field.like: unknown key (expected equals, in or prefix)');
     expect(parseError({ xor: [] })).toBe('program.xor: unknown operator (expected one of keyword, any_of, text, field, and, or, not)');
     expect(parseError({ keyword: 'a', text: 'b' })).toMatch(/^program: expected exactly one of/);
@@ -56,7 +60,9 @@ describe('parseProgram', () => {
     for (let i = 0; i < 10; i++) deep = { not: deep };
     expect(() => parseProgram(deep, { maxDepth: 8, maxNodes: 100, maxList: 10, maxText: 100 })).toThrow(/nesting deeper than 8/);
     const wide = { or: Array.from({ length: 11 }, () => ({ keyword: 'a' })) };
-    expect(() => parseProgram(wide, { maxDepth: 8, maxNodes: 100, maxList: 10, maxText: 100 })).toThrow(/^program.or: more than 10 entries/);
+    expect(() => parseProgram(wide, { maxDepth: 8, maxNodes: 100, maxList: 10, maxText: 100 })).toThrow(
+      /^program.or: more than 10 entries/,
+    );
     const many = { or: Array.from({ length: 10 }, () => ({ and: [{ keyword: 'a' }, { keyword: 'b' }] })) };
     expect(() => parseProgram(many, { maxDepth: 8, maxNodes: 20, maxList: 10, maxText: 100 })).toThrow(/more than 20 nodes/);
   });
@@ -148,7 +154,9 @@ describe('evaluateProgram', () => {
       fc.asyncProperty(arbProgram, async (p) => {
         const parsed = parseProgram(p, { maxDepth: 64, maxNodes: 10_000, maxList: 64, maxText: 512 });
         // A meter that yields after every step: the cooperative evaluation gives the same sets.
-        const got = [...(await evaluateProgram(parsed, { view, fieldIndex, textKeywords: textKw }, new WorkMeter(1e9, 1)))].map((o) => view.id(o));
+        const got = [...(await evaluateProgram(parsed, { view, fieldIndex, textKeywords: textKw }, new WorkMeter(1e9, 1)))].map((o) =>
+          view.id(o),
+        );
         expect(got).toEqual([...naive(parsed, textKw)].sort());
       }),
       { numRuns: 300 },
@@ -166,7 +174,9 @@ describe('evaluateProgram', () => {
     expect(res.items.map((h) => [h.id, h.score])).toEqual(expected.map((h) => [h.id, h.score]));
     expect(res.matched).toBe(matched.length);
     for (const k of [1, 2, 3, 5, 8]) {
-      expect((await runProgram(p, { view, fieldIndex, textKeywords: new Map() }, k)).items.map((h) => h.id)).toEqual(expected.slice(0, k).map((h) => h.id));
+      expect((await runProgram(p, { view, fieldIndex, textKeywords: new Map() }, k)).items.map((h) => h.id)).toEqual(
+        expected.slice(0, k).map((h) => h.id),
+      );
     }
   });
 
@@ -218,7 +228,10 @@ describe('evaluateProgram', () => {
     const capped = new WorkMeter(ran + perHit * 2);
     const again = await runProgram(p, ctx, 20, capped);
     expect(again).toEqual(result);
-    await expect(explainProgramHits(view, again, capped)).rejects.toMatchObject({ code: 'INVALID_BODY', message: expect.stringMatching(/^explain: the program needs more than \d+ units of work/) });
+    await expect(explainProgramHits(view, again, capped)).rejects.toMatchObject({
+      code: 'INVALID_BODY',
+      message: expect.stringMatching(/^explain: the program needs more than \d+ units of work/),
+    });
   });
 });
 
@@ -230,7 +243,9 @@ describe('POST /v1/search over loopback', () => {
     tmp = tempDir('cogr-programs-');
     const dbPath = join(tmp.dir, 'db');
     await commitGeneration(dbPath, 'item', cat.generations[1], 1);
-    const live = new LiveSnapshot(storeSnapshotLoader({ dbPath, round: 'latest', corpus: { items: cat.items }, keywordSource: () => fakeSource() }));
+    const live = new LiveSnapshot(
+      storeSnapshotLoader({ dbPath, round: 'latest', corpus: { items: cat.items }, keywordSource: () => fakeSource() }),
+    );
     await live.reload();
     const app = buildSearchServer({ live });
     close = () => app.close();
@@ -241,7 +256,11 @@ describe('POST /v1/search over loopback', () => {
     tmp.cleanup();
   });
   const post = async (body: unknown) => {
-    const r = await fetch(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const r = await fetch(`${base}/v1/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     return { status: r.status, body: (await r.json()) as any };
   };
 
@@ -263,7 +282,11 @@ describe('POST /v1/search over loopback', () => {
   it('answers 400 with the path into the program', async () => {
     const bad = await post({ program: { and: [{ keyword: 'a' }, { or: [{ keyword: 'b' }, { any_of: 'c' }] }] } });
     expect(bad.status).toBe(400);
-    expect(bad.body.error).toMatchObject({ code: 'INVALID_BODY', message: 'program.and[1].or[1].any_of: expected an array of strings, got string', details: { path: 'program.and[1].or[1].any_of' } });
+    expect(bad.body.error).toMatchObject({
+      code: 'INVALID_BODY',
+      message: 'program.and[1].or[1].any_of: expected an array of strings, got string',
+      details: { path: 'program.and[1].or[1].any_of' },
+    });
     const field = await post({ program: { or: [{ keyword: 'a' }, { field: { name: 'size', equals: 'xl' } }] } });
     expect(field.status).toBe(400);
     expect(field.body.error.message).toBe('program.or[1].field.name: unknown field "size" (known: brand, category, colour)');

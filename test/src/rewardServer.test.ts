@@ -65,9 +65,11 @@ function relOrd(qid: string): number[] {
 describe('chat template and labels', () => {
   it('takes the text after the prompt, or after the last assistant marker, without end tokens', () => {
     expect(stripChatTemplate('PROMPT keywords: a, b<|im_end|>', 'PROMPT')).toBe('keywords: a, b');
-    const chatml = '<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nquery: shoes<|im_end|>\n<|im_start|>assistant\n["running shoes", "red"]<|im_end|>';
+    const chatml =
+      '<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nquery: shoes<|im_end|>\n<|im_start|>assistant\n["running shoes", "red"]<|im_end|>';
     expect(stripChatTemplate(chatml, 'not a prefix')).toBe('["running shoes", "red"]');
-    const llama3 = '<|start_header_id|>user<|end_header_id|>\n\nq<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n- wool hat\n- hat<|eot_id|>';
+    const llama3 =
+      '<|start_header_id|>user<|end_header_id|>\n\nq<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n- wool hat\n- hat<|eot_id|>';
     expect(stripChatTemplate(llama3, '')).toBe('- wool hat\n- hat');
     expect(stripChatTemplate('[INST] q [/INST] boots, sale</s>', '')).toBe('boots, sale');
     expect(parseLabel('item:MED-10', 'query')).toEqual({ side: 'item', id: 'MED-10' });
@@ -78,12 +80,24 @@ describe('chat template and labels', () => {
 describe('POST /get_reward (OpenRLHF shape)', () => {
   it('returns rewards equal to the library for query and item labels', async () => {
     const prompt = '<|im_start|>user\nWrite keywords<|im_end|>\n<|im_start|>assistant\n';
-    const completions = ['["running shoes", "red"]<|im_end|>', 'hat, wool hat', 'I think the best answer would be a long sentence about boots and more words here', '- cotton socks\n- sale', '["summer dress", "blue"]'];
+    const completions = [
+      '["running shoes", "red"]<|im_end|>',
+      'hat, wool hat',
+      'I think the best answer would be a long sentence about boots and more words here',
+      '- cotton socks\n- sale',
+      '["summer dress", "blue"]',
+    ];
     const labels = ['query:q1', 'q2', 'query:q3', 'item:p004', 'item:p007'];
-    const { status, body } = await post('/get_reward', { query: completions.map((c) => prompt + c), prompts: completions.map(() => prompt), labels });
+    const { status, body } = await post('/get_reward', {
+      query: completions.map((c) => prompt + c),
+      prompts: completions.map(() => prompt),
+      labels,
+    });
     expect(status).toBe(200);
     expect(body.scores).toEqual(body.rewards);
-    const q1 = queryReward(itemView, { self: 'red running shoes', keywords: ['running shoes', 'red'] }, relOrd('q1'), { nRel: relevant.get('q1')!.size });
+    const q1 = queryReward(itemView, { self: 'red running shoes', keywords: ['running shoes', 'red'] }, relOrd('q1'), {
+      nRel: relevant.get('q1')!.size,
+    });
     const q2 = queryReward(itemView, { self: 'wool hat', keywords: ['hat', 'wool hat'] }, relOrd('q2'), { nRel: relevant.get('q2')!.size });
     const ctx = { itemView, queryView, relevance: buildRelevance(queryView, itemView, relevant) };
     const i4 = itemRewardFull(ctx, itemView.ordinalOf('p004'), ['cotton socks', 'sale']);
@@ -117,8 +131,17 @@ describe('plain JSON reward endpoints', () => {
   it('query reward with matched counts; over budget and invalid format layers', async () => {
     const { status, body } = await post('/v1/reward/query', { id: 'q3', keywords: ['leather boots', 'boots'] });
     expect(status).toBe(200);
-    const ref = queryReward(itemView, { self: 'leather boots', keywords: ['leather boots', 'boots'] }, relOrd('q3'), { nRel: relevant.get('q3')!.size });
-    expect(body).toMatchObject({ side: 'query', id: 'q3', reason: 'ok', matched: ref.nRet, truePositives: ref.tp, relevant: relevant.get('q3')!.size });
+    const ref = queryReward(itemView, { self: 'leather boots', keywords: ['leather boots', 'boots'] }, relOrd('q3'), {
+      nRel: relevant.get('q3')!.size,
+    });
+    expect(body).toMatchObject({
+      side: 'query',
+      id: 'q3',
+      reason: 'ok',
+      matched: ref.nRet,
+      truePositives: ref.tp,
+      relevant: relevant.get('q3')!.size,
+    });
     expect(body.reward).toBeCloseTo(ref.reward, 12);
     const over = await post('/v1/reward/query', { id: 'q3', keywords: Array.from({ length: 31 }, (_, i) => `kw ${i}`) });
     expect(over.body).toMatchObject({ reason: 'over_budget', reward: 0 });

@@ -25,7 +25,10 @@ beforeAll(async () => {
   mkdirSync(ds);
   writeFileSync(join(ds, 'items.jsonl'), c.items.map((i) => JSON.stringify(i)).join('\n') + '\n');
   writeFileSync(join(ds, 'queries.jsonl'), c.queries.map((q) => JSON.stringify(q)).join('\n') + '\n');
-  writeFileSync(join(ds, 'qrels.jsonl'), [...c.relevant].flatMap(([q, rel]) => [...rel].map((i) => JSON.stringify({ query_id: q, item_id: i, grade: 1 }))).join('\n') + '\n');
+  writeFileSync(
+    join(ds, 'qrels.jsonl'),
+    [...c.relevant].flatMap(([q, rel]) => [...rel].map((i) => JSON.stringify({ query_id: q, item_id: i, grade: 1 }))).join('\n') + '\n',
+  );
   const { corpus } = await loadDataset(ds);
   const db = await openDb(join(dir, 'db'));
   const res = await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, dataset: ds, rounds: 1 });
@@ -37,7 +40,9 @@ beforeAll(async () => {
 
 /** A reward server on the stored run, started as a child process; its base URL once it listens. */
 function startServer(extra: string[]): Promise<string> {
-  const child = spawn(process.execPath, [join(root, 'bin/cogr.mjs'), 'reward-server', '--db', join(dir, 'db'), '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(root, 'bin/cogr.mjs'), 'reward-server', '--db', join(dir, 'db'), '--port', '0', ...extra], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.push(child);
   return new Promise<string>((resolveP, reject) => {
     let err = '';
@@ -56,7 +61,11 @@ afterAll(() => {
 });
 
 async function reward(id: string, at = base): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${at}/v1/reward/query`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id, keywords: ['t0w0'] }) });
+  const res = await fetch(`${at}/v1/reward/query`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id, keywords: ['t0w0'] }),
+  });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 

@@ -51,10 +51,22 @@ beforeAll(async () => {
       }
       const n = b.n ?? 1;
       const contents = Array.from({ length: n }, (_, i) =>
-        i % 3 === 0 ? JSON.stringify({ keywords: ['t0w0', 'study'] }) : i % 3 === 1 ? '- t1w1\n- results' : 'I cannot help with that request, sorry.',
+        i % 3 === 0
+          ? JSON.stringify({ keywords: ['t0w0', 'study'] })
+          : i % 3 === 1
+            ? '- t1w1\n- results'
+            : 'I cannot help with that request, sorry.',
       );
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: contents.map((c, i) => ({ index: i, finish_reason: 'stop', message: { role: 'assistant', content: c } })) }));
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: 'm',
+          choices: contents.map((c, i) => ({ index: i, finish_reason: 'stop', message: { role: 'assistant', content: c } })),
+        }),
+      );
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
@@ -70,7 +82,10 @@ afterAll(async () => {
 });
 
 function readLines(path: string): Record<string, any>[] {
-  return readFileSync(path, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  return readFileSync(path, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
 }
 
 describe('rollouts', () => {
@@ -194,7 +209,16 @@ describe('rollouts', () => {
     const firstFour = train.slice(0, 4);
     failText = byId.get(firstFour[1])!;
     try {
-      const gen = new OpenAIGenerator({ baseURL, model: 'm', apiKey: 'k', retryBaseMs: 1, retryMaxMs: 2, timeoutMs: 5000, maxRetries: 1, concurrency: 1 });
+      const gen = new OpenAIGenerator({
+        baseURL,
+        model: 'm',
+        apiKey: 'k',
+        retryBaseMs: 1,
+        retryMaxMs: 2,
+        timeoutMs: 5000,
+        maxRetries: 1,
+        concurrency: 1,
+      });
       const s = await writeRollouts(db, corpus, { side: 'query', round: 1, out, samples: 3, limit: 4, generator: gen, grouping: 'exact' });
       const lines = readLines(out);
       // The input before the failure is written; after the endpoint failed, the rest were not sent.
@@ -215,7 +239,9 @@ describe('rollouts', () => {
   });
 
   it('refuses a round the run has not reached, naming the missing step', async () => {
-    await expect(writeRollouts(db, corpus, { side: 'query', round: 3, out: join(dir, 'x.jsonl') })).rejects.toThrow(/r3-query builds on step r2-query/);
+    await expect(writeRollouts(db, corpus, { side: 'query', round: 3, out: join(dir, 'x.jsonl') })).rejects.toThrow(
+      /r3-query builds on step r2-query/,
+    );
   });
 });
 
@@ -224,7 +250,10 @@ describe('import-generation', () => {
     const store = new KeywordIndexStore(db);
     const before = await store.latest('item');
     const file = join(dir, 'items.jsonl');
-    writeFileSync(file, corpus.items.map((it) => JSON.stringify({ id: it.id, keywords: it.text.split(' ').slice(0, 3) })).join('\n') + '\n');
+    writeFileSync(
+      file,
+      corpus.items.map((it) => JSON.stringify({ id: it.id, keywords: it.text.split(' ').slice(0, 3) })).join('\n') + '\n',
+    );
     const rec = await importGeneration(db, corpus, 'item', file);
     expect(rec.generation).toBe((before ?? -1) + 1);
     expect(rec.metrics.queries).toBe(evalIds.length);
@@ -244,8 +273,13 @@ describe('import-generation', () => {
 
   it('rejects unknown ids and malformed lines with file and line', async () => {
     const bad = join(dir, 'bad.jsonl');
-    writeFileSync(bad, `${JSON.stringify({ id: corpus.items[0].id, keywords: ['a'] })}\n${JSON.stringify({ id: 'nope', keywords: ['b'] })}\n`);
-    await expect(importGeneration(db, corpus, 'item', bad)).rejects.toSatisfy((e: unknown) => isCogrError(e, 'NOT_FOUND') && /bad\.jsonl:2: unknown item id "nope"/.test((e as Error).message));
+    writeFileSync(
+      bad,
+      `${JSON.stringify({ id: corpus.items[0].id, keywords: ['a'] })}\n${JSON.stringify({ id: 'nope', keywords: ['b'] })}\n`,
+    );
+    await expect(importGeneration(db, corpus, 'item', bad)).rejects.toSatisfy(
+      (e: unknown) => isCogrError(e, 'NOT_FOUND') && /bad\.jsonl:2: unknown item id "nope"/.test((e as Error).message),
+    );
     writeFileSync(bad, `{"id": "${corpus.items[0].id}", "keywords": "not a list"}\n`);
     await expect(importGeneration(db, corpus, 'item', bad)).rejects.toThrow(/bad\.jsonl:1: keywords/);
   });

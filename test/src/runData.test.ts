@@ -21,10 +21,34 @@ const db = join(home, 'db');
 const ds = writeSynthDataset(join(dir, 'ds'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const cogr = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, COGR_HOME: home } });
+const cogr = (...args: string[]) =>
+  spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, COGR_HOME: home } });
 const demo = (rounds: number, ...extra: string[]) =>
-  cogr('demo', '--dataset', 'mine', '--rounds', String(rounds), '--group-size', '4', '--query-epochs', '1', '--item-epochs', '1', '--sft-epochs', '1', '--workers', '1', '--quiet', '--json', ...extra);
-const lines = (file: string) => readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  cogr(
+    'demo',
+    '--dataset',
+    'mine',
+    '--rounds',
+    String(rounds),
+    '--group-size',
+    '4',
+    '--query-epochs',
+    '1',
+    '--item-epochs',
+    '1',
+    '--sft-epochs',
+    '1',
+    '--workers',
+    '1',
+    '--quiet',
+    '--json',
+    ...extra,
+  );
+const lines = (file: string) =>
+  readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 const write = (file: string, rows: unknown[]) => writeFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
 const publishedSteps = async () => (await readPublishedRun(db))!.steps.map((s) => s.step);
 
@@ -47,8 +71,16 @@ describe('datasets add over a registered name', () => {
     const other = variant('other', () => {});
     const r = cogr('datasets', 'add', 'mine', other);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(new RegExp(`^error\\[INVALID_ARGUMENT\\]: name: "mine" is registered already \\(-> ${ds}\\); \`cogr datasets add --replace\` points it at ${other}`));
-    expect((JSON.parse(cogr('datasets', '--json').stdout) as { datasets: { name: string; path: string }[] }).datasets.find((d) => d.name === 'mine')?.path).toBe(ds);
+    expect(r.stderr).toMatch(
+      new RegExp(
+        `^error\\[INVALID_ARGUMENT\\]: name: "mine" is registered already \\(-> ${ds}\\); \`cogr datasets add --replace\` points it at ${other}`,
+      ),
+    );
+    expect(
+      (JSON.parse(cogr('datasets', '--json').stdout) as { datasets: { name: string; path: string }[] }).datasets.find(
+        (d) => d.name === 'mine',
+      )?.path,
+    ).toBe(ds);
     expect(cogr('datasets', 'add', 'mine', ds).status).toBe(0);
   });
 });
@@ -58,24 +90,39 @@ describe('a resume on changed data', () => {
   const cases: [string, (d: string) => void, string[]][] = [
     [
       'judgements re-graded',
-      (d) => write(join(d, 'qrels.jsonl'), lines(join(d, 'qrels.jsonl')).map((q, i) => (i === 0 ? { ...q, grade: 2 } : q))),
+      (d) =>
+        write(
+          join(d, 'qrels.jsonl'),
+          lines(join(d, 'qrels.jsonl')).map((q, i) => (i === 0 ? { ...q, grade: 2 } : q)),
+        ),
       ['judgements'],
     ],
     [
       'one item text',
-      (d) => write(join(d, 'items.jsonl'), lines(join(d, 'items.jsonl')).map((it, i) => (i === 3 ? { ...it, text: `${String(it.text)} changed` } : it))),
+      (d) =>
+        write(
+          join(d, 'items.jsonl'),
+          lines(join(d, 'items.jsonl')).map((it, i) => (i === 3 ? { ...it, text: `${String(it.text)} changed` } : it)),
+        ),
       ['items'],
     ],
     [
       'one query text',
-      (d) => write(join(d, 'queries.jsonl'), lines(join(d, 'queries.jsonl')).map((q, i) => (i === 0 ? { ...q, text: `${String(q.text)} changed` } : q))),
+      (d) =>
+        write(
+          join(d, 'queries.jsonl'),
+          lines(join(d, 'queries.jsonl')).map((q, i) => (i === 0 ? { ...q, text: `${String(q.text)} changed` } : q)),
+        ),
       ['queries'],
     ],
     [
       "a query's judgements dropped",
       (d) => {
         const all = lines(join(d, 'qrels.jsonl'));
-        write(join(d, 'qrels.jsonl'), all.filter((q) => q.query_id !== all[0].query_id));
+        write(
+          join(d, 'qrels.jsonl'),
+          all.filter((q) => q.query_id !== all[0].query_id),
+        );
       },
       ['judgements', 'split'],
     ],
@@ -89,7 +136,11 @@ describe('a resume on changed data', () => {
       expect(r.status).toBe(2);
       const named = [...r.stderr.matchAll(/(items|queries|judgements|split) \(\d+ → \d+/g)].map((m) => m[1]);
       expect(named).toEqual(parts);
-      expect(r.stderr).toMatch(new RegExp(`^error\\[INVALID_ARGUMENT\\]: the database ${db} holds a run made on other data than dataset mine holds now: .* changed since the run began; .*--fresh`));
+      expect(r.stderr).toMatch(
+        new RegExp(
+          `^error\\[INVALID_ARGUMENT\\]: the database ${db} holds a run made on other data than dataset mine holds now: .* changed since the run began; .*--fresh`,
+        ),
+      );
       // Nothing was written: the stored run is as it was.
       expect(await publishedSteps()).toEqual(steps);
       // The readers that take the dataset from the run refuse it too (they would serve the
@@ -97,12 +148,16 @@ describe('a resume on changed data', () => {
       for (const cmd of ['serve', 'reward-server']) {
         const r2 = cogr(cmd, '--port', '0');
         expect(r2.status, cmd).toBe(2);
-        expect(r2.stderr).toMatch(/^error\[INVALID_ARGUMENT\]: the database .* holds a run made on other data .*serving it would pair the run's generations with other data/);
+        expect(r2.stderr).toMatch(
+          /^error\[INVALID_ARGUMENT\]: the database .* holds a run made on other data .*serving it would pair the run's generations with other data/,
+        );
       }
       // Rollouts for an external trainer are refused on other data too (rewards from the old judgements).
       const roll = cogr('rollouts', '--side', 'query', '--round', '1', '--out', join(dir, 'r.jsonl'), '--limit', '1', '--quiet');
       expect(roll.status).toBe(2);
-      expect([...roll.stderr.matchAll(/(items|queries|judgements|split) \(\d+ → \d+/g)].map((m) => m[1])).toEqual(parts.filter((p) => p !== 'split'));
+      expect([...roll.stderr.matchAll(/(items|queries|judgements|split) \(\d+ → \d+/g)].map((m) => m[1])).toEqual(
+        parts.filter((p) => p !== 'split'),
+      );
       expect(cogr('datasets', 'add', 'mine', ds, '--replace').status).toBe(0);
     }, 60_000);
   }

@@ -59,7 +59,9 @@ describe('cogr evolve and cogr demo check their flags before creating anything',
 
   it('bad options and unknown datasets leave no database', async () => {
     expect((await cogr('demo', '--dataset', 'nope', '--quiet')).err).toMatch(/^error\[DATA_MISSING\]: dataset "nope"/);
-    expect((await cogr('demo', '--rounds', '1e2', '--quiet')).err).toBe('error[INVALID_ARGUMENT]: --rounds: expected an integer, got "1e2"\n');
+    expect((await cogr('demo', '--rounds', '1e2', '--quiet')).err).toBe(
+      'error[INVALID_ARGUMENT]: --rounds: expected an integer, got "1e2"\n',
+    );
     expect((await cogr('demo', '--dataset', join(FIXTURES, 'jsonl-badline'), '--quiet')).err).toMatch(/^error\[DATA_FORMAT\]/);
     expect(existsSync(join(home, 'db'))).toBe(false);
   });
@@ -91,7 +93,11 @@ describe('cogr datasets add / remove', () => {
     expect(rm.out).toBe(`removed mine (${dir} is left alone)\n`);
     expect(JSON.parse(readFileSync(join(home, 'datasets.json'), 'utf8')).datasets).toEqual({});
     expect(existsSync(join(dir, 'items.jsonl'))).toBe(true);
-    expect((await cogr('datasets', 'remove', 'mine')).err).toBe('error[NOT_FOUND]: name: no registered dataset "mine" (registered: none)\n');
-    expect((await cogr('datasets', 'remove', 'med')).err).toBe('error[INVALID_ARGUMENT]: name: "med" is a shipped dataset and cannot be removed\n');
+    expect((await cogr('datasets', 'remove', 'mine')).err).toBe(
+      'error[NOT_FOUND]: name: no registered dataset "mine" (registered: none)\n',
+    );
+    expect((await cogr('datasets', 'remove', 'med')).err).toBe(
+      'error[INVALID_ARGUMENT]: name: "med" is a shipped dataset and cannot be removed\n',
+    );
   });
 });

@@ -15,10 +15,23 @@ beforeAll(() => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('the run store', () => {
-  it("the best step to serve is the last adopted one, with the planner of the last adopted query step up to it", () => {
-    const step = (step: string, round: number, phase: StepRecord['phase'], itemGeneration: number, queryGeneration: number, adopted: boolean) =>
-      ({ step, round, phase, itemGeneration, queryGeneration, adopted }) as StepRecord;
-    const steps = [step('sft', 0, 'sft', 0, 0, true), step('r1-query', 1, 'query', 0, 1, true), step('r1-item', 1, 'item', 1, 1, true), step('r2-query', 2, 'query', 1, 2, false), step('r2-item', 2, 'item', 2, 1, true), step('r3-query', 3, 'query', 2, 3, false)];
+  it('the best step to serve is the last adopted one, with the planner of the last adopted query step up to it', () => {
+    const step = (
+      step: string,
+      round: number,
+      phase: StepRecord['phase'],
+      itemGeneration: number,
+      queryGeneration: number,
+      adopted: boolean,
+    ) => ({ step, round, phase, itemGeneration, queryGeneration, adopted }) as StepRecord;
+    const steps = [
+      step('sft', 0, 'sft', 0, 0, true),
+      step('r1-query', 1, 'query', 0, 1, true),
+      step('r1-item', 1, 'item', 1, 1, true),
+      step('r2-query', 2, 'query', 1, 2, false),
+      step('r2-item', 2, 'item', 2, 1, true),
+      step('r3-query', 3, 'query', 2, 3, false),
+    ];
     // r2-item built on r1's planner (r2-query was not adopted), so that planner serves it
     expect(bestServing(steps)).toEqual({ step: 'r2-item', round: 2, itemGeneration: 2, queryGeneration: 1, plannerRound: 1 });
     expect(bestServing(steps.slice(0, 1))).toEqual({ step: 'sft', round: 0, itemGeneration: 0, queryGeneration: 0, plannerRound: 0 });
@@ -51,7 +64,9 @@ describe('the run store', () => {
       await db.sublevel(RUN_SUBLEVEL).put('version', RUN_STATE_VERSION + 1);
       const err = await new RunState(db).config().catch((e: unknown) => e);
       expect(err).toMatchObject({ code: 'DB_VERSION' });
-      expect((err as Error).message).toBe(`the co-evolution run in ${db.path} has run-state version ${RUN_STATE_VERSION + 1}, expected ${RUN_STATE_VERSION}; refusing to read it`);
+      expect((err as Error).message).toBe(
+        `the co-evolution run in ${db.path} has run-state version ${RUN_STATE_VERSION + 1}, expected ${RUN_STATE_VERSION}; refusing to read it`,
+      );
     } finally {
       await db.close();
     }

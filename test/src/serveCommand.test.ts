@@ -26,13 +26,21 @@ afterAll(async () => {
 describe('cogr serve', () => {
   it('serves, lets another process commit, reloads, and stops on SIGTERM', async () => {
     const dbPath = join(tmp.dir, 'home', 'db');
-    await commitGeneration(dbPath, 'item', [
-      { id: 'x1', self: 'Red Shoes', keywords: ['running shoes', 'red'] },
-      { id: 'x2', self: 'Wool Hat', keywords: ['hat', 'wool'] },
-      { id: 'x3', self: 'Rain Jacket', keywords: ['jacket'] },
-    ], 0);
+    await commitGeneration(
+      dbPath,
+      'item',
+      [
+        { id: 'x1', self: 'Red Shoes', keywords: ['running shoes', 'red'] },
+        { id: 'x2', self: 'Wool Hat', keywords: ['hat', 'wool'] },
+        { id: 'x3', self: 'Rain Jacket', keywords: ['jacket'] },
+      ],
+      0,
+    );
 
-    child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--generator', 'none', '--token', 't0k'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--generator', 'none', '--token', 't0k'], {
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     const base = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`server did not start: ${stderr}`)), 30_000);
@@ -53,11 +61,16 @@ describe('cogr serve', () => {
     expect(s1.fallback.reason).toBe('no_generator');
 
     // Another process (this test process) commits while the server runs.
-    await commitGeneration(dbPath, 'item', [
-      { id: 'x1', self: 'Red Shoes', keywords: ['sneakers'] },
-      { id: 'x4', self: 'Red Sneakers', keywords: ['sneakers', 'red'] },
-      { id: 'x2', self: 'Wool Hat', keywords: ['hat'] },
-    ], 1);
+    await commitGeneration(
+      dbPath,
+      'item',
+      [
+        { id: 'x1', self: 'Red Shoes', keywords: ['sneakers'] },
+        { id: 'x4', self: 'Red Sneakers', keywords: ['sneakers', 'red'] },
+        { id: 'x2', self: 'Wool Hat', keywords: ['hat'] },
+      ],
+      1,
+    );
 
     expect((await fetch(`${base}/v1/admin/reload`, { method: 'POST' })).status).toBe(401);
     const r = (await (await fetch(`${base}/v1/admin/reload`, { method: 'POST', headers: { authorization: 'Bearer t0k' } })).json()) as any;
@@ -73,16 +86,22 @@ describe('cogr serve', () => {
   it('start-up refusals are one line: no database (with a hint), an empty token, a port in use', async () => {
     const run = (args: string[], extraEnv: Record<string, string> = {}) =>
       new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        execFile(process.execPath, [BIN, ...args], { env: { ...env, ...extraEnv } }, (err, _out, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr }));
+        execFile(process.execPath, [BIN, ...args], { env: { ...env, ...extraEnv } }, (err, _out, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr }),
+        );
       });
     const noDb = await run(['serve', '--db', join(tmp.dir, 'nothing-here'), '--port', '0']);
     expect(noDb.code).toBe(1);
-    expect(noDb.stderr).toMatch(/^error\[NOT_FOUND\]: no database at .*nothing-here: run `cogr demo` \(or `cogr evolve`, `cogr index import`\) first, or point --db at a database\n$/);
+    expect(noDb.stderr).toMatch(
+      /^error\[NOT_FOUND\]: no database at .*nothing-here: run `cogr demo` \(or `cogr evolve`, `cogr index import`\) first, or point --db at a database\n$/,
+    );
 
     const dbPath = join(tmp.dir, 'home', 'db'); // committed by the test above
     const empty = await run(['serve', '--port', '0', '--token', '']);
     expect(empty.code).toBe(2);
-    expect(empty.stderr).toBe('error[INVALID_ARGUMENT]: --token: the token is empty; give a token, or leave the flag unset to run without one\n');
+    expect(empty.stderr).toBe(
+      'error[INVALID_ARGUMENT]: --token: the token is empty; give a token, or leave the flag unset to run without one\n',
+    );
     const emptyEnv = await run(['reward-server', '--port', '0'], { COGR_TOKEN: '' });
     expect(emptyEnv.code).toBe(2);
     expect(emptyEnv.stderr).toMatch(/^error\[INVALID_ARGUMENT\]: COGR_TOKEN: the token is empty/);

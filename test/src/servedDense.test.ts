@@ -55,10 +55,15 @@ beforeAll(async () => {
     let body = '';
     req.on('data', (c) => (body += c));
     req.on('end', () => {
-      if (req.url?.endsWith('/models')) return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: [{ id: modelName, object: 'model' }] }));
+      if (req.url?.endsWith('/models'))
+        return void res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ object: 'list', data: [{ id: modelName, object: 'model' }] }));
       const input = (JSON.parse(body) as { input: string[] }).input;
       served.push(...input);
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: input.map((t, index) => ({ object: 'embedding', index, embedding: vec(t) })) }));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ object: 'list', data: input.map((t, index) => ({ object: 'embedding', index, embedding: vec(t) })) }));
     });
   });
   await new Promise<void>((r) => emb.listen(0, '127.0.0.1', () => r()));
@@ -99,7 +104,12 @@ describe('a run with dense relevance features', () => {
     expect(dense).toBeDefined();
     const pool = new KeywordWorkerPool({ size: 1, dense: dense! });
     closers.push(() => pool.close());
-    const keywordSource = keywordSourceFactory('embedded', () => ({}) as never, silentLogger, () => pool);
+    const keywordSource = keywordSourceFactory(
+      'embedded',
+      () => ({}) as never,
+      silentLogger,
+      () => pool,
+    );
     const live = new LiveSnapshot(storeSnapshotLoader({ dbPath, round: 'best', corpus, keywordSource, rank: 'model' }));
     await live.reload();
     const app = buildSearchServer({ live, limits: { keywordBudgetMs: 60_000 } });
@@ -108,7 +118,9 @@ describe('a run with dense relevance features', () => {
     // A text no query of the corpus has: its vector can only come from the endpoint.
     const text = `${corpus.queries[5].text} ${corpus.queries[9].text.split(' ')[0]}`;
     served = [];
-    const r = (await (await fetch(`${base}/v1/search?q=${encodeURIComponent(text)}&k=5`)).json()) as { items: { id: string; score: number }[] };
+    const r = (await (await fetch(`${base}/v1/search?q=${encodeURIComponent(text)}&k=5`)).json()) as {
+      items: { id: string; score: number }[];
+    };
     expect(served).toContain(text);
     // In process: the same planner with the same query vector.
     denseVectorsOf('fake-embed')!.addQuery(text, Float32Array.from(vec(text)));
@@ -146,7 +158,9 @@ describe('a run with dense relevance features', () => {
   it('a resume with another embeddings model is refused naming both', async () => {
     const db = await openDb(dbPath);
     try {
-      const e = await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0, embeddingsModel: 'another-model' }).catch((x: unknown) => x);
+      const e = await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0, embeddingsModel: 'another-model' }).catch(
+        (x: unknown) => x,
+      );
       expect(isCogrError(e, 'INVALID_ARGUMENT')).toBe(true);
       expect((e as Error).message).toMatch(/embeddingsModel: stored "fake-embed", asked "another-model"/);
     } finally {

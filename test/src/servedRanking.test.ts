@@ -45,7 +45,12 @@ afterAll(async () => {
 });
 
 async function serve(rank: Ranker | 'auto'): Promise<string> {
-  const keywordSource = keywordSourceFactory('embedded', () => ({}) as never, silentLogger, () => pool);
+  const keywordSource = keywordSourceFactory(
+    'embedded',
+    () => ({}) as never,
+    silentLogger,
+    () => pool,
+  );
   const live = new LiveSnapshot(storeSnapshotLoader({ dbPath, round: 'best', corpus, keywordSource, rank }));
   await live.reload();
   const app = buildSearchServer({ live, limits: { keywordBudgetMs: 60_000 } });
@@ -85,7 +90,9 @@ describe('GET /v1/search orders the served set by the ranker', () => {
     expect([...scores].sort((a, b) => b - a)).toEqual(scores);
     // A second request is answered from the ranking cache: the same items and scores.
     const again = (await (await fetch(`${base}/v1/search?q=${encodeURIComponent(text)}&k=5`)).json()) as any;
-    expect(again.items).toEqual(r.items.map((h: any) => ({ id: h.id, score: h.score, ...(h.title !== undefined ? { title: h.title } : {}) })));
+    expect(again.items).toEqual(
+      r.items.map((h: any) => ({ id: h.id, score: h.score, ...(h.title !== undefined ? { title: h.title } : {}) })),
+    );
     expect(again.ranking).toEqual(r.ranking);
   });
   it("auto serves the run's choice at SFT; keywords keeps keyword-bag BM25 of the matched set", async () => {

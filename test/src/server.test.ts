@@ -30,7 +30,9 @@ afterEach(async () => {
   while (apps.length) await apps.pop()!.close();
 });
 
-async function start(opts: { source?: QueryKeywordSource | null; token?: string; limits?: Record<string, number>; round?: number | 'latest' } = {}) {
+async function start(
+  opts: { source?: QueryKeywordSource | null; token?: string; limits?: Record<string, number>; round?: number | 'latest' } = {},
+) {
   const loader = storeSnapshotLoader({
     dbPath,
     round: opts.round ?? 'latest',
@@ -156,7 +158,9 @@ describe('GET /v1/search', () => {
               object: 'chat.completion',
               created: 0,
               model: 'm',
-              choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["Leather Boots", "black"]}' } }],
+              choices: [
+                { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["Leather Boots", "black"]}' } },
+              ],
               usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
             }),
           );
@@ -185,7 +189,9 @@ describe('GET /v1/search', () => {
       const slow = await getJson(`${tight}/v1/search?q=slow+boots`);
       expect(slow.status).toBe(200);
       expect(slow.body.fallback.reason).toBe('timeout');
-      expect(slow.body.items.map((x: any) => x.id)).toEqual(gen1.search({ self: 'slow boots', keywords: [] }, { k: 10 }).items.map((x) => x.id));
+      expect(slow.body.items.map((x: any) => x.id)).toEqual(
+        gen1.search({ self: 'slow boots', keywords: [] }, { k: 10 }).items.map((x) => x.id),
+      );
     } finally {
       llm.closeAllConnections();
       await new Promise((r) => llm.close(r));
@@ -253,7 +259,11 @@ describe('other endpoints', () => {
       ['query', 0, 1, 1],
     ]);
     // Every generation's vocabulary size, the query side's and those not held in memory too.
-    const vocab = [KeywordView.build('item', 0, cat.generations[0]).numKeywords, gen1.numKeywords, KeywordView.build('query', 0, [{ id: 'q1', self: 'red shoes', keywords: ['running shoes'] }]).numKeywords];
+    const vocab = [
+      KeywordView.build('item', 0, cat.generations[0]).numKeywords,
+      gen1.numKeywords,
+      KeywordView.build('query', 0, [{ id: 'q1', self: 'red shoes', keywords: ['running shoes'] }]).numKeywords,
+    ];
     expect(g.body.generations.map((x: any) => x.keywords)).toEqual(vocab);
     expect(g.body.problems).toEqual([]);
   });
@@ -272,13 +282,23 @@ describe('other endpoints', () => {
     const doc = (await getJson(`${base}/openapi.json`)).body;
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths)).toEqual(
-      expect.arrayContaining(['/v1/search', '/v1/items/{id}', '/v1/keywords', '/v1/generations', '/health', '/metrics', '/v1/admin/reload']),
+      expect.arrayContaining([
+        '/v1/search',
+        '/v1/items/{id}',
+        '/v1/keywords',
+        '/v1/generations',
+        '/health',
+        '/metrics',
+        '/v1/admin/reload',
+      ]),
     );
     const params = doc.paths['/v1/search'].get.parameters;
     expect(params.map((p: any) => p.name)).toEqual(['q', 'k', 'explain']);
     expect(params[0].required).toBe(true);
     expect(params[1].schema.maximum).toBe(1000);
-    expect(doc.paths['/v1/search'].post.requestBody.content['application/json'].schema.properties.program.$ref).toBe('#/components/schemas/ProgramNode');
+    expect(doc.paths['/v1/search'].post.requestBody.content['application/json'].schema.properties.program.$ref).toBe(
+      '#/components/schemas/ProgramNode',
+    );
     expect(doc.components.schemas.ProgramNode.anyOf.length).toBe(7);
     expect(JSON.stringify(doc)).not.toContain('$defs');
     const docs = await fetch(`${base}/docs`);
@@ -294,7 +314,11 @@ describe('other endpoints', () => {
     const r = await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big });
     expect(r.status).toBe(413);
     expect(r.body.error.code).toBe('PAYLOAD_TOO_LARGE');
-    const bad = await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"program":' });
+    const bad = await getJson(`${base}/v1/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"program":',
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error.code).toBe('INVALID_BODY');
   });
@@ -332,7 +356,9 @@ describe('every error answer has the API error shape', () => {
       shaped(body, 'INVALID_ARGUMENT');
       expect(body.error.message, k).toBe(`k: expected an integer (decimal digits), got ${JSON.stringify(decodeURIComponent(k))}`);
     }
-    expect((await getJson(`${base}/v1/keywords?prefix=run&limit=0x2`)).body.error.message).toMatch(/^limit: expected an integer \(decimal digits\)/);
+    expect((await getJson(`${base}/v1/keywords?prefix=run&limit=0x2`)).body.error.message).toMatch(
+      /^limit: expected an integer \(decimal digits\)/,
+    );
     expect((await getJson(`${base}/v1/search?q=red&k=-1`)).body.error.message).toBe('k: must be at least 1');
     expect((await getJson(`${base}/v1/search?q=red&k=16`)).status).toBe(200);
   });
@@ -372,7 +398,8 @@ describe('every error answer has the API error shape', () => {
 
   it('POST /v1/search refuses duplicate keys (naming the path) and bodies that are not UTF-8', async () => {
     const { base } = await start();
-    const post = (body: string | Buffer) => getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const post = (body: string | Buffer) =>
+      getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     const twice = await post('{"program":{"keyword":"red"},"program":{"keyword":"blue"},"k":1}');
     expect(twice.status).toBe(400);
     shaped(twice.body, 'INVALID_BODY');
@@ -401,7 +428,11 @@ describe('every error answer has the API error shape', () => {
       expect(r.body.error.message.startsWith(message), r.body.error.message).toBe(true);
     }
     // A "constructor" field without a prototype is only an unknown field.
-    const plain = await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"program": {"keyword": "red"}, "constructor": 1}' });
+    const plain = await getJson(`${base}/v1/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"program": {"keyword": "red"}, "constructor": 1}',
+    });
     expect(plain.body.error.message).toBe('(root): unknown field(s) "constructor"');
   });
 });
@@ -493,7 +524,7 @@ describe('generation switching', () => {
     }
   });
 
-  it('is ready to listen only once the first generation\'s look-up structures are built', async () => {
+  it("is ready to listen only once the first generation's look-up structures are built", async () => {
     const { dir, cleanup } = tempDir('cogr-vocab-first-');
     const real = VocabularyIndex.build.bind(VocabularyIndex);
     let built = false;
@@ -522,7 +553,11 @@ describe('generation switching', () => {
     try {
       const r = await getJson(`${base}/v1/admin/reload`, { method: 'POST' });
       expect(r.status).toBe(200);
-      expect((await getJson(`${base}/health`)).body).toMatchObject({ status: 'ok', served: { item: 1, query: 0, reason: null }, problems: [] });
+      expect((await getJson(`${base}/health`)).body).toMatchObject({
+        status: 'ok',
+        served: { item: 1, query: 0, reason: null },
+        problems: [],
+      });
     } finally {
       await holder.close();
     }
@@ -544,8 +579,12 @@ describe('generation switching', () => {
       const h = (await getJson(`${base}/health`)).body;
       expect(h.status).toBe('degraded');
       expect(h.generation).toBe(0);
-      expect(h.served.reason).toMatch(/^item generation 1 failed its check \(item generation 1: file .*item-00000001\.view is damaged: its content does not match the SHA-256 in its manifest .*\); serving item generation 0 instead$/);
-      expect(h.problems).toEqual([{ side: 'item', generation: 1, code: 'DB_CORRUPT', message: expect.stringContaining('item-00000001.view') }]);
+      expect(h.served.reason).toMatch(
+        /^item generation 1 failed its check \(item generation 1: file .*item-00000001\.view is damaged: its content does not match the SHA-256 in its manifest .*\); serving item generation 0 instead$/,
+      );
+      expect(h.problems).toEqual([
+        { side: 'item', generation: 1, code: 'DB_CORRUPT', message: expect.stringContaining('item-00000001.view') },
+      ]);
       const g = (await getJson(`${base}/v1/generations`)).body;
       expect(g.served).toMatchObject({ item: 0, reason: h.served.reason });
       expect(g.generations.map((x: { generation: number }) => x.generation)).toEqual([0]);
@@ -555,7 +594,9 @@ describe('generation switching', () => {
       await fresh.reload();
       expect(fresh.get().item.generation).toBe(0);
       // A pinned round whose generation fails is an error, not a silent substitute.
-      await expect(new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 1 })).reload()).rejects.toMatchObject({ code: 'DB_CORRUPT' });
+      await expect(new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 1 })).reload()).rejects.toMatchObject({
+        code: 'DB_CORRUPT',
+      });
     } finally {
       cleanup();
     }

@@ -6,7 +6,11 @@ const ids = Array.from({ length: 23 }, (_, i) => `q${i}`);
 describe('judgedQueryIds', () => {
   it('keeps queries with at least one relevant item, in corpus order', () => {
     const corpus = {
-      queries: [{ id: 'a', text: '' }, { id: 'b', text: '' }, { id: 'c', text: '' }],
+      queries: [
+        { id: 'a', text: '' },
+        { id: 'b', text: '' },
+        { id: 'c', text: '' },
+      ],
       relevant: new Map([
         ['c', new Set(['x'])],
         ['b', new Set<string>()],

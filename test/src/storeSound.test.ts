@@ -6,7 +6,20 @@
  */
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,7 +39,28 @@ function cogr(args: string[], env: Record<string, string> = {}, uid?: number): S
     ...(uid !== undefined ? { uid, gid: uid } : {}),
   });
 }
-const demoArgs = (db: string, ...extra: string[]) => ['demo', '--dataset', ds, '--db', db, '--rounds', '1', '--group-size', '4', '--query-epochs', '1', '--item-epochs', '1', '--sft-epochs', '1', '--workers', '1', '--quiet', '--json', ...extra];
+const demoArgs = (db: string, ...extra: string[]) => [
+  'demo',
+  '--dataset',
+  ds,
+  '--db',
+  db,
+  '--rounds',
+  '1',
+  '--group-size',
+  '4',
+  '--query-epochs',
+  '1',
+  '--item-epochs',
+  '1',
+  '--sft-epochs',
+  '1',
+  '--workers',
+  '1',
+  '--quiet',
+  '--json',
+  ...extra,
+];
 type Steps = { step: string; metrics: { f1: number } }[];
 const stepsOf = (stdout: string) => (JSON.parse(stdout) as { steps: Steps }).steps.map((s) => [s.step, s.metrics.f1]);
 
@@ -35,7 +69,9 @@ function snapshot(db: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const n of readdirSync(db)) {
     if (n === 'LOCK' || n.startsWith('LOG') || !statSync(join(db, n)).isFile()) continue;
-    out[n] = createHash('sha256').update(readFileSync(join(db, n))).digest('hex');
+    out[n] = createHash('sha256')
+      .update(readFileSync(join(db, n)))
+      .digest('hex');
   }
   return out;
 }
@@ -77,10 +113,19 @@ describe('a database folder without its CURRENT file', () => {
     expect(report.intact).toBe(false);
     expect(report.database.code).toBe('DB_CORRUPT');
     expect(report.database.error).toContain('no CURRENT file');
-    for (const args of [demoArgs(db), demoArgs(db, '--fresh'), ['index', 'delete', '--db', db, '--generation', '0'], ['verify', '--db', db, '--repair']]) {
+    for (const args of [
+      demoArgs(db),
+      demoArgs(db, '--fresh'),
+      ['index', 'delete', '--db', db, '--generation', '0'],
+      ['verify', '--db', db, '--repair'],
+    ]) {
       const r = cogr(args);
       expect(r.status, args.join(' ')).toBe(1);
-      expect(r.stderr).toMatch(new RegExp(`^error\\[DB_CORRUPT\\]: database ${db} holds LevelDB files \\(MANIFEST-\\d+.*\\) but no CURRENT file: it cannot be opened, and nothing was written to it; .*remove the folder ${db}\\n$`));
+      expect(r.stderr).toMatch(
+        new RegExp(
+          `^error\\[DB_CORRUPT\\]: database ${db} holds LevelDB files \\(MANIFEST-\\d+.*\\) but no CURRENT file: it cannot be opened, and nothing was written to it; .*remove the folder ${db}\\n$`,
+        ),
+      );
     }
     // LevelDB made no database over the old files: every table, log and manifest is as it was.
     expect(snapshot(db)).toEqual(before);
@@ -146,28 +191,35 @@ function makeReadOnly(home: string): { uid?: number; undo: () => void } | { reas
     if (spawnSync('mount', ['-o', 'remount,ro,bind', home]).status === 0) return { undo: () => void spawnSync('umount', [home]) };
     spawnSync('umount', [home]);
   }
-  const reach = spawnSync(process.execPath, ['-e', `require('fs').accessSync(${JSON.stringify(CLI)}, require('fs').constants.R_OK)`], { uid: 65534, gid: 65534 });
+  const reach = spawnSync(process.execPath, ['-e', `require('fs').accessSync(${JSON.stringify(CLI)}, require('fs').constants.R_OK)`], {
+    uid: 65534,
+    gid: 65534,
+  });
   if (reach.status === 0) return { uid: 65534, undo: () => {} };
   return { reason: 'running as root without mount privileges, in a checkout that `nobody` cannot read' };
 }
 
 describe('a read-only home', () => {
-  it.skipIf(process.platform === 'win32')('is READ_ONLY naming the folder for writers, never DB_CORRUPT; readers still work', (ctx) => {
-    const home = join(dir, 'read-only');
-    cpSync(base, home, { recursive: true });
-    const db = join(home, 'db');
-    const ro = makeReadOnly(home);
-    if ('reason' in ro) {
-      ctx.skip(ro.reason);
-      return;
-    }
-    const { uid } = ro;
-    try {
-      readOnlyCases(home, db, uid);
-    } finally {
-      ro.undo();
-    }
-  }, 120_000);
+  it.skipIf(process.platform === 'win32')(
+    'is READ_ONLY naming the folder for writers, never DB_CORRUPT; readers still work',
+    (ctx) => {
+      const home = join(dir, 'read-only');
+      cpSync(base, home, { recursive: true });
+      const db = join(home, 'db');
+      const ro = makeReadOnly(home);
+      if ('reason' in ro) {
+        ctx.skip(ro.reason);
+        return;
+      }
+      const { uid } = ro;
+      try {
+        readOnlyCases(home, db, uid);
+      } finally {
+        ro.undo();
+      }
+    },
+    120_000,
+  );
 });
 
 function readOnlyCases(home: string, db: string, uid: number | undefined): void {
@@ -206,7 +258,9 @@ describe('a full device', () => {
     symlinkSync('/dev/full', join(home, 'datasets.json.tmp'));
     const r = cogr(['datasets', 'add', 'mine', ds], { COGR_HOME: home });
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(new RegExp(`^error\\[DISK_FULL\\]: .*${join(home, 'datasets.json.tmp')}: no space left on the device \\(ENOSPC\\)`));
+    expect(r.stderr).toMatch(
+      new RegExp(`^error\\[DISK_FULL\\]: .*${join(home, 'datasets.json.tmp')}: no space left on the device \\(ENOSPC\\)`),
+    );
     expect(r.stderr).not.toMatch(STACK);
     expect(existsSync(join(home, 'datasets.json'))).toBe(false);
   });
@@ -217,11 +271,18 @@ describe('index delete of a generation the stored run uses', () => {
     const db = copyOfBase('delete');
     const best = baseRecords.filter((s) => s.adopted).at(-1)!;
     const users = baseRecords.filter((s) => s.itemGeneration === best.itemGeneration).map((s) => s.step);
-    const list = () => (JSON.parse(cogr(['index', 'list', '--db', db, '--json']).stdout) as { generations: { generation: number }[] }).generations.map((g) => g.generation);
+    const list = () =>
+      (JSON.parse(cogr(['index', 'list', '--db', db, '--json']).stdout) as { generations: { generation: number }[] }).generations.map(
+        (g) => g.generation,
+      );
     const before = list();
     const r = cogr(['index', 'delete', '--db', db, '--generation', String(best.itemGeneration)]);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(new RegExp(`^error\\[INVALID_ARGUMENT\\]: item generation ${best.itemGeneration} is used by .*step ${best.step} \\(the run's best step\\).* --force deletes it anyway`));
+    expect(r.stderr).toMatch(
+      new RegExp(
+        `^error\\[INVALID_ARGUMENT\\]: item generation ${best.itemGeneration} is used by .*step ${best.step} \\(the run's best step\\).* --force deletes it anyway`,
+      ),
+    );
     for (const u of users) expect(r.stderr).toContain(`step ${u}`);
     expect(list()).toEqual(before);
     expect(cogr(['verify', '--db', db]).status).toBe(0);
@@ -235,7 +296,9 @@ describe('index delete of a generation the stored run uses', () => {
     expect(list()).not.toContain(best.itemGeneration);
     const v = cogr(['verify', '--db', db, '--json']);
     expect(v.status).toBe(1);
-    const lines = (JSON.parse(v.stdout) as { lines: { what: string; status: string; detail: string }[] }).lines.filter((l) => l.status === 'missing');
+    const lines = (JSON.parse(v.stdout) as { lines: { what: string; status: string; detail: string }[] }).lines.filter(
+      (l) => l.status === 'missing',
+    );
     expect(lines.map((l) => l.what)).toEqual(users.map((u) => `step ${u}`));
     expect(lines[0].detail).toContain(`uses item generation ${best.itemGeneration}, which the database does not hold`);
   }, 60_000);

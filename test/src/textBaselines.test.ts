@@ -54,12 +54,16 @@ describe('BM25 + RM3 on a tiny corpus, by hand', () => {
     expect(rm3.search('apple', 10).map((h) => h.id)).toEqual(expected);
     for (const h of rm3.search('apple', 10)) close(h.score, score[h.id as keyof typeof score]);
   });
-  it("with the Lucene analysis (the default) the same feedback words arrive Porter-stemmed", () => {
+  it('with the Lucene analysis (the default) the same feedback words arrive Porter-stemmed', () => {
     const { terms } = new Rm3Index(items, { fbDocs: 2, fbTerms: 3 }).expand('apples');
     expect(terms.map((t) => t.word).sort()).toEqual(['appl', 'banana', 'cherri']);
   });
   it('words in more than 10% of the items are not feedback terms', () => {
-    const dense = [...items.slice(0, 3).map((it) => ({ ...it, text: `${it.text} common` })), ...fill.slice(0, 3).map((it) => ({ ...it, text: `${it.text} common` })), ...fill.slice(3)];
+    const dense = [
+      ...items.slice(0, 3).map((it) => ({ ...it, text: `${it.text} common` })),
+      ...fill.slice(0, 3).map((it) => ({ ...it, text: `${it.text} common` })),
+      ...fill.slice(3),
+    ];
     const { terms } = new Rm3Index(dense, { fbDocs: 2, fbTerms: 10, analysis: 'wink' }).expand('apple');
     expect(terms.map((t) => t.word)).not.toContain('common'); // df 6 of 20
     expect(terms.map((t) => t.word)).toContain('banana');

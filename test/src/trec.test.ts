@@ -18,36 +18,93 @@ describe('run files (src/trec.ts)', () => {
   it('writes 6 columns in trec_eval order: score first, tied scores by docid, the larger first', async () => {
     const text = formatRun(
       [
-        { queryId: 'q1', hits: [{ id: 'd1', score: 1 }, { id: 'd3', score: 2 }, { id: 'd10', score: 1 }, { id: 'd2', score: 1 }] },
+        {
+          queryId: 'q1',
+          hits: [
+            { id: 'd1', score: 1 },
+            { id: 'd3', score: 2 },
+            { id: 'd10', score: 1 },
+            { id: 'd2', score: 1 },
+          ],
+        },
         { queryId: 'q2', hits: [{ id: 'x', score: 0.1 + 0.2 }] },
       ],
       'tag1',
     );
-    expect(text).toBe(['q1 Q0 d3 1 2 tag1', 'q1 Q0 d2 2 1 tag1', 'q1 Q0 d10 3 1 tag1', 'q1 Q0 d1 4 1 tag1', 'q2 Q0 x 1 0.30000000000000004 tag1', ''].join('\n'));
+    expect(text).toBe(
+      ['q1 Q0 d3 1 2 tag1', 'q1 Q0 d2 2 1 tag1', 'q1 Q0 d10 3 1 tag1', 'q1 Q0 d1 4 1 tag1', 'q2 Q0 x 1 0.30000000000000004 tag1', ''].join(
+        '\n',
+      ),
+    );
     // The score reads back as the same double, so ties survive the file.
     const back = parseRun(text, 'mem');
     expect(back[1].hits[0].score).toBe(0.1 + 0.2);
     expect(back[0].hits.map((h) => h.id)).toEqual(['d3', 'd2', 'd10', 'd1']);
     const path = join(dir, 'a.run');
-    expect(await writeRunFile(path, [{ queryId: 'q', hits: [{ id: 'a', score: 3 }, { id: 'b', score: 2 }, { id: 'c', score: 1 }] }], 't', 2)).toBe(2);
+    expect(
+      await writeRunFile(
+        path,
+        [
+          {
+            queryId: 'q',
+            hits: [
+              { id: 'a', score: 3 },
+              { id: 'b', score: 2 },
+              { id: 'c', score: 1 },
+            ],
+          },
+        ],
+        't',
+        2,
+      ),
+    ).toBe(2);
     expect(readFileSync(path, 'utf8')).toBe('q Q0 a 1 3 t\nq Q0 b 2 2 t\n');
   });
 
   it('ties scores equal in single precision, as trec_eval keeps them', () => {
     // 1 + 1e-8 is 1 as a 32-bit float: a tie, broken by id; 1 + 1e-6 is not.
-    expect(trecOrder([{ id: 'a', score: 1 + 1e-8 }, { id: 'b', score: 1 }]).map((h) => h.id)).toEqual(['b', 'a']);
-    expect(trecOrder([{ id: 'a', score: 1 + 1e-6 }, { id: 'b', score: 1 }]).map((h) => h.id)).toEqual(['a', 'b']);
+    expect(
+      trecOrder([
+        { id: 'a', score: 1 + 1e-8 },
+        { id: 'b', score: 1 },
+      ]).map((h) => h.id),
+    ).toEqual(['b', 'a']);
+    expect(
+      trecOrder([
+        { id: 'a', score: 1 + 1e-6 },
+        { id: 'b', score: 1 },
+      ]).map((h) => h.id),
+    ).toEqual(['a', 'b']);
   });
   it('orders non-ASCII ids by UTF-8 bytes as trec_eval (strcmp)', () => {
     // 'é' (0xC3 0xA9) is above 'z' (0x7A) in bytes.
-    expect(trecOrder([{ id: 'z', score: 1 }, { id: 'é', score: 1 }, { id: 'a', score: 1 }]).map((h) => h.id)).toEqual(['é', 'z', 'a']);
+    expect(
+      trecOrder([
+        { id: 'z', score: 1 },
+        { id: 'é', score: 1 },
+        { id: 'a', score: 1 },
+      ]).map((h) => h.id),
+    ).toEqual(['é', 'z', 'a']);
   });
 
   it('refuses white space in ids or tags and a document twice for a query', () => {
     expect(() => formatRun([{ queryId: 'q 1', hits: [] }], 't')).toThrow(/query id "q 1"/);
     expect(() => formatRun([{ queryId: 'q', hits: [{ id: 'a b', score: 1 }] }], 't')).toThrow(/document id "a b"/);
     expect(() => formatRun([], 'two words')).toThrow(/run tag/);
-    expect(() => formatRun([{ queryId: 'q', hits: [{ id: 'a', score: 1 }, { id: 'a', score: 2 }] }], 't')).toThrow(/appears twice/);
+    expect(() =>
+      formatRun(
+        [
+          {
+            queryId: 'q',
+            hits: [
+              { id: 'a', score: 1 },
+              { id: 'a', score: 2 },
+            ],
+          },
+        ],
+        't',
+      ),
+    ).toThrow(/appears twice/);
   });
 
   it('refuses bad run files with their line number', () => {
@@ -71,7 +128,13 @@ describe('run files (src/trec.ts)', () => {
 
   it('exports qrels with integer grades in byte order and refuses fractional grades', () => {
     const q = new Map([
-      ['q2', new Map([['b', 2], ['a', 1]])],
+      [
+        'q2',
+        new Map([
+          ['b', 2],
+          ['a', 1],
+        ]),
+      ],
       ['q10', new Map([['z', 1]])],
     ]);
     expect(formatQrels(q)).toBe('q10 0 z 1\nq2 0 a 1\nq2 0 b 2\n');
@@ -98,7 +161,18 @@ describe('metric ties (src/metrics.ts with scores)', () => {
 
 describe("Lucene's EnglishAnalyzer chain (index/text/english.ts)", () => {
   it('tokenizes by UAX #29: apostrophes and decimals inside tokens, one token per ideograph', () => {
-    expect(standardTokens("The patient's 3.5 mg/kg dose, don't U.S.A. 漢字")).toEqual(['The', "patient's", '3.5', 'mg', 'kg', 'dose', "don't", 'U.S.A', '漢', '字']);
+    expect(standardTokens("The patient's 3.5 mg/kg dose, don't U.S.A. 漢字")).toEqual([
+      'The',
+      "patient's",
+      '3.5',
+      'mg',
+      'kg',
+      'dose',
+      "don't",
+      'U.S.A',
+      '漢',
+      '字',
+    ]);
   });
   it('keeps pictographs as tokens, as Lucene does (NFCorpus query PLAIN-3261)', () => {
     expect(luceneEnglishTokens('update on herbalife ®')).toEqual(['updat', 'herbalif', '®']);
@@ -106,7 +180,7 @@ describe("Lucene's EnglishAnalyzer chain (index/text/english.ts)", () => {
   it("drops possessive 's (also ’S) before lower-casing", () => {
     expect(dropPossessive("patient's")).toBe('patient');
     expect(dropPossessive('JOHN’S')).toBe('JOHN');
-    expect(dropPossessive("its")).toBe('its');
+    expect(dropPossessive('its')).toBe('its');
   });
   it('stems with Porter v1, where Porter2 differs', () => {
     // Porter (1980) vs Snowball English (Porter2), checked by hand against the published outputs.
@@ -120,7 +194,14 @@ describe("Lucene's EnglishAnalyzer chain (index/text/english.ts)", () => {
     expect(porterStem('hopeful')).toBe('hope');
   });
   it("removes Lucene's 33 stop words, not wink's list", () => {
-    expect(luceneEnglishTokens("The children's proteins were not binding to it, which is such a surprise")).toEqual(['children', 'protein', 'were', 'bind', 'which', 'surpris']);
+    expect(luceneEnglishTokens("The children's proteins were not binding to it, which is such a surprise")).toEqual([
+      'children',
+      'protein',
+      'were',
+      'bind',
+      'which',
+      'surpris',
+    ]);
     // wink's tokens split at the apostrophe, its list removes "were" but keeps "not", and the BM25 baseline does not stem them.
     expect(textTokens("The children's proteins were not binding")).toEqual(['children', 's', 'proteins', 'not', 'binding']);
   });
@@ -130,7 +211,12 @@ describe("Lucene's EnglishAnalyzer chain (index/text/english.ts)", () => {
       { id: 'b', title: '', text: 'a protein binding study' },
       { id: 'c', title: '', text: 'unrelated words here' },
     ];
-    expect(new Bm25Index(items, { analysis: 'lucene' }).search('protein', 10).map((h) => h.id).sort()).toEqual(['a', 'b']);
+    expect(
+      new Bm25Index(items, { analysis: 'lucene' })
+        .search('protein', 10)
+        .map((h) => h.id)
+        .sort(),
+    ).toEqual(['a', 'b']);
     expect(new Bm25Index(items, { analysis: 'wink' }).search('protein', 10).map((h) => h.id)).toEqual(['b']);
   });
 });
@@ -191,20 +277,52 @@ describe('cogr evolve --run-file (MED, one small fold)', () => {
     const cli = join(__dirname, '../../bin/cogr.mjs');
     const env = { ...process.env, COGR_HOME: join(dir, 'home-evolve') };
     const runFile = join(dir, 'evolve.run');
-    const args = ['evolve', '--dataset', 'med', '--folds', '5', '--fold', '0', '--rounds', '1', '--group-size', '4', '--query-epochs', '1', '--item-epochs', '1', '--workers', '1', '--quiet', '--json', '--run-file', runFile];
+    const args = [
+      'evolve',
+      '--dataset',
+      'med',
+      '--folds',
+      '5',
+      '--fold',
+      '0',
+      '--rounds',
+      '1',
+      '--group-size',
+      '4',
+      '--query-epochs',
+      '1',
+      '--item-epochs',
+      '1',
+      '--workers',
+      '1',
+      '--quiet',
+      '--json',
+      '--run-file',
+      runFile,
+    ];
     const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env });
     expect(r.status, r.stderr).toBe(0);
     const summary = JSON.parse(r.stdout);
     expect(readFileSync(runFile, 'utf8').split('\n')[0]).toMatch(/^\S+ Q0 \S+ 1 \S+ cogr-evolve$/);
-    const queries = new Set(readFileSync(runFile, 'utf8').trimEnd().split('\n').map((l) => l.split(' ')[0]));
+    const queries = new Set(
+      readFileSync(runFile, 'utf8')
+        .trimEnd()
+        .split('\n')
+        .map((l) => l.split(' ')[0]),
+    );
     // Fold 0 holds out 6 of MED's 30 judged queries; one whose keywords match nothing has no lines (and 0 in the figures).
     const heldOut = 6;
     expect(queries.size).toBeGreaterThan(0);
     expect(queries.size).toBeLessThanOrEqual(heldOut);
     // Evaluate the file over the fold's held-out queries only.
-    const ev = spawnSync(process.execPath, [cli, 'eval', '--run', runFile, '--dataset', 'med', '--json', '--per-query'], { encoding: 'utf8', env });
+    const ev = spawnSync(process.execPath, [cli, 'eval', '--run', runFile, '--dataset', 'med', '--json', '--per-query'], {
+      encoding: 'utf8',
+      env,
+    });
     expect(ev.status, ev.stderr).toBe(0);
-    const per = (JSON.parse(ev.stdout).perQuery as { queryId: string; ranked: Record<string, number>; set: { f1: number } }[]).filter((q) => queries.has(q.queryId));
+    const per = (JSON.parse(ev.stdout).perQuery as { queryId: string; ranked: Record<string, number>; set: { f1: number } }[]).filter((q) =>
+      queries.has(q.queryId),
+    );
     expect(per.length).toBe(queries.size);
     const mean = (f: (q: (typeof per)[number]) => number) => per.reduce((s, q) => s + f(q), 0) / heldOut;
     expect(mean((q) => q.set.f1)).toBeCloseTo(summary.final.f1, 12);

@@ -15,7 +15,11 @@ import { KeywordIndexStore } from '../../index/store/store.ts';
 import { PUBLISHED_FORMAT_VERSION } from '../../index/store/published.ts';
 import { RUN_STATE_VERSION } from '../../src/run/state.ts';
 
-const FIXTURE = join(__dirname, '../fixtures/formats', `db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}-files-v${PUBLISHED_FORMAT_VERSION}`);
+const FIXTURE = join(
+  __dirname,
+  '../fixtures/formats',
+  `db-v${DB_FORMAT_VERSION}-run-v${RUN_STATE_VERSION}-files-v${PUBLISHED_FORMAT_VERSION}`,
+);
 let dir: string;
 let db: string;
 beforeAll(() => {
@@ -29,10 +33,18 @@ afterEach(() => {
   process.exitCode = 0;
 });
 
-
 const statuses = async (...extra: string[]) => {
   const r = await cogr('verify', '--db', db, '--json', ...extra);
-  return { code: r.code, err: r.err, report: JSON.parse(r.out) as { intact: boolean; database: unknown; lines: { what: string; status: string; repaired?: string }[]; leftovers: string[] } };
+  return {
+    code: r.code,
+    err: r.err,
+    report: JSON.parse(r.out) as {
+      intact: boolean;
+      database: unknown;
+      lines: { what: string; status: string; repaired?: string }[];
+      leftovers: string[];
+    },
+  };
 };
 
 describe('cogr verify', () => {
@@ -46,7 +58,9 @@ describe('cogr verify', () => {
     expect(before.report.intact).toBe(false);
     expect(before.report.database).toBe('checked');
     expect(new Set(before.report.lines.map((l) => l.status))).toEqual(new Set(['unpublished']));
-    expect(before.report.lines.map((l) => l.what)).toEqual(expect.arrayContaining(['item generation 0', 'query generation 1', 'run state', 'policy planner:000001']));
+    expect(before.report.lines.map((l) => l.what)).toEqual(
+      expect.arrayContaining(['item generation 0', 'query generation 1', 'run state', 'policy planner:000001']),
+    );
     const repaired = await statuses('--repair');
     expect(repaired.code).toBe(0);
     expect(repaired.report.lines.every((l) => l.repaired !== undefined)).toBe(true);
@@ -69,7 +83,9 @@ describe('cogr verify', () => {
     const r = await cogr('verify', '--db', db);
     expect(r.code).toBe(1);
     expect(r.out).toMatch(/\nitem generation 1 +damaged +item generation 1: file .*item-00000001\.view is damaged/);
-    expect(r.err).toMatch(/^error\[DB_CORRUPT\]: 1 of \d+ checked not intact \(item generation 1: damaged\); `cogr verify --repair` rewrites them from the database\n$/);
+    expect(r.err).toMatch(
+      /^error\[DB_CORRUPT\]: 1 of \d+ checked not intact \(item generation 1: damaged\); `cogr verify --repair` rewrites them from the database\n$/,
+    );
     expect((await statuses('--repair')).code).toBe(0);
     expect(readFileSync(file).equals(good)).toBe(true);
     expect((await cogr('index', 'search', '--db', db, '--keywords', 't0w0')).code).toBe(0);
@@ -87,7 +103,9 @@ describe('cogr verify', () => {
     writeFileSync(join(dir, 'q.jsonl'), JSON.stringify({ id: 'q', title: 'a query', keywords: ['t0w0'] }) + '\n');
     const w = await cogr('index', 'import', '--db', db, '--side', 'query', '--from', join(dir, 'q.jsonl'));
     expect(w.code).toBe(1);
-    expect(w.err).toMatch(new RegExp(`^error\\[DB_CORRUPT\\]: query generation ${last} is published .* but the database .* does not hold it`));
+    expect(w.err).toMatch(
+      new RegExp(`^error\\[DB_CORRUPT\\]: query generation ${last} is published .* but the database .* does not hold it`),
+    );
     const fixed = await statuses('--repair');
     expect(fixed.report.lines.find((l) => l.what === `query generation ${last}`)?.repaired).toMatch(/files removed/);
     // The run's steps that used it are reported: nothing can repair them (the generation is gone).
@@ -100,7 +118,9 @@ describe('cogr verify', () => {
     expect((await cogr('index', 'import', '--db', db, '--side', 'query', '--from', join(dir, 'q.jsonl'))).code).toBe(0);
     const after = await cogr('verify', '--db', db);
     expect(after.code).toBe(1);
-    expect(after.err).toMatch(/^error\[DB_CORRUPT\]: 2 of \d+ checked not intact \(step r1-query: missing; step r1-item: missing\); a step uses a generation that was deleted: .*--fresh/);
+    expect(after.err).toMatch(
+      /^error\[DB_CORRUPT\]: 2 of \d+ checked not intact \(step r1-query: missing; step r1-item: missing\); a step uses a generation that was deleted: .*--fresh/,
+    );
     expect(after.out).toMatch(new RegExp(`step r1-query +missing +uses query generation ${last}, which the database does not hold`));
   });
 
@@ -121,7 +141,9 @@ describe('cogr verify', () => {
     const r = await cogr('verify', '--db', db);
     // Harmless (nothing reads them): not counted against intact; only the steps the previous test left without their generation are.
     expect(r.err).toMatch(/2 of \d+ checked not intact \(step r1-query: missing; step r1-item: missing\)/);
-    expect(r.out).toContain(`1 leftover(s) of an interrupted writer (harmless; --repair removes them):\n  item generation ${next}: 2 cells of a staged commit that was interrupted (never read)\n`);
+    expect(r.out).toContain(
+      `1 leftover(s) of an interrupted writer (harmless; --repair removes them):\n  item generation ${next}: 2 cells of a staged commit that was interrupted (never read)\n`,
+    );
     expect((await statuses('--repair')).report.leftovers).toEqual([]);
     expect((await cogr('verify', '--db', db)).out).not.toContain('leftover');
     const again = await openDb(db);

@@ -47,7 +47,12 @@ function trainer(args: string[]): Promise<Done> {
 }
 
 async function post(url: string, body: unknown): Promise<Record<string, unknown>> {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(60_000) });
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(60_000),
+  });
   expect(r.status).toBe(200);
   return (await r.json()) as Record<string, unknown>;
 }
@@ -60,7 +65,9 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
 
   beforeAll(async () => {
     if (!existsSync(PY) || !existsSync(join(BASE, 'cogr-base.json'))) {
-      throw new Error(`no trainer venv at ${VENV} or no base checkpoint at ${BASE}: run npx cogr llm install && bash trainers/trl/setup.sh (npm test does; set COGR_SKIP_TRL=1 to skip this test on purpose)`);
+      throw new Error(
+        `no trainer venv at ${VENV} or no base checkpoint at ${BASE}: run npx cogr llm install && bash trainers/trl/setup.sh (npm test does; set COGR_SKIP_TRL=1 to skip this test on purpose)`,
+      );
     }
     dir = mkdtempSync(join(tmpdir(), 'cogr-trl-'));
     const env = { ...process.env, COGR_HOME: join(dir, 'home') };
@@ -69,7 +76,10 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
     // One core training query is the whole GRPO data set.
     prompts = join(dir, 'one-query.jsonl');
     writeFileSync(prompts, readFileSync(join(dir, 'prompts', 'query-core.jsonl'), 'utf8').split('\n')[0] + '\n');
-    server = spawn(process.execPath, [BIN, 'reward-server', '--port', '0', '--round', 'latest'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    server = spawn(process.execPath, [BIN, 'reward-server', '--port', '0', '--round', 'latest'], {
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     base = await new Promise<string>((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`cogr reward-server did not start in 10 min: ${stderr}`)), 600_000);
@@ -97,20 +107,45 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       const rewards = join(dir, 'rewards.jsonl');
       const log = join(dir, 'steps.jsonl');
       const r = await trainer([
-        'grpo', '--model', BASE, '--prompts', prompts, '--reward-url', base, '--out', out, '--log', log, '--rewards-log', rewards,
-        '--steps', '1', '--batch', '2', '--generations', '2', '--max-completion', '32',
+        'grpo',
+        '--model',
+        BASE,
+        '--prompts',
+        prompts,
+        '--reward-url',
+        base,
+        '--out',
+        out,
+        '--log',
+        log,
+        '--rewards-log',
+        rewards,
+        '--steps',
+        '1',
+        '--batch',
+        '2',
+        '--generations',
+        '2',
+        '--max-completion',
+        '32',
       ]);
       expect(r.code, r.stderr).toBe(0);
       expect(existsSync(join(out, 'cogr-done.json'))).toBe(true);
       expect(existsSync(join(out, 'config.json'))).toBe(true);
-      const got = readFileSync(rewards, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { label: string; completion: string; reward: number });
+      const got = readFileSync(rewards, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { label: string; completion: string; reward: number });
       expect(got).toHaveLength(2);
       for (const g of got) {
         expect(g.label).toMatch(/^query:/);
         const ans = await post(`${base}/v1/reward/query`, { id: g.label.slice('query:'.length), completion: g.completion });
         expect(ans.reward).toBeCloseTo(g.reward, 9);
       }
-      const steps = readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; reward?: number; loss?: number });
+      const steps = readFileSync(log, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { step: number; reward?: number; loss?: number });
       const step1 = steps.find((s) => s.step === 1 && s.reward !== undefined);
       expect(step1, JSON.stringify(steps)).toBeDefined();
       expect(step1!.reward).toBeCloseTo((got[0].reward + got[1].reward) / 2, 5);
@@ -128,11 +163,32 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       const port = (probe.address() as { port: number }).port;
       await new Promise<void>((res) => probe.close(() => res()));
       const r = await trainer([
-        'grpo', '--model', BASE, '--prompts', prompts, '--reward-url', `http://127.0.0.1:${port}`, '--out', join(dir, 'down'), '--log', join(dir, 'down.jsonl'),
-        '--rewards-log', join(dir, 'down-rewards.jsonl'), '--steps', '1', '--batch', '2', '--generations', '2', '--max-completion', '16',
+        'grpo',
+        '--model',
+        BASE,
+        '--prompts',
+        prompts,
+        '--reward-url',
+        `http://127.0.0.1:${port}`,
+        '--out',
+        join(dir, 'down'),
+        '--log',
+        join(dir, 'down.jsonl'),
+        '--rewards-log',
+        join(dir, 'down-rewards.jsonl'),
+        '--steps',
+        '1',
+        '--batch',
+        '2',
+        '--generations',
+        '2',
+        '--max-completion',
+        '16',
       ]);
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(new RegExp(`error\\[REWARD_UNAVAILABLE\\]: reward server http://127\\.0\\.0\\.1:${port}/health unreachable`));
+      expect(r.stderr).toMatch(
+        new RegExp(`error\\[REWARD_UNAVAILABLE\\]: reward server http://127\\.0\\.0\\.1:${port}/health unreachable`),
+      );
       expect(existsSync(join(dir, 'down', 'cogr-done.json'))).toBe(false);
     },
     HOUR,
@@ -153,8 +209,27 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       try {
         const rewards = join(dir, 'mid-rewards.jsonl');
         const r = await trainer([
-          'grpo', '--model', BASE, '--prompts', prompts, '--reward-url', `http://127.0.0.1:${port}`, '--out', join(dir, 'mid'), '--log', join(dir, 'mid.jsonl'),
-          '--rewards-log', rewards, '--steps', '1', '--batch', '2', '--generations', '2', '--max-completion', '16',
+          'grpo',
+          '--model',
+          BASE,
+          '--prompts',
+          prompts,
+          '--reward-url',
+          `http://127.0.0.1:${port}`,
+          '--out',
+          join(dir, 'mid'),
+          '--log',
+          join(dir, 'mid.jsonl'),
+          '--rewards-log',
+          rewards,
+          '--steps',
+          '1',
+          '--batch',
+          '2',
+          '--generations',
+          '2',
+          '--max-completion',
+          '16',
         ]);
         expect(r.code).toBe(1);
         expect(asked).toBeGreaterThanOrEqual(1);
@@ -173,9 +248,25 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
     'names a prompt longer than the context',
     async () => {
       const first = JSON.parse(readFileSync(prompts, 'utf8')) as { id: string };
-      const r = await trainer(['generate', '--model', BASE, '--prompts', prompts, '--out', join(dir, 'long.jsonl'), '--context', '64', '--max-new-tokens', '16']);
+      const r = await trainer([
+        'generate',
+        '--model',
+        BASE,
+        '--prompts',
+        prompts,
+        '--out',
+        join(dir, 'long.jsonl'),
+        '--context',
+        '64',
+        '--max-new-tokens',
+        '16',
+      ]);
       expect(r.code).toBe(2);
-      expect(r.stderr).toMatch(new RegExp(`error\\[PROMPT_TOO_LONG\\]: .*one-query\\.jsonl:1: prompt ${first.id} has \\d+ tokens \\+ 16 completion tokens > context 64`));
+      expect(r.stderr).toMatch(
+        new RegExp(
+          `error\\[PROMPT_TOO_LONG\\]: .*one-query\\.jsonl:1: prompt ${first.id} has \\d+ tokens \\+ 16 completion tokens > context 64`,
+        ),
+      );
       expect(existsSync(join(dir, 'long.jsonl'))).toBe(false);
     },
     HOUR,

@@ -12,19 +12,42 @@ import { candidateArb, smallCorpusArb } from '../rewards/_model.ts';
 // A small deterministic corpus: 60 items, 25 queries over a 30-keyword vocabulary.
 function corpus() {
   const kw = (n: number) => `kw ${n % 30}`;
-  const items = Array.from({ length: 60 }, (_, i) => ({ id: `item-${String(i).padStart(3, '0')}`, self: `title ${i}`, keywords: [kw(i), kw(i * 7 + 3), kw(i * 11 + 5)] }));
-  const queries = Array.from({ length: 25 }, (_, q) => ({ id: `q-${String(q).padStart(2, '0')}`, self: `query ${q}`, keywords: [kw(q * 3), kw(q * 5 + 1)] }));
+  const items = Array.from({ length: 60 }, (_, i) => ({
+    id: `item-${String(i).padStart(3, '0')}`,
+    self: `title ${i}`,
+    keywords: [kw(i), kw(i * 7 + 3), kw(i * 11 + 5)],
+  }));
+  const queries = Array.from({ length: 25 }, (_, q) => ({
+    id: `q-${String(q).padStart(2, '0')}`,
+    self: `query ${q}`,
+    keywords: [kw(q * 3), kw(q * 5 + 1)],
+  }));
   const relevant = new Map<string, Set<string>>();
-  for (let q = 0; q < 25; q++) relevant.set(`q-${String(q).padStart(2, '0')}`, new Set(Array.from({ length: 8 }, (_, j) => `item-${String((q * 13 + j * 7) % 60).padStart(3, '0')}`)));
+  for (let q = 0; q < 25; q++)
+    relevant.set(
+      `q-${String(q).padStart(2, '0')}`,
+      new Set(Array.from({ length: 8 }, (_, j) => `item-${String((q * 13 + j * 7) % 60).padStart(3, '0')}`)),
+    );
   const itemView = KeywordView.build('item', 0, items, { shared: true });
   const queryView = KeywordView.build('query', 0, queries, { shared: true });
-  const ctx: ItemRewardContext = { itemView, queryView, relevance: buildRelevance(queryView, itemView, relevant, undefined, { shared: true }) };
+  const ctx: ItemRewardContext = {
+    itemView,
+    queryView,
+    relevance: buildRelevance(queryView, itemView, relevant, undefined, { shared: true }),
+  };
   return { ctx, relevant };
 }
 
 /** The item scorer's data of a context and its cache. */
 function itemData(ctx: ItemRewardContext, cache: ItemRewardCache) {
-  return { side: 'item' as const, itemView: ctx.itemView, queryView: ctx.queryView, relevance: ctx.relevance, cache, options: { kMax: ctx.kMax ?? 30, beta: ctx.beta ?? 1 } };
+  return {
+    side: 'item' as const,
+    itemView: ctx.itemView,
+    queryView: ctx.queryView,
+    relevance: ctx.relevance,
+    cache,
+    options: { kMax: ctx.kMax ?? 30, beta: ctx.beta ?? 1 },
+  };
 }
 
 /** Samples of item ordinals × candidates, in that order. */
@@ -77,11 +100,19 @@ describe('RewardPool', () => {
     const queryText = new Map([...relevant.keys()].map((qid, k) => [qid, `query ${k}`]));
     const data = queryScorerData(ctx.itemView, { relevant, queryText });
     pool.setContext(data);
-    const batch: RewardSample[] = [...relevant.keys()].flatMap((qid, k) => [[`kw ${k}`], [`kw ${k}`, `kw ${k + 1}`], []].map((c) => ({ id: qid, keywords: c })));
+    const batch: RewardSample[] = [...relevant.keys()].flatMap((qid, k) =>
+      [[`kw ${k}`], [`kw ${k}`, `kw ${k + 1}`], []].map((c) => ({ id: qid, keywords: c })),
+    );
     const got = await pool.rewards(batch);
     expect(got).toEqual(new QueryScorer(data).score(batch));
     const want = batch.map((s) =>
-      s.keywords!.length === 0 ? -1 : queryReward(ctx.itemView, { self: queryText.get(s.id), keywords: s.keywords! }, [...relevant.get(s.id)!].map((id) => ctx.itemView.ordinalOf(id))).reward,
+      s.keywords!.length === 0
+        ? -1
+        : queryReward(
+            ctx.itemView,
+            { self: queryText.get(s.id), keywords: s.keywords! },
+            [...relevant.get(s.id)!].map((id) => ctx.itemView.ordinalOf(id)),
+          ).reward,
     );
     expect(got.rewards).toEqual(want);
   });
@@ -91,10 +122,18 @@ describe('RewardPool', () => {
       fc.asyncProperty(smallCorpusArb, fc.array(candidateArb, { minLength: 1, maxLength: 3 }), async (c, cands) => {
         const itemView = KeywordView.build('item', 0, c.items);
         const queryView = KeywordView.build('query', 0, c.queries);
-        const cx: ItemRewardContext = { itemView, queryView, relevance: buildRelevance(queryView, itemView, c.relevant, c.counted), kMax: 4 };
+        const cx: ItemRewardContext = {
+          itemView,
+          queryView,
+          relevance: buildRelevance(queryView, itemView, c.relevant, c.counted),
+          kMax: 4,
+        };
         const cache = buildItemRewardCache(cx);
         const id = pool.setContext(itemData(cx, cache));
-        const batch = itemSamples(cx, Array.from({ length: itemView.size }, (_, i) => ({ item: i, candidates: cands })));
+        const batch = itemSamples(
+          cx,
+          Array.from({ length: itemView.size }, (_, i) => ({ item: i, candidates: cands })),
+        );
         const got = await pool.rewards(batch, { contextId: id });
         pool.dropContext(id);
         expect(got).toEqual(new ItemScorer(itemData(cx, cache)).score(batch));
@@ -131,13 +170,20 @@ describe('RewardPool', () => {
     pool.setContext(itemData(ctx, cache));
     const before = new AbortController();
     before.abort();
-    await expect(pool.rewards(itemSamples(ctx, [{ item: 0, candidates: [[]] }]), { signal: before.signal })).rejects.toMatchObject({ code: 'ABORTED' });
+    await expect(pool.rewards(itemSamples(ctx, [{ item: 0, candidates: [[]] }]), { signal: before.signal })).rejects.toMatchObject({
+      code: 'ABORTED',
+    });
     const ac = new AbortController();
-    const big = itemSamples(ctx, Array.from({ length: 20_000 }, (_, k) => ({ item: k % 60, candidates: [['kw 1', 'kw 2', 'kw 3']] })));
+    const big = itemSamples(
+      ctx,
+      Array.from({ length: 20_000 }, (_, k) => ({ item: k % 60, candidates: [['kw 1', 'kw 2', 'kw 3']] })),
+    );
     const p = pool.rewards(big, { signal: ac.signal });
     ac.abort();
     await expect(p).rejects.toMatchObject({ code: 'ABORTED' });
-    expect((await pool.rewards(itemSamples(ctx, [{ item: 2, candidates: [['kw 2']] }]))).rewards).toEqual([itemRewardIncremental(ctx, cache, 2, ['kw 2'])]);
+    expect((await pool.rewards(itemSamples(ctx, [{ item: 2, candidates: [['kw 2']] }]))).rewards).toEqual([
+      itemRewardIncremental(ctx, cache, 2, ['kw 2']),
+    ]);
   });
 
   it('rejects invalid options with the field named, and calls without a context', async () => {

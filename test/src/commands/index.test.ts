@@ -16,7 +16,6 @@ afterEach(() => {
   process.exitCode = 0;
 });
 
-
 function jsonl(name: string, rows: unknown[]): string {
   const p = join(dir, name);
   writeFileSync(p, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
@@ -31,7 +30,10 @@ describe('cogr index', () => {
       { id: 'i2', title: 'Blue Hat', keywords: ['hat', 'wool hat'] },
       { id: 'i3', title: 'Green Shoes', keywords: ['running shoes', 'green'] },
     ]);
-    expect(await cogr('index', 'import', '--db', db, '--side', 'item', '--from', a, '--label', 'sft')).toMatchObject({ out: '0\n', code: 0 });
+    expect(await cogr('index', 'import', '--db', db, '--side', 'item', '--from', a, '--label', 'sft')).toMatchObject({
+      out: '0\n',
+      code: 0,
+    });
     const b = jsonl('b.jsonl', [
       { id: 'i1', title: 'Red Shoes', keywords: ['running shoes', 'red'] },
       { id: 'i2', title: 'Blue Hat', keywords: ['hat', 'winter hat'] },
@@ -44,15 +46,36 @@ describe('cogr index', () => {
     expect(res.generation).toBe(1);
     expect(res.matched).toBe(2);
     expect(res.items.map((x: { id: string }) => x.id)).toEqual(['i1', 'i2']);
-    const old = JSON.parse((await cogr('index', 'search', '--db', db, '--generation', '0', '--query', 'red shoes', '--keywords', 'running shoes', '--all', '--json')).out);
+    const old = JSON.parse(
+      (
+        await cogr(
+          'index',
+          'search',
+          '--db',
+          db,
+          '--generation',
+          '0',
+          '--query',
+          'red shoes',
+          '--keywords',
+          'running shoes',
+          '--all',
+          '--json',
+        )
+      ).out,
+    );
     expect(old).toMatchObject({ generation: 0, matched: 2 });
     expect(old.items.map((x: { id: string }) => x.id).sort()).toEqual(['i1', 'i3']);
-    const top1 = JSON.parse((await cogr('index', 'search', '--db', db, '--generation', '0', '--keywords', 'running shoes', '--k', '1', '--json')).out);
+    const top1 = JSON.parse(
+      (await cogr('index', 'search', '--db', db, '--generation', '0', '--keywords', 'running shoes', '--k', '1', '--json')).out,
+    );
     expect(top1.matched).toBe(2);
     expect(top1.items).toHaveLength(1);
     expect((await cogr('index', 'search', '--db', db, '--keywords', 'hat')).out).toContain('1 matched');
 
-    const ex = JSON.parse((await cogr('index', 'explain', '--db', db, '--query', 'red shoes', '--keywords', 'running shoes', '--id', 'i1', '--json')).out);
+    const ex = JSON.parse(
+      (await cogr('index', 'explain', '--db', db, '--query', 'red shoes', '--keywords', 'running shoes', '--id', 'i1', '--json')).out,
+    );
     expect(ex.matchedKeywords).toEqual(['red shoes', 'running shoes']);
     // BM25 terms are analysed words (the default english analyzer stems them).
     expect(ex.terms.map((t: { word: string }) => t.word).sort()).toEqual(['red', 'run', 'shoe']);
@@ -71,10 +94,18 @@ describe('cogr index', () => {
     expect((await cogr('index', 'delete', '--db', db, '--generation', '0')).code).toBe(0);
     // Generation 1 was built from 0: the list says its parent is gone rather than naming it as if it were there.
     const listed = JSON.parse((await cogr('index', 'list', '--db', db, '--json')).out);
-    expect(listed.generations.map((g: { generation: number; parent: number | null; parentDeleted: boolean }) => [g.generation, g.parent, g.parentDeleted])).toEqual([[1, 0, true]]);
+    expect(
+      listed.generations.map((g: { generation: number; parent: number | null; parentDeleted: boolean }) => [
+        g.generation,
+        g.parent,
+        g.parentDeleted,
+      ]),
+    ).toEqual([[1, 0, true]]);
     const table = (await cogr('index', 'list', '--db', db)).out;
     expect(table).toMatch(/^1\s+0 \(deleted\)\s/m);
-    const after = JSON.parse((await cogr('index', 'search', '--db', db, '--query', 'red shoes', '--keywords', 'running shoes|hat', '--json')).out);
+    const after = JSON.parse(
+      (await cogr('index', 'search', '--db', db, '--query', 'red shoes', '--keywords', 'running shoes|hat', '--json')).out,
+    );
     expect(after).toEqual(res);
     const gone = await cogr('index', 'search', '--db', db, '--generation', '0', '--keywords', 'hat');
     expect(gone.code).toBe(1);
@@ -83,12 +114,18 @@ describe('cogr index', () => {
 
   it('rejects bad input with clear errors', async () => {
     const db = join(dir, 'db2');
-    const bad = jsonl('bad.jsonl', [{ id: 'x', keywords: ['a'] }, { id: 'y', keywords: 'oops' }]);
+    const bad = jsonl('bad.jsonl', [
+      { id: 'x', keywords: ['a'] },
+      { id: 'y', keywords: 'oops' },
+    ]);
     const r = await cogr('index', 'import', '--db', db, '--from', bad);
     expect(r.code).toBe(1);
     expect(r.err).toContain('error[DATA_FORMAT]');
     expect(r.err).toContain('bad.jsonl:2');
-    const dup = jsonl('dup.jsonl', [{ id: 'x', keywords: ['a'] }, { id: 'x', keywords: ['b'] }]);
+    const dup = jsonl('dup.jsonl', [
+      { id: 'x', keywords: ['a'] },
+      { id: 'x', keywords: ['b'] },
+    ]);
     expect((await cogr('index', 'import', '--db', db, '--from', dup)).err).toContain('error[DUPLICATE_ID]');
     expect((await cogr('index', 'import', '--db', db, '--from', join(dir, 'missing.jsonl'))).err).toContain('error[DATA_MISSING]');
     expect((await cogr('index', 'import', '--db', db, '--side', 'both', '--from', dup)).err).toContain('--side: expected item or query');
@@ -110,7 +147,9 @@ describe('cogr index', () => {
 
   it('names the path of a database held by another process to a writer; readers go on beside it', async () => {
     const db = join(dir, 'db4');
-    expect((await cogr('index', 'import', '--db', db, '--from', jsonl('l.jsonl', [{ id: 'x', title: 'red shoe', keywords: ['shoe'] }]))).code).toBe(0);
+    expect(
+      (await cogr('index', 'import', '--db', db, '--from', jsonl('l.jsonl', [{ id: 'x', title: 'red shoe', keywords: ['shoe'] }]))).code,
+    ).toBe(0);
     const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/hold-db.ts', db], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((resolve) => child.stdout!.on('data', (d) => String(d).includes('ready') && resolve()));
     try {

@@ -23,7 +23,18 @@ function vec(t: string): number[] {
   for (let i = 0; i < t.length; i++) v[i % 4] += t.charCodeAt(i) / 100;
   return v;
 }
-const ok = (input: string[], dims = 4) => JSON.stringify({ object: 'list', model: 'fake', data: input.map((t, index) => ({ object: 'embedding', index, embedding: vec(t).slice(0, dims).concat(new Array(Math.max(0, dims - 4)).fill(0)) })) });
+const ok = (input: string[], dims = 4) =>
+  JSON.stringify({
+    object: 'list',
+    model: 'fake',
+    data: input.map((t, index) => ({
+      object: 'embedding',
+      index,
+      embedding: vec(t)
+        .slice(0, dims)
+        .concat(new Array(Math.max(0, dims - 4)).fill(0)),
+    })),
+  });
 
 let server: Server;
 let url = '';
@@ -39,7 +50,9 @@ beforeAll(async () => {
     req.on('data', (c) => (body += c));
     req.on('end', () => {
       if (req.url?.endsWith('/models')) {
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: [{ id: 'fake-model', object: 'model' }] }));
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ object: 'list', data: [{ id: 'fake-model', object: 'model' }] }));
         return;
       }
       calls++;
@@ -129,20 +142,36 @@ describe('embeddings client', () => {
   it('a 5xx is retried, a 4xx is not', async () => {
     await freshDb();
     handler = (input, n) => (n === 1 ? { status: 503, body: '{"error":{"message":"busy"}}' } : { body: ok(input) });
-    const r = await embedTexts(texts, new EmbeddingsClient({ baseURL: url, model: 'm', batchSize: 8, maxRetries: 1, retryBaseMs: 1 }), { db });
+    const r = await embedTexts(texts, new EmbeddingsClient({ baseURL: url, model: 'm', batchSize: 8, maxRetries: 1, retryBaseMs: 1 }), {
+      db,
+    });
     expect(r.encoded).toBe(5);
     expect(calls).toBe(2);
     handler = () => ({ status: 400, body: '{"error":{"message":"bad model"}}' });
-    const e = await embedTexts(['new text'], new EmbeddingsClient({ baseURL: url, model: 'm', maxRetries: 3, retryBaseMs: 1 }), { db }).catch((x: unknown) => x);
+    const e = await embedTexts(['new text'], new EmbeddingsClient({ baseURL: url, model: 'm', maxRetries: 3, retryBaseMs: 1 }), {
+      db,
+    }).catch((x: unknown) => x);
     expect(isCogrError(e, 'EMBEDDINGS_ERROR')).toBe(true);
     expect((e as Error).message).toMatch(/after 1 attempt\(s\): HTTP 400/);
   });
 
   const formats: [string, Handler, RegExp][] = [
     ['a dimension other than the first batch', (input, n) => ({ body: ok(input, n === 1 ? 4 : 5) }), /dimension 5, expected 4/],
-    ['fewer vectors than inputs', (input, n) => ({ body: ok(n === 1 ? input : input.slice(1)) }), /answered 1 vector\(s\) for 2 input\(s\)/],
-    ['a non-finite value', (input, n) => ({ body: n === 1 ? ok(input) : ok(input).replace(/"embedding":\[[^,\]]+/, '"embedding":[1e999') }), /not a finite number/],
-    ['an index twice', (input, n) => ({ body: n === 1 ? ok(input) : ok(input).replace('"index":1', '"index":0') }), /index 0 answered twice/],
+    [
+      'fewer vectors than inputs',
+      (input, n) => ({ body: ok(n === 1 ? input : input.slice(1)) }),
+      /answered 1 vector\(s\) for 2 input\(s\)/,
+    ],
+    [
+      'a non-finite value',
+      (input, n) => ({ body: n === 1 ? ok(input) : ok(input).replace(/"embedding":\[[^,\]]+/, '"embedding":[1e999') }),
+      /not a finite number/,
+    ],
+    [
+      'an index twice',
+      (input, n) => ({ body: n === 1 ? ok(input) : ok(input).replace('"index":1', '"index":0') }),
+      /index 0 answered twice/,
+    ],
   ];
   for (const [what, h, msg] of formats) {
     it(`${what} is EMBEDDINGS_FORMAT; only the first, validated batch is cached; a re-run encodes the rest`, async () => {

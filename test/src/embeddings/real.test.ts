@@ -32,7 +32,10 @@ describe.skipIf(skip)('the shipped embeddings server with all-MiniLM-L6-v2', () 
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'cogr-real-emb-'));
-    child = spawn(process.execPath, [BIN, 'embeddings', 'serve', '--port', '0', '--max-inputs', '8', '--max-chars', '2000'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, COGR_HOME: dir } });
+    child = spawn(process.execPath, [BIN, 'embeddings', 'serve', '--port', '0', '--max-inputs', '8', '--max-chars', '2000'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, COGR_HOME: dir },
+    });
     child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     url = await new Promise<string>((resolve, reject) => {
       let out = '';
@@ -41,7 +44,9 @@ describe.skipIf(skip)('the shipped embeddings server with all-MiniLM-L6-v2', () 
         const m = /^(http:\/\/\S+\/v1)$/m.exec(out);
         if (m) resolve(m[1]);
       });
-      child!.once('exit', (code) => reject(new Error(`cogr embeddings serve exited (code ${code}) before listening: ${stderr} (run: npx cogr embeddings install)`)));
+      child!.once('exit', (code) =>
+        reject(new Error(`cogr embeddings serve exited (code ${code}) before listening: ${stderr} (run: npx cogr embeddings install)`)),
+      );
     });
   }, 600_000);
 
@@ -67,7 +72,12 @@ describe.skipIf(skip)('the shipped embeddings server with all-MiniLM-L6-v2', () 
     const db = await openDb(join(dir, 'db'));
     try {
       const c = new EmbeddingsClient({ baseURL: url, batchSize: 2, timeoutMs: 300_000 });
-      const texts = ['A man is eating a piece of bread.', 'Someone is having a meal.', 'The stock market fell sharply on Tuesday.', 'Heart attacks are prevented by aspirin.'];
+      const texts = [
+        'A man is eating a piece of bread.',
+        'Someone is having a meal.',
+        'The stock market fell sharply on Tuesday.',
+        'Heart attacks are prevented by aspirin.',
+      ];
       const r = await embedTexts(texts, c, { db });
       expect(r.model).toBe('all-MiniLM-L6-v2');
       expect(r.dim).toBe(384);
@@ -87,12 +97,17 @@ describe.skipIf(skip)('the shipped embeddings server with all-MiniLM-L6-v2', () 
 
   it('refuses requests over its bounds with a 400 naming the limit', async () => {
     const c = new EmbeddingsClient({ baseURL: url, model: 'all-MiniLM-L6-v2', batchSize: 9, maxRetries: 0, timeoutMs: 300_000 });
-    const many = await embedTexts(Array.from({ length: 9 }, (_, i) => `text ${i}`), c).catch((e: unknown) => e);
+    const many = await embedTexts(
+      Array.from({ length: 9 }, (_, i) => `text ${i}`),
+      c,
+    ).catch((e: unknown) => e);
     expect(isCogrError(many, 'EMBEDDINGS_ERROR')).toBe(true);
     expect((many as Error).message).toMatch(/HTTP 400.*over the limit of 8/);
     const long = await embedTexts(['x'.repeat(2001)], c).catch((e: unknown) => e);
     expect((long as Error).message).toMatch(/HTTP 400.*2001 characters, over the limit of 2000/);
-    const other = await embedTexts(['a'], new EmbeddingsClient({ baseURL: url, model: 'no-such-model', maxRetries: 0 })).catch((e: unknown) => e);
+    const other = await embedTexts(['a'], new EmbeddingsClient({ baseURL: url, model: 'no-such-model', maxRetries: 0 })).catch(
+      (e: unknown) => e,
+    );
     expect((other as Error).message).toMatch(/HTTP 404/);
   }, 300_000);
 
@@ -117,8 +132,15 @@ describe.skipIf(skip)('the shipped embeddings server with all-MiniLM-L6-v2', () 
       ['q6', 'seismic shaking damage', ['d6']],
     ] as const;
     writeFileSync(join(ds, 'queries.jsonl'), queries.map(([id, text]) => JSON.stringify({ _id: id, text })).join('\n') + '\n');
-    writeFileSync(join(ds, 'qrels', 'test.tsv'), 'query-id\tcorpus-id\tscore\n' + queries.map(([id, , rel]) => rel.map((d) => `${id}\t${d}\t1`).join('\n')).join('\n') + '\n');
-    const { stdout } = await run(process.execPath, [BIN, 'baseline', 'dense', '--dataset', ds, '--embeddings', url, '--folds', '2', '--json'], { env: { ...process.env, COGR_HOME: dir }, timeout: 300_000 });
+    writeFileSync(
+      join(ds, 'qrels', 'test.tsv'),
+      'query-id\tcorpus-id\tscore\n' + queries.map(([id, , rel]) => rel.map((d) => `${id}\t${d}\t1`).join('\n')).join('\n') + '\n',
+    );
+    const { stdout } = await run(
+      process.execPath,
+      [BIN, 'baseline', 'dense', '--dataset', ds, '--embeddings', url, '--folds', '2', '--json'],
+      { env: { ...process.env, COGR_HOME: dir }, timeout: 300_000 },
+    );
     const r = JSON.parse(stdout) as { model: string; dim: number; ndcg10: number; perFold: unknown[]; cutoffs: number[] };
     expect(r.model).toBe('all-MiniLM-L6-v2');
     expect(r.perFold).toHaveLength(2);

@@ -40,8 +40,14 @@ beforeAll(async () => {
     req.on('end', () => {
       const b = JSON.parse(body) as { n?: number; messages: { role: string; content: string }[] };
       prompts.push(b.messages);
-      const choices = Array.from({ length: b.n ?? 1 }, (_, i) => ({ index: i, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["lens"]}' } }));
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices }));
+      const choices = Array.from({ length: b.n ?? 1 }, (_, i) => ({
+        index: i,
+        finish_reason: 'stop',
+        message: { role: 'assistant', content: '{"keywords": ["lens"]}' },
+      }));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices }));
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));

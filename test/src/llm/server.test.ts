@@ -32,7 +32,8 @@ function scriptedEngine(opts: { contextSize?: number; auto?: (p: CompletionParam
     promptTokens: (messages) => messages.reduce((a, m) => a + 3 + m.content.split(/\s+/).filter(Boolean).length, 0),
     complete: (messages, params, signal) =>
       new Promise<Completion>((resolve, reject) => {
-        const done = (c: Partial<Completion> = {}) => resolve({ text: '{"keywords": ["a"]}', finishReason: 'stop', completionTokens: 4, ...c });
+        const done = (c: Partial<Completion> = {}) =>
+          resolve({ text: '{"keywords": ["a"]}', finishReason: 'stop', completionTokens: 4, ...c });
         const call: Call = { messages, params, signal, release: done };
         calls.push(call);
         signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
@@ -43,7 +44,9 @@ function scriptedEngine(opts: { contextSize?: number; auto?: (p: CompletionParam
   };
   /** The next call to start (already started or not). */
   const nth = (i: number): Promise<Call> =>
-    calls.length > i ? Promise.resolve(calls[i]) : new Promise((r) => waiters.push((c) => (calls.length > i ? r(calls[i]) : void nth(i).then(r))));
+    calls.length > i
+      ? Promise.resolve(calls[i])
+      : new Promise((r) => waiters.push((c) => (calls.length > i ? r(calls[i]) : void nth(i).then(r))));
   return { engine, calls, nth };
 }
 
@@ -60,7 +63,12 @@ async function start(engine: Engine, options: LlmServerOptions = {}): Promise<{ 
 }
 
 function chat(base: string, body: unknown, signal?: AbortSignal): Promise<{ status: number; body: any; headers: Headers }> {
-  return fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal }).then(async (r) => ({
+  return fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal,
+  }).then(async (r) => ({
     status: r.status,
     body: await r.json(),
     headers: r.headers,
@@ -74,9 +82,22 @@ describe('cogr llm serve (scripted engine)', () => {
   it('answers chat completions in OpenAI shape: n choices with seeds seed, seed + 1, finish_reason length, usage; /v1/models and /health', async () => {
     const { engine, calls } = scriptedEngine({ auto: (_p, i) => (i === 1 ? { finishReason: 'length', text: '{"keywords": ["a' } : {}) });
     const { base } = await start(engine);
-    const r = await chat(base, { ...hello, n: 2, seed: 7, temperature: 0.7, top_p: 0.8, max_tokens: 20, stop: 'END', response_format: { type: 'json_schema', json_schema: { name: 'k', schema: { type: 'object' } } } });
+    const r = await chat(base, {
+      ...hello,
+      n: 2,
+      seed: 7,
+      temperature: 0.7,
+      top_p: 0.8,
+      max_tokens: 20,
+      stop: 'END',
+      response_format: { type: 'json_schema', json_schema: { name: 'k', schema: { type: 'object' } } },
+    });
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ object: 'chat.completion', model: 'scripted', usage: { prompt_tokens: 5, completion_tokens: 8, total_tokens: 13 } });
+    expect(r.body).toMatchObject({
+      object: 'chat.completion',
+      model: 'scripted',
+      usage: { prompt_tokens: 5, completion_tokens: 8, total_tokens: 13 },
+    });
     expect(r.body.choices.map((c: any) => [c.index, c.finish_reason, c.message.role])).toEqual([
       [0, 'stop', 'assistant'],
       [1, 'length', 'assistant'],
@@ -86,10 +107,17 @@ describe('cogr llm serve (scripted engine)', () => {
       { temperature: 0.7, topP: 0.8, maxTokens: 20, seed: 8, stop: ['END'], format: { kind: 'json_schema', schema: { type: 'object' } } },
     ]);
     expect(await (await fetch(`${base}/v1/models`)).json()).toMatchObject({ object: 'list', data: [{ id: 'scripted', object: 'model' }] });
-    expect(await (await fetch(`${base}/health`)).json()).toMatchObject({ status: 'ok', model: 'scripted', context_size: 100, threads: 1, queue: { running: 0, waiting: 0 }, served: { requests: 1, completions: 2, completion_tokens: 8 } });
+    expect(await (await fetch(`${base}/health`)).json()).toMatchObject({
+      status: 'ok',
+      model: 'scripted',
+      context_size: 100,
+      threads: 1,
+      queue: { running: 0, waiting: 0 },
+      served: { requests: 1, completions: 2, completion_tokens: 8 },
+    });
   });
 
-  it('a full queue answers 429 in OpenAI\'s error shape with retry-after; the waiting requests are answered in order', async () => {
+  it("a full queue answers 429 in OpenAI's error shape with retry-after; the waiting requests are answered in order", async () => {
     const { engine, nth } = scriptedEngine();
     const { base, stats } = await start(engine, { queueSize: 1 });
     const first = chat(base, hello);
@@ -115,7 +143,7 @@ describe('cogr llm serve (scripted engine)', () => {
     const r = await chat(base, long);
     expect(r.status).toBe(400);
     expect(r.body.error).toMatchObject({ type: 'invalid_request_error', code: 'INVALID_BODY', param: 'messages' });
-    expect(r.body.error.message).toContain("context is 50 tokens, but 73 were requested (63 in the messages, 10 for the completion)");
+    expect(r.body.error.message).toContain('context is 50 tokens, but 73 were requested (63 in the messages, 10 for the completion)');
     // Fits without the completion's tokens, not with them.
     const r2 = await chat(base, { messages: [{ role: 'user', content: 'word '.repeat(40) }], max_tokens: 10 });
     expect(r2.status).toBe(400);
@@ -178,10 +206,18 @@ describe('cogr llm serve (scripted engine)', () => {
   });
 
   it("cogr's OpenAI client works against it with its defaults: bounded schema sent, keywords normalised and de-duplicated", async () => {
-    const { engine, calls } = scriptedEngine({ contextSize: 1000, auto: (_p, i) => ({ text: JSON.stringify({ keywords: ['Lens', 'crystalline  lens', 'lens', `k${i}`] }) }) });
+    const { engine, calls } = scriptedEngine({
+      contextSize: 1000,
+      auto: (_p, i) => ({ text: JSON.stringify({ keywords: ['Lens', 'crystalline  lens', 'lens', `k${i}`] }) }),
+    });
     const { base } = await start(engine);
     const g = new OpenAIGenerator({ baseURL: `${base}/v1`, model: 'scripted' });
-    const [samples] = await g.generate('query', [{ id: 'q', text: 'the crystalline lens' }], { samples: 2, temperature: 0.7, topP: 0.8, seed: 1 });
+    const [samples] = await g.generate('query', [{ id: 'q', text: 'the crystalline lens' }], {
+      samples: 2,
+      temperature: 0.7,
+      topP: 0.8,
+      seed: 1,
+    });
     expect(samples.map((s) => s.keywords)).toEqual([
       ['lens', 'crystalline lens', 'k0'],
       ['lens', 'crystalline lens', 'k1'],
@@ -191,4 +227,3 @@ describe('cogr llm serve (scripted engine)', () => {
     expect(g.usage).toMatchObject({ requests: 1, samples: 2, formatFailures: 0, truncated: 0 });
   });
 });
-
