@@ -38,7 +38,7 @@ import {
 } from './training.ts';
 
 export type { PolicyConfig } from './params.ts';
-export { POLICY_FORMAT, POLICY_VERSION, type PolicyJSON } from './serialize.ts';
+export type { PolicyJSON } from './serialize.ts';
 export type { GrpoOptions, GrpoSample, GrpoStats, SftExample, SftOptions, SftReport } from './training.ts';
 
 export interface SampleResult {

@@ -90,8 +90,6 @@ import {
 } from './layout.ts';
 import { MAX_BATCH_OPS, StagedBatch } from './staged.ts';
 import { WordCounter } from './dfCounter.ts';
-export { KWI_SUBLEVEL } from './layout.ts';
-export { MAX_BATCH_OPS } from './staged.ts';
 
 export interface WriterOptions {
   /** Generation to build from: a number, null for empty, or omitted for the latest (empty when none). */

@@ -17,19 +17,8 @@ import { loadSmart } from './smart.ts';
 import { loadTrec } from './trec.ts';
 import { loadWands } from './wands.ts';
 
-export { DATASET_FORMATS, RELEVANCE_THRESHOLD } from './common.ts';
-export type { DatasetFormat, DatasetWarnings, LoadedDataset } from './common.ts';
-export { detectFormat } from './detect.ts';
-export {
-  checkRegistration,
-  datasetIdentity,
-  listDatasets,
-  registerDataset,
-  resolveDataset,
-  SHIPPED_DATASETS,
-  unregisterDataset,
-  type DatasetEntry,
-} from './registry.ts';
+export type { DatasetFormat, LoadedDataset } from './common.ts';
+export { checkRegistration, datasetIdentity, listDatasets, registerDataset, unregisterDataset } from './registry.ts';
 
 export interface LoadDatasetOptions {
   format?: DatasetFormat;

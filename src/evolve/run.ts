@@ -48,7 +48,7 @@ import type { QueryOffer, QuerySide } from '../../generators/policy/candidates.t
 import { KeywordPlanner, topByP, type PlannerGrpoSample } from '../../generators/planner/planner.ts';
 import type { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { itemInput, queryInput, relevantOrdinals, runSft } from '../../generators/sft.ts';
-import type { GenerateInput, KeyValueStore } from '../../generators/types.ts';
+import type { KeyValueStore } from '../../generators/types.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
@@ -908,5 +908,3 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
     train: stats,
   };
 }
-
-export type { GenerateInput };

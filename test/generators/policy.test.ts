@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/core/errors.ts';
 import { createRng } from '../../index/core/random.ts';
-import { EmbeddedPolicy, POLICY_VERSION } from '../../generators/policy/model.ts';
+import { EmbeddedPolicy } from '../../generators/policy/model.ts';
+import { POLICY_VERSION } from '../../generators/policy/serialize.ts';
 import type { GenerateInput } from '../../generators/types.ts';
 
 function* sequences(cands: string[], kMax: number, prefix: string[] = []): Generator<string[]> {

@@ -13,7 +13,8 @@ import { DB_FORMAT_VERSION, DB_META_KEY, DB_UPGRADE_HINT, openDb } from '../../i
 import { KeywordIndexStore } from '../../index/store/store.ts';
 import { PUBLISHED_FORMAT_VERSION, PublishedIndex } from '../../index/store/published.ts';
 import { openSealedJson, sealJson } from '../../index/store/sealed.ts';
-import { EmbeddedPolicy, POLICY_VERSION } from '../../generators/policy/model.ts';
+import { EmbeddedPolicy } from '../../generators/policy/model.ts';
+import { POLICY_VERSION } from '../../generators/policy/serialize.ts';
 import { policyStore } from '../../src/run/policies.ts';
 import { publishedPolicyStore } from '../../src/run/published.ts';
 import { readRunAt, readStoredRun, RUN_STATE_VERSION, RUN_SUBLEVEL } from '../../src/run/state.ts';

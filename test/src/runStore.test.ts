@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../index/store/db.ts';
-import { detectFormat } from '../../src/datasets/index.ts';
+import { detectFormat } from '../../src/datasets/detect.ts';
 import { parseRunConfig } from '../../src/run/config.ts';
 import { loadRunCorpus } from '../../src/run/corpus.ts';
 import { bestServing, readRunAt, readStoredRun, RUN_STATE_VERSION, RUN_SUBLEVEL, RunState, type StepRecord } from '../../src/run/state.ts';
