@@ -19,19 +19,19 @@ const GroupingOptions = z.object({
   kMin: z.number().int('kMin must be an integer').min(1, 'kMin must be at least 1').optional(),
 });
 
-function tokens(s: string): Map<string, number> {
+export function tokens(s: string): Map<string, number> {
   const m = new Map<string, number>();
   const n = normalizeSelf(s);
   if (n.length === 0) return m;
   for (const w of n.split(' ')) m.set(w, (m.get(w) ?? 0) + 1);
   return m;
 }
-function size(m: Map<string, number>): number {
+export function size(m: Map<string, number>): number {
   let s = 0;
   for (const c of m.values()) s += c;
   return s;
 }
-function f1Bags(a: Map<string, number>, na: number, b: Map<string, number>, nb: number): number {
+export function f1Bags(a: Map<string, number>, na: number, b: Map<string, number>, nb: number): number {
   if (na === 0 || nb === 0) return na === nb ? 1 : 0;
   let common = 0;
   for (const [w, c] of a) {
@@ -42,13 +42,6 @@ function f1Bags(a: Map<string, number>, na: number, b: Map<string, number>, nb: 
   const p = common / na;
   const r = common / nb;
   return (2 * p * r) / (p + r);
-}
-
-/** Token-level F1 of two strings (words after normalisation). Two empty strings: 1. */
-export function tokenF1(a: string, b: string): number {
-  const ta = tokens(a);
-  const tb = tokens(b);
-  return f1Bags(ta, size(ta), tb, size(tb));
 }
 
 export interface Grouping {

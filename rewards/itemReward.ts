@@ -400,17 +400,6 @@ export function fullQueryCounts(ctx: ItemRewardContext, replace?: { item: number
   return { nRet, nTp };
 }
 
-/** Σ over counted queries of F_β for the given counts. */
-export function sumF(ctx: ItemRewardContext, counts: QueryCounts): number {
-  const beta = ctx.beta ?? DEFAULTS.run.beta;
-  const { counted, nRel } = ctx.relevance;
-  let s = 0;
-  for (let q = 0; q < counts.nRet.length; q++) {
-    if (counted[q]) s += fBetaFromCounts(counts.nRet[q], nRel[q], counts.nTp[q], beta);
-  }
-  return s;
-}
-
 /**
  * Full-recompute reference of the item reward: every query's counts are recomputed
  * from scratch with item i's keywords replaced by the candidate. `reference` (the

@@ -14,17 +14,9 @@
  * parse failure never beats a poor but parsable answer. Every value can be overridden.
  */
 import { DEFAULTS, K_MAX } from '../index/core/defaults.ts';
-import { normalizeKeywordSet } from '../index/text/normalize.ts';
 import type { Side } from '../index/core/types.ts';
 
 export type RewardReason = 'invalid_format' | 'over_budget' | 'ok';
-
-export interface LayeredResult {
-  reward: number;
-  reason: RewardReason;
-  /** The normalised keywords the result layer saw (empty for invalid_format). */
-  keywords: string[];
-}
 
 export interface LayeredOptions {
   side: Side;
@@ -73,30 +65,4 @@ export function layered<P extends Prepared>(
   const penalty = budgetPenalty(prepared.keywords.length, opts);
   if (penalty !== null) return { reward: penalty, reason: 'over_budget', prepared };
   return { reward: result(prepared), reason: 'ok', prepared };
-}
-
-/**
- * `parsed` is the generator output already parsed into raw keywords, or null when it
- * could not be parsed. `result` computes the result reward of the normalised keywords
- * (it is only called for outputs that pass both earlier layers).
- */
-export function layeredReward(
-  parsed: readonly string[] | null | undefined,
-  result: (keywords: string[]) => number,
-  opts: LayeredOptions,
-): LayeredResult {
-  const r = layered(
-    parsed,
-    (list) => normalizeKeywordSet(list),
-    (p) => result(p.keywords),
-    opts,
-  );
-  return { reward: r.reward, reason: r.reason, keywords: r.prepared?.keywords ?? [] };
-}
-
-/** How many results ended in each layer. */
-export function countReasons(results: Iterable<{ reason: RewardReason }>): Record<RewardReason, number> {
-  const out: Record<RewardReason, number> = { invalid_format: 0, over_budget: 0, ok: 0 };
-  for (const r of results) out[r.reason]++;
-  return out;
 }

@@ -3,10 +3,7 @@
  * S_q ∪ {q} against rel(q); 0 when |S_q| > K_max (after normalisation and
  * de-duplication). The query need not be in any query index.
  */
-import { DEFAULTS } from '../index/core/defaults.ts';
-import { normalizeKeywordSet } from '../index/text/normalize.ts';
 import type { KeywordView } from '../index/view/view.ts';
-import { budgetPenalty } from './layered.ts';
 import { fBetaFromCounts, precisionFromCounts, recallFromCounts } from './setMetrics.ts';
 
 export interface QueryRewardResult {
@@ -16,23 +13,6 @@ export interface QueryRewardResult {
   nRet: number;
   tp: number;
   overBudget: boolean;
-}
-
-export interface QueryRewardOptions {
-  kMax?: number;
-  beta?: number;
-  /**
-   * |rel(q)| when it differs from the number of relevant ordinals given (relevant items
-   * absent from the item view still count against recall). Default: distinct ordinals.
-   */
-  nRel?: number;
-}
-
-/** The distinct values of a sorted Int32Array (in place). */
-function distinctSorted(a: Int32Array): Int32Array {
-  let m = 0;
-  for (let j = 0; j < a.length; j++) if (j === 0 || a[j] !== a[j - 1]) a[m++] = a[j];
-  return a.subarray(0, m);
 }
 
 /**
@@ -62,18 +42,4 @@ export function queryResult(
     nRet: matched.length,
     tp,
   };
-}
-
-export function queryReward(
-  itemView: KeywordView,
-  probe: { self?: string; keywords: readonly string[] },
-  relevantItemOrdinals: ArrayLike<number>,
-  opts: QueryRewardOptions = {},
-): QueryRewardResult {
-  const rel = distinctSorted(Int32Array.from(relevantItemOrdinals).sort());
-  const nRel = opts.nRel ?? rel.length;
-  const { keywords } = normalizeKeywordSet(probe.keywords);
-  const penalty = budgetPenalty(keywords.length, { side: 'query', kMax: opts.kMax });
-  if (penalty !== null) return { reward: penalty, precision: 0, recall: 0, nRet: 0, tp: 0, overBudget: true };
-  return { ...queryResult(itemView, probe.self, keywords, rel, nRel, opts.beta ?? DEFAULTS.run.beta), overBudget: false };
 }

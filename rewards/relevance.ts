@@ -102,16 +102,6 @@ export function buildRelevance(
   return { numQueries: nq, numItems: ni, qRelOff, qRel, iRelOff, iRel, counted: countedArr, nRel, missingItems, missingQueries };
 }
 
-/** Relevant item ordinals of a query ordinal (a view on the CSR array). */
-export function relevantItems(rel: RelevanceData, q: number): Int32Array {
-  return rel.qRel.subarray(rel.qRelOff[q], rel.qRelOff[q + 1]);
-}
-
-/** Query ordinals for which an item ordinal is relevant. */
-export function relevantQueries(rel: RelevanceData, i: number): Int32Array {
-  return rel.iRel.subarray(rel.iRelOff[i], rel.iRelOff[i + 1]);
-}
-
 /**
  * Query-side judgements against one item view, as plain (shareable) data: for every
  * query whose reward can be asked, its id and raw text ({q}) as string tables, its

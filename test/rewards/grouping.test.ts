@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/core/errors.ts';
-import { batchGroups, groupInputs, grpoGroups, tokenF1 } from '../../rewards/grouping.ts';
+import { batchGroups, groupInputs, grpoGroups } from '../../rewards/grouping.ts';
+import { tokenF1 } from './_oracles.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 
 describe('tokenF1', () => {

@@ -11,10 +11,10 @@ import {
   itemRewardIncremental,
   mergeItemRewardCaches,
   normalizeCandidate,
-  sumF,
   type ItemRewardContext,
 } from '../../rewards/itemReward.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
+import { sumF } from './_oracles.ts';
 import { candidateArb, kMaxArb, modelItemReward, smallCorpusArb, type SmallCorpus } from './_model.ts';
 
 function context(c: SmallCorpus, kMax: number, beta: number): ItemRewardContext {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { countReasons, layeredReward } from '../../rewards/layered.ts';
+import { countReasons, layeredReward } from './_oracles.ts';
 
 describe('layeredReward', () => {
   const result = (kws: string[]) => kws.length / 10;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { KeywordView } from '../../index/view/view.ts';
-import { queryReward } from '../../rewards/queryReward.ts';
-import { buildRelevance, relevantItems, relevantQueries } from '../../rewards/relevance.ts';
+import { buildRelevance } from '../../rewards/relevance.ts';
+import { queryReward, relevantItems, relevantQueries } from './_oracles.ts';
 
 const items = [
   { id: 'a', self: 'Apple Pie', keywords: ['dessert', 'baked apple'] },

@@ -3,12 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Query } from '../../index/core/types.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import { itemRewardFull } from '../../rewards/itemReward.ts';
-import { queryReward } from '../../rewards/queryReward.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
 import { buildRewardServer, parseLabel, stripChatTemplate } from '../../src/server/rewardServer.ts';
 import { LiveSnapshot } from '../../src/server/state.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
 import { catalogue, commitGeneration, listen, tempDir } from './_serverFixture.ts';
+import { queryReward } from '../rewards/_oracles.ts';
 
 const cat = catalogue(40, 2);
 const queries: Query[] = [

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/core/errors.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import { buildItemRewardCache, itemRewardIncremental, type ItemRewardCache, type ItemRewardContext } from '../../rewards/itemReward.ts';
-import { queryReward } from '../../rewards/queryReward.ts';
+import { queryReward } from '../rewards/_oracles.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
 import { ItemScorer, queryScorerData, QueryScorer, type RewardSample } from '../../rewards/scorer.ts';
 import { MAX_CONTEXTS, RewardPool } from '../../workers/pool.ts';
