@@ -26,13 +26,6 @@ export function queryInput(q: Query): GenerateInput {
   return { id: q.id, text: q.text };
 }
 
-/** The base generator's M keywords per item: the policy's deterministic candidate ranking. */
-export function baseItemKeywords(policy: EmbeddedPolicy, items: readonly Item[], M = DEFAULTS.sft.itemKeywords): Map<string, string[]> {
-  const out = new Map<string, string[]>();
-  for (const it of items) out.set(it.id, policy.rank(itemInput(it), M));
-  return out;
-}
-
 /** The N most frequent keywords pooled over each training query's relevant items. */
 export function buildQueryTargets(
   trainQueries: readonly Query[],

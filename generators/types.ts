@@ -70,17 +70,3 @@ export interface KeyValueStore {
   get(key: string): Promise<unknown | undefined>;
   put(key: string, value: unknown): Promise<void>;
 }
-
-/** An in-memory KeyValueStore (tests, one-off runs). */
-export function memoryStore(): KeyValueStore & { map: Map<string, unknown> } {
-  const map = new Map<string, unknown>();
-  return {
-    map,
-    async get(key) {
-      return map.has(key) ? structuredClone(map.get(key)) : undefined;
-    },
-    async put(key, value) {
-      map.set(key, structuredClone(value));
-    },
-  };
-}

@@ -5,7 +5,7 @@ export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
 }
 
-function fmt(fields?: Record<string, unknown>): string {
+export function fmt(fields?: Record<string, unknown>): string {
   if (!fields) return '';
   const parts = Object.entries(fields).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`);
   return parts.length ? ' ' + parts.join(' ') : '';
@@ -20,14 +20,3 @@ export const stderrLogger: Logger = {
 };
 
 export const silentLogger: Logger = { info: () => {}, warn: () => {}, debug: () => {} };
-
-/** A logger that keeps its lines, for tests that assert on what was reported. */
-export function memoryLogger(): Logger & { lines: string[] } {
-  const lines: string[] = [];
-  return {
-    lines,
-    info: (m, f) => lines.push(`info: ${m}${fmt(f)}`),
-    warn: (m, f) => lines.push(`warning: ${m}${fmt(f)}`),
-    debug: (m, f) => lines.push(`debug: ${m}${fmt(f)}`),
-  };
-}

@@ -34,8 +34,8 @@
  *                      can hear.
  *   itemCoverage       the same from the item side: share of Σ_i |S_i| in V_q.
  *   jaccard            |V_q ∩ V_i| / |V_q ∪ V_i| (0 when both are empty); shared = |V_q ∩ V_i|.
- * Diff (per side, from the first to the last generation of the range; `diffSnapshots`
- * compares any two): keywords added (in V_to \ V_from, with their c_k in `to`) and
+ * Diff (per side, from the first to the last generation of the range; `diffPrepared`
+ * compares any two prepared snapshots): keywords added (in V_to \ V_from, with their c_k in `to`) and
  * dropped (in V_from \ V_to, with their c_k in `from`), largest count first, ties by
  * keyword; each list capped at `limit` (default 50) with the uncapped totals alongside.
  *
@@ -419,11 +419,6 @@ export function diffPrepared(from: PreparedSnapshot, to: PreparedSnapshot, limit
     droppedTotal: dropped.length,
     kept,
   };
-}
-
-/** Diff between any two generations of one side. */
-export function diffSnapshots(from: GenerationSnapshot, to: GenerationSnapshot, limit = DEFAULT_DIFF_LIMIT): KeywordDiff {
-  return diffPrepared(prepareSnapshot(from), prepareSnapshot(to), limit);
 }
 
 // ---------------------------------------------------------------------------

@@ -309,16 +309,3 @@ export function normalized(v: Float32Array): Float32Array {
   if (n > 0) for (let j = 0; j < v.length; j++) out[j] = v[j] / n;
   return out;
 }
-
-/** Cosine of two vectors. */
-export function cosine(a: Float32Array, b: Float32Array): number {
-  let ab = 0;
-  let aa = 0;
-  let bb = 0;
-  for (let j = 0; j < a.length; j++) {
-    ab += a[j] * b[j];
-    aa += a[j] * a[j];
-    bb += b[j] * b[j];
-  }
-  return aa > 0 && bb > 0 ? ab / Math.sqrt(aa * bb) : 0;
-}

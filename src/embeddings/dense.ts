@@ -119,16 +119,6 @@ async function withCache<T>(path: string | null, fn: (db: CogrDb | null) => Prom
   }
 }
 
-/** Vectors of texts through the setup's cache. */
-export async function embedWith(
-  setup: EmbeddingsSetup,
-  texts: readonly string[],
-  log: Logger = silentLogger,
-  what?: string,
-): Promise<{ model: string; dim: number; vectors: Float32Array[] }> {
-  return withCache(setup.cachePath, (db) => embedTexts(texts, setup.client, { db, log, ...(what ? { what } : {}) }));
-}
-
 /** Every item's and query's vector (items first, then queries), cached. */
 export async function embedCorpus(
   corpus: Pick<Corpus, 'items' | 'queries'>,

@@ -345,11 +345,6 @@ export function f1Points(steps: readonly StepRecord[]): { round: number; side: S
   return out;
 }
 
-/** The F1 points of the run stored in a database (empty when it holds no run). */
-export async function storedF1Points(db: CogrDb): Promise<{ round: number; side: Side; f1: number }[]> {
-  return f1Points(await new RunState(db).steps());
-}
-
 /**
  * The run published at a database path (its config, split and steps, from
  * `published/run.json`), read without opening the database; null when there is no

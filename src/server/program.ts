@@ -374,17 +374,7 @@ async function unionAll(sets: Int32Array[], meter: WorkMeter, path: string): Pro
   return acc;
 }
 
-/** The matched set of a validated program, as sorted ordinals (cooperative and capped: WorkMeter). */
-export async function evaluateProgram(
-  node: ProgramNode,
-  ctx: ProgramContext,
-  meter: WorkMeter = new WorkMeter(),
-  path = 'program',
-): Promise<Int32Array> {
-  return evaluate(node, { ...ctx, probes: new Map() }, meter, path);
-}
-
-async function evaluate(node: ProgramNode, ctx: EvalContext, meter: WorkMeter, path: string): Promise<Int32Array> {
+export async function evaluate(node: ProgramNode, ctx: EvalContext, meter: WorkMeter, path: string): Promise<Int32Array> {
   const { view } = ctx;
   if ('keyword' in node) {
     const s = keywordSet(view, node.keyword);

@@ -7,7 +7,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isCogrError } from '../../index/core/errors.ts';
 import { llmOptionsFromEnv, OpenAIGenerator, type LlmOptions } from '../../generators/llm.ts';
 import { boundedKeywordListSchema, parseKeywordOutput } from '../../generators/parse.ts';
-import { memoryStore, type KeyValueStore } from '../../generators/types.ts';
+import type { KeyValueStore } from '../../generators/types.ts';
+import { memoryStore } from '../fixtures/memory.ts';
 
 type Reply = {
   status: number;

@@ -6,9 +6,9 @@ import { createRng } from '../../index/core/random.ts';
 import type { Item, Query } from '../../index/core/types.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { listPolicyRounds, loadPolicy, savePolicy } from '../../src/run/policies.ts';
-import { baseItemKeywords, buildQueryTargets, exportTrl, queryInput, runSft } from '../../generators/sft.ts';
+import { buildQueryTargets, exportTrl, itemInput, queryInput, runSft } from '../../generators/sft.ts';
 import { setF1 } from '../../generators/planner/planner.ts';
-import { memoryStore } from '../../generators/types.ts';
+import { memoryStore } from '../fixtures/memory.ts';
 
 // A synthetic corpus: each topic has its own vocabulary; items mix their topic's words with
 // noise; queries use a few topic words and are relevant to their topic's items.
@@ -33,6 +33,13 @@ function corpus(seed: number) {
     relevant.set(`q${q}`, new Set(byTopic[t]));
   }
   return { items, queries, relevant };
+}
+
+/** The base generator's M keywords per item: the policy's deterministic candidate ranking. */
+function baseItemKeywords(policy: EmbeddedPolicy, items: readonly Item[], M: number): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const it of items) out.set(it.id, policy.rank(itemInput(it), M));
+  return out;
 }
 
 describe('SFT (Algorithm 1)', () => {

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { firstInvalidUtf8 } from '../../src/datasets/common.ts';
 import { isCogrError, type ErrorCode } from '../../index/core/errors.ts';
-import { memoryLogger } from '../../index/core/log.ts';
+import { memoryLogger } from '../fixtures/memory.ts';
 import { listDatasets, loadDataset, registerDataset } from '../../src/datasets/index.ts';
 import { detectFormat } from '../../src/datasets/detect.ts';
 import { parseTsv } from '../../src/datasets/wands.ts';

@@ -1,15 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  analyzeDrift,
-  diffSnapshots,
-  entropyBits,
-  gini,
-  jaccard,
-  median,
-  type DriftInput,
-  type GenerationSnapshot,
-} from '../../src/drift/analyze.ts';
+import { analyzeDrift, entropyBits, gini, jaccard, median, type DriftInput, type GenerationSnapshot } from '../../src/drift/analyze.ts';
 import { isCogrError } from '../../index/core/errors.ts';
+import { diffSnapshots } from './_oracles.ts';
 
 const e = (id: string, keywords: string[], self = id) => ({ id, self, keywords });
 

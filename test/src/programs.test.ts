@@ -8,7 +8,6 @@ import { buildSearchServer } from '../../src/server/app.ts';
 import {
   buildFieldIndex,
   complementSorted,
-  evaluateProgram,
   explainProgramHit,
   explainProgramHits,
   intersectSorted,
@@ -21,6 +20,7 @@ import {
 import { LiveSnapshot } from '../../src/server/state.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
 import { catalogue, commitGeneration, fakeSource, listen, tempDir } from './_serverFixture.ts';
+import { evaluateProgram } from './_oracles.ts';
 
 const cat = catalogue(40, 2);
 const view = KeywordView.build('item', 1, cat.generations[1]);

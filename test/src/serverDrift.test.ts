@@ -7,13 +7,13 @@ import { openDb } from '../../index/store/db.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
 import { driftReportFromStore } from '../../src/drift/fromStore.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
-import { storedF1Points } from '../../src/run/state.ts';
 import { buildSearchServer } from '../../src/server/app.ts';
 import { storeDriftProvider } from '../../src/server/drift.ts';
 import { LiveSnapshot } from '../../src/server/state.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { storedF1Points } from './_oracles.ts';
 
 let dir = '';
 let dbPath = '';

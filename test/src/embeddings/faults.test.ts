@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openDb, type CogrDb } from '../../../index/store/db.ts';
 import { isCogrError } from '../../../index/core/errors.ts';
-import { EMBEDDINGS_SUBLEVEL, EmbeddingsClient, cosine, embedTexts } from '../../../src/embeddings/client.ts';
+import { EMBEDDINGS_SUBLEVEL, EmbeddingsClient, embedTexts } from '../../../src/embeddings/client.ts';
+import { cosine } from '../_oracles.ts';
 
 type Handler = (input: string[], n: number) => { status?: number; body?: string; stall?: boolean };
 

@@ -18,7 +18,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../../index/store/db.ts';
 import { isCogrError } from '../../../index/core/errors.ts';
-import { EmbeddingsClient, cosine, embedTexts } from '../../../src/embeddings/client.ts';
+import { EmbeddingsClient, embedTexts } from '../../../src/embeddings/client.ts';
+import { cosine } from '../_oracles.ts';
 
 const BIN = fileURLToPath(new URL('../../../bin/cogr.mjs', import.meta.url));
 const run = promisify(execFile);
