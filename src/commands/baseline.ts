@@ -8,18 +8,18 @@ import type { Command } from 'commander';
 import { cogrError } from '../../index/core/errors.ts';
 import { DEFAULTS } from '../../index/core/defaults.ts';
 import { stderrLogger } from '../../index/core/log.ts';
+import type { Corpus } from '../../index/core/types.ts';
 import { runBm25Baseline, type Bm25BaselineResult } from '../baseline/bm25.ts';
 import { checkBm25 } from '../baseline/expected.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { renderTable } from '../table.ts';
-import { parseIntFlag, parseNumberFlag, withDatasetOptions, type DatasetFlags, type EmbeddingsFlags } from './options.ts';
+import { parseChoice, parseIntFlag, parseNumberFlag, withDatasetOptions, type DatasetFlags, type EmbeddingsFlags } from './options.ts';
 import { RM3_DEFAULTS, runRm3Baseline } from '../baseline/rm3.ts';
 import { runModelBaseline } from '../baseline/model.ts';
 import { runDenseBaseline } from '../baseline/dense.ts';
 import { embeddingsFromFlags } from '../embeddings/dense.ts';
 import { TEXT_ANALYSES } from '../../index/text/english.ts';
 import { writeRunFile, type RunQuery } from '../trec.ts';
-import { parseChoice } from './options.ts';
 
 const RUN_FILE_HELP =
   "write every judged query's ranking (its top --max-cutoff items, at most 1000 for model) as a TREC run file (qid Q0 docid rank score tag; ties by docid as trec_eval)";
@@ -61,78 +61,108 @@ export function renderBm25(r: Bm25BaselineResult, title = `BM25 baseline on ${r.
   return `${head}${folds}\nranked metrics over all held-out queries (${what}):\n${ranked}`;
 }
 
+/** `--folds`, `--seed` and (for a ranking cut on the training folds) `--max-cutoff`: the options every baseline shares. */
+function withFoldOptions(cmd: Command, seedHelp: string, cutoff: boolean): Command {
+  cmd
+    .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
+    .option('--seed <n>', seedHelp, String(DEFAULTS.run.seed));
+  return cutoff ? cmd.option('--max-cutoff <n>', 'largest retrieval cut-off searched', String(DEFAULTS.baseline.maxCutoff)) : cmd;
+}
+
+/** `--run-file`, `--run-tag` and `--json`: how a baseline's result leaves the command. */
+function withOutputOptions(cmd: Command, runFileHelp: string, tag: string): Command {
+  return cmd
+    .option('--run-file <path>', runFileHelp)
+    .option('--run-tag <tag>', "the run file's tag column", tag)
+    .option('--json', 'print one JSON object on stdout');
+}
+
+interface FoldFlags extends DatasetFlags {
+  folds: string;
+  seed: string;
+  maxCutoff?: string;
+  runFile?: string;
+  runTag: string;
+  json?: boolean;
+}
+
+function parseFolds(opts: FoldFlags): { folds: number; seed: number; maxCutoff: number } {
+  return {
+    folds: parseIntFlag('--folds', opts.folds, 2)!,
+    seed: parseIntFlag('--seed', opts.seed, 0)!,
+    maxCutoff: opts.maxCutoff === undefined ? DEFAULTS.baseline.maxCutoff : parseIntFlag('--max-cutoff', opts.maxCutoff, 1)!,
+  };
+}
+
+async function loadCorpus(opts: DatasetFlags): Promise<Corpus> {
+  const format = parseFormat(opts.format);
+  return (await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger })).corpus;
+}
+
+/** Write the run file, then the result: one JSON object with --json, else the text. */
+async function emit(opts: FoldFlags, run: RunQuery[], r: unknown, text: () => string): Promise<void> {
+  await writeRun(opts.runFile, run, opts.runTag);
+  process.stdout.write(opts.json ? JSON.stringify(r) + '\n' : text());
+}
+
 export function register(program: Command): void {
   const baseline = program.command('baseline');
-  withDatasetOptions(
-    baseline.command('bm25').description('BM25 over raw item text with the retrieval cut-off tuned on training folds to maximise F1'),
+  withOutputOptions(
+    withFoldOptions(
+      withDatasetOptions(
+        baseline.command('bm25').description('BM25 over raw item text with the retrieval cut-off tuned on training folds to maximise F1'),
+      ),
+      'seed of the fold assignment',
+      true,
+    ),
+    RUN_FILE_HELP,
+    'cogr-bm25',
   )
-    .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
-    .option('--seed <n>', 'seed of the fold assignment', String(DEFAULTS.run.seed))
-    .option('--max-cutoff <n>', 'largest retrieval cut-off searched', String(DEFAULTS.baseline.maxCutoff))
     .option(
       '--analysis <name>',
       `text analysis: lucene (Lucene's EnglishAnalyzer, as Pyserini: UAX #29 words, possessives, 33 stop words, Porter v1) | wink (lower-case letter/digit runs, wink's stop words, no stemming) (default ${DEFAULTS.baseline.analysis})`,
       DEFAULTS.baseline.analysis,
     )
-    .option('--run-file <path>', RUN_FILE_HELP)
-    .option('--run-tag <tag>', "the run file's tag column", 'cogr-bm25')
-    .option('--json', 'print one JSON object on stdout')
     .option('--check', 'compare with data/expected-quality.json (5 folds, seed 1, per analysis); exit non-zero when a metric is off')
-    .action(
-      async (
-        opts: DatasetFlags & {
-          folds: string;
-          seed: string;
-          maxCutoff: string;
-          analysis: string;
-          runFile?: string;
-          runTag: string;
-          json?: boolean;
-          check?: boolean;
-        },
-      ) => {
-        const folds = parseIntFlag('--folds', opts.folds, 2)!;
-        const seed = parseIntFlag('--seed', opts.seed, 0)!;
-        const maxCutoff = parseIntFlag('--max-cutoff', opts.maxCutoff, 1)!;
-        const analysis = parseChoice('--analysis', opts.analysis, TEXT_ANALYSES);
-        const format = parseFormat(opts.format);
-        const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
-        const run: RunQuery[] = [];
-        const r = runBm25Baseline(corpus, { folds, seed, maxCutoff, analysis, logger: stderrLogger, run });
+    .action(async (opts: FoldFlags & { analysis: string; check?: boolean }) => {
+      const { folds, seed, maxCutoff } = parseFolds(opts);
+      const analysis = parseChoice('--analysis', opts.analysis, TEXT_ANALYSES);
+      const corpus = await loadCorpus(opts);
+      const run: RunQuery[] = [];
+      const r = runBm25Baseline(corpus, { folds, seed, maxCutoff, analysis, logger: stderrLogger, run });
+      if (opts.check) {
         await writeRun(opts.runFile, run, opts.runTag);
-        if (opts.check) {
-          if (folds !== 5 || seed !== 1) throw cogrError('INVALID_ARGUMENT', '--check: the expected figures are for --folds 5 --seed 1');
-          const rows = checkBm25(corpus.name, r, analysis);
-          const bad = rows.filter((x) => !x.ok);
-          if (opts.json) process.stdout.write(JSON.stringify({ dataset: corpus.name, ok: bad.length === 0, rows }) + '\n');
-          else
-            process.stdout.write(
-              rows
-                .map((x) => `${x.ok ? 'ok  ' : 'FAIL'} ${x.metric.padEnd(9)} expected ${f4(x.expected)} measured ${f4(x.measured)}`)
-                .join('\n') + '\n',
-            );
-          if (bad.length > 0)
-            throw cogrError(
-              'QUALITY_REGRESSION',
-              `BM25 on ${corpus.name} is off the expected figures: ${bad.map((x) => x.metric).join(', ')}`,
-            );
-          return;
-        }
-        if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
-        else process.stdout.write(renderBm25(r));
-      },
-    );
+        if (folds !== 5 || seed !== 1) throw cogrError('INVALID_ARGUMENT', '--check: the expected figures are for --folds 5 --seed 1');
+        const rows = checkBm25(corpus.name, r, analysis);
+        const bad = rows.filter((x) => !x.ok);
+        if (opts.json) process.stdout.write(JSON.stringify({ dataset: corpus.name, ok: bad.length === 0, rows }) + '\n');
+        else
+          process.stdout.write(
+            rows
+              .map((x) => `${x.ok ? 'ok  ' : 'FAIL'} ${x.metric.padEnd(9)} expected ${f4(x.expected)} measured ${f4(x.measured)}`)
+              .join('\n') + '\n',
+          );
+        if (bad.length > 0)
+          throw cogrError(
+            'QUALITY_REGRESSION',
+            `BM25 on ${corpus.name} is off the expected figures: ${bad.map((x) => x.metric).join(', ')}`,
+          );
+        return;
+      }
+      await emit(opts, run, r, () => renderBm25(r));
+    });
 
-  withDatasetOptions(
-    baseline
-      .command('rm3')
-      .description(
-        "BM25 + RM3 pseudo-relevance feedback (Anserini's defaults: 10 feedback items, 10 terms, original query weight 0.5), cut-off tuned on training folds",
-      ),
+  withFoldOptions(
+    withDatasetOptions(
+      baseline
+        .command('rm3')
+        .description(
+          "BM25 + RM3 pseudo-relevance feedback (Anserini's defaults: 10 feedback items, 10 terms, original query weight 0.5), cut-off tuned on training folds",
+        ),
+    ),
+    'seed of the fold assignment',
+    true,
   )
-    .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
-    .option('--seed <n>', 'seed of the fold assignment', String(DEFAULTS.run.seed))
-    .option('--max-cutoff <n>', 'largest retrieval cut-off searched', String(DEFAULTS.baseline.maxCutoff))
     .option('--fb-docs <n>', 'feedback items', String(RM3_DEFAULTS.fbDocs))
     .option('--fb-terms <n>', 'feedback terms', String(RM3_DEFAULTS.fbTerms))
     .option('--original-query-weight <x>', 'weight of the original query in the expanded one', String(RM3_DEFAULTS.originalQueryWeight))
@@ -144,56 +174,37 @@ export function register(program: Command): void {
     .option('--run-file <path>', RUN_FILE_HELP)
     .option('--run-tag <tag>', "the run file's tag column", 'cogr-rm3')
     .option('--json', 'print one JSON object on stdout')
-    .action(
-      async (
-        opts: DatasetFlags & {
-          folds: string;
-          seed: string;
-          maxCutoff: string;
-          fbDocs: string;
-          fbTerms: string;
-          originalQueryWeight: string;
-          analysis: string;
-          runFile?: string;
-          runTag: string;
-          json?: boolean;
-        },
-      ) => {
-        const folds = parseIntFlag('--folds', opts.folds, 2)!;
-        const seed = parseIntFlag('--seed', opts.seed, 0)!;
-        const maxCutoff = parseIntFlag('--max-cutoff', opts.maxCutoff, 1)!;
-        const rm3 = {
-          fbDocs: parseIntFlag('--fb-docs', opts.fbDocs, 1)!,
-          fbTerms: parseIntFlag('--fb-terms', opts.fbTerms, 1)!,
-          originalQueryWeight: parseNumberFlag('--original-query-weight', opts.originalQueryWeight, { integer: false })!,
-        };
-        const format = parseFormat(opts.format);
-        const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
-        const analysis = parseChoice('--analysis', opts.analysis, TEXT_ANALYSES);
-        const run: RunQuery[] = [];
-        const r = runRm3Baseline(corpus, { folds, seed, maxCutoff, analysis, rm3, logger: stderrLogger, run });
-        await writeRun(opts.runFile, run, opts.runTag);
-        if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
-        else
-          process.stdout.write(
-            renderBm25(
-              r,
-              `BM25 + RM3 baseline on ${r.dataset} (${r.rm3.fbDocs} feedback items, ${r.rm3.fbTerms} terms, original query weight ${r.rm3.originalQueryWeight})`,
-              'BM25 + RM3 ranking, top 1000',
-            ),
-          );
-      },
-    );
+    .action(async (opts: FoldFlags & { fbDocs: string; fbTerms: string; originalQueryWeight: string; analysis: string }) => {
+      const { folds, seed, maxCutoff } = parseFolds(opts);
+      const rm3 = {
+        fbDocs: parseIntFlag('--fb-docs', opts.fbDocs, 1)!,
+        fbTerms: parseIntFlag('--fb-terms', opts.fbTerms, 1)!,
+        originalQueryWeight: parseNumberFlag('--original-query-weight', opts.originalQueryWeight, { integer: false })!,
+      };
+      const corpus = await loadCorpus(opts);
+      const analysis = parseChoice('--analysis', opts.analysis, TEXT_ANALYSES);
+      const run: RunQuery[] = [];
+      const r = runRm3Baseline(corpus, { folds, seed, maxCutoff, analysis, rm3, logger: stderrLogger, run });
+      await emit(opts, run, r, () =>
+        renderBm25(
+          r,
+          `BM25 + RM3 baseline on ${r.dataset} (${r.rm3.fbDocs} feedback items, ${r.rm3.fbTerms} terms, original query weight ${r.rm3.originalQueryWeight})`,
+          'BM25 + RM3 ranking, top 1000',
+        ),
+      );
+    });
 
-  withDatasetOptions(
-    baseline
-      .command('model')
-      .description(
-        "the planner's relevance model p(item | query) without the keyword constraint: every item sorted by p, cut where the expected F1 peaks (α tuned on training folds)",
-      ),
+  withFoldOptions(
+    withDatasetOptions(
+      baseline
+        .command('model')
+        .description(
+          "the planner's relevance model p(item | query) without the keyword constraint: every item sorted by p, cut where the expected F1 peaks (α tuned on training folds)",
+        ),
+    ),
+    'seed of the fold assignment and the fit',
+    false,
   )
-    .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
-    .option('--seed <n>', 'seed of the fold assignment and the fit', String(DEFAULTS.run.seed))
     .option(
       '--relevance-analysis <name>',
       `the words of the relevance model's text BM25 features: wink | lucene (default ${DEFAULTS.relevance.textAnalysis})`,
@@ -205,31 +216,22 @@ export function register(program: Command): void {
     )
     .option('--run-tag <tag>', "the run file's tag column", 'cogr-model')
     .option('--json', 'print one JSON object on stdout')
-    .action(
-      async (
-        opts: DatasetFlags & { folds: string; seed: string; relevanceAnalysis: string; runFile?: string; runTag: string; json?: boolean },
-      ) => {
-        const folds = parseIntFlag('--folds', opts.folds, 2)!;
-        const seed = parseIntFlag('--seed', opts.seed, 0)!;
-        const textAnalysis = parseChoice('--relevance-analysis', opts.relevanceAnalysis, TEXT_ANALYSES);
-        const format = parseFormat(opts.format);
-        const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
-        const run: RunQuery[] = [];
-        const r = runModelBaseline(corpus, { folds, seed, relevance: { textAnalysis }, logger: stderrLogger, run });
-        await writeRun(opts.runFile, run, opts.runTag);
-        if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
-        else
-          process.stdout.write(
-            renderBm25(
-              r,
-              `relevance-model baseline on ${r.dataset} (expected-F1 cut; α per fold ${r.alphas.join(', ')}; cutoff = mean set size)`,
-              'items by p, top 1000',
-            ),
-          );
-      },
-    );
+    .action(async (opts: FoldFlags & { relevanceAnalysis: string }) => {
+      const { folds, seed } = parseFolds(opts);
+      const textAnalysis = parseChoice('--relevance-analysis', opts.relevanceAnalysis, TEXT_ANALYSES);
+      const corpus = await loadCorpus(opts);
+      const run: RunQuery[] = [];
+      const r = runModelBaseline(corpus, { folds, seed, relevance: { textAnalysis }, logger: stderrLogger, run });
+      await emit(opts, run, r, () =>
+        renderBm25(
+          r,
+          `relevance-model baseline on ${r.dataset} (expected-F1 cut; α per fold ${r.alphas.join(', ')}; cutoff = mean set size)`,
+          'items by p, top 1000',
+        ),
+      );
+    });
 
-  withDatasetOptions(
+  const denseCmd = withDatasetOptions(
     baseline
       .command('dense')
       .description(
@@ -242,50 +244,25 @@ export function register(program: Command): void {
       '--embeddings-timeout <ms>',
       'deadline of one embeddings request in milliseconds (default $COGR_EMBEDDINGS_TIMEOUT_MS, else 120000)',
     )
-    .option('--db <dir>', 'the database caching the vectors by model and text digest (default $COGR_HOME/db)')
-    .option('--folds <n>', 'cross-validation folds over judged queries', String(DEFAULTS.run.folds))
-    .option('--seed <n>', 'seed of the fold assignment', String(DEFAULTS.run.seed))
-    .option('--max-cutoff <n>', 'largest retrieval cut-off searched', String(DEFAULTS.baseline.maxCutoff))
-    .option('--run-file <path>', RUN_FILE_HELP)
-    .option('--run-tag <tag>', "the run file's tag column", 'cogr-dense')
-    .option('--json', 'print one JSON object on stdout')
-    .action(
-      async (
-        opts: DatasetFlags &
-          EmbeddingsFlags & {
-            model?: string;
-            db?: string;
-            folds: string;
-            seed: string;
-            maxCutoff: string;
-            runFile?: string;
-            runTag: string;
-            json?: boolean;
-          },
-      ) => {
-        const folds = parseIntFlag('--folds', opts.folds, 2)!;
-        const seed = parseIntFlag('--seed', opts.seed, 0)!;
-        const maxCutoff = parseIntFlag('--max-cutoff', opts.maxCutoff, 1)!;
-        const setup = embeddingsFromFlags({
-          embeddings: opts.embeddings,
-          ...(opts.model !== undefined ? { embeddingsModel: opts.model } : {}),
-          ...(opts.embeddingsTimeout !== undefined ? { embeddingsTimeout: opts.embeddingsTimeout } : {}),
-          ...(opts.db !== undefined ? { embeddingsCache: opts.db } : {}),
-        })!;
-        const format = parseFormat(opts.format);
-        const { corpus } = await loadDataset(opts.dataset, { ...(format ? { format } : {}), logger: stderrLogger });
-        const run: RunQuery[] = [];
-        const r = await runDenseBaseline(corpus, setup, { folds, seed, maxCutoff, logger: stderrLogger }, run);
-        await writeRun(opts.runFile, run, opts.runTag);
-        if (opts.json) process.stdout.write(JSON.stringify(r) + '\n');
-        else
-          process.stdout.write(
-            renderBm25(
-              r,
-              `dense baseline on ${r.dataset} (${r.model}, dimension ${r.dim}, cosine over all items)`,
-              'items by cosine, top 1000',
-            ).replace(/, k1=[\d.]+ b=[\d.]+/, ''),
-          );
-      },
+    .option('--db <dir>', 'the database caching the vectors by model and text digest (default $COGR_HOME/db)');
+  const dense = withOutputOptions(withFoldOptions(denseCmd, 'seed of the fold assignment', true), RUN_FILE_HELP, 'cogr-dense');
+  dense.action(async (opts: FoldFlags & EmbeddingsFlags & { model?: string; db?: string }) => {
+    const { folds, seed, maxCutoff } = parseFolds(opts);
+    const setup = embeddingsFromFlags({
+      embeddings: opts.embeddings,
+      ...(opts.model !== undefined ? { embeddingsModel: opts.model } : {}),
+      ...(opts.embeddingsTimeout !== undefined ? { embeddingsTimeout: opts.embeddingsTimeout } : {}),
+      ...(opts.db !== undefined ? { embeddingsCache: opts.db } : {}),
+    })!;
+    const corpus = await loadCorpus(opts);
+    const run: RunQuery[] = [];
+    const r = await runDenseBaseline(corpus, setup, { folds, seed, maxCutoff, logger: stderrLogger }, run);
+    await emit(opts, run, r, () =>
+      renderBm25(
+        r,
+        `dense baseline on ${r.dataset} (${r.model}, dimension ${r.dim}, cosine over all items)`,
+        'items by cosine, top 1000',
+      ).replace(/, k1=[\d.]+ b=[\d.]+/, ''),
     );
+  });
 }
