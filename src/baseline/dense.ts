@@ -33,7 +33,7 @@ export function runDenseOnVectors(
     const q = vectors.queries.get(text);
     if (q === undefined) throw cogrError('INTERNAL', `dense baseline: no vector for the query text ${JSON.stringify(text.slice(0, 60))}`);
     const scores = index.scores(q);
-    return Array.from(index.rank(q, limit), (i) => ({ id: index.ids[i], score: scores[i] }));
+    return Array.from(index.rank(scores, limit), (i) => ({ id: index.ids[i], score: scores[i] }));
   };
   const r = runRankedBaseline(corpus, o, rank, 'dense', logger, run);
   return { method: 'dense', model: vectors.model, dim: vectors.dim, endpoint, ...r };

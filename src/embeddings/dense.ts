@@ -55,9 +55,8 @@ export class DenseIndex {
     return out;
   }
 
-  /** Row indices by cosine, best first (ties by index), at most `limit`. */
-  rank(query: Float32Array, limit = this.size): Int32Array {
-    const s = this.scores(query);
+  /** Row indices by score (`scores(query)`), best first (ties by index), at most `limit`. */
+  rank(s: Float64Array, limit = this.size): Int32Array {
     const order = Int32Array.from({ length: this.size }, (_, i) => i).sort((a, b) => s[b] - s[a] || a - b);
     return order.subarray(0, Math.min(limit, this.size));
   }
