@@ -33,8 +33,13 @@ async function writeRun(path: string | undefined, run: RunQuery[], tag: string):
 
 const f4 = (x: number): string => x.toFixed(4);
 
-export function renderBm25(r: Bm25BaselineResult, title = `BM25 baseline on ${r.dataset}`, what = 'BM25 ranking, top 1000'): string {
-  const head = `${title}: ${r.items} items, ${r.judgedQueries} judged queries, ${r.folds} folds (seed ${r.seed}), k1=${r.k1} b=${r.b}, ${r.analysis} analysis\n\n`;
+export function renderBm25(
+  r: Bm25BaselineResult,
+  title = `BM25 baseline on ${r.dataset}`,
+  what = 'BM25 ranking, top 1000',
+  params: string | null = `k1=${r.k1} b=${r.b}, ${r.analysis} analysis`,
+): string {
+  const head = `${title}: ${r.items} items, ${r.judgedQueries} judged queries, ${r.folds} folds (seed ${r.seed})${params === null ? '' : `, ${params}`}\n\n`;
   const rows = r.perFold.map((f) => [
     String(f.fold),
     String(f.trainQueries),
@@ -262,7 +267,8 @@ export function register(program: Command): void {
         r,
         `dense baseline on ${r.dataset} (${r.model}, dimension ${r.dim}, cosine over all items)`,
         'items by cosine, top 1000',
-      ).replace(/, k1=[\d.]+ b=[\d.]+/, ''),
+        null,
+      ),
     );
   });
 }
