@@ -44,7 +44,9 @@ export const DEFAULTS = deepFreeze({
     /** A half-round is adopted when its mean dev gain is at least this many standard errors (and not negative). */
     adoptZ: 1,
     /** What the adoption test pairs: 'dev' (the dev queries) or 'pooled' (the dev queries and the core training queries scored as held out; the dev gain must still be ≥ 0). */
-    adoptOn: 'dev' as 'dev' | 'pooled',
+    adoptOn: 'dev' as 'dev' | 'pooled' | 'crossfit',
+    /** Inner folds of the core training queries for `adoptOn: 'crossfit'` (a shadow half-round per fold). */
+    crossfitFolds: 2,
     /** The served set's floor: fallback (top c by p when nothing matches), auto (and top m by p added to every set), none; c and m chosen on training queries. */
     floor: 'fallback' as 'fallback' | 'auto' | 'none',
     /** The floors m tried (0 = none) and the largest fallback c. */

@@ -40,9 +40,9 @@ import { cogrError } from '../../index/core/errors.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import { createRng, deriveSeed, shuffle } from '../../index/core/random.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
-import { normalizeKeyword } from '../../index/text/normalize.ts';
+import { makeKeywordNormalizer, normalizeKeyword } from '../../index/text/normalize.ts';
 import type { Corpus, Item, Query, Side } from '../../index/core/types.ts';
-import type { KeywordView } from '../../index/view/view.ts';
+import { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
 import type { QueryOffer, QuerySide } from '../../generators/policy/candidates.ts';
 import { KeywordPlanner, topByP, type PlannerGrpoSample } from '../../generators/planner/planner.ts';
@@ -285,8 +285,17 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
   const best = bestStep(done);
   // A half-round is adopted when its dev gain over the best adopted step is not negative
   // and not within the noise of the dev queries (adoptionTest).
-  const pooled = ctx.config.adoptOn === 'pooled' ? { candidate: rec.trainEval, best: best?.trainEval } : undefined;
-  const test = phase === 'sft' ? null : adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled);
+  let pooled: { candidate: QuerySetF | undefined; best: QuerySetF | undefined } | undefined =
+    ctx.config.adoptOn === 'pooled' ? { candidate: rec.trainEval, best: best?.trainEval } : undefined;
+  // Cross-fitted: the dev queries beside every core training query scored by a shadow of the
+  // half-round that never saw it, one test over all of them.
+  const crossfit = ctx.config.adoptOn === 'crossfit' && phase !== 'sft' && rec.dev !== null && best?.dev != null;
+  if (crossfit) {
+    const cf = await crossfitScores(ctx, name, phase, done);
+    pooled = cf;
+    rec.crossfit = { ...meanGain(cf.candidate.perQuery, cf.best.perQuery), queries: cf.candidate.queries, folds: CROSSFIT_FOLDS };
+  }
+  const test = phase === 'sft' ? null : adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !crossfit });
   const adopted = test === null || test.adopted;
   if (test && rec.dev) rec.devGain = { gain: test.gain, se: test.se, ...(test.queries !== undefined ? { queries: test.queries } : {}) };
   const m = rec.metrics;
@@ -294,6 +303,83 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
     `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  dev F1=${rec.dev ? rec.dev.f1.toFixed(4) : '—'}${phase === 'sft' ? '' : adopted ? ' (adopted)' : ' (not adopted)'}  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
   );
   return { ...rec, adopted, finishedAt: new Date().toISOString() };
+}
+
+/** Inner folds of the cross-fitted adoption test (`--adopt-on crossfit`). */
+const CROSSFIT_FOLDS = DEFAULTS.run.crossfitFolds;
+
+/** The core training queries in `CROSSFIT_FOLDS` inner folds (seeded by the run's seed, the same for every step). */
+function innerFolds(ctx: Ctx): Query[][] {
+  const order = shuffle(ctx.coreQueries, createRng(deriveSeed(ctx.config.seed, 'crossfit')));
+  const folds: Query[][] = Array.from({ length: CROSSFIT_FOLDS }, () => []);
+  order.forEach((q, i) => folds[i % CROSSFIT_FOLDS].push(q));
+  return folds;
+}
+
+/**
+ * The cross-fitted scores of a half-round (`--adopt-on crossfit`): for every inner fold h of
+ * the core training queries, a shadow of the half-round is trained from the same base step
+ * on the other folds' queries only (their judgements, their offers, their rewards) and the
+ * queries of fold h — which that shadow never saw — are planned and searched as held out
+ * (no {q}, their own names and judgements left out) with the shadow's generation
+ * (`candidate`) and with the base step's (`best`), paired per query. A shadow's
+ * generators and generation stay in memory: nothing of it is stored. Held-out and dev
+ * queries play no part.
+ */
+async function crossfitScores(
+  ctx: Ctx,
+  step: string,
+  phase: Side,
+  done: readonly StepRecord[],
+): Promise<{ candidate: QuerySetF; best: QuerySetF }> {
+  const base = baseStep(done);
+  const folds = innerFolds(ctx);
+  const cand: number[] = [];
+  const prev: number[] = [];
+  const baseItems = await ctx.store.openView('item', base.itemGeneration, { shared: true });
+  for (let h = 0; h < folds.length; h++) {
+    const scored = folds[h];
+    if (scored.length === 0) continue;
+    const train = folds.flatMap((f, j) => (j === h ? [] : f));
+    const shadowStep = `${step}~cf${h}`;
+    let shadowF: number[];
+    if (phase === 'query') {
+      const { planner } = await trainQueryHalf(ctx, shadowStep, done, baseItems, train);
+      // Scored before the base planner is loaded (the planners share the run's relevance model).
+      shadowF = trainingAsHeldOut(ctx, planner, baseItems, false, ctx.floor, undefined, scored).perQuery;
+    } else {
+      const queryView = await ctx.store.openView('query', base.queryGeneration, { shared: true });
+      const { policy } = await trainItemHalf(ctx, shadowStep, done, baseItems, queryView, train);
+      const shadowItems = memoryView(ctx, decodeItems(ctx, policy, shadowStep));
+      const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+      shadowF = trainingAsHeldOut(ctx, planner, shadowItems, false, ctx.floor, undefined, scored).perQuery;
+    }
+    const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+    const baseF = trainingAsHeldOut(ctx, planner, baseItems, false, ctx.floor, undefined, scored).perQuery;
+    cand.push(...shadowF);
+    prev.push(...baseF);
+  }
+  const setF = (perQuery: number[]): QuerySetF => ({
+    queries: perQuery.length,
+    f1: perQuery.reduce((a, b) => a + b, 0) / Math.max(1, perQuery.length),
+    perQuery,
+  });
+  return { candidate: setF(cand), best: setF(prev) };
+}
+
+/** A generation held in memory, built as the store builds a committed one (the writer's normalisation, the run's analyzer). */
+function memoryView(ctx: Ctx, entries: readonly { id: string; self: string; keywords: string[] }[]): KeywordView {
+  const norm = makeKeywordNormalizer({ memo: 0 });
+  const normalised = entries.map((e) => ({ id: e.id, self: norm.self(e.self), keywords: norm.set(e.keywords).keywords }));
+  return KeywordView.build('item', -1, normalised, { analyzer: ctx.config.analyzer });
+}
+
+function meanGain(candidate: readonly number[], best: readonly number[]): { gain: number; se: number } {
+  const d = candidate.map((f, i) => f - best[i]);
+  const n = d.length;
+  const mean = n ? d.reduce((a, b) => a + b, 0) / n : 0;
+  const sd = n > 1 ? Math.sqrt(d.reduce((a, b) => a + (b - mean) * (b - mean), 0) / (n - 1)) : 0;
+  return { gain: mean, se: n ? sd / Math.sqrt(n) : 0 };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -377,11 +463,12 @@ function trainingAsHeldOut(
   rankings: boolean,
   floor: Floor = ctx.floor,
   keywordsOf?: (q: Query) => string[],
+  queries: readonly Query[] = ctx.coreQueries,
 ): { metrics: HeldOutMetrics; perQuery: number[] } {
   planner.attachOpposite(itemView);
   return evaluateQueries(
     itemView,
-    ctx.coreQueries,
+    queries,
     keywordsOf ?? ((q) => planner.plan(queryInput(q), { asHeldOut: true }).keywords),
     ctx.corpus,
     ctx.config.beta,
@@ -454,10 +541,10 @@ function chooseRank(
 }
 
 /** α tuned on the core training queries (planned as held out) against the attached item generation. */
-function tuneAlpha(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): void {
+function tuneAlpha(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, queries: readonly Query[] = ctx.coreQueries): void {
   const rel = relevantOrdinals(itemView, ctx.coreRelevant);
   const none = new Set<number>();
-  planner.tuneAlpha(ctx.coreQueries.map(queryInput), (id) => rel.get(id) ?? none);
+  planner.tuneAlpha(queries.map(queryInput), (id) => rel.get(id) ?? none);
 }
 
 async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
@@ -673,26 +760,33 @@ function baseStep(done: readonly StepRecord[]): StepRecord {
   return b;
 }
 
-async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
+/**
+ * A query half-round's training: the planner of the step it builds on fits α to the frozen
+ * item generation, then GRPO fine-tunes it; rewards are the F1 of the matched set, every
+ * query scored as held out (no {q}; its own names left out too). `queries` are the
+ * queries trained on (the core training queries; a part of them for a cross-fitted shadow),
+ * `step` names the random streams.
+ */
+async function trainQueryHalf(
+  ctx: Ctx,
+  step: string,
+  done: readonly StepRecord[],
+  itemView: KeywordView,
+  queries: readonly Query[],
+): Promise<{ planner: KeywordPlanner; stats: TrainStats }> {
   const { config } = ctx;
-  const step = `r${round}-query`;
-  const t0 = Date.now();
-  const base = baseStep(done);
-  const itemView = await ctx.store.openView('item', base.itemGeneration);
   const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
   planner.attachOpposite(itemView);
-  // The planner first fits α to the frozen item generation, then GRPO fine-tunes it.
-  tuneAlpha(ctx, planner, itemView);
-  // Rewards: F1 of the matched set, every training query scored as held out (no {q}; its label is left out too).
-  const scorer = heldOutQueryScorer(itemView, ctx.coreQueries, ctx.coreRelevant, planner, config);
+  tuneAlpha(ctx, planner, itemView, queries);
+  const scorer = heldOutQueryScorer(itemView, queries, ctx.coreRelevant, planner, config);
   const stats = await trainPhase(ctx, {
     side: 'query',
     step,
     epochs: config.queryEpochs,
     batchSize: QUERY_BATCH,
     groupText: (q) => q.text,
-    entities: ctx.coreQueries,
-    entitiesForEpoch: (rng) => shuffle(ctx.coreQueries, rng),
+    entities: queries,
+    entitiesForEpoch: (rng) => shuffle(queries, rng),
     sample: (q, rng) =>
       Array.from({ length: config.groupSize }, (_, s) => {
         const r = planner.plan(queryInput(q), { temperature: config.rolloutTemperature, rng: rng(s), asHeldOut: true });
@@ -711,6 +805,15 @@ async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     },
     rewardLabel: (m) => `mean F1 reward ${m.toFixed(4)}`,
   });
+  return { planner, stats };
+}
+
+async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
+  const step = `r${round}-query`;
+  const t0 = Date.now();
+  const base = baseStep(done);
+  const itemView = await ctx.store.openView('item', base.itemGeneration);
+  const { planner, stats } = await trainQueryHalf(ctx, step, done, itemView, ctx.coreQueries);
   await savePlanner(ctx.policies, round, planner);
   const queryGen = await commitGeneration(ctx, 'query', planQueries(ctx, planner), { step, round }, base.queryGeneration);
   const queryView = await ctx.store.openView('query', queryGen);
@@ -835,63 +938,85 @@ export function ownNames(planner: KeywordPlanner | null, text: string): string[]
   return out;
 }
 
-async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
+/**
+ * An item half-round's training: GRPO on the item policy of the step it builds on against
+ * the frozen query generation, with the incremental counterfactual reward over `queries`
+ * (their judgements count, and only they offer items keywords: the core training queries;
+ * a part of them for a cross-fitted shadow). `step` names the random streams.
+ */
+async function trainItemHalf(
+  ctx: Ctx,
+  step: string,
+  done: readonly StepRecord[],
+  itemView: KeywordView,
+  queryView: KeywordView,
+  queries: readonly Query[],
+): Promise<{ policy: EmbeddedPolicy; stats: TrainStats }> {
   const { config } = ctx;
-  const step = `r${round}-item`;
-  const t0 = Date.now();
-  const base = baseStep(done);
-  const itemView = await ctx.store.openView('item', base.itemGeneration, { shared: true });
-  const queryView = await ctx.store.openView('query', base.queryGeneration, { shared: true });
   const policy = await loadPolicy(ctx.policies, 'item', generatorRound(done, 'item'));
   const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'item', 0) : undefined;
   const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
   planner.attachOpposite(itemView);
-  const offers = queryOffers({ items: ctx.corpus.items, queries: ctx.coreQueries, relevant: ctx.coreRelevant, config }, planner, queryView);
+  const offers = queryOffers({ items: ctx.corpus.items, queries, relevant: ctx.coreRelevant, config }, planner, queryView);
   for (const p of [policy, reference]) {
     p?.attachOpposite(queryView);
     p?.attachQuerySide(offers);
   }
-  const judgements = { relevant: ctx.coreRelevant, counted: new Set(ctx.coreQueries.map((q) => q.id)) };
+  const judgements = { relevant: ctx.coreRelevant, counted: new Set(queries.map((q) => q.id)) };
   const relevance = buildRelevance(queryView, itemView, judgements.relevant, judgements.counted, { shared: true });
   const pool = ctx.pool();
   const cache = await pool.buildItemCache({ itemView, queryView, relevance }, { signal: ctx.signal });
   const contextId = pool.setContext(
     itemScorerData(itemView, queryView, judgements, scorerOptions(config), { shared: true, relevance, cache }),
   );
-  const stats = await trainPhase(ctx, {
-    side: 'item',
-    step,
-    epochs: config.itemEpochs,
-    batchSize: ITEM_BATCH,
-    groupText: (it) => it.title,
-    entities: ctx.corpus.items,
-    entitiesForEpoch: (rng) => itemsForEpoch(ctx.corpus.items, config.itemsPerEpoch, rng),
-    sample: (it, rng) =>
-      Array.from({ length: config.groupSize }, (_, s) =>
-        policy.sample(itemInput(it), { temperature: config.rolloutTemperature, rng: rng(s) }),
-      ),
-    score: (samples) => pool.rewards(samples, { contextId, signal: ctx.signal }),
-    update: (samples) => {
-      const batch: GrpoSample[] = samples.map((x) => ({
-        input: itemInput(x.entity),
-        keywords: x.rollout.keywords,
-        oldLogProb: x.rollout.logProb,
-        advantage: x.advantage,
-      }));
-      policy.grpoUpdate(batch, {
-        clip: config.clip,
-        klCoef: config.klCoef,
-        reference,
-        lr: config.lr,
-        temperature: config.rolloutTemperature,
-      });
-    },
-    rewardLabel: (m) => `mean ΔΣF1 reward ${m.toExponential(3)}`,
-  });
-  pool.dropContext(contextId);
+  try {
+    const stats = await trainPhase(ctx, {
+      side: 'item',
+      step,
+      epochs: config.itemEpochs,
+      batchSize: ITEM_BATCH,
+      groupText: (it) => it.title,
+      entities: ctx.corpus.items,
+      entitiesForEpoch: (rng) => itemsForEpoch(ctx.corpus.items, config.itemsPerEpoch, rng),
+      sample: (it, rng) =>
+        Array.from({ length: config.groupSize }, (_, s) =>
+          policy.sample(itemInput(it), { temperature: config.rolloutTemperature, rng: rng(s) }),
+        ),
+      score: (samples) => pool.rewards(samples, { contextId, signal: ctx.signal }),
+      update: (samples) => {
+        const batch: GrpoSample[] = samples.map((x) => ({
+          input: itemInput(x.entity),
+          keywords: x.rollout.keywords,
+          oldLogProb: x.rollout.logProb,
+          advantage: x.advantage,
+        }));
+        policy.grpoUpdate(batch, {
+          clip: config.clip,
+          klCoef: config.klCoef,
+          reference,
+          lr: config.lr,
+          temperature: config.rolloutTemperature,
+        });
+      },
+      rewardLabel: (m) => `mean ΔΣF1 reward ${m.toExponential(3)}`,
+    });
+    return { policy, stats };
+  } finally {
+    pool.dropContext(contextId);
+  }
+}
+
+async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
+  const step = `r${round}-item`;
+  const t0 = Date.now();
+  const base = baseStep(done);
+  const itemView = await ctx.store.openView('item', base.itemGeneration, { shared: true });
+  const queryView = await ctx.store.openView('query', base.queryGeneration, { shared: true });
+  const { policy, stats } = await trainItemHalf(ctx, step, done, itemView, queryView, ctx.coreQueries);
   await savePolicy(ctx.policies, round, policy);
   const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, policy, step), { step, round }, base.itemGeneration);
   const newItemView = await ctx.store.openView('item', itemGen);
+  const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
   const { metrics, dev, trainEval } = evaluate(ctx, planner, newItemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {

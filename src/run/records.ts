@@ -131,6 +131,12 @@ export interface StepRecord {
   devGain?: { gain: number; se: number; queries?: number };
   /** The core training queries planned and searched as held out (own {q}, names and judgements left out): what `--adopt-on pooled` pairs beside the dev queries. */
   trainEval?: QuerySetF;
+  /**
+   * `--adopt-on crossfit`: the mean paired gain (and its standard error) of the core training
+   * queries, each scored by a shadow of the half-round trained without its inner fold (absent
+   * when the dev gain alone was negative: no shadow was trained).
+   */
+  crossfit?: { gain: number; se: number; queries: number; folds: number };
   /** The planner's α after this step (query-side steps and SFT). */
   alpha?: number;
   metrics: HeldOutMetrics;

@@ -57,6 +57,7 @@ export function adoptionTest(
   best: DevMetrics | null,
   z: number,
   pooled?: { candidate: QuerySetF | null | undefined; best: QuerySetF | null | undefined },
+  opts: { devAlone?: boolean } = {},
 ): { adopted: boolean; gain: number; se: number; queries?: number } {
   if (!candidate || !best || candidate.perQuery.length === 0 || candidate.perQuery.length !== best.perQuery.length)
     return { adopted: true, gain: 0, se: 0 };
@@ -70,7 +71,7 @@ export function adoptionTest(
   // the dev gain alone must still not be negative.
   const all = meanSe([...d, ...pc.perQuery.map((f, i) => f - pb.perQuery[i])]);
   return {
-    adopted: dev.mean >= 0 && all.mean >= 0 && all.mean >= z * all.se,
+    adopted: (opts.devAlone === false || dev.mean >= 0) && all.mean >= 0 && all.mean >= z * all.se,
     gain: all.mean,
     se: all.se,
     queries: d.length + pc.perQuery.length,
