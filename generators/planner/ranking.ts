@@ -48,10 +48,15 @@ export function rankMatched(
   return order.map((i) => ({ id: items[i].id, ordinal: items[i].ordinal, score: s[items[i].ordinal], keywordScore: items[i].score }));
 }
 
-/** The served set's floor (src/run/state.ts SetFloor): top `floor` by p added to every matched set, top `fallback` by p when nothing matches. */
+/**
+ * The served set's floor (src/run/state.ts SetFloor): top `floor` by p added to every
+ * matched set, top `fallback` by p when nothing matches; and the served list's `backfill`
+ * depth (`backfill`: absent or 0 for none).
+ */
 export interface Floor {
   floor: number;
   fallback: number;
+  backfill?: number;
 }
 export const NO_FLOOR: Floor = { floor: 0, fallback: 0 };
 
@@ -76,4 +81,37 @@ export function servedSet(
     .filter((e) => !seen.has(e))
     .map((e) => ({ id: view.id(e), ordinal: e, score: 0 }));
   return { items: [...matched, ...extra], fallback: matched.length === 0 && extra.length > 0 ? 'empty_plan' : null, added: extra.length };
+}
+
+/**
+ * The served list to `depth`: the served set in its ranker's order, then — a search
+ * engine's "more results" — the items outside it in the same ranker's order until `depth`
+ * items are listed. The served set (hence F1) does not change: only what follows it. A
+ * backfilled item's score is its ranker score − 2, below every served item's (the text and
+ * model scores lie in [0, 1]), so an order by score (trec_eval's) keeps the served set
+ * first. The paper's `keywords` ranker scores nothing outside the matched set, and a text
+ * none of whose words the items know ranks nothing: both get no backfill.
+ */
+export function backfill(
+  ranked: readonly RankedEntity[],
+  ranker: Ranker,
+  planner: KeywordPlanner | null,
+  input: GenerateInput,
+  view: KeywordView,
+  depth: number,
+): RankedEntity[] {
+  const want = Math.min(depth, view.size) - ranked.length;
+  if (want <= 0 || ranker === 'keywords' || planner === null) return [...ranked];
+  const text = planner.textScores(input);
+  if (!text.some((s) => s > 0)) return [...ranked];
+  const s = ranker === 'model' ? planner.probabilities(input) : text;
+  const seen = new Set(ranked.map((x) => x.ordinal));
+  const extra: RankedEntity[] = [];
+  // The top `want + |served|` by score hold the top `want` outside the served set.
+  for (const e of topByP(s, want + ranked.length)) {
+    if (seen.has(e)) continue;
+    extra.push({ id: view.id(e), ordinal: e, score: s[e] - 2, keywordScore: 0 });
+    if (extra.length === want) break;
+  }
+  return [...ranked, ...extra];
 }

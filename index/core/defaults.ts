@@ -52,6 +52,8 @@ export const DEFAULTS = deepFreeze({
     /** The floors m tried (0 = none) and the largest fallback c. */
     floorGrid: [0, 1, 2, 3, 5, 10, 20] as readonly number[],
     fallbackMaxCutoff: 100,
+    /** The served list's depth: the served set, then the other items in the ranker's order (the depth of the baselines' runs). */
+    backfill: 1000,
     itemQuerySide: 'labels' as 'labels' | 'keywords',
     itemRankDepth: 20,
     clip: 0.2,

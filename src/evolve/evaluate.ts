@@ -11,7 +11,15 @@ import { createRng, deriveSeed } from '../../index/core/random.ts';
 import type { Corpus, Query } from '../../index/core/types.ts';
 import type { KeywordView } from '../../index/view/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
-import { RANKERS, rankMatched, servedSet, type Floor, type Ranker, type RankingMetrics } from '../../generators/planner/ranking.ts';
+import {
+  backfill,
+  RANKERS,
+  rankMatched,
+  servedSet,
+  type Floor,
+  type Ranker,
+  type RankingMetrics,
+} from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
 import type { RunConfig } from '../run/config.ts';
@@ -92,7 +100,15 @@ export function evaluateQueries(
           byRanker.get(r)!.push({ queryId: q.id, ranked, scores });
           continue;
         }
-        const order = rankMatched(res.items, r, rankWith.planner, queryInput(q));
+        const input = queryInput(q);
+        const order = backfill(
+          rankMatched(res.items, r, rankWith.planner, input),
+          r,
+          rankWith.planner,
+          input,
+          itemView,
+          rankWith.floor?.backfill ?? 0,
+        );
         byRanker.get(r)!.push({ queryId: q.id, ranked: order.map((x) => x.id), scores: order.map((x) => x.score) });
       }
     }

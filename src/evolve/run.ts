@@ -489,7 +489,8 @@ function trainingAsHeldOut(
  * (≥ 0 and ≥ z standard errors; else m = 0).
  */
 function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, planned: ReadonlyMap<string, string[]>): SetFloor {
-  if (ctx.config.floor === 'none' || ctx.coreQueries.length === 0) return { floor: 0, fallback: 0 };
+  const backfill = ctx.config.backfill > 0 ? { backfill: ctx.config.backfill } : {};
+  if (ctx.config.floor === 'none' || ctx.coreQueries.length === 0) return { floor: 0, fallback: 0, ...backfill };
   planner.attachOpposite(itemView);
   const maxC = Math.min(DEFAULTS.run.fallbackMaxCutoff, itemView.size);
   const curves = ctx.coreQueries.map((q) => {
@@ -517,7 +518,7 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, p
     perQuery: x.perQuery,
   });
   const floor = ctx.config.floor === 'auto' && best.m > 0 && adoptionTest(asDev(best), asDev(none), ctx.config.adoptZ).adopted ? best.m : 0;
-  return { floor, fallback, trainF1: { floors: tried.map((x) => [x.m, x.metrics.f1]), fallback: fallbackF1 } };
+  return { floor, fallback, ...backfill, trainF1: { floors: tried.map((x) => [x.m, x.metrics.f1]), fallback: fallbackF1 } };
 }
 
 /**
@@ -585,7 +586,7 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
   // The query generation's keywords are the core training queries planned as held out: the floor and the ranker choices reuse them.
   const planned = new Map(queryEntries.map((e) => [e.id, e.keywords]));
   const floor = chooseFloor(ctx, sft.planner, itemView, planned);
-  ctx.floor = { floor: floor.floor, fallback: floor.fallback };
+  ctx.floor = { floor: floor.floor, fallback: floor.fallback, backfill: floor.backfill ?? 0 };
   const { metrics, dev, trainEval } = evaluate(ctx, sft.planner, itemView, 'sft');
   const rank = chooseRank(ctx, sft.planner, itemView, dev, planned);
   return {

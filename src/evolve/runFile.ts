@@ -11,7 +11,7 @@ import type { CogrDb } from '../../index/store/db.ts';
 import { deriveSeed } from '../../index/core/random.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus, Query } from '../../index/core/types.ts';
-import { NO_FLOOR, rankMatched, servedSet, type Ranker } from '../../generators/planner/ranking.ts';
+import { backfill, NO_FLOOR, rankMatched, servedSet, type Ranker } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import type { RunConfig } from '../run/config.ts';
 import { loadPlanner, policyStore } from '../run/policies.ts';
@@ -42,7 +42,8 @@ export async function finalServedRun(
     const input = queryInput(q);
     const found = view.search({ self: q.text, keywords: keywordsOf(q) }, { all: true });
     const served = servedSet(view, found.items, planner, input, { floor: floor.floor, fallback: floor.fallback });
-    queries.push({ queryId: q.id, hits: rankMatched(served.items, ranker, planner, input).map((x) => ({ id: x.id, score: x.score })) });
+    const ranked = backfill(rankMatched(served.items, ranker, planner, input), ranker, planner, input, view, floor.backfill ?? 0);
+    queries.push({ queryId: q.id, hits: ranked.map((x) => ({ id: x.id, score: x.score })) });
   }
   return { step: serving.step, ranker, queries };
 }

@@ -168,6 +168,17 @@ export const RUN_OPTIONS = {
     help: `the served set's floor: fallback (a query whose keywords match nothing gets the top c items by p) | auto (and every set the top m by p, when m passes the adoption test on training queries) | none (default ${r.floor})`,
     kind: 'string',
   }),
+  /**
+   * The served list's depth (generators/planner/ranking.ts backfill): the served set in the
+   * ranker's order, then the other items in the same order until this many are listed; 0
+   * for the served set alone. Neither the set nor F1 depends on it. Runs written before
+   * this field had none.
+   */
+  backfill: opt(z.number().int().min(0).max(100_000).default(r.backfill), true, {
+    flag: '--backfill <n>',
+    help: `the served list's depth: the served set ranked, then the other items by the same ranker (0: the set alone; default ${r.backfill})`,
+    kind: 'number',
+  }),
   /** The query planner: items whose keywords are candidates, the scale λ of its log-gain, its GRPO learning rate and parameters. */
   plannerTopItems: opt(z.number().int().min(1).max(10_000).default(DEFAULTS.planner.topItems), true),
   plannerLambda: opt(z.number().positive().default(DEFAULTS.planner.lambda), true),
@@ -266,7 +277,13 @@ export type RunConfig = z.output<typeof RunConfigSchema>;
  * Identity fields added after runs were stored, with the behaviour those runs had: a
  * stored config without one reads as this value, not as today's default.
  */
-const STORED_BEFORE: Partial<RunConfigInput> = { adoptOn: 'dev', floor: 'none', relevanceQueryTf: false, relevanceAnalysis: 'wink' };
+const STORED_BEFORE: Partial<RunConfigInput> = {
+  adoptOn: 'dev',
+  floor: 'none',
+  backfill: 0,
+  relevanceQueryTf: false,
+  relevanceAnalysis: 'wink',
+};
 
 /** A stored run config, validated; fields it predates get the behaviour it ran with (STORED_BEFORE), later ones their defaults. */
 export function parseStoredConfig(raw: unknown): ReturnType<typeof RunConfigSchema.safeParse> {

@@ -63,6 +63,8 @@ export interface RankChoice {
 export interface SetFloor {
   floor: number;
   fallback: number;
+  /** The served list's depth (ranking.ts backfill); absent in runs written before it: none. */
+  backfill?: number;
   /** Mean F1 of the training queries' served sets for each floor tried, and of the top-c sets at the chosen c. */
   trainF1?: { floors: [number, number][]; fallback: number };
 }

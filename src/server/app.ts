@@ -154,6 +154,8 @@ const RankingInfoSchema = z.object({
   ranker: z.enum(RANKERS),
   chosen: z.string(),
   floor: z.number(),
+  /** The served list's depth: items after the first `matched` of the answer are the other items in the ranker's order (0: none). */
+  backfill: z.number().optional(),
   fallback: z.string().nullable(),
   reason: z.string().optional(),
 });
@@ -182,7 +184,11 @@ export const SearchResponseSchema = z.object({
     "how the served set was ordered: the ranker, what chose it (the run's choice at SFT, --rank, or the default), the floor m, and 'empty_plan' when the keywords matched nothing and the top items by p were served instead",
   ),
   matched: z.number().describe('size of the served set: the whole matched set (with the floor, when the run has one)'),
-  items: z.array(HitSchema),
+  items: z
+    .array(HitSchema)
+    .describe(
+      "the served set in the ranker's order; with a backfill (ranking.backfill) the items after the first `matched` are the other items in the same order (their score is the ranker's − 2)",
+    ),
 });
 const ProgramResponseSchema = z.object({
   round: z.number().nullable(),
@@ -468,6 +474,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
       ranker,
       chosen: r.source,
       floor: r.floor.floor,
+      ...(r.floor.backfill ? { backfill: r.floor.backfill } : {}),
       fallback,
       ...(reason ? { reason } : {}),
     });

@@ -195,7 +195,7 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
       const asked = opts.rank ?? 'auto';
       const ranking = {
         ranker: asked === 'auto' ? (sft?.rank?.served ?? 'keywords') : asked,
-        floor: sft?.floor ? { floor: sft.floor.floor, fallback: sft.floor.fallback } : NO_FLOOR,
+        floor: sft?.floor ? { floor: sft.floor.floor, fallback: sft.floor.fallback, backfill: sft.floor.backfill ?? 0 } : NO_FLOOR,
         source: asked === 'auto' ? (sft?.rank ? 'run' : 'default') : 'flag',
       };
       if (opts.round === 'best') {

@@ -3,7 +3,7 @@ import { getAnalyzer } from '../../index/text/analyzer.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import { KeywordPlanner, type RelevanceSource } from '../../generators/planner/planner.ts';
 import { TEXT_SCORE_COLUMN } from '../../generators/planner/relevance.ts';
-import { NO_FLOOR, rankMatched, servedSet } from '../../generators/planner/ranking.ts';
+import { backfill, NO_FLOOR, rankMatched, servedSet } from '../../generators/planner/ranking.ts';
 import { chooseRanker, pooledRankings } from '../../src/evolve/evaluate.ts';
 
 /** Fixed features: bias, the text score in the sNorm column, logit(p); weights (0, 0, 1) so p(item) = p. */
@@ -134,5 +134,37 @@ describe('servedSet: the floor and the empty-plan fallback, by hand', () => {
     blind.attachOpposite(view);
     const r = servedSet(view, [], blind, { id: 'q2', text: 'zzqx' }, { floor: 2, fallback: 3 });
     expect(r).toEqual({ items: [], fallback: null, added: 0 });
+  });
+});
+
+describe('backfill: the served list after the served set, by hand', () => {
+  // A served set of c and a (text ranker: c 1, a 0.5); the others by text: e 0.8, b 0.5, d 0.
+  const served = rankMatched(view.search({ keywords: ['red'] }, { all: true }).items, 'text', planner, input);
+  it("the served set first, unchanged, then the other items in the ranker order, scores the ranker's − 2", () => {
+    expect(served.map((x) => x.id)).toEqual(['c', 'a']);
+    const r = backfill(served, 'text', planner, input, view, 4);
+    expect(r.slice(0, 2)).toEqual(served);
+    expect(r.map((x) => x.id)).toEqual(['c', 'a', 'e', 'b']);
+    expect(r[2].score).toBeCloseTo(0.8 - 2, 12);
+    expect(r[3].score).toBeCloseTo(0.5 - 2, 12);
+    expect(r.slice(2).map((x) => x.keywordScore)).toEqual([0, 0]);
+    // every backfilled score is below every served one: an order by score keeps the set first
+    expect(Math.max(...r.slice(2).map((x) => x.score))).toBeLessThan(Math.min(...served.map((x) => x.score)));
+  });
+  it('model backfills by p; the depth is capped by the items there are', () => {
+    const byP = rankMatched(view.search({ keywords: ['red'] }, { all: true }).items, 'model', planner, input);
+    expect(byP.map((x) => x.id)).toEqual(['c', 'a']);
+    const r = backfill(byP, 'model', planner, input, view, 1000);
+    expect(r.map((x) => x.id)).toEqual(['c', 'a', 'e', 'b', 'd']);
+    expect(r[2].score).toBeCloseTo(0.99 - 2, 12);
+  });
+  it('none for depth 0 or a depth the set fills, for the keywords ranker, and for a text no item knows', () => {
+    expect(backfill(served, 'text', planner, input, view, 0)).toEqual(served);
+    expect(backfill(served, 'text', planner, input, view, 2)).toEqual(served);
+    const kw = rankMatched(matched, 'keywords', planner, input);
+    expect(backfill(kw, 'keywords', planner, input, view, 10)).toEqual(kw);
+    const blind = new KeywordPlanner(new Fixed(ids, p, [0, 0, 0, 0, 0]));
+    blind.attachOpposite(view);
+    expect(backfill([], 'model', blind, { id: 'q2', text: 'zzqx' }, view, 10)).toEqual([]);
   });
 });

@@ -16,7 +16,7 @@ import { KeywordWorkerPool } from '../../src/server/keywordPool.ts';
 import { keywordSourceFactory } from '../../src/server/keywordSources.ts';
 import { LiveSnapshot } from '../../src/server/state.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
-import { rankMatched, servedSet, type Ranker } from '../../generators/planner/ranking.ts';
+import { backfill, type Ranker, rankMatched, servedSet } from '../../generators/planner/ranking.ts';
 import { silentLogger } from '../../index/core/log.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
@@ -69,7 +69,8 @@ async function expected(text: string, ranker: Ranker, k: number) {
     const keywords = planner.plan(input).keywords;
     const floor = (await readStoredRun(db)).steps[0].floor!;
     const served = servedSet(view, view.search({ self: text, keywords }, { all: true }).items, planner, input, floor);
-    return rankMatched(served.items, ranker, planner, input).slice(0, k);
+    // The served list: the served set in the ranker's order, then the run's backfill (the other items in the same order).
+    return backfill(rankMatched(served.items, ranker, planner, input), ranker, planner, input, view, floor.backfill ?? 0).slice(0, k);
   } finally {
     await db.close();
   }
@@ -86,6 +87,11 @@ describe('GET /v1/search orders the served set by the ranker', () => {
     expect(r.items.map((h: any) => h.id)).toEqual(want.map((x) => x.id));
     r.items.forEach((h: any, i: number) => expect(h.score).toBeCloseTo(want[i].score, 12));
     expect(r.items[0].explain.ranking.ranker).toBe('model');
+    // The run's backfill: after the served set's `matched` items come the other items by p, scored p − 2.
+    expect(r.ranking.backfill).toBe(1000);
+    expect(r.matched).toBeLessThan(5);
+    expect(r.items.length).toBe(5);
+    r.items.forEach((h: any, i: number) => expect(h.score < -1).toBe(i >= r.matched));
     const scores = r.items.map((h: any) => h.score);
     expect([...scores].sort((a, b) => b - a)).toEqual(scores);
     // A second request is answered from the ranking cache: the same items and scores.
