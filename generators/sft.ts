@@ -136,9 +136,11 @@ export function runSft(opts: SftRunOptions): SftResult {
   const itemKeywords = new Map<string, string[]>();
   for (const [id, ks] of ranked) itemKeywords.set(id, ks.slice(0, best.M));
   log.info('sft: base item keywords', { items: items.length, M: best.M, trainF1: best.f1 });
+  log.debug('phase sft: α tuning (base keywords)');
   planner.attachOpposite(best.view);
   const relBest = relevantOrdinals(best.view!, relevant);
   planner.tuneAlpha(inputs, (id) => relBest.get(id) ?? EMPTY);
+  log.debug('phase sft: query targets');
   const queryTargets = new Map<string, string[]>();
   for (const q of inputs) queryTargets.set(q.id, planner.plan(q, { asHeldOut: true }).keywords);
   opts.progress?.('training the item policy');

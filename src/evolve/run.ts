@@ -489,7 +489,9 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
   const itemGen = await commitGeneration(ctx, 'item', itemEntries, { step: 'sft', round: 0 }, null);
   const itemView = await ctx.store.openView('item', itemGen);
   sft.planner.attachOpposite(itemView);
+  ctx.logger.debug('phase sft: α tuning (item index)');
   tuneAlpha(ctx, sft.planner, itemView);
+  ctx.logger.debug('phase sft: query generation');
   const queryEntries = planQueries(ctx, sft.planner);
   const queryGen = await commitGeneration(ctx, 'query', queryEntries, { step: 'sft', round: 0 }, null);
   const queryView = await ctx.store.openView('query', queryGen);
@@ -497,9 +499,12 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
   await savePlanner(ctx.policies, 0, sft.planner, { dataset: config.dataset, ...(config.format ? { format: config.format } : {}) });
   // The query generation's keywords are the core training queries planned as held out: the floor and the ranker choices reuse them.
   const planned = new Map(queryEntries.map((e) => [e.id, e.keywords]));
+  ctx.logger.debug('phase sft: floor choice');
   const floor = chooseFloor(ctx, sft.planner, itemView, planned);
   ctx.floor = { floor: floor.floor, fallback: floor.fallback };
+  ctx.logger.debug('phase sft: dev + held-out evaluation');
   const { metrics, dev, trainEval } = evaluate(ctx, sft.planner, itemView, 'sft');
+  ctx.logger.debug('phase sft: ranker choice');
   const rank = chooseRank(ctx, sft.planner, itemView, dev, planned);
   return {
     step: 'sft',
@@ -682,6 +687,7 @@ async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
   const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
   planner.attachOpposite(itemView);
   // The planner first fits α to the frozen item generation, then GRPO fine-tunes it.
+  ctx.logger.debug(`phase ${step}: α tuning`);
   tuneAlpha(ctx, planner, itemView);
   // Rewards: F1 of the matched set, every training query scored as held out (no {q}; its label is left out too).
   const scorer = heldOutQueryScorer(itemView, ctx.coreQueries, ctx.coreRelevant, planner, config);
@@ -711,9 +717,11 @@ async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     },
     rewardLabel: (m) => `mean F1 reward ${m.toFixed(4)}`,
   });
+  ctx.logger.debug(`phase ${step}: query generation`);
   await savePlanner(ctx.policies, round, planner);
   const queryGen = await commitGeneration(ctx, 'query', planQueries(ctx, planner), { step, round }, base.queryGeneration);
   const queryView = await ctx.store.openView('query', queryGen);
+  ctx.logger.debug(`phase ${step}: dev + held-out evaluation`);
   const { metrics, dev, trainEval } = evaluate(ctx, planner, itemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {
@@ -846,6 +854,7 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
   const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'item', 0) : undefined;
   const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
   planner.attachOpposite(itemView);
+  ctx.logger.debug(`phase ${step}: query offers + reward cache`);
   const offers = queryOffers({ items: ctx.corpus.items, queries: ctx.coreQueries, relevant: ctx.coreRelevant, config }, planner, queryView);
   for (const p of [policy, reference]) {
     p?.attachOpposite(queryView);
@@ -892,6 +901,7 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
   await savePolicy(ctx.policies, round, policy);
   const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, policy, step), { step, round }, base.itemGeneration);
   const newItemView = await ctx.store.openView('item', itemGen);
+  ctx.logger.debug(`phase ${step}: dev + held-out evaluation`);
   const { metrics, dev, trainEval } = evaluate(ctx, planner, newItemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {
