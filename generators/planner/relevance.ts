@@ -447,16 +447,21 @@ export class RelevanceModel {
     const x = new Float64Array(N * d);
     const pr = this.profile(query.text);
     const logN = Math.log1p(N);
+    // Every unmatched item has rank N: one logRank value; matched items by their rank.
+    const unmatchedLogRank = Math.log1p(N) / logN;
     for (let i = 0; i < N; i++) {
       const o = i * d;
-      const s = pr.scores[i];
       x[o] = 1;
-      if (s > 0) {
-        x[o + 1] = pr.sMax > 0 ? s / pr.sMax : 0;
-        x[o + 3] = pr.sumIdf > 0 ? s / pr.sumIdf : 0;
-        x[o + 4] = 1;
-      }
-      x[o + 2] = Math.log1p(pr.rank[i]) / logN;
+      x[o + 2] = unmatchedLogRank;
+    }
+    for (let r = 0; r < pr.ranked.length; r++) {
+      const i = pr.ranked[r];
+      const o = i * d;
+      const s = pr.scores[i];
+      x[o + 1] = pr.sMax > 0 ? s / pr.sMax : 0;
+      x[o + 3] = pr.sumIdf > 0 ? s / pr.sumIdf : 0;
+      x[o + 4] = 1;
+      x[o + 2] = Math.log1p(r + 1) / logN;
     }
     if (this.options.queryTf) {
       const { scores, sumIdf, ranked } = this.itemIndex.scoreCounts(query.text);
@@ -486,9 +491,9 @@ export class RelevanceModel {
     if (!this.queryIndex) return x;
     const self = this.trainPos.get(query.id);
     const own = self === undefined ? null : this.trainRel[self];
-    for (let i = 0; i < N; i++) x[i * d + 5] = this.judgedCount[i];
-    if (own) for (const i of own) x[i * d + 5]--;
-    for (let i = 0; i < N; i++) x[i * d + 5] = Math.log1p(x[i * d + 5]);
+    const lj = (this.logJudged ??= Float64Array.from(this.judgedCount, (c) => Math.log1p(c)));
+    for (let i = 0; i < N; i++) x[i * d + 5] = lj[i];
+    if (own) for (const i of own) x[i * d + 5] = Math.log1p(this.judgedCount[i] - 1);
     const fam = this.neighbours(query, pr, self);
     fam.forEach((nb, f) => {
       let den = 0;
@@ -551,6 +556,8 @@ export class RelevanceModel {
     });
   }
   private readonly featureMemo = new Map<string, Float64Array>();
+  /** ln(1 + training queries judging the item relevant), per item. */
+  private logJudged: Float64Array | null = null;
   private featureBytes = 0;
   /** Identifies options and training judgements (what the features depend on). */
   get signature(): string {
