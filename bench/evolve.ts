@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- evolve --items N --queries Q --relevant R [--rounds 1] [--seed 1]
  *  [--workers W] [--out DIR] [--json]`
- * `npm run bench -- evolve --sizes 5000x500x100,20000x3000x300,40000x13500x1000 [--rounds 1] [--out DIR]`
+ * `npm run bench -- evolve --sizes 5000x500x100,20000x3000x300,40000x13500x1000 [--rounds 1] [--out DIR] [--chart-only]`
  *
  * The main job at scale: a seeded synthetic judged text collection (judgedCollection.ts)
  * and one real run over it — the same code as `cogr evolve --folds 5 --fold 0`
@@ -17,7 +17,8 @@
  * With `--sizes`, each size runs in its own child process (so each peak RSS is its own),
  * and the table, `evolve.json` and a chart (`evolve.svg`, `evolve.html`: stacked bars of
  * seconds per phase group) are written under `--out` (default: a folder under the
- * system's temporary directory). A single size writes `evolve-<N>x<Q>x<R>.json` there.
+ * system's temporary directory). A single size writes `evolve-<N>x<Q>x<R>.json` there;
+ * `--chart-only` renders the table and chart from those files without running anything.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -177,19 +178,24 @@ function fmtS(s: number): string {
   return s >= 100 ? s.toFixed(0) : s >= 10 ? s.toFixed(1) : s.toFixed(2);
 }
 
-/** The table of one or more sizes: a row per phase, a column per size (seconds and cores). */
+/**
+ * The table of one or more sizes: a row per phase, a column per size: wall seconds, CPU
+ * seconds (the process's, workers included) and cores = CPU / wall (below 1 on a busy
+ * machine: the run waited for a core).
+ */
 export function renderEvolveTable(results: readonly EvolveBenchResult[]): string {
   const names: string[] = [];
   for (const r of results) for (const p of r.phases) if (!names.includes(p.phase)) names.push(p.phase);
-  const head = ['phase', ...results.map((r) => `${r.items}×${r.queries}×${r.relevant} s (cores)`)];
+  const head = ['phase', ...results.map((r) => `${r.items}×${r.queries}×${r.relevant}: wall s / CPU s (cores)`)];
   const rows: string[][] = names.map((n) => [
     n,
     ...results.map((r) => {
       const p = r.phases.find((x) => x.phase === n);
-      return p ? `${fmtS(p.seconds)} (${p.cores.toFixed(2)})` : '';
+      return p ? `${fmtS(p.seconds)} / ${fmtS(p.cpuSeconds)} (${p.cores.toFixed(2)})` : '';
     }),
   ]);
-  rows.push(['total wall (cores)', ...results.map((r) => `${fmtS(r.wallSeconds)} (${r.cores.toFixed(2)})`)]);
+  rows.push(['total', ...results.map((r) => `${fmtS(r.wallSeconds)} / ${fmtS(r.cpuSeconds)} (${r.cores.toFixed(2)})`)]);
+  rows.push(['SFT / each half-round, wall s', ...results.map((r) => r.steps.map((s) => `${s.step} ${fmtS(s.seconds)}`).join(', '))]);
   rows.push(['peak RSS MiB', ...results.map((r) => r.peakRssMiB.toFixed(0))]);
   rows.push(['core / dev / held-out queries', ...results.map((r) => `${r.split.core} / ${r.split.dev} / ${r.split.eval}`)]);
   rows.push(['held-out F1 (best step)', ...results.map((r) => bestF1(r))]);
@@ -234,7 +240,14 @@ export async function run(args: string[]): Promise<void> {
     return;
   }
   const results: EvolveBenchResult[] = [];
+  // --chart-only: the table and chart of sizes measured before (their JSON under --out).
+  const chartOnly = a.has('--chart-only');
   for (const s of parseSizes(sizes)) {
+    const file = join(out, `evolve-${s.items}x${s.queries}x${s.relevant}.json`);
+    if (chartOnly) {
+      results.push(JSON.parse(readFileSync(file, 'utf8')) as EvolveBenchResult);
+      continue;
+    }
     process.stderr.write(`evolve bench: ${s.items} items × ${s.queries} queries × ${s.relevant} relevant …\n`);
     const child = spawnSync(
       process.execPath,
@@ -260,7 +273,7 @@ export async function run(args: string[]): Promise<void> {
       { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 64 << 20 },
     );
     if (child.status !== 0) throw new Error(`evolve bench at ${s.items}×${s.queries} failed (exit ${child.status})`);
-    results.push(JSON.parse(readFileSync(join(out, `evolve-${s.items}x${s.queries}x${s.relevant}.json`), 'utf8')) as EvolveBenchResult);
+    results.push(JSON.parse(readFileSync(file, 'utf8')) as EvolveBenchResult);
   }
   writeFileSync(join(out, 'evolve.json'), JSON.stringify(results, null, 2) + '\n');
   const svg = renderEvolveChart(results);
