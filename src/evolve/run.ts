@@ -47,7 +47,7 @@ import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.t
 import type { QueryOffer, QuerySide } from '../../generators/policy/candidates.ts';
 import { KeywordPlanner, topByP, type PlannerGrpoSample } from '../../generators/planner/planner.ts';
 import type { RelevanceModel } from '../../generators/planner/relevance.ts';
-import { itemInput, queryInput, relevantOrdinals, runSft } from '../../generators/sft.ts';
+import { itemInput, queryInput, relevantOrdinals, runSft, tuningQueries } from '../../generators/sft.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
@@ -453,11 +453,11 @@ function chooseRank(
   return { served: chooseRanker('auto', on), asked, on };
 }
 
-/** α tuned on the core training queries (planned as held out) against the attached item generation. */
+/** α tuned on the core training queries (planned as held out; a seeded sample above sft.ts TUNING_QUERIES) against the attached item generation. */
 function tuneAlpha(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView): void {
   const rel = relevantOrdinals(itemView, ctx.coreRelevant);
   const none = new Set<number>();
-  planner.tuneAlpha(ctx.coreQueries.map(queryInput), (id) => rel.get(id) ?? none);
+  planner.tuneAlpha(tuningQueries(ctx.coreQueries, ctx.config.seed).map(queryInput), (id) => rel.get(id) ?? none);
 }
 
 async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {

@@ -12,6 +12,7 @@ import { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { TextIndex } from '../../generators/planner/textIndex.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
+import { TUNING_QUERIES, tuningQueries } from '../../generators/sft.ts';
 
 const corpus = judgedCollection({ items: 400, queries: 60, relevant: 12, seed: 11 });
 const trainQ = corpus.queries.slice(0, 45);
@@ -135,5 +136,19 @@ describe('exactness of the scale rewrites', () => {
     const t = planner.tuneAlpha(inputs, relOf);
     expect(t.curve).toEqual(ref);
     expect(planner.alpha).toBe(t.alpha);
+  });
+});
+
+describe('the tuning sample (an approximation above TUNING_QUERIES only)', () => {
+  it('is every query up to the threshold, else a seeded sample in the original order', () => {
+    const few = Array.from({ length: TUNING_QUERIES }, (_, i) => i);
+    expect(tuningQueries(few, 1)).toBe(few);
+    const many = Array.from({ length: 5000 }, (_, i) => i);
+    const a = tuningQueries(many, 1);
+    expect(a).toHaveLength(TUNING_QUERIES);
+    expect([...a].sort((x, y) => x - y)).toEqual(a);
+    expect(tuningQueries(many, 1)).toEqual(a);
+    expect(tuningQueries(many, 2)).not.toEqual(a);
+    expect(tuningQueries(many, 1, 10)).toHaveLength(10);
   });
 });
