@@ -1,8 +1,9 @@
 /**
  * The chart of `npm run bench -- evolve --sizes …`: one stacked horizontal bar per size,
- * wall seconds split into phase groups (relevance fit, M trials, α tuning, item policy,
+ * the process's CPU seconds (on a shared machine the comparable figure; wall seconds
+ * measure the queue too) split into phase groups (relevance fit, M trials, α tuning, item policy,
  * indexing, query generation and targets, floor and ranker choices, GRPO, evaluation,
- * setup), with the total, cores used and peak RSS at the bar's end. Self-contained SVG
+ * setup), with the CPU and wall totals, cores used and peak RSS at the bar's end. Self-contained SVG
  * (no script, no external font), drawn in the style of the drift report (src/drift/report.ts).
  */
 import { escapeHtml } from '../src/drift/report.ts';
@@ -33,12 +34,12 @@ export function renderEvolveChart(results: readonly EvolveBenchResult[]): string
   const w = 860;
   const barH = 30;
   const gap = 26;
-  const m = { l: 170, r: 220, t: 92, b: 48 };
+  const m = { l: 170, r: 300, t: 92, b: 48 };
   const h = m.t + results.length * (barH + gap) + m.b;
   const pw = w - m.l - m.r;
-  const maxT = Math.max(1, ...results.map((r) => r.wallSeconds));
+  const maxT = Math.max(1, ...results.map((r) => r.cpuSeconds));
   const X = (s: number) => m.l + (s / maxT) * pw;
-  const title = 'cogr evolve --folds 5 --fold 0 on synthetic collections: wall seconds per phase';
+  const title = 'cogr evolve --folds 5 --fold 0 on synthetic collections: CPU seconds per phase';
   let out =
     `<svg data-chart="evolve" xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" role="img" aria-label="${escapeHtml(title)}" font-family="system-ui, 'DejaVu Sans', Arial, sans-serif" font-size="12">` +
     `<title>${escapeHtml(title)}</title><rect x="0" y="0" width="${w}" height="${h}" fill="#ffffff"/>` +
@@ -52,7 +53,7 @@ export function renderEvolveChart(results: readonly EvolveBenchResult[]): string
   results.forEach((r, k) => {
     const y = m.t + k * (barH + gap);
     const secs = new Array<number>(GROUPS.length).fill(0);
-    for (const p of r.phases) secs[phaseGroup(p.phase)] += p.seconds;
+    for (const p of r.phases) secs[phaseGroup(p.phase)] += p.cpuSeconds;
     out += `<text x="${m.l - 8}" y="${y + barH / 2 + 4}" text-anchor="end">${escapeHtml(`${r.items.toLocaleString('en')} × ${r.queries.toLocaleString('en')} × ${r.relevant}`)}</text>`;
     let acc = 0;
     secs.forEach((s, g) => {
@@ -60,7 +61,7 @@ export function renderEvolveChart(results: readonly EvolveBenchResult[]): string
       out += `<rect x="${fx(X(acc))}" y="${y}" width="${fx(Math.max(0.5, X(acc + s) - X(acc)))}" height="${barH}" fill="${GROUPS[g].colour}"><title>${escapeHtml(`${GROUPS[g].name}: ${s.toFixed(1)} s`)}</title></rect>`;
       acc += s;
     });
-    out += `<text x="${fx(X(acc) + 6)}" y="${y + barH / 2 + 4}">${escapeHtml(`${r.wallSeconds.toFixed(0)} s, ${r.cores.toFixed(2)} cores, ${r.peakRssMiB.toFixed(0)} MiB`)}</text>`;
+    out += `<text x="${fx(X(acc) + 6)}" y="${y + barH / 2 + 4}">${escapeHtml(`${r.cpuSeconds.toFixed(0)} CPU s, ${r.wallSeconds.toFixed(0)} s wall, ${r.cores.toFixed(2)} cores, ${r.peakRssMiB.toFixed(0)} MiB`)}</text>`;
   });
   const axisY = m.t + results.length * (barH + gap) - gap / 2;
   out += `<line x1="${m.l}" x2="${m.l + pw}" y1="${axisY}" y2="${axisY}" stroke="#6b7280"/>`;
@@ -68,6 +69,6 @@ export function renderEvolveChart(results: readonly EvolveBenchResult[]): string
     const s = (maxT * i) / 4;
     out += `<line x1="${fx(X(s))}" x2="${fx(X(s))}" y1="${axisY}" y2="${axisY + 5}" stroke="#6b7280"/><text x="${fx(X(s))}" y="${axisY + 18}" text-anchor="middle">${s.toFixed(0)}</text>`;
   }
-  out += `<text x="${m.l + pw / 2}" y="${h - 8}" text-anchor="middle">wall seconds (1 fold, --rounds ${results[0]?.rounds ?? ''})</text>`;
+  out += `<text x="${m.l + pw / 2}" y="${h - 8}" text-anchor="middle">CPU seconds, reward workers included (1 fold, --rounds ${results[0]?.rounds ?? ''})</text>`;
   return out + '</svg>';
 }

@@ -73,7 +73,7 @@ describe('the evolve bench phases and chart', () => {
       split: { core: 3, dev: 1, eval: 1 },
       collectionSeconds: 0,
       phases: [
-        { phase: 'sft: relevance fit', seconds: 2, cpuSeconds: 2, cores: 1 },
+        { phase: 'sft: relevance fit', seconds: 3, cpuSeconds: 2, cores: 0.67 },
         { phase: 'r1-item: GRPO', seconds: 1, cpuSeconds: 2, cores: 2 },
       ],
       steps: [],
