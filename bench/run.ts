@@ -17,6 +17,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchModule>> = {
   baseline: () => import('./baseline.ts'),
   cli: () => import('./cli.ts'),
   crosscheck: () => import('./crosscheck.ts'),
+  evolve: () => import('./evolve.ts'),
 };
 
 const [name, ...args] = process.argv.slice(2);

@@ -12,6 +12,7 @@ import { DEFAULTS, K_MAX } from '../index/core/defaults.ts';
 import { DEFAULT_ANALYZER, type AnalyzerName } from '../index/text/analyzer.ts';
 import { silentLogger, type Logger } from '../index/core/log.ts';
 import type { IndexEntry, Item, Query } from '../index/core/types.ts';
+import { createRng, deriveSeed, shuffle } from '../index/core/random.ts';
 import { KeywordView } from '../index/view/view.ts';
 import { EmbeddedPolicy, type SftReport } from './policy/model.ts';
 import { KeywordPlanner, type PlannerConfig } from './planner/planner.ts';
@@ -117,6 +118,8 @@ export function runSft(opts: SftRunOptions): SftResult {
   const ranked = new Map<string, string[]>();
   for (const it of items) ranked.set(it.id, itemPolicy.rank(itemInput(it), maxM));
   const inputs = trainQueries.map(queryInput);
+  // Above TUNING_QUERIES training queries, M and α are chosen on a seeded sample of them.
+  const tuning = tuningQueries(inputs, seed);
   let best = { M: Ms[0], f1: -Infinity, view: null as KeywordView | null };
   const mCurve: [number, number][] = [];
   for (const M of Ms) {
@@ -129,16 +132,18 @@ export function runSft(opts: SftRunOptions): SftResult {
     );
     planner.attachOpposite(view);
     const rel = relevantOrdinals(view, relevant);
-    const t = planner.tuneAlpha(inputs, (id) => rel.get(id) ?? EMPTY);
+    const t = planner.tuneAlpha(tuning, (id) => rel.get(id) ?? EMPTY);
     mCurve.push([M, t.f1]);
     if (t.f1 > best.f1 + 1e-12) best = { M, f1: t.f1, view };
   }
   const itemKeywords = new Map<string, string[]>();
   for (const [id, ks] of ranked) itemKeywords.set(id, ks.slice(0, best.M));
   log.info('sft: base item keywords', { items: items.length, M: best.M, trainF1: best.f1 });
+  log.debug('phase sft: α tuning (base keywords)');
   planner.attachOpposite(best.view);
   const relBest = relevantOrdinals(best.view!, relevant);
-  planner.tuneAlpha(inputs, (id) => relBest.get(id) ?? EMPTY);
+  planner.tuneAlpha(tuning, (id) => relBest.get(id) ?? EMPTY);
+  log.debug('phase sft: query targets');
   const queryTargets = new Map<string, string[]>();
   for (const q of inputs) queryTargets.set(q.id, planner.plan(q, { asHeldOut: true }).keywords);
   opts.progress?.('training the item policy');
@@ -151,6 +156,27 @@ export function runSft(opts: SftRunOptions): SftResult {
 }
 
 const EMPTY: ReadonlySet<number> = new Set();
+
+/**
+ * Most training queries M and α are tuned on. Above it — collections with thousands of
+ * training queries, none of the shipped ones (their folds hold a few hundred) — the
+ * tuning reads a seeded sample of this many: an approximation (the F1 it maximises is
+ * the sample's mean), which leaves every run at or below it unchanged.
+ */
+export const TUNING_QUERIES = 2000;
+
+/** The queries of a tuning pass: all of them up to `max`, else a seeded sample of `max` in their original order. */
+export function tuningQueries<T>(queries: readonly T[], seed: number, max = TUNING_QUERIES): readonly T[] {
+  if (queries.length <= max) return queries;
+  const order = shuffle(
+    Array.from({ length: queries.length }, (_, i) => i),
+    createRng(deriveSeed(seed, 'tuning-queries')),
+  );
+  return order
+    .slice(0, max)
+    .sort((a, b) => a - b)
+    .map((i) => queries[i]);
+}
 
 /** Relevant item ordinals (in a view) of each query. */
 export function relevantOrdinals(view: KeywordView, relevant: ReadonlyMap<string, ReadonlySet<string>>): Map<string, Set<number>> {

@@ -41,6 +41,25 @@ export class RowBuilder {
     this.y.push(positive ? weight : 0);
   }
 
+  /**
+   * `add` with a numeric merge key: rows with the same key value are merged (a namespace
+   * of its own, apart from the string keys; the value stands for its string, e.g. the
+   * key `j${v}`, for non-negative values without -0).
+   */
+  addMerged(x: ArrayLike<number>, positive: boolean, key: number, weight = 1): void {
+    const r = this.mergedNum.get(key);
+    if (r !== undefined) {
+      this.n[r] += weight;
+      if (positive) this.y[r] += weight;
+      return;
+    }
+    this.mergedNum.set(key, this.n.length);
+    for (let j = 0; j < this.dim; j++) this.x.push(x[j]);
+    this.n.push(weight);
+    this.y.push(positive ? weight : 0);
+  }
+  private readonly mergedNum = new Map<number, number>();
+
   build(): LogisticRows {
     return { dim: this.dim, x: Float64Array.from(this.x), n: Float64Array.from(this.n), y: Float64Array.from(this.y), rows: this.n.length };
   }

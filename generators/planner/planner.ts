@@ -700,14 +700,22 @@ export class KeywordPlanner implements KeywordGenerator {
   ): { alpha: number; f1: number; curve: [number, number][] } {
     const curve: [number, number][] = [];
     let best = { alpha: this.alpha, f1: -1 };
-    for (const a of grid) {
-      this.alpha = a;
-      let s = 0;
-      for (const q of queries) s += setF1(this.plan(q, { asHeldOut: true }).matched, relevantOf(q.id));
-      const f1 = queries.length ? s / queries.length : 0;
+    // Query by query, every α of the grid (a query's features, p and candidates are built
+    // once, not once per α when the caches cannot hold every query); each α's sum adds the
+    // queries in the same order, so the curve is that of α by α.
+    const sums = new Float64Array(grid.length);
+    for (const q of queries) {
+      const rel = relevantOf(q.id);
+      for (let g = 0; g < grid.length; g++) {
+        this.alpha = grid[g];
+        sums[g] += setF1(this.plan(q, { asHeldOut: true }).matched, rel);
+      }
+    }
+    grid.forEach((a, g) => {
+      const f1 = queries.length ? sums[g] / queries.length : 0;
       curve.push([a, f1]);
       if (f1 > best.f1 + 1e-12) best = { alpha: a, f1 };
-    }
+    });
     this.alpha = best.alpha;
     return { ...best, curve };
   }

@@ -199,6 +199,25 @@ export interface RelevanceJSON {
   training: [string, string, string[]][];
 }
 
+/** Item → list positions holding it (CSR; positions ascending). */
+interface Holders {
+  off: Int32Array;
+  pos: Int32Array;
+}
+const EMPTY_HOLDERS: Holders = { off: new Int32Array(1), pos: new Int32Array(0) };
+
+function holders(size: number, lists: readonly Int32Array[]): Holders {
+  const off = new Int32Array(size + 1);
+  for (const l of lists) for (const i of l) off[i + 1]++;
+  for (let i = 0; i < size; i++) off[i + 1] += off[i];
+  const pos = new Int32Array(off[size]);
+  const cur = off.slice(0, size);
+  lists.forEach((l, t) => {
+    for (const i of l) pos[cur[i]++] = t;
+  });
+  return { off, pos };
+}
+
 function itemText(it: RelevanceItem): string {
   if (it.title === '' || it.text.startsWith(it.title)) return it.text;
   return `${it.title} ${it.text}`;
@@ -224,8 +243,10 @@ export class RelevanceModel {
   private readonly judgedCount: Int32Array;
   private readonly queryIndex: TextIndex | null;
   private readonly trainTop: Int32Array[];
+  /** Item → the training query positions whose top-`profileDepth` list holds it, and whose relevant items hold it (CSR, ascending positions). */
+  private readonly topHolders: Holders;
+  private readonly relHolders: Holders;
   private readonly profileMemo = new Map<string, QueryProfile>();
-  private readonly mark: Int32Array;
   private version = 0;
   /** Unit item vectors in ordinal order (size × dim) and their source, with `embeddings`. */
   private readonly dense: { vectors: DenseVectors; matrix: Float32Array; dim: number; col: number } | null;
@@ -262,6 +283,8 @@ export class RelevanceModel {
         )
       : null;
     this.trainTop = useJ ? this.train.map((q) => this.profile(q.text).top) : [];
+    this.topHolders = useJ ? holders(this.size, this.trainTop) : EMPTY_HOLDERS;
+    this.relHolders = useJ ? holders(this.size, this.trainRel) : EMPTY_HOLDERS;
     this.featureNames = [
       ...TEXT_FEATURES,
       ...(useJ ? JUDGEMENT_FEATURES : []),
@@ -272,7 +295,6 @@ export class RelevanceModel {
     this.dense = options.embeddings === null ? null : this.denseMatrix(options.embeddings);
     this.textScoreColumn = options.queryTf ? this.featureNames.indexOf('sTfNorm') : TEXT_SCORE_COLUMN;
     this.weights = weights ?? new Float64Array(this.dim);
-    this.mark = new Int32Array(this.size);
   }
 
   private denseMatrix(model: string): { vectors: DenseVectors; matrix: Float32Array; dim: number; col: number } {
@@ -425,16 +447,21 @@ export class RelevanceModel {
     const x = new Float64Array(N * d);
     const pr = this.profile(query.text);
     const logN = Math.log1p(N);
+    // Every unmatched item has rank N: one logRank value; matched items by their rank.
+    const unmatchedLogRank = Math.log1p(N) / logN;
     for (let i = 0; i < N; i++) {
       const o = i * d;
-      const s = pr.scores[i];
       x[o] = 1;
-      if (s > 0) {
-        x[o + 1] = pr.sMax > 0 ? s / pr.sMax : 0;
-        x[o + 3] = pr.sumIdf > 0 ? s / pr.sumIdf : 0;
-        x[o + 4] = 1;
-      }
-      x[o + 2] = Math.log1p(pr.rank[i]) / logN;
+      x[o + 2] = unmatchedLogRank;
+    }
+    for (let r = 0; r < pr.ranked.length; r++) {
+      const i = pr.ranked[r];
+      const o = i * d;
+      const s = pr.scores[i];
+      x[o + 1] = pr.sMax > 0 ? s / pr.sMax : 0;
+      x[o + 3] = pr.sumIdf > 0 ? s / pr.sumIdf : 0;
+      x[o + 4] = 1;
+      x[o + 2] = Math.log1p(r + 1) / logN;
     }
     if (this.options.queryTf) {
       const { scores, sumIdf, ranked } = this.itemIndex.scoreCounts(query.text);
@@ -464,9 +491,9 @@ export class RelevanceModel {
     if (!this.queryIndex) return x;
     const self = this.trainPos.get(query.id);
     const own = self === undefined ? null : this.trainRel[self];
-    for (let i = 0; i < N; i++) x[i * d + 5] = this.judgedCount[i];
-    if (own) for (const i of own) x[i * d + 5]--;
-    for (let i = 0; i < N; i++) x[i * d + 5] = Math.log1p(x[i * d + 5]);
+    const lj = (this.logJudged ??= Float64Array.from(this.judgedCount, (c) => Math.log1p(c)));
+    for (let i = 0; i < N; i++) x[i * d + 5] = lj[i];
+    if (own) for (const i of own) x[i * d + 5] = Math.log1p(this.judgedCount[i] - 1);
     const fam = this.neighbours(query, pr, self);
     fam.forEach((nb, f) => {
       let den = 0;
@@ -494,25 +521,29 @@ export class RelevanceModel {
     let mx = 0;
     for (let t = 0; t < T; t++) if (t !== self && qs.scores[t] > mx) mx = qs.scores[t];
     if (mx > 0) for (let t = 0; t < T; t++) if (t !== self) sims[0][t] = qs.scores[t] / mx;
-    // 2. Overlap of the top-depth BM25 item lists.
+    // 2. Overlap of the top-depth BM25 item lists: counted from the items' side (the
+    // training queries whose list holds each of the query's top items), so the cost is
+    // that of the lists met, not T × depth.
     const depth = this.options.profileDepth;
-    const stamp = ++this.markEpoch;
-    for (const i of pr.top) this.mark[i] = stamp;
-    for (let t = 0; t < T; t++) {
-      if (t === self) continue;
-      let ov = 0;
-      for (const i of this.trainTop[t]) if (this.mark[i] === stamp) ov++;
-      sims[1][t] = ov / depth;
-    }
-    // 3. Mean normalised BM25 of the query over each neighbour's relevant items.
+    const ov = sims[1];
+    const th = this.topHolders;
+    for (const i of pr.top) for (let j = th.off[i]; j < th.off[i + 1]; j++) ov[th.pos[j]]++;
+    for (let t = 0; t < T; t++) if (ov[t] !== 0) ov[t] = t === self ? 0 : ov[t] / depth;
+    // 3. Mean normalised BM25 of the query over each neighbour's relevant items: every
+    // matched item (ascending ordinal, so each neighbour's sum adds the same terms in the
+    // same order as a pass over its relevant items would) adds its score to the training
+    // queries judging it relevant.
     if (pr.sMax > 0) {
+      const acc = sims[2];
+      const rh = this.relHolders;
+      const matched = Int32Array.from(pr.ranked).sort();
+      for (const i of matched) {
+        const s = pr.scores[i];
+        for (let j = rh.off[i]; j < rh.off[i + 1]; j++) acc[rh.pos[j]] += s;
+      }
       for (let t = 0; t < T; t++) {
-        if (t === self) continue;
-        const rel = this.trainRel[t];
-        if (rel.length === 0) continue;
-        let s = 0;
-        for (const i of rel) s += pr.scores[i];
-        sims[2][t] = s / pr.sMax / rel.length;
+        if (acc[t] === 0) continue;
+        acc[t] = t === self ? 0 : acc[t] / pr.sMax / this.trainRel[t].length;
       }
     }
     const k = this.options.neighbours;
@@ -524,8 +555,9 @@ export class RelevanceModel {
       return { pos: top, sim: top.map((t) => sim[t]) };
     });
   }
-  private markEpoch = 0;
   private readonly featureMemo = new Map<string, Float64Array>();
+  /** ln(1 + training queries judging the item relevant), per item. */
+  private logJudged: Float64Array | null = null;
   private featureBytes = 0;
   /** Identifies options and training judgements (what the features depend on). */
   get signature(): string {
@@ -556,38 +588,58 @@ export class RelevanceModel {
   /** Fit (or refit) the weights on every (training query, item) pair, leave-one-out features. */
   refit(): RelevanceFit {
     const d = this.dim;
-    const rb = new RowBuilder(d);
+    let rb = new RowBuilder(d);
     const N = this.size;
     let pairs = 0;
     // Individual rows are kept; rows whose only non-zero features are the bias, logRank
-    // (= 1 for unmatched items) and logJudged are merged by logJudged's value. Two passes:
-    // the first counts the individual rows (to decide on subsampling), the second adds them.
+    // (= 1 for unmatched items) and logJudged are merged by logJudged's value. Individual
+    // rows beyond maxRows subsample the non-merged negatives (below).
     const plainRow = (x: Float64Array, o: number): boolean => {
       if (x[o + 4] !== 0) return false;
       for (let j = 6; j < d; j++) if (x[o + j] !== 0) return false;
       return true;
     };
     const used = this.train.map((_, t) => t).filter((t) => this.trainRel[t].length > 0);
-    let nIndividual = 0;
-    for (const t of used) {
-      const x = this.features(this.train[t]);
-      for (let i = 0; i < N; i++) if (!plainRow(x, i * d)) nIndividual++;
-    }
-    const keepP = nIndividual > this.options.maxRows ? this.options.maxRows / nIndividual : 1;
-    const rng = createRng(this.options.seed);
     const relMask = new Uint8Array(N);
-    for (const t of used) {
-      const x = this.features(this.train[t]);
-      relMask.fill(0);
-      for (const i of this.trainRel[t]) relMask[i] = 1;
-      pairs += N;
+    // One pass over the pairs (each query's features computed once) builds the rows as if
+    // nothing is subsampled while it counts the individual rows; only when they turn out
+    // to exceed maxRows is the builder dropped and a second pass subsamples (seeded) —
+    // the rows, their order and so the fit are those of counting first, then adding.
+    let nIndividual = 0;
+    let full: RowBuilder | null = rb;
+    const addAll = (b: RowBuilder, x: Float64Array, keepP: number, rng: (() => number) | null) => {
       for (let i = 0; i < N; i++) {
         const o = i * d;
         const row = x.subarray(o, o + d);
         const pos = relMask[i] === 1;
-        if (plainRow(x, o)) rb.add(row, pos, `j${d > 5 ? x[o + 5] : 0}`);
-        else if (pos || keepP >= 1) rb.add(row, pos);
-        else if (rng() < keepP) rb.add(row, false, undefined, 1 / keepP);
+        if (plainRow(x, o)) b.addMerged(row, pos, d > 5 ? x[o + 5] : 0);
+        else if (pos || keepP >= 1) b.add(row, pos);
+        else if (rng!() < keepP) b.add(row, false, undefined, 1 / keepP);
+      }
+    };
+    const mask = (t: number) => {
+      relMask.fill(0);
+      for (const i of this.trainRel[t]) relMask[i] = 1;
+    };
+    for (const t of used) {
+      const x = this.features(this.train[t]);
+      for (let i = 0; i < N; i++) if (!plainRow(x, i * d)) nIndividual++;
+      pairs += N;
+      if (full === null) continue;
+      if (nIndividual > this.options.maxRows) {
+        full = null;
+        continue;
+      }
+      mask(t);
+      addAll(full, x, 1, null);
+    }
+    if (full === null) {
+      const keepP = this.options.maxRows / nIndividual;
+      const rng = createRng(this.options.seed);
+      rb = new RowBuilder(d);
+      for (const t of used) {
+        mask(t);
+        addAll(rb, this.features(this.train[t]), keepP, rng);
       }
     }
     const rows = rb.build();

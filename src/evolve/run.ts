@@ -47,7 +47,7 @@ import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.t
 import type { QueryOffer, QuerySide } from '../../generators/policy/candidates.ts';
 import { KeywordPlanner, topByP, type PlannerGrpoSample } from '../../generators/planner/planner.ts';
 import type { RelevanceModel } from '../../generators/planner/relevance.ts';
-import { itemInput, queryInput, relevantOrdinals, runSft } from '../../generators/sft.ts';
+import { itemInput, queryInput, relevantOrdinals, runSft, tuningQueries } from '../../generators/sft.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
@@ -541,11 +541,11 @@ function chooseRank(
   return { served: chooseRanker('auto', on), asked, on };
 }
 
-/** α tuned on the core training queries (planned as held out) against the attached item generation. */
+/** α tuned on the core training queries (planned as held out; a seeded sample above sft.ts TUNING_QUERIES) against the attached item generation. */
 function tuneAlpha(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, queries: readonly Query[] = ctx.coreQueries): void {
   const rel = relevantOrdinals(itemView, ctx.coreRelevant);
   const none = new Set<number>();
-  planner.tuneAlpha(queries.map(queryInput), (id) => rel.get(id) ?? none);
+  planner.tuneAlpha(tuningQueries(queries, ctx.config.seed).map(queryInput), (id) => rel.get(id) ?? none);
 }
 
 async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
@@ -577,7 +577,9 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
   const itemGen = await commitGeneration(ctx, 'item', itemEntries, { step: 'sft', round: 0 }, null);
   const itemView = await ctx.store.openView('item', itemGen);
   sft.planner.attachOpposite(itemView);
+  ctx.logger.debug('phase sft: α tuning (item index)');
   tuneAlpha(ctx, sft.planner, itemView);
+  ctx.logger.debug('phase sft: query generation');
   const queryEntries = planQueries(ctx, sft.planner);
   const queryGen = await commitGeneration(ctx, 'query', queryEntries, { step: 'sft', round: 0 }, null);
   const queryView = await ctx.store.openView('query', queryGen);
@@ -585,9 +587,12 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
   await savePlanner(ctx.policies, 0, sft.planner, { dataset: config.dataset, ...(config.format ? { format: config.format } : {}) });
   // The query generation's keywords are the core training queries planned as held out: the floor and the ranker choices reuse them.
   const planned = new Map(queryEntries.map((e) => [e.id, e.keywords]));
+  ctx.logger.debug('phase sft: floor choice');
   const floor = chooseFloor(ctx, sft.planner, itemView, planned);
   ctx.floor = { floor: floor.floor, fallback: floor.fallback, backfill: floor.backfill ?? 0 };
+  ctx.logger.debug('phase sft: dev + held-out evaluation');
   const { metrics, dev, trainEval } = evaluate(ctx, sft.planner, itemView, 'sft');
+  ctx.logger.debug('phase sft: ranker choice');
   const rank = chooseRank(ctx, sft.planner, itemView, dev, planned);
   return {
     step: 'sft',
@@ -778,6 +783,7 @@ async function trainQueryHalf(
   const { config } = ctx;
   const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
   planner.attachOpposite(itemView);
+  ctx.logger.debug(`phase ${step}: α tuning`);
   tuneAlpha(ctx, planner, itemView, queries);
   const scorer = heldOutQueryScorer(itemView, queries, ctx.coreRelevant, planner, config);
   const stats = await trainPhase(ctx, {
@@ -815,9 +821,11 @@ async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
   const base = baseStep(done);
   const itemView = await ctx.store.openView('item', base.itemGeneration);
   const { planner, stats } = await trainQueryHalf(ctx, step, done, itemView, ctx.coreQueries);
+  ctx.logger.debug(`phase ${step}: query generation`);
   await savePlanner(ctx.policies, round, planner);
   const queryGen = await commitGeneration(ctx, 'query', planQueries(ctx, planner), { step, round }, base.queryGeneration);
   const queryView = await ctx.store.openView('query', queryGen);
+  ctx.logger.debug(`phase ${step}: dev + held-out evaluation`);
   const { metrics, dev, trainEval } = evaluate(ctx, planner, itemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {
@@ -958,6 +966,7 @@ async function trainItemHalf(
   const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'item', 0) : undefined;
   const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
   planner.attachOpposite(itemView);
+  ctx.logger.debug(`phase ${step}: query offers + reward cache`);
   const offers = queryOffers({ items: ctx.corpus.items, queries, relevant: ctx.coreRelevant, config }, planner, queryView);
   for (const p of [policy, reference]) {
     p?.attachOpposite(queryView);
@@ -1018,6 +1027,7 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
   const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, policy, step), { step, round }, base.itemGeneration);
   const newItemView = await ctx.store.openView('item', itemGen);
   const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+  ctx.logger.debug(`phase ${step}: dev + held-out evaluation`);
   const { metrics, dev, trainEval } = evaluate(ctx, planner, newItemView, step);
   stats.seconds = (Date.now() - t0) / 1000;
   return {
