@@ -35,6 +35,9 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import keyword_grammar  # noqa: E402  (no torch at import: its tables are built on first use)
+
 
 class CogrError(Exception):
     def __init__(self, code: str, message: str, status: int = 2):
@@ -281,10 +284,7 @@ def grammar_for(tok, model, a: argparse.Namespace):
     """The keyword-list grammar (keyword_grammar.py) for this tokenizer, or None with --free."""
     if a.free:
         return None
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from keyword_grammar import KeywordGrammar
-
-    return KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length)
+    return keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length)
 
 
 def grammar_summary(g) -> str:
@@ -567,8 +567,10 @@ def main(argv: list[str]) -> int:
     q.add_argument("--repetition-penalty", type=float, default=1.0, help="sampling's repetition penalty (1 = none)")
 
     def grammar_flags(s):
-        s.add_argument("--max-keywords", type=int, default=12, help="the grammar's K (cogr's DEFAULTS.llm.maxKeywords)")
-        s.add_argument("--max-keyword-length", type=int, default=60, help="the grammar's L in characters (DEFAULTS.llm.maxKeywordLength)")
+        s.add_argument("--max-keywords", type=int, default=keyword_grammar.MAX_KEYWORDS, help="the grammar's K (cogr's DEFAULTS.llm.maxKeywords)")
+        s.add_argument(
+            "--max-keyword-length", type=int, default=keyword_grammar.MAX_KEYWORD_LENGTH, help="the grammar's L in characters (DEFAULTS.llm.maxKeywordLength)"
+        )
         s.add_argument("--free", action="store_true", help="sample without the keyword-list grammar")
 
     grammar_flags(g)

@@ -23,10 +23,12 @@ their decoded text: pure keyword-character tokens with precomputed tensors (vect
 the few tokens holding a structural character (`"{}[],:` or a lone space) one by one.
 Whitespace outside strings: one optional space after `{`, `:`, `[` and `,`; no newline.
 
-If a state ever has no allowed token (it cannot by construction except for a keyword at
-its full length L that is a duplicate, which the length rule makes unreachable in
-practice) the processor allows the forced closing instead and counts it in `stats`
-("fallbacks"), so the answer still closes; the parser then de-duplicates.
+No state is a dead end: a keyword shorter than L can always grow by one character, and a
+token that would fill it to exactly L characters is only allowed when the keyword can then
+be closed (not a duplicate). Should a state still have no allowed token, the processor
+allows the forced closing instead and counts it in `stats` ("fallbacks"), so the answer
+still closes (the parser de-duplicates); the forced closing near the budget likewise
+closes the open keyword whatever it is.
 """
 from __future__ import annotations
 
@@ -301,7 +303,12 @@ class KeywordGrammar:
             # Conservative (every token let through is one `step` accepts): a token holding a
             # space only while fewer than KEYWORD_MAX_WORDS words are written with it.
             m &= (nw_after <= KEYWORD_MAX_WORDS) & (~self.has_space | (nw_after < KEYWORD_MAX_WORDS))
-            out = torch.nonzero(m).flatten().tolist()
+            # A token that fills the keyword to L characters leaves only the closing quote: it is let
+            # through only when that close is allowed (not a duplicate), so no state is a dead end.
+            full = self.length - len(b)
+            at_limit = set(torch.nonzero(m & (self.str_len == full)).flatten().tolist()) if full > 0 else set()
+            dead = {t for t in at_limit if not normalize(b + self.text[t]) or normalize(b + self.text[t]) in s.seen}
+            out = [t for t in torch.nonzero(m).flatten().tolist() if t not in dead]
             out += [t for t in self.quoted if step_text(s, self.text[t], self.k, self.length, room - 1) is not None]
         else:
             # Outside a string only a few characters can come next: check the tokens that lead with one of them.
