@@ -7,7 +7,11 @@
  * reward the trainer logged for the step is their mean. Faults: a reward server that is
  * not there and one that fails mid-step (a fake answering 503) stop the trainer with
  * error[REWARD_UNAVAILABLE] naming the reason, never a reward of 0; a prompt longer than
- * the context is error[PROMPT_TOO_LONG] naming it. No timing is asserted. Without the venv
+ * the context is error[PROMPT_TOO_LONG] naming it. The keyword grammar (keyword_grammar.py):
+ * its unit tests, its bounds equal to DEFAULTS.llm's, and three answers of the real
+ * checkpoint under it that all parse and none cut off. round.sh on a tiny MED round whose
+ * reward server is killed during the GRPO step: the step fails with REWARD_UNAVAILABLE and
+ * its reason, a re-run resumes at that stage and ends with the table. No timing is asserted. Without the venv
  * the test FAILS naming what to run; it is skipped only when COGR_SKIP_TRL=1 is set.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
