@@ -88,11 +88,14 @@ trap stop_server EXIT
 start_server() { # prints the base URL
   stop_server
   local log="$work/reward-server.log"
+  # A fresh log: the address is read from it, and the previous stage's server wrote its own there
+  # (the child truncating it after the fork raced the read below, which then found the old address).
+  rm -f "$log"
   "${cogr[@]}" reward-server --db "$db" --round latest --port 0 >"$log" 2>&1 &
   echo $! >"$rs_pid_file"
   local url=""
   for _ in $(seq 1 240); do
-    url="$(grep -o 'listening address=http://[0-9.:]*' "$log" | head -1 | sed 's/.*address=//')" || true
+    url="$(grep -so 'listening address=http://[0-9.:]*' "$log" | head -1 | sed 's/.*address=//')" || true
     [[ -n "$url" ]] && break
     kill -0 "$(cat "$rs_pid_file")" 2>/dev/null || { echo "error[REWARD_UNAVAILABLE]: cogr reward-server exited: $(tail -3 "$log")" >&2; exit 1; }
     sleep 0.5
