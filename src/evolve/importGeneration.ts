@@ -3,7 +3,16 @@
  * generation of a side of a stored run (training entities only on the query side:
  * held-out queries' keywords are used only to evaluate), evaluated on the held-out
  * queries like any other step and recorded in the run store's `imports`.
+ *
+ * Idempotent: the commit meta carries the file's sha256 (`digest`) and its path, and when
+ * the side's latest generation is already that file's import (an import killed after its
+ * commit but before its caller saw the answer, run again) nothing is committed: that
+ * generation is evaluated against the current item generation (`reused: true`), and when
+ * the run store already holds the record of that very evaluation it is returned as it is,
+ * not appended again.
  */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { CogrDb } from '../../index/store/db.ts';
 import { cogrError } from '../../index/core/errors.ts';
@@ -51,6 +60,14 @@ export async function importGeneration(
   const policies = policyStore(db);
   const known = new Set(side === 'item' ? corpus.items.map((i) => i.id) : corpus.queries.map((q) => q.id));
   const lines = readKeywordFile(path, known, side);
+  const digest = createHash('sha256').update(readFileSync(path)).digest('hex');
+  const latestOwn = await store.latest(side);
+  const latestMeta = latestOwn === null ? null : (await store.generationInfo(side, latestOwn)).meta;
+  const reused = latestOwn !== null && latestMeta?.step === 'import' && latestMeta.digest === digest && latestMeta.source === path;
+  if (reused)
+    logger.info(
+      `${path}: ${side} generation ${latestOwn} is already this file's import (sha256 ${digest.slice(0, 12)}); not committed again`,
+    );
   const evalSet = new Set(run.split.eval);
   const byQuery = new Map(corpus.queries.map((q) => [q.id, q]));
   const byItem = new Map(corpus.items.map((i) => [i.id, i]));
@@ -59,9 +76,12 @@ export async function importGeneration(
   let metrics: HeldOutMetrics;
   let heldOutFromFile = 0;
   if (side === 'item') {
-    const w = store.writer('item', { base: await store.latest('item') });
-    for (const [id, v] of lines) w.set(id, v.title ?? byItem.get(id)!.title, v.keywords);
-    generation = await w.commit({ step: 'import', source: path });
+    if (reused) generation = latestOwn;
+    else {
+      const w = store.writer('item', { base: latestOwn });
+      for (const [id, v] of lines) w.set(id, v.title ?? byItem.get(id)!.title, v.keywords);
+      generation = await w.commit({ step: 'import', source: path, digest });
+    }
     const view = await store.openView('item', generation);
     const planner = await loadPlanner(policies, 'latest', corpus.items);
     planner.attachOpposite(view);
@@ -74,16 +94,19 @@ export async function importGeneration(
     ).metrics;
   } else {
     // Held-out and dev queries never enter a generation (they would reach item rewards).
-    const w = store.writer('query', { base: await store.latest('query') });
-    let written = 0;
-    const core = new Set(coreIds(run.split));
-    for (const [id, v] of lines) {
-      if (!core.has(id)) continue;
-      w.set(id, byQuery.get(id)!.text, v.keywords);
-      written++;
+    if (reused) generation = latestOwn;
+    else {
+      const w = store.writer('query', { base: latestOwn });
+      let written = 0;
+      const core = new Set(coreIds(run.split));
+      for (const [id, v] of lines) {
+        if (!core.has(id)) continue;
+        w.set(id, byQuery.get(id)!.text, v.keywords);
+        written++;
+      }
+      if (written === 0) logger.warn(`${path}: no training query in the file; the new query generation equals the previous one`);
+      generation = await w.commit({ step: 'import', source: path, digest });
     }
-    if (written === 0) logger.warn(`${path}: no training query in the file; the new query generation equals the previous one`);
-    generation = await w.commit({ step: 'import', source: path });
     const latestItem = await store.latest('item');
     if (latestItem === null) throw cogrError('NOT_FOUND', 'no item generation to evaluate against');
     const view = await store.openView('item', latestItem);
@@ -95,6 +118,14 @@ export async function importGeneration(
       );
     metrics = evaluateQueries(view, evalQueries, fromFile, corpus, run.config.beta).metrics;
   }
+  const itemGeneration = (await store.latest('item')) ?? undefined;
+  const state = new RunState(db);
+  if (reused) {
+    const same = (await state.imports()).find(
+      (r) => r.side === side && r.generation === generation && r.digest === digest && r.itemGeneration === itemGeneration,
+    );
+    if (same) return same;
+  }
   const rec: ImportRecord = {
     side,
     generation,
@@ -103,7 +134,10 @@ export async function importGeneration(
     heldOutFromFile,
     metrics,
     importedAt: new Date().toISOString(),
+    digest,
+    ...(itemGeneration !== undefined ? { itemGeneration } : {}),
+    reused,
   };
-  await new RunState(db).appendImport(rec);
+  await state.appendImport(rec);
   return rec;
 }

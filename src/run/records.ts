@@ -114,6 +114,12 @@ export interface ImportRecord {
   heldOutFromFile: number;
   metrics: HeldOutMetrics;
   importedAt: string;
+  /** sha256 of the keyword file (also in the generation's commit meta). */
+  digest?: string;
+  /** The item generation the held-out queries were matched against. */
+  itemGeneration?: number;
+  /** True when the side's latest generation already was this file's import (a re-run): nothing was committed. */
+  reused?: boolean;
 }
 
 export interface StepRecord {

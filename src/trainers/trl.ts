@@ -2,11 +2,12 @@
  * The TypeScript side of the TRL trainer (trainers/trl/): what the Python trainer reads
  * and what comes back from it, with cogr's own code so both sides agree.
  *
- *   node dist/src/trainers/trl.js prompts --db <db> --out <dir> [--items n] [--seed s]
+ *   node dist/src/trainers/trl.js prompts --db <db> --out <dir> [--items n] [--seed s] [--queries n]
  *       the stored run's LLM prompts (generators/prompts/, the prompt an LLM gets in
  *       `cogr rollouts`): query-core.jsonl (GRPO prompts, label query:<id>, the run's core
  *       training queries only: the reward server serves no other), query-all.jsonl (the core
- *       training and the held-out queries, for keywords: dev queries enter no generation), item-sample.jsonl (n items sampled,
+ *       training queries (or n of them, sampled, with --queries n) and every held-out query, for keywords: dev queries enter no
+ *       generation), item-sample.jsonl (n items sampled,
  *       seeded, from those judged relevant to a core training query: the only items whose
  *       keywords move the counterfactual reward), core.txt, split.json
  *   node dist/src/trainers/trl.js parse --from completions.jsonl --out keywords.jsonl
@@ -20,7 +21,7 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { K_MAX } from '../../index/core/defaults.ts';
+import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
 import { cogrError, CogrError } from '../../index/core/errors.ts';
 import { stderrLogger } from '../../index/core/log.ts';
 import { createRng, shuffle } from '../../index/core/random.ts';
@@ -71,11 +72,15 @@ export async function writePrompts(
   out: string,
   items: number,
   seed: number,
+  /** Core training queries to write keywords for (0: all); the held-out ones are always all there. */
+  queries = 0,
 ): Promise<{ core: number; all: number; items: number }> {
   const run = await readRunAt(dbPath);
   if (!run) throw cogrError('NOT_FOUND', `${dbPath}: no co-evolution run (run \`cogr demo --dataset D --rounds 0\` first)`);
   const corpus = (await loadRunCorpus(run.config, stderrLogger)).corpus;
-  const kMax = run.config.kMax ?? K_MAX;
+  // The most keywords an answer may hold, as the LLM path asks a server for (generators/llm.ts):
+  // the prompts say it and the trainer's constrained decoding (trainers/trl/keyword_grammar.py) enforces it.
+  const kMax = Math.min(run.config.kMax ?? K_MAX, DEFAULTS.llm.maxKeywords);
   const byQuery = new Map(corpus.queries.map((q) => [q.id, q]));
   const qt = loadPromptTemplate('query');
   const it = loadPromptTemplate('item');
@@ -85,7 +90,8 @@ export async function writePrompts(
   mkdirSync(out, { recursive: true });
   writeAtomic(join(out, 'query-core.jsonl'), jsonl(core.map((id) => ({ id, label: `query:${id}`, prompt: prompt(id) }))));
   // Keywords are needed for the core training queries (the query generation) and the held-out ones (the evaluation); dev queries enter neither.
-  const all = [...core, ...run.split.eval];
+  const keywordCore = queries > 0 && queries < core.length ? shuffle(core, createRng(seed + 1)).slice(0, queries) : core;
+  const all = [...keywordCore, ...run.split.eval];
   const eval_ = new Set(run.split.eval);
   writeAtomic(
     join(out, 'query-all.jsonl'),
@@ -107,12 +113,15 @@ export async function writePrompts(
       core: core.length,
       dev: run.split.dev.length,
       eval: run.split.eval.length,
+      keywordCore: keywordCore.length,
       itemPool: pool.length,
       itemSample: picked.length,
+      maxKeywords: kMax,
+      maxKeywordLength: DEFAULTS.llm.maxKeywordLength,
     }) + '\n',
   );
   stderrLogger.info(
-    `prompts: ${core.length} core training queries, ${all.length} queries for keywords (core and ${run.split.eval.length} held out), ${picked.length} of ${pool.length} judged items → ${out}`,
+    `prompts: ${core.length} core training queries, ${all.length} queries for keywords (${keywordCore.length} core and ${run.split.eval.length} held out), ${picked.length} of ${pool.length} judged items → ${out}`,
   );
   return { core: core.length, all: all.length, items: picked.length };
 }
@@ -284,9 +293,12 @@ export async function main(argv: string[]): Promise<void> {
   if (cmd === 'prompts') {
     const items = Number(flag(args, '--items', '32'));
     const seed = Number(flag(args, '--seed', '1'));
+    const queries = Number(flag(args, '--queries', '0'));
     if (!Number.isInteger(items) || items < 1)
       throw cogrError('INVALID_ARGUMENT', `--items: expected an integer ≥ 1, got ${JSON.stringify(flag(args, '--items'))}`);
-    await writePrompts(flag(args, '--db'), flag(args, '--out'), items, seed);
+    if (!Number.isInteger(queries) || queries < 0)
+      throw cogrError('INVALID_ARGUMENT', `--queries: expected an integer ≥ 0, got ${JSON.stringify(flag(args, '--queries'))}`);
+    await writePrompts(flag(args, '--db'), flag(args, '--out'), items, seed, queries);
   } else if (cmd === 'parse') {
     parseCompletions(flag(args, '--from'), flag(args, '--out'));
   } else if (cmd === 'report') {

@@ -14,7 +14,7 @@ import { fBetaFromCounts } from '../../rewards/setMetrics.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
 import { importGeneration } from '../../src/evolve/importGeneration.ts';
 import { writeRollouts } from '../../src/evolve/rollouts.ts';
-import { frozenFor, readStoredRun } from '../../src/run/state.ts';
+import { frozenFor, readStoredRun, RunState } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
@@ -269,6 +269,38 @@ describe('import-generation', () => {
     // held-out and dev queries stay out of query generations
     expect(ids).toEqual([...train].sort());
     expect(rec.heldOutFromFile).toBe(evalIds.length);
+  });
+
+  it('is idempotent: the same file again commits nothing; after a new item generation only the evaluation is added', async () => {
+    const store = new KeywordIndexStore(db);
+    const file = join(dir, 'again.jsonl');
+    writeFileSync(file, corpus.queries.map((q) => JSON.stringify({ id: q.id, keywords: q.text.split(' ').slice(0, 2) })).join('\n') + '\n');
+    const state = new RunState(db);
+    const first = await importGeneration(db, corpus, 'query', file);
+    expect(first.reused).toBe(false);
+    const nImports = (await state.imports()).length;
+    // As a re-run after a kill between the commit and the caller's output: same generation, same record, nothing appended.
+    const again = await importGeneration(db, corpus, 'query', file);
+    expect(again).toEqual(first);
+    expect(await store.latest('query')).toBe(first.generation);
+    expect((await state.imports()).length).toBe(nImports);
+    // A new item generation: the query file is evaluated against it without a new query generation.
+    const items = join(dir, 'items-again.jsonl');
+    writeFileSync(
+      items,
+      corpus.items.map((it) => JSON.stringify({ id: it.id, keywords: it.text.split(' ').slice(0, 4) })).join('\n') + '\n',
+    );
+    const item = await importGeneration(db, corpus, 'item', items);
+    const after = await importGeneration(db, corpus, 'query', file);
+    expect(after.reused).toBe(true);
+    expect(after.generation).toBe(first.generation);
+    expect(after.itemGeneration).toBe(item.generation);
+    expect((await state.imports()).length).toBe(nImports + 2);
+    // A changed file is a new import.
+    writeFileSync(file, corpus.queries.map((q) => JSON.stringify({ id: q.id, keywords: q.text.split(' ').slice(0, 3) })).join('\n') + '\n');
+    const changed = await importGeneration(db, corpus, 'query', file);
+    expect(changed.reused).toBe(false);
+    expect(changed.generation).toBe(first.generation + 1);
   });
 
   it('rejects unknown ids and malformed lines with file and line', async () => {

@@ -7,7 +7,11 @@
  * reward the trainer logged for the step is their mean. Faults: a reward server that is
  * not there and one that fails mid-step (a fake answering 503) stop the trainer with
  * error[REWARD_UNAVAILABLE] naming the reason, never a reward of 0; a prompt longer than
- * the context is error[PROMPT_TOO_LONG] naming it. No timing is asserted. Without the venv
+ * the context is error[PROMPT_TOO_LONG] naming it. The keyword grammar (keyword_grammar.py):
+ * its unit tests, its bounds equal to DEFAULTS.llm's, and three answers of the real
+ * checkpoint under it that all parse and none cut off. round.sh on a tiny MED round whose
+ * reward server is killed during the GRPO step: the step fails with REWARD_UNAVAILABLE and
+ * its reason, a re-run resumes at that stage and ends with the table. No timing is asserted. Without the venv
  * the test FAILS naming what to run; it is skipped only when COGR_SKIP_TRL=1 is set.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -18,11 +22,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writePrompts } from '../../src/trainers/trl.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
+import { KEYWORD_MAX_WORDS } from '../../index/text/normalize.ts';
+import { parseCompletions, writePrompts } from '../../src/trainers/trl.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = join(ROOT, 'bin', 'cogr.mjs');
 const SCRIPT = join(ROOT, 'trainers', 'trl', 'cogr_trl.py');
+const ROUND = join(ROOT, 'trainers', 'trl', 'round.sh');
 const VENV = process.env.COGR_TRL_VENV ?? join(homedir(), '.cache', 'cogr', 'venvs', 'trl');
 const PY = join(VENV, 'bin', 'python');
 const BASE = process.env.COGR_TRL_BASE ?? join(homedir(), '.cache', 'cogr', 'checkpoints', 'SmolLM2-135M-Instruct');
@@ -35,15 +42,24 @@ interface Done {
   stderr: string;
 }
 
-/** The venv's python on the trainer script, offline, one torch thread; resolves when it exits. */
-function trainer(args: string[]): Promise<Done> {
+const OFFLINE = { HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', HF_DATASETS_OFFLINE: '1' };
+
+/** A child (offline) whose stderr is collected; onErr sees it as it grows; resolves when it exits. */
+function child(cmd: string, args: string[], onErr?: (all: string) => void, env: NodeJS.ProcessEnv = {}): Promise<Done> {
   return new Promise((resolve) => {
-    const env = { ...process.env, HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', HF_DATASETS_OFFLINE: '1' };
-    const c = spawn(PY, [SCRIPT, '--threads', '1', ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const c = spawn(cmd, args, { env: { ...process.env, ...OFFLINE, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
-    c.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    c.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      onErr?.(stderr);
+    });
     c.once('exit', (code) => resolve({ code, stderr }));
   });
+}
+
+/** The venv's python on the trainer script, offline, one torch thread. */
+function trainer(args: string[]): Promise<Done> {
+  return child(PY, [SCRIPT, '--threads', '1', ...args]);
 }
 
 async function post(url: string, body: unknown): Promise<Record<string, unknown>> {
@@ -242,6 +258,104 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       }
     },
     HOUR,
+  );
+
+  it(
+    'the keyword grammar: its unit tests pass in the venv and its bounds are the LLM schema\u2019s',
+    async () => {
+      const unit = await child(PY, ['-m', 'unittest', '-v', join(ROOT, 'trainers', 'trl', 'test_keyword_grammar.py')]);
+      expect(unit.code, unit.stderr).toBe(0);
+      expect(unit.stderr).toMatch(/Ran [1-9]\d* tests/);
+      const { stdout } = await run(
+        PY,
+        ['-c', 'import keyword_grammar as g; print(g.MAX_KEYWORDS, g.MAX_KEYWORD_LENGTH, g.KEYWORD_MAX_WORDS)'],
+        { cwd: join(ROOT, 'trainers', 'trl'), timeout: 120_000 },
+      );
+      expect(stdout.trim()).toBe(`${DEFAULTS.llm.maxKeywords} ${DEFAULTS.llm.maxKeywordLength} ${KEYWORD_MAX_WORDS}`);
+    },
+    HOUR,
+  );
+
+  it(
+    'constrained generation on the real checkpoint: every answer parses and closes before the token budget',
+    async () => {
+      // Three MED queries (two held out, one core training), the prompts round.sh uses.
+      const rows = readFileSync(join(dir, 'prompts', 'query-all.jsonl'), 'utf8')
+        .trim()
+        .split('\n');
+      const three = join(dir, 'three.jsonl');
+      writeFileSync(three, [rows[0], rows[rows.length - 2], rows[rows.length - 1]].join('\n') + '\n');
+      const out = join(dir, 'three.completions.jsonl');
+      const r = await trainer(['generate', '--model', BASE, '--prompts', three, '--out', out, '--max-new-tokens', '64', '--batch', '3']);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(/generate: 3 answers in \d+ s, 0 cut off at 64 tokens; keyword grammar/);
+      const parsed = parseCompletions(out, join(dir, 'three.keywords.jsonl'));
+      expect(parsed).toEqual({ lines: 3, invalid: 0, truncated: 0 });
+      for (const l of readFileSync(out, 'utf8').trim().split('\n')) {
+        const c = JSON.parse(l) as { completion: string };
+        const v = JSON.parse(c.completion) as { keywords?: string[] } | string[];
+        const kws = Array.isArray(v) ? v : v.keywords!;
+        expect(kws.length).toBeGreaterThanOrEqual(1);
+        expect(kws.length).toBeLessThanOrEqual(DEFAULTS.llm.maxKeywords);
+        expect(new Set(kws.map((k) => k.toLowerCase().trim())).size).toBe(kws.length);
+      }
+    },
+    HOUR,
+  );
+
+  it(
+    'round.sh: a reward server killed mid-GRPO fails the step with the reason; a re-run resumes at that stage and finishes',
+    async () => {
+      const work = join(dir, 'round');
+      const args = [
+        ROUND,
+        '--dataset',
+        'med',
+        '--work',
+        work,
+        '--sft-steps',
+        '1',
+        '--query-steps',
+        '1',
+        '--item-steps',
+        '1',
+        '--items',
+        '2',
+        '--queries',
+        '2',
+        '--generations',
+        '2',
+        '--gen-tokens',
+        '48',
+        '--threads',
+        '1',
+      ];
+      let killed = false;
+      const first = await child('bash', args, (err) => {
+        // The GRPO step announces itself right before sampling; the reward is asked for after it.
+        if (!killed && /grpo query: 1 steps × 1 prompt\(s\)/.test(err)) {
+          killed = true;
+          process.kill(Number(readFileSync(join(work, 'reward-server.pid'), 'utf8').trim()), 'SIGKILL');
+        }
+      });
+      expect(killed, first.stderr).toBe(true);
+      expect(first.code).not.toBe(0);
+      expect(first.stderr).toMatch(/error\[REWARD_UNAVAILABLE\]: reward server http:\/\/127\.0\.0\.1:\d+\/get_reward unreachable: \S/);
+      expect(existsSync(join(work, 'ckpt-query', 'cogr-done.json'))).toBe(false);
+      expect(existsSync(join(work, 'ckpt-sft', 'cogr-done.json'))).toBe(true);
+      const second = await child('bash', args);
+      expect(second.code, second.stderr).toBe(0);
+      for (const done of ['demo', 'prompts', 'sft-export', 'sft', 'eval-sft']) expect(second.stderr).toContain(`stage ${done}: done`);
+      expect(second.stderr).toMatch(/stage grpo-query \(/);
+      expect(existsSync(join(work, 'ckpt-item', 'cogr-done.json'))).toBe(true);
+      const table = readFileSync(join(work, 'table.md'), 'utf8');
+      expect(table).toMatch(/\| query \| 1 \| -?\d\.\d{4} \|/);
+      expect(table).toMatch(/\| item \| 1 \| -?\d\.\d{4} \|/);
+      expect(table).toContain('| LLM after the item half-round |');
+      // No reward server is left running.
+      expect(existsSync(join(work, 'reward-server.pid'))).toBe(false);
+    },
+    2 * HOUR,
   );
 
   it(

@@ -5,6 +5,10 @@
     python cogr_trl.py grpo     --model DIR --prompts P.jsonl --reward-url URL --out DIR [--steps 4]
     python cogr_trl.py generate --model DIR --prompts P.jsonl --out completions.jsonl
 
+`grpo` and `generate` sample under the keyword-list grammar (keyword_grammar.py: a JSON
+keyword list of at most --max-keywords strings of at most --max-keyword-length characters,
+no keyword twice, closed before the token budget); --free turns it off.
+
 Everything runs offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE / HF_DATASETS_OFFLINE are
 set before transformers is imported) on the CPU with a bounded number of torch threads
 (--threads, default $COGR_TRL_THREADS or 2). Progress goes to stderr, one line per step.
@@ -30,6 +34,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import keyword_grammar  # noqa: E402  (no torch at import: its tables are built on first use)
 
 
 class CogrError(Exception):
@@ -270,6 +277,23 @@ def cmd_sft(a: argparse.Namespace) -> None:
     log(f"sft: saved {out}")
 
 
+# ---------------------------------------------------------------- constrained decoding
+
+
+def grammar_for(tok, model, a: argparse.Namespace):
+    """The keyword-list grammar (keyword_grammar.py) for this tokenizer, or None with --free."""
+    if a.free:
+        return None
+    return keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length)
+
+
+def grammar_summary(g) -> str:
+    if g is None:
+        return "free decoding"
+    st = g.stats
+    return f"keyword grammar (≤ {g.k} keywords of ≤ {g.length} characters; {st['forced']} forced closings, {st['fallbacks']} fallbacks, {st['seconds']:.1f} s masking)"
+
+
 # ---------------------------------------------------------------- GRPO
 
 
@@ -323,10 +347,75 @@ def make_reward_func(url: str, token: str | None, timeout: float, log_path: Path
     return cogr_reward
 
 
+def constrained_trainer_class():
+    """GRPOTrainer whose rollouts are sampled under the keyword-list grammar.
+
+    How it hooks in (TRL 1.16, trl/trainer/grpo_trainer.py `_generate_single_turn`, the
+    plain-transformers path: no vLLM, no continuous batching): that method samples with
+    `unwrapped_model.generate(**inputs, generation_config=self.generation_config)`, where
+    `unwrapped_model` is `accelerator.unwrap_model(model)` — on one CPU process the very
+    model object. For the duration of that call the model's `generate` is shadowed by an
+    instance attribute that adds `logits_processor=[grammar processor]` (transformers
+    merges custom processors before the sampling warpers, so temperature and top-p act on
+    the masked logits); it is removed afterwards. The hook checks it was used: a TRL whose
+    generation no longer goes through `model.generate` (or a vLLM / continuous-batching
+    configuration) fails the step with an error instead of silently sampling unconstrained.
+
+    Why it is sound: the grammar only decides which completions are sampled. TRL then scores
+    the sampled tokens with the policy's own log-probs (a fresh forward pass of the
+    unconstrained model, temperature-scaled), so the loss is the usual GRPO loss on these
+    completions: raising log pi(token) for completions with a positive advantage and lowering
+    it for negative ones. All of them are grammatical, so the gradient only reshapes
+    probability among grammatical continuations; the one thing it leaves out is the
+    grammar's renormaliser (log of the allowed mass at each step), a term that would push
+    probability into the allowed set and that is irrelevant as long as generation keeps the
+    mask. Top-p truncation already creates the same kind of sampler/scorer gap in TRL. The
+    trained model is therefore always used with the grammar (round.sh's `generate`).
+    """
+    from trl import GRPOTrainer
+
+    class ConstrainedGRPOTrainer(GRPOTrainer):
+        def __init__(self, *args, keyword_grammar=None, **kw):
+            super().__init__(*args, **kw)
+            self.keyword_grammar = keyword_grammar
+
+        def _generate_single_turn(self, prompt_ids, *args, **kw):
+            g = self.keyword_grammar
+            if g is None:
+                return super()._generate_single_turn(prompt_ids, *args, **kw)
+            if self.use_vllm or getattr(self, "use_transformers_continuous_batching", False):
+                raise CogrError("INVALID_ARGUMENT", "the keyword grammar hooks transformers' generate: no vLLM or continuous batching", 1)
+            model = self.accelerator.unwrap_model(self.model_wrapped)
+            original = model.generate
+            used = []
+
+            def generate(*ga, **gk):
+                from transformers import LogitsProcessorList
+
+                cfg = gk.get("generation_config")
+                budget = getattr(cfg, "max_new_tokens", None) or self.max_completion_length
+                proc = g.processor(int(budget))
+                used.append(proc)
+                lp = LogitsProcessorList(gk.pop("logits_processor", None) or [])
+                lp.append(proc)
+                return original(*ga, logits_processor=lp, **gk)
+
+            model.generate = generate
+            try:
+                out = super()._generate_single_turn(prompt_ids, *args, **kw)
+            finally:
+                del model.generate  # the class's method again
+            if not used or used[0].calls == 0:
+                raise CogrError("INTERNAL", "the keyword grammar was not applied to the GRPO rollouts (TRL no longer samples through model.generate?)", 1)
+            return out
+
+    return ConstrainedGRPOTrainer
+
+
 def cmd_grpo(a: argparse.Namespace) -> None:
     set_threads(a.threads)
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     prompts = read_jsonl(Path(a.prompts))
     for r in prompts:
@@ -364,11 +453,14 @@ def cmd_grpo(a: argparse.Namespace) -> None:
         shuffle_dataset=False,
         log_completions=False,
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=ds, processing_class=tok, callbacks=[steps.callback()])
+    g = grammar_for(tok, model, a)
+    trainer = constrained_trainer_class()(
+        model=model, reward_funcs=[reward], args=cfg, train_dataset=ds, processing_class=tok, callbacks=[steps.callback()], keyword_grammar=g
+    )
     log(f"grpo {a.name}: {a.steps} steps × {a.batch // a.generations} prompt(s) × {a.generations} completions of ≤ {a.max_completion} tokens, rewards from {url}")
     trainer.train()
-    save_final(trainer, tok, out, {"stage": f"grpo-{a.name}", "steps": a.steps})
-    log(f"grpo {a.name}: saved {out}")
+    save_final(trainer, tok, out, {"stage": f"grpo-{a.name}", "steps": a.steps, "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length}})
+    log(f"grpo {a.name}: saved {out}; rollouts with {grammar_summary(g)}")
 
 
 # ---------------------------------------------------------------- generation
@@ -388,9 +480,11 @@ def cmd_generate(a: argparse.Namespace) -> None:
     check_lengths(tok, rows, a.max_new_tokens, context_of(model, a), a.prompts)
     out = Path(a.out)
     tmp = out.with_name(out.name + ".partial")
+    g = grammar_for(tok, model, a)
     torch.manual_seed(a.seed)
     t0 = time.time()
     done = 0
+    cut = 0
     with tmp.open("w", encoding="utf-8") as f:
         for i in range(0, len(rows), a.batch):
             batch = rows[i : i + a.batch]
@@ -405,14 +499,17 @@ def cmd_generate(a: argparse.Namespace) -> None:
                     top_p=a.top_p if a.temperature > 0 else None,
                     repetition_penalty=a.repetition_penalty,
                     pad_token_id=tok.pad_token_id,
+                    **({"logits_processor": [g.processor(a.max_new_tokens)]} if g is not None else {}),
                 )
-            for r, g in zip(batch, gen[:, enc["input_ids"].shape[1] :]):
-                ended = bool((g == tok.eos_token_id).any())
-                f.write(json.dumps({"id": r["id"], "completion": tok.decode(g, skip_special_tokens=True), "truncated": not ended}) + "\n")
+            for r, c in zip(batch, gen[:, enc["input_ids"].shape[1] :]):
+                ended = bool((c == tok.eos_token_id).any())
+                cut += 0 if ended else 1
+                f.write(json.dumps({"id": r["id"], "completion": tok.decode(c, skip_special_tokens=True), "truncated": not ended}) + "\n")
             done += len(batch)
             el = time.time() - t0
             log(f"generate: {done}/{len(rows)} prompts ({done / el:.2f}/s, ETA {(len(rows) - done) * el / done:.0f} s)")
     os.replace(tmp, out)
+    log(f"generate: {done} answers in {time.time() - t0:.0f} s, {cut} cut off at {a.max_new_tokens} tokens; {grammar_summary(g)}")
 
 
 # ---------------------------------------------------------------- CLI
@@ -469,9 +566,21 @@ def main(argv: list[str]) -> int:
     q.add_argument("--context", type=int, default=0)
     q.add_argument("--repetition-penalty", type=float, default=1.0, help="sampling's repetition penalty (1 = none)")
 
+    def grammar_flags(s):
+        s.add_argument("--max-keywords", type=int, default=keyword_grammar.MAX_KEYWORDS, help="the grammar's K (cogr's DEFAULTS.llm.maxKeywords)")
+        s.add_argument(
+            "--max-keyword-length", type=int, default=keyword_grammar.MAX_KEYWORD_LENGTH, help="the grammar's L in characters (DEFAULTS.llm.maxKeywordLength)"
+        )
+        s.add_argument("--free", action="store_true", help="sample without the keyword-list grammar")
+
+    grammar_flags(g)
+    grammar_flags(q)
+
     a = p.parse_args(argv)
     if a.threads < 1:
         p.error("--threads: expected ≥ 1")
+    if a.cmd in ("grpo", "generate") and (a.max_keywords < 1 or a.max_keyword_length < 1):
+        p.error("--max-keywords and --max-keyword-length: expected ≥ 1")
     if a.cmd == "grpo" and a.batch % a.generations:
         p.error(f"--batch {a.batch} must be a multiple of --generations {a.generations}")
     try:

@@ -2,7 +2,11 @@
 # One alternating CoGR round with a real LLM trained by TRL, rewards from cogr reward-server.
 #
 #   bash trainers/trl/round.sh --dataset med [--work DIR] [--sft-steps 8] [--query-steps 3]
-#        [--item-steps 3] [--items 16] [--generations 4] [--gen-tokens 128] [--repetition-penalty 1] [--threads 1]
+#        [--item-steps 3] [--items 16] [--queries 0] [--generations 4] [--gen-tokens 128] [--repetition-penalty 1]
+#        [--threads 1] [--free]
+#
+# --queries n: keywords for n (sampled) core training queries instead of all (0); the held-out
+# queries always all get keywords. --free: sample without the keyword-list grammar.
 #
 # Stages (each writes its output under --work, default $COGR_HOME/trl/<dataset>, and is
 # skipped when that output is there; a stage killed midway leaves no output and runs again
@@ -26,7 +30,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-dataset="" work="" sft_steps=8 query_steps=3 item_steps=3 items=16 generations=4 gen_tokens=128 rep=1 threads="${COGR_TRL_THREADS:-1}"
+dataset="" work="" sft_steps=8 query_steps=3 item_steps=3 items=16 queries=0 generations=4 gen_tokens=128 rep=1 free=() threads="${COGR_TRL_THREADS:-1}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dataset) dataset="$2"; shift 2 ;;
@@ -35,6 +39,8 @@ while [[ $# -gt 0 ]]; do
     --query-steps) query_steps="$2"; shift 2 ;;
     --item-steps) item_steps="$2"; shift 2 ;;
     --items) items="$2"; shift 2 ;;
+    --queries) queries="$2"; shift 2 ;;
+    --free) free=(--free); shift ;;
     --generations) generations="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --gen-tokens) gen_tokens="$2"; shift 2 ;;
@@ -46,6 +52,7 @@ done
 for n in "$sft_steps" "$query_steps" "$item_steps" "$items" "$generations" "$threads" "$gen_tokens"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected a positive integer, got '$n'" >&2; exit 2; }
 done
+[[ "$queries" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --queries: expected an integer ≥ 0, got '$queries'" >&2; exit 2; }
 work="${work:-${COGR_HOME:-.cogr}/trl/$dataset}"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
@@ -81,11 +88,14 @@ trap stop_server EXIT
 start_server() { # prints the base URL
   stop_server
   local log="$work/reward-server.log"
+  # A fresh log: the address is read from it, and the previous stage's server wrote its own there
+  # (the child truncating it after the fork raced the read below, which then found the old address).
+  rm -f "$log"
   "${cogr[@]}" reward-server --db "$db" --round latest --port 0 >"$log" 2>&1 &
   echo $! >"$rs_pid_file"
   local url=""
   for _ in $(seq 1 240); do
-    url="$(grep -o 'listening address=http://[0-9.:]*' "$log" | head -1 | sed 's/.*address=//')" || true
+    url="$(grep -so 'listening address=http://[0-9.:]*' "$log" | head -1 | sed 's/.*address=//')" || true
     [[ -n "$url" ]] && break
     kill -0 "$(cat "$rs_pid_file")" 2>/dev/null || { echo "error[REWARD_UNAVAILABLE]: cogr reward-server exited: $(tail -3 "$log")" >&2; exit 1; }
     sleep 0.5
@@ -99,13 +109,20 @@ import_gen() { # import_gen <side> <keywords.jsonl> <out.json>
   mv "$3.partial" "$3"
 }
 
+grammar=() # the keyword-list grammar's bounds, the same as the prompts' (prompts/split.json)
+set_grammar() {
+  grammar=(--max-keywords "$(node -p "require('$work/prompts/split.json').maxKeywords")"
+    --max-keyword-length "$(node -p "require('$work/prompts/split.json').maxKeywordLength")" "${free[@]}")
+}
+
 keywords_for() { # keywords_for <model> <prompts> <name>: completions, then keywords (cogr's parser)
-  [[ -f "$work/$3.completions.jsonl" ]] || "${py[@]}" generate --model "$1" --prompts "$2" --out "$work/$3.completions.jsonl" --max-new-tokens "$gen_tokens" --repetition-penalty "$rep"
+  [[ -f "$work/$3.completions.jsonl" ]] || "${py[@]}" generate --model "$1" --prompts "$2" --out "$work/$3.completions.jsonl" --max-new-tokens "$gen_tokens" --repetition-penalty "$rep" "${grammar[@]}"
   "${tools[@]}" parse --from "$work/$3.completions.jsonl" --out "$work/$3.keywords.jsonl"
 }
 
 done_or "$work/demo.json" demo || { "${cogr[@]}" demo --dataset "$dataset" --rounds 0 --json >"$work/demo.json.partial"; mv "$work/demo.json.partial" "$work/demo.json"; }
-done_or "$work/prompts/split.json" prompts || "${tools[@]}" prompts --db "$db" --out "$work/prompts" --items "$items"
+done_or "$work/prompts/split.json" prompts || "${tools[@]}" prompts --db "$db" --out "$work/prompts" --items "$items" --queries "$queries"
+set_grammar
 done_or "$work/sft-data/done.json" sft-export || {
   rm -rf "$work/sft-data" "$work/sft-db"
   "${cogr[@]}" sft --dataset "$dataset" --db "$work/sft-db" --export "$work/sft-data" --json >"$work/sft-data.json"
@@ -121,7 +138,7 @@ done_or "$work/ckpt-query/cogr-done.json" grpo-query || {
   url="$(start_server)"
   "${py[@]}" grpo --name query --model "$work/ckpt-sft" --prompts "$work/prompts/query-core.jsonl" --reward-url "$url" \
     --out "$work/ckpt-query" --log "$work/grpo-query.log.jsonl" --rewards-log "$work/grpo-query.rewards.jsonl" \
-    --steps "$query_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens" --repetition-penalty "$rep"
+    --steps "$query_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens" --repetition-penalty "$rep" "${grammar[@]}"
   stop_server
 }
 done_or "$work/import-query.json" query || {
@@ -132,7 +149,7 @@ done_or "$work/ckpt-item/cogr-done.json" grpo-item || {
   url="$(start_server)"
   "${py[@]}" grpo --name item --model "$work/ckpt-query" --prompts "$work/prompts/item-sample.jsonl" --reward-url "$url" \
     --out "$work/ckpt-item" --log "$work/grpo-item.log.jsonl" --rewards-log "$work/grpo-item.rewards.jsonl" \
-    --steps "$item_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens" --repetition-penalty "$rep"
+    --steps "$item_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens" --repetition-penalty "$rep" "${grammar[@]}"
   stop_server
 }
 done_or "$work/import-item.json" item || {

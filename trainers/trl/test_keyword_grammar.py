@@ -1,0 +1,128 @@
+"""Unit tests of keyword_grammar.py on a small made-up vocabulary (no model, no checkpoint).
+
+    python -m unittest trainers/trl/test_keyword_grammar.py     (test/trainers/trl.test.ts runs it in the venv)
+
+A scorer that always prefers one keyword's tokens (what an 8-step SFT model does) is decoded
+greedily through the processor: the answer must still be a closed JSON keyword list, each
+keyword once, at most K of them, at most L characters each, EOS within the budget.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import unittest
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from keyword_grammar import KEYWORD_MAX_WORDS, RESERVE, KeywordGrammar, State, normalize, step_text  # noqa: E402
+
+VOCAB = ["<pad>", "<eos>", '{"', "keywords", '":', ' ["', "[", '["', '"', '","', '", "', ",", "]", "]}", '"]', '"]}', "}", " ",
+         "crystal", "line", " lens", " lenses", "Lens", "lens", "x", " x", "cat", "ar", "act", "  ", "\n", '"x"', "é", "a\\b"]
+
+
+class FakeTok:
+    eos_token_id = 1
+    all_special_ids = [0, 1]
+
+    def __len__(self):
+        return len(VOCAB)
+
+    def decode(self, ids, **kw):
+        return "".join(VOCAB[i] for i in ids)
+
+
+def ids(*texts):
+    return [VOCAB.index(t) for t in texts]
+
+
+def decode_greedy(g, prefer, budget, rows=1):
+    """Greedy decoding where `prefer` ranks the token texts the scorer likes best (first = best)."""
+    base = torch.full((len(VOCAB),), -10.0)
+    for rank, t in enumerate(prefer):
+        base[VOCAB.index(t)] = 10.0 - rank * 0.1
+    proc = g.processor(budget)
+    seq = torch.zeros((rows, 3), dtype=torch.long)  # a 3-token "prompt"
+    for _ in range(budget):
+        scores = proc(seq, base.repeat(rows, 1).clone())
+        nxt = scores.argmax(dim=1, keepdim=True)
+        seq = torch.cat([seq, nxt], dim=1)
+        if all(int(r[-1]) == 1 or 1 in r[3:].tolist() for r in seq):
+            break
+    return ["".join(VOCAB[i] for i in r[3:].tolist() if i != 1) for r in seq], [1 in r[3:].tolist() for r in seq]
+
+
+class GrammarTest(unittest.TestCase):
+    def setUp(self):
+        self.g = KeywordGrammar(FakeTok(), vocab_size=len(VOCAB) + 3, max_keywords=3, max_length=12)
+
+    def test_normalize_as_cogr(self):
+        self.assertEqual(normalize("  Crystalline  Lens. "), "crystalline lens")
+        self.assertEqual(normalize("'covid-19'"), "covid-19")
+        self.assertEqual(normalize("..."), "")
+
+    def test_a_looping_scorer_still_closes_without_repeats(self):
+        # The scorer wants `crystal line lens` again and again, as the cut-off SFT answers did.
+        prefer = ['{"', "keywords", '":', ' ["', "crystal", "line", " lens", '","', " lenses", "Lens", "x", '"]}', "<eos>"]
+        texts, ended = decode_greedy(self.g, prefer, budget=60)
+        self.assertTrue(ended[0], texts)
+        v = json.loads(texts[0])
+        kws = v["keywords"]
+        self.assertGreaterEqual(len(kws), 1)
+        self.assertLessEqual(len(kws), 3)
+        self.assertEqual(len({normalize(k) for k in kws}), len(kws), kws)
+        self.assertTrue(all(1 <= len(k) <= 12 for k in kws), kws)
+        self.assertEqual(self.g.stats["fallbacks"], 0)
+
+    def test_the_budget_forces_the_closing(self):
+        prefer = ["[", '"', "crystal", "line", " lens", " x", "x", '"]', "<eos>"]
+        for budget in range(RESERVE + 2, 16):
+            texts, ended = decode_greedy(self.g, prefer, budget=budget)
+            self.assertTrue(ended[0], (budget, texts))
+            self.assertIsInstance(json.loads(texts[0]), list, (budget, texts))
+
+    def test_forbidden_tokens(self):
+        g = self.g
+        s = step_text(State(), '{"keywords": ["', g.k, g.length, 100)
+        self.assertIsNotNone(s)
+        allowed = {VOCAB[t] for t in g.allowed(s, 100)}
+        # A keyword starts with a letter or digit; no space, quote, newline, non-ASCII or backslash.
+        self.assertIn("crystal", allowed)
+        self.assertNotIn(" lens", allowed)
+        self.assertNotIn('"', allowed)
+        for bad in ("\n", "  ", "é", "a\\b", "<eos>", "<pad>"):
+            self.assertNotIn(bad, allowed)
+        # Ids past the tokenizer (the model's padded vocabulary) are never allowed.
+        self.assertTrue(all(t < len(VOCAB) for t in g.allowed(s, 100)))
+        # A duplicate (after normalisation) cannot be closed; another keyword can.
+        s2 = step_text(s, 'Lens","lens', g.k, g.length, 100)
+        self.assertIsNotNone(s2)
+        closers = {VOCAB[t] for t in g.allowed(s2, 100)} & {'"', '","', '"]', '"]}', '", "'}
+        self.assertEqual(closers, set())
+        # After K keywords only the end of the list.
+        s3 = step_text(s, 'a","b","c"', g.k, g.length, 100)
+        self.assertEqual({VOCAB[t] for t in g.allowed(s3, 100)}, {"]", "]}"})
+        # A keyword of L characters can only be closed.
+        s4 = step_text(s, "x" * 12, g.k, g.length, 100)
+        self.assertTrue({VOCAB[t] for t in g.allowed(s4, 100)} <= {'"', '","', '"]', '"]}', '", "'})
+
+    def test_word_limit(self):
+        g = self.g = KeywordGrammar(FakeTok(), vocab_size=len(VOCAB), max_keywords=3, max_length=60)
+        s = step_text(State(), '["' + " ".join(["x"] * KEYWORD_MAX_WORDS), g.k, g.length, 100)
+        self.assertIsNotNone(s)
+        allowed = {VOCAB[t] for t in g.allowed(s, 100)}
+        self.assertNotIn(" x", allowed)
+        self.assertNotIn(" ", allowed)
+        self.assertIn("x", allowed)
+
+    def test_batch_rows_are_independent(self):
+        prefer = ["[", '"', "cat", "ar", "act", '","', "crystal", '"]', "<eos>"]
+        texts, ended = decode_greedy(self.g, prefer, budget=40, rows=3)
+        self.assertEqual(len(set(texts)), 1)
+        self.assertTrue(all(ended))
+        self.assertTrue(all(isinstance(json.loads(t), list) for t in texts))
+
+
+if __name__ == "__main__":
+    unittest.main()
