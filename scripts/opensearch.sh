@@ -41,7 +41,6 @@ install_dist() {
     return
   fi
   command -v curl >/dev/null || die "curl is missing (needed to download $OS_URL)"
-  command -v unzip >/dev/null || die "unzip is missing (apt-get install unzip)"
   mkdir -p "$CACHE"
   local zip="$CACHE/opensearch-$OS_VERSION.zip"
   if [ ! -f "$zip" ] || ! echo "$OS_SHA256  $zip" | sha256sum -c --status; then
@@ -57,7 +56,15 @@ install_dist() {
   fi
   rm -rf "$HOME_DIR.partial"
   mkdir -p "$HOME_DIR.partial"
-  unzip -q "$zip" -d "$HOME_DIR.partial"
+  if command -v unzip >/dev/null; then
+    unzip -q "$zip" -d "$HOME_DIR.partial"
+  elif command -v python3 >/dev/null; then
+    python3 -m zipfile -e "$zip" "$HOME_DIR.partial"
+  else
+    die "neither unzip nor python3 is here to unpack $zip"
+  fi
+  # Unpackers other than unzip drop the executable bits.
+  chmod a+x "$HOME_DIR.partial/opensearch-$OS_VERSION"/bin/*
   rm -rf "$HOME_DIR"
   mv "$HOME_DIR.partial/opensearch-$OS_VERSION" "$HOME_DIR"
   rmdir "$HOME_DIR.partial"
@@ -145,6 +152,13 @@ http_get() { curl -fsS --connect-timeout 2 --max-time "${2:-5}" "$1"; }
 wait_health() {
   local status="$1" deadline=$(($(date +%s) + $2)) ports="$3" p body
   while [ "$(date +%s)" -lt "$deadline" ]; do
+    for ((i = 0; i < NODES; i++)); do
+      if [ -f "$DIR/node-$i/pid" ] && ! node_pid "$i" >/dev/null; then
+        log "node $i exited; the end of $DIR/node-$i/stdout.log:"
+        tail -n 20 "$DIR/node-$i/stdout.log" >&2 || true
+        return 1
+      fi
+    done
     for p in $ports; do
       body=$(http_get "http://127.0.0.1:$p/_cluster/health?wait_for_status=$status&wait_for_nodes=$NODES&timeout=5s" 10 2>/dev/null || true)
       if [[ "$body" == *"\"timed_out\":false"* ]]; then
@@ -199,6 +213,8 @@ case "$CMD" in
       DIST="$DIR/dist"
       [ -d "$DIST" ] || cp -al "$SRC" "$DIST" 2>/dev/null || cp -a "$SRC" "$DIST"
       chmod 755 "$DIR"
+      setpriv "--reuid=$RUN_UID" "--regid=$RUN_GID" --clear-groups test -x "$DIST/bin/opensearch" ||
+        die "uid $RUN_UID cannot reach $DIST/bin/opensearch: a folder above $DIR is not searchable by others (a mkdtemp folder is 0700): chmod o+x it"
     fi
     hosts="" managers=""
     for ((i = 0; i < NODES; i++)); do

@@ -64,16 +64,6 @@ export function checkIndexName(flag: string, name: string | undefined): string {
   return name;
 }
 
-export class OpenSearchError extends Error {
-  constructor(
-    readonly status: number,
-    readonly type: string,
-    readonly reason: string,
-  ) {
-    super(`${status} ${type}: ${reason}`);
-  }
-}
-
 interface Attempt {
   node: string;
   error: string;
