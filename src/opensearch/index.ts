@@ -28,7 +28,7 @@ import { PublishedIndex } from '../../index/store/published.ts';
 import type { KeywordView } from '../../index/view/view.ts';
 import type { OpenSearchNodes } from './client.ts';
 
-const META_FORMAT = 'cogr-opensearch-index';
+export const META_FORMAT = 'cogr-opensearch-index';
 /** Lucene's limit on one indexed term, in UTF-8 bytes. */
 const MAX_TERM_BYTES = 32_766;
 
@@ -234,41 +234,19 @@ export interface ExportResult {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Export one generation: create the index, bulk-load it, check the count, swap the alias. */
-export async function exportGeneration(o: ExportOptions): Promise<ExportResult> {
-  const { os, alias, view, log } = o;
-  const digest = await generationDigest(o.dbPath, view.generation);
-  const before = await readAlias(os, alias);
-  if (!o.force && before.meta?.digest === digest) {
-    log.info('the alias already serves this generation: nothing to do', { alias, index: before.index, generation: view.generation });
-    return {
-      alias,
-      index: before.index!,
-      previous: before.index,
-      generation: view.generation,
-      digest,
-      items: view.size,
-      unchanged: true,
-      retried: 0,
-    };
-  }
-  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*$/, '').toLowerCase();
-  const index = `${alias}-g${view.generation}-${digest.slice(0, 12)}-${stamp}`;
-  const meta: IndexMeta = {
-    format: META_FORMAT,
-    version: 1,
-    db: o.dbPath,
-    dataset: o.dataset,
-    round: o.round,
-    side: 'item',
-    generation: view.generation,
-    digest,
-    analyzer: view.analyzer.name,
-    k1: DEFAULTS.bm25.k1,
-    b: DEFAULTS.bm25.b,
-    items: view.size,
-    exportedAt: new Date().toISOString(),
-  };
+/**
+ * Create `index` (settings, strict mapping, `meta`) and bulk-load every entity of the view:
+ * rejected documents (429, 503) sent again with back-off, then refresh, health and a count
+ * check; a failed load deletes the index. Returns how many documents were sent again.
+ */
+export async function loadIndex(
+  os: OpenSearchNodes,
+  index: string,
+  view: KeywordView,
+  meta: IndexMeta,
+  o: Pick<ExportOptions, 'titles' | 'fields' | 'shards' | 'replicas' | 'batchSize' | 'maxAttempts' | 'log'>,
+): Promise<number> {
+  const log = o.log;
   const types = fieldTypes(o.fields);
   await os.request('PUT', `/${index}`, indexBody(meta, types, o.titles.size > 0, { shards: o.shards, replicas: o.replicas }), {
     timeoutMs: 60_000,
@@ -336,6 +314,45 @@ export async function exportGeneration(o: ExportOptions): Promise<ExportResult> 
     await os.request('DELETE', `/${index}`, undefined, { allow404: true }).catch(() => undefined);
     throw e;
   }
+  return retried;
+}
+
+/** Export one generation: create the index, bulk-load it, check the count, swap the alias. */
+export async function exportGeneration(o: ExportOptions): Promise<ExportResult> {
+  const { os, alias, view, log } = o;
+  const digest = await generationDigest(o.dbPath, view.generation);
+  const before = await readAlias(os, alias);
+  if (!o.force && before.meta?.digest === digest) {
+    log.info('the alias already serves this generation: nothing to do', { alias, index: before.index, generation: view.generation });
+    return {
+      alias,
+      index: before.index!,
+      previous: before.index,
+      generation: view.generation,
+      digest,
+      items: view.size,
+      unchanged: true,
+      retried: 0,
+    };
+  }
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*$/, '').toLowerCase();
+  const index = `${alias}-g${view.generation}-${digest.slice(0, 12)}-${stamp}`;
+  const meta: IndexMeta = {
+    format: META_FORMAT,
+    version: 1,
+    db: o.dbPath,
+    dataset: o.dataset,
+    round: o.round,
+    side: 'item',
+    generation: view.generation,
+    digest,
+    analyzer: view.analyzer.name,
+    k1: DEFAULTS.bm25.k1,
+    b: DEFAULTS.bm25.b,
+    items: view.size,
+    exportedAt: new Date().toISOString(),
+  };
+  const retried = await loadIndex(os, index, view, meta, o);
   const actions = [...(before.index ? [{ remove: { index: before.index, alias, must_exist: true } }] : []), { add: { index, alias } }];
   await os.request('POST', '/_aliases', { actions }, { timeoutMs: 60_000 });
   log.info('alias swapped', { alias, index, previous: before.index });
