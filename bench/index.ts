@@ -366,6 +366,8 @@ interface Row {
   diskLevelDbBytesPerItem?: number;
   diskFilesBytesPerItem?: number;
   memBytesPerItem?: number;
+  /** opensearch: the node's RSS growth over the build (its heap is touched at start). */
+  rssGrowthMB?: number;
 }
 
 /** cogr / peer for the latencies, build time and memory (below 1: ours is faster or smaller). */
@@ -662,6 +664,7 @@ async function openSearchRow(
       buildS: r.buildS,
       memMB: r.memMB,
       rssMB: r.rssMB,
+      rssGrowthMB: r.rssGrowthMB,
       diskMB: r.diskMB,
       meanMatched: r.meanMatched,
       agree: r.agree,

@@ -7,9 +7,9 @@
  * matched = the match rule's `terms` filter with `size: 0` (the count), top-10 = the same
  * with BM25 and `size: 10`. Latency is measured one request at a time (the client's HTTP
  * round trip included), rotating over the probes for --time ms each. Build time is the
- * index creation, bulk load, refresh and count check; memory is the node's RSS growth over
- * that build (the JVM's heap is reserved at start, so mostly off-heap pages), `rssMB` its
- * whole RSS after; disk is the node's data folder. Matched-set sizes are checked against
+ * index creation, bulk load, refresh and count check; memory (`memMB`, `rssMB`) is the
+ * node's whole RSS after the build — the JVM touches its whole heap at start, so the growth
+ * over the build (`rssGrowthMB`) says little —; disk is the node's data folder. Matched-set sizes are checked against
  * cogr's on the first 50 probes.
  */
 import { spawnSync } from 'node:child_process';
@@ -30,6 +30,7 @@ export interface OpenSearchRow {
   buildS: number;
   memMB: number;
   rssMB: number;
+  rssGrowthMB: number;
   diskMB: number;
   agree: string;
   meanMatched: number;
@@ -152,8 +153,9 @@ export async function opensearchPeer(
     return {
       version,
       buildS,
-      memMB: rss1 - rss0,
+      memMB: rss1,
       rssMB: rss1,
+      rssGrowthMB: rss1 - rss0,
       diskMB: duMB(join(cluster, 'node-0', 'data')),
       agree: `${ok}/${n}`,
       meanMatched: tot / Math.max(1, n),
