@@ -90,6 +90,7 @@ function indexBody(
       index: {
         number_of_shards: shape.shards,
         number_of_replicas: shape.replicas,
+        max_result_window: Math.max(10_000, meta.items),
         refresh_interval: '-1',
         similarity: { cogr_bm25: { type: 'BM25', k1: meta.k1, b: meta.b } },
         analysis: {
@@ -383,7 +384,7 @@ export function probeTerms(analyzer: AnalyzerName, self: string, keywords: reado
 export async function searchIndex(
   os: OpenSearchNodes,
   alias: string,
-  meta: Pick<IndexMeta, 'analyzer' | 'k1'>,
+  meta: Pick<IndexMeta, 'analyzer' | 'k1' | 'items'>,
   probe: { self: string; keywords: readonly string[] },
   k: number,
   opts: { timeoutMs?: number; signal?: AbortSignal } = {},
@@ -391,7 +392,8 @@ export async function searchIndex(
   const { keys, words } = probeTerms(meta.analyzer, probe.self, probe.keywords);
   if (keys.length === 0) return { matched: 0, items: [] };
   const body = {
-    size: k,
+    // No more than the index holds: OpenSearch refuses a size over its result window (max(10,000, items), set at export).
+    size: Math.min(k, meta.items),
     track_total_hits: true,
     _source: false,
     query: {

@@ -37,7 +37,9 @@ beforeAll(async () => {
         return res.end(
           JSON.stringify({
             'shop-1': {
-              mappings: { _meta: { cogr: { format: 'cogr-opensearch-index', generation: 0, analyzer: 'english', k1: 1.2, b: 0.75 } } },
+              mappings: {
+                _meta: { cogr: { format: 'cogr-opensearch-index', generation: 0, analyzer: 'english', k1: 1.2, b: 0.75, items: 20 } },
+              },
             },
           }),
         );
@@ -86,6 +88,9 @@ describe('cogr serve --backend opensearch (fake cluster)', () => {
     expect(b.items).toEqual([{ id: cat.items[0].id, score: 2 * 2.2, title: cat.items[0].title }]);
     const sent = searches.at(-1) as { size: number; query: { bool: { filter: { terms: { keys: string[] } }[] } } };
     expect(sent.size).toBe(5);
+    // A k over the index's size asks for no more than it holds (OpenSearch refuses a size over its result window).
+    await fetch(`${base}/v1/search?q=red+running+shoes&k=500`, { signal: AbortSignal.timeout(30_000) });
+    expect((searches.at(-1) as { size: number }).size).toBe(20);
     expect(sent.query.bool.filter[0].terms.keys.length).toBeGreaterThan(0);
   });
 

@@ -140,7 +140,7 @@ describe('search', () => {
       res.end(JSON.stringify({ _shards: { total: 2, successful: 2 - failed, failed }, hits: { total: { value: 3 - failed }, hits: [] } }));
     });
     const os = new OpenSearchNodes([partialOnce]);
-    const meta = { analyzer: 'english' as const, k1: 1.2 };
+    const meta = { analyzer: 'english' as const, k1: 1.2, items: 100 };
     expect((await searchIndex(os, 'x', meta, { self: 'shoes', keywords: [] }, 10)).matched).toBe(3);
     const partial = await fake((req, res) => {
       res.end(JSON.stringify({ _shards: { total: 2, successful: 1, failed: 1 }, hits: { total: { value: 1 }, hits: [] } }));
