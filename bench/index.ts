@@ -4,8 +4,10 @@
  *                          [--skip-synthetic] [--peers LIST] [--store-only]
  *                          [--skip-store-gen1] [--json]`
  *
- * The keyword index against four peers, same keyword bags (--peers, default
- * "flexsearch,wink,fts5,xapian"; "none" for ours only):
+ * The keyword index against its peers, same keyword bags (--peers, default
+ * "flexsearch,wink,fts5,xapian"; "none" for ours only; "opensearch" on request):
+ * - `opensearch`: one OpenSearch node (bench/peers/opensearch.ts), loaded and queried as
+ *   `cogr export opensearch` and `cogr serve --backend opensearch` do, over HTTP.
  * - `cogr`: KeywordView (index/view/view.ts) built from the entries: CSR postings in typed
  *   arrays, plus the word postings and bounds of the pruned top k (index/view/topk.ts), built
  *   in the timed build. matched = the whole CoGR matched set (`view.match`, keyword-level
@@ -80,6 +82,7 @@ import { topKIndex, topKIndexBytes } from '../index/view/topk.ts';
 import { KeywordView, type Probe } from '../index/view/view.ts';
 import { parseBenchArgs } from './args.ts';
 import { nfcorpusDocs, nfcorpusTitleQueries } from './fixtures.ts';
+import { opensearchPeer } from './peers/opensearch.ts';
 import { NATIVE_PEERS, nativeSetup, runPeer, writePeerInput, type NativePeer, type PeerResult } from './peers/native.ts';
 
 setFlagsFromString('--expose-gc');
@@ -195,7 +198,9 @@ interface System {
   match?: (p: number) => number;
   topk?: (p: number) => number;
 }
-const PEERS = ['flexsearch', 'wink', ...NATIVE_PEERS] as const;
+const PEERS = ['flexsearch', 'wink', ...NATIVE_PEERS, 'opensearch'] as const;
+/** The default --peers: all but opensearch, which starts a JVM node (`--peers …,opensearch`). */
+const DEFAULT_PEERS = PEERS.filter((p) => p !== 'opensearch');
 type Peer = (typeof PEERS)[number];
 
 function mem(): { heap: number; rss: number } {
@@ -361,6 +366,8 @@ interface Row {
   diskLevelDbBytesPerItem?: number;
   diskFilesBytesPerItem?: number;
   memBytesPerItem?: number;
+  /** opensearch: the node's RSS growth over the build (its heap is touched at start). */
+  rssGrowthMB?: number;
 }
 
 /** cogr / peer for the latencies, build time and memory (below 1: ours is faster or smaller). */
@@ -632,7 +639,46 @@ async function queryRows(
   }
   const natives = o.peers.filter((p): p is NativePeer => (NATIVE_PEERS as readonly string[]).includes(p));
   if (natives.length > 0) rows.push(...(await nativeRows(corpus, entries, probes, view, bagList, natives, o, check, log)));
+  if (o.peers.includes('opensearch')) rows.push(await openSearchRow(corpus, entries.length, probes, view, o, check, log));
   return rows;
+}
+
+/** The OpenSearch peer (bench/peers/opensearch.ts): one node, the same generation, over HTTP; skipped with the reason when it cannot run. */
+async function openSearchRow(
+  corpus: string,
+  items: number,
+  probes: Probe[],
+  view: KeywordView,
+  o: { timeMs: number },
+  check: number,
+  log: (s: string) => void,
+): Promise<Row> {
+  try {
+    const r = await opensearchPeer(view, probes, { timeMs: o.timeMs, check }, log);
+    return {
+      corpus,
+      system: 'opensearch',
+      items,
+      built: items,
+      complete: true,
+      buildS: r.buildS,
+      memMB: r.memMB,
+      rssMB: r.rssMB,
+      rssGrowthMB: r.rssGrowthMB,
+      diskMB: r.diskMB,
+      meanMatched: r.meanMatched,
+      agree: r.agree,
+      matchP50us: r.match.p50,
+      matchP99us: r.match.p99,
+      topkP50us: r.topk.p50,
+      topkP99us: r.topk.p99,
+      version: r.version,
+    };
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    log(`  opensearch: skipped — ${why}`);
+    return { corpus, system: 'opensearch', items, built: 0, complete: false, buildS: NaN, memMB: NaN, rssMB: NaN, skipped: why };
+  }
 }
 
 /** The native peers on the same bags and probes, each in its own Python process. */
@@ -787,7 +833,7 @@ export async function run(args: string[]): Promise<void> {
   const timeMs = a.number('--time', 1000);
   const budgetMs = a.number('--peer-budget', 180) * 1000;
   const storeItems = a.number('--store-items', 100_000);
-  const peerArg = a.string('--peers', PEERS.join(','));
+  const peerArg = a.string('--peers', DEFAULT_PEERS.join(','));
   const peers = peerArg === 'none' ? [] : peerArg.split(',').map((x) => x.trim());
   for (const p of peers)
     if (!(PEERS as readonly string[]).includes(p))

@@ -91,6 +91,12 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: () => import('./commands/serve.ts'),
   },
   {
+    name: 'export',
+    description:
+      'publish a stored item generation into OpenSearch behind an alias (export opensearch: strict mapping, bulk load, atomic swap)',
+    load: () => import('./commands/export.ts'),
+  },
+  {
     name: 'drift',
     description:
       'vocabulary drift across keyword-index generations: metrics per side and generation, alignment, churn, added/dropped keywords',

@@ -40,6 +40,11 @@ export const ERROR_CATALOGUE = {
     status: 400,
     summary: "a prompt's tokens plus the completion budget exceed the model's context (the prompt is named)",
   },
+  BACKEND_ERROR: {
+    status: 502,
+    summary: 'the search backend (OpenSearch) refused a request, or none of its nodes answered within the deadline (the nodes are named)',
+  },
+  NOT_IMPLEMENTED: { status: 501, summary: 'the request is valid but this server (or its backend) does not serve it' },
   OVERLOADED: { status: 429, summary: "a server's queue is full; retry later" },
   DEADLINE_EXCEEDED: { status: 504, summary: 'a request was not answered within its deadline' },
   WORKER_ERROR: { status: 500, summary: 'a worker failed on a batch' },

@@ -11,6 +11,10 @@
  * /v1/admin/reload` loads it on demand. The embedded query generator runs in
  * `--keyword-workers` worker threads. Binds to loopback unless `--host` says otherwise.
  * The bearer token (flag or COGR_TOKEN) guards the admin endpoint.
+ *
+ * `--backend opensearch --url U[,U2,…] --index ALIAS [--backend-timeout-ms 5000]`: the
+ * query keywords are still planned from the stored run, GET /v1/search's matched set and
+ * ranking come from the alias `cogr export opensearch` published (src/opensearch/backend.ts).
  */
 import type { Command } from 'commander';
 import { DEFAULTS } from '../../index/core/defaults.ts';
@@ -42,6 +46,8 @@ import { cogrError } from '../../index/core/errors.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
 import type { KeywordPoolOptions } from '../server/keywordPool.ts';
+import { checkIndexName, OpenSearchNodes, parseNodeUrls } from '../opensearch/client.ts';
+import { openSearchBackend } from '../opensearch/backend.ts';
 
 /**
  * With `--embeddings`: the items' vectors (cached) for the keyword workers and a query
@@ -104,6 +110,10 @@ interface ServeFlags extends ServerFlags, LlmFlags, EmbeddingsFlags {
   maxQueryLength?: string;
   keywordWorkers?: string;
   rank?: string;
+  backend?: string;
+  url?: string;
+  index?: string;
+  backendTimeoutMs?: string;
 }
 
 export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): Promise<void> {
@@ -117,6 +127,19 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
   set('maxQueryLength', parseIntFlag('--max-query-length', flags.maxQueryLength, 1, 100_000));
   set('bodyLimit', server.bodyLimit);
   const workers = parseIntFlag('--keyword-workers', flags.keywordWorkers, 1, 64);
+  const backendKind = parseChoice('--backend', flags.backend ?? 'memory', ['memory', 'opensearch'] as const);
+  if (backendKind === 'memory' && (flags.url !== undefined || flags.index !== undefined))
+    throw cogrError('INVALID_ARGUMENT', `${flags.url !== undefined ? '--url' : '--index'}: only with --backend opensearch`);
+  const backend =
+    backendKind === 'opensearch'
+      ? await openSearchBackend(
+          new OpenSearchNodes(parseNodeUrls('--url', flags.url), {
+            timeoutMs: parseIntFlag('--backend-timeout-ms', flags.backendTimeoutMs, 10, 600_000) ?? 5_000,
+          }),
+          checkIndexName('--index', flags.index),
+          log,
+        )
+      : null;
   // Titles and item fields come from the dataset: --dataset, else the stored run's (in its recorded format).
   const run = flags.dataset ? null : await readRunAt(server.dbPath);
   const corpus = flags.dataset
@@ -154,8 +177,17 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
     await (keywordPool as KeywordWorkerPool | null)?.close();
     throw e;
   }
+  if (backend && backend.generation() !== live.get().item.generation)
+    log.warn(
+      'the OpenSearch alias serves another item generation than the stored run chooses: query keywords are planned on the stored one',
+      {
+        backend: backend.generation(),
+        planner: live.get().item.generation,
+      },
+    );
   const app = buildSearchServer({
     live,
+    ...(backend ? { backend } : {}),
     log,
     limits,
     connections: server.connections,
@@ -193,6 +225,14 @@ export function register(program: Command): void {
       "how /v1/search orders the served set: auto (the stored run's choice at SFT; keywords without one) | model | text | keywords (model and text need the embedded generator)",
       'auto',
     )
+    .option(
+      '--backend <kind>',
+      'who answers GET /v1/search: memory (the generation in this process) | opensearch (an alias `cogr export opensearch` wrote)',
+      'memory',
+    )
+    .option('--url <urls>', '--backend opensearch: node URLs, comma-separated (every one used, a dead one skipped)')
+    .option('--index <alias>', '--backend opensearch: the alias to search')
+    .option('--backend-timeout-ms <ms>', '--backend opensearch: deadline of one request on one node (default 5000)')
     .option('--keyword-workers <n>', 'worker threads generating query keywords with the query planner (default: cores − 1, 1 to 4)')
     .action(async (flags: ServeFlags) => runServe(flags));
 }

@@ -75,6 +75,23 @@ export interface SearchServerOptions {
   drift?: DriftProvider;
   /** Request and headers time-outs, keep-alive, the connection cap (index/core/defaults.ts `http`). */
   connections?: ConnectionLimits;
+  /** Another engine answers GET /v1/search's matched set and ranking (cogr serve --backend opensearch); absent → the in-memory view. */
+  backend?: SearchBackend;
+}
+
+/**
+ * A search engine holding an exported generation (src/opensearch/backend.ts). The query's
+ * keywords are still planned here; the engine applies the match rule and BM25 to them.
+ */
+export interface SearchBackend {
+  /** Named in `ranking.chosen`. */
+  readonly name: string;
+  /** The item generation the engine serves (its index's record). */
+  generation(): number;
+  search(
+    probe: { self: string; keywords: readonly string[] },
+    k: number,
+  ): Promise<{ matched: number; items: { id: string; score: number }[] }>;
 }
 
 const OptionsSchema = z.object({
@@ -408,6 +425,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     const probe = { self: p.q, keywords: kw.keywords };
     // A query with no searchable term matches nothing (not the items likeliest a priori).
     const noTerms = kw.fallback?.reason === 'no_terms';
+    if (opts.backend) return backendSearch(opts.backend, snap, p, kw, noTerms);
     // The served set's order and floor (the run's choice): from the planner in the keyword workers, else keyword-bag BM25.
     const ranked = noTerms ? null : await rankServed(snap, version, p.q, kw.keywords, p.k);
     const res =
@@ -439,6 +457,37 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
       }),
     };
   });
+
+  /** GET /v1/search answered by the backend: the same response shape; explain from the in-memory view of the same generation only. */
+  async function backendSearch(
+    backend: SearchBackend,
+    snap: Snapshot,
+    p: { q: string; k: number; explain: boolean },
+    kw: ResolvedKeywords,
+    noTerms: boolean,
+  ): Promise<z.infer<typeof SearchResponseSchema>> {
+    const probe = { self: p.q, keywords: kw.keywords };
+    const res = noTerms ? { matched: 0, items: [] } : await backend.search(probe, p.k);
+    const generation = backend.generation();
+    const local = generation === snap.item.generation;
+    const info: RankingInfo = { ranker: 'keywords', chosen: backend.name, floor: 0, fallback: null };
+    return {
+      round: snap.round,
+      generation,
+      query: p.q,
+      keywords: { generated: kw.keywords, raw: normalizeSelf(p.q), source: kw.source, cached: kw.cached },
+      fallback: kw.fallback,
+      ranking: local
+        ? info
+        : { ...info, reason: `the backend serves item generation ${generation}, this server's planner generation ${snap.item.generation}` },
+      matched: res.matched,
+      items: res.items.map((h) => {
+        const title = snap.titles.get(h.id);
+        const ex = p.explain && local ? snap.item.explain(probe, h.id) : null;
+        return { id: h.id, score: h.score, ...(title !== undefined ? { title } : {}), ...(ex ? { explain: explainJson(ex) } : {}) };
+      }),
+    };
+  }
 
   /**
    * The served set ordered by the snapshot's ranker, with its floor (generators/planner/
@@ -507,6 +556,11 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     if (req.body === undefined || req.body === null)
       throw cogrError('INVALID_BODY', 'body: expected a JSON object {program, k?, explain?}');
     const b = parseOrThrow(schemas.programBody, req.body, 'INVALID_BODY');
+    if (opts.backend)
+      throw cogrError(
+        'NOT_IMPLEMENTED',
+        `POST /v1/search: Boolean programs are not served by the ${opts.backend.name} backend yet (GET /v1/search is)`,
+      );
     const program = parseProgram(b.program, {
       maxDepth: limits.maxProgramDepth,
       maxNodes: limits.maxProgramNodes,
