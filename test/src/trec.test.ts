@@ -325,7 +325,18 @@ describe('cogr evolve --run-file (MED, one small fold)', () => {
     );
     expect(per.length).toBe(queries.size);
     const mean = (f: (q: (typeof per)[number]) => number) => per.reduce((s, q) => s + f(q), 0) / heldOut;
-    expect(mean((q) => q.set.f1)).toBeCloseTo(summary.final.f1, 12);
     expect(mean((q) => q.ranked['ndcg@10'])).toBeCloseTo(summary.final.ndcg10, 12);
+    // The served list is the served set, then the backfill (scores below −1): the set alone, cut at that score, gives the run's F1.
+    const lines = readFileSync(runFile, 'utf8').trimEnd().split('\n');
+    expect(lines.some((l) => Number(l.split(' ')[4]) < -1)).toBe(true);
+    const setFile = join(dir, 'evolve-set.run');
+    writeFileSync(setFile, lines.filter((l) => Number(l.split(' ')[4]) >= -1).join('\n') + '\n');
+    const evSet = spawnSync(process.execPath, [cli, 'eval', '--run', setFile, '--dataset', 'med', '--json', '--per-query'], {
+      encoding: 'utf8',
+      env,
+    });
+    expect(evSet.status, evSet.stderr).toBe(0);
+    const perSet = (JSON.parse(evSet.stdout).perQuery as { queryId: string; set: { f1: number } }[]).filter((q) => queries.has(q.queryId));
+    expect(perSet.reduce((a, q) => a + q.set.f1, 0) / heldOut).toBeCloseTo(summary.final.f1, 12);
   }, 600_000);
 });
