@@ -12,6 +12,7 @@ import type { Logger } from '../../index/core/log.ts';
 import type { SearchBackend } from '../server/app.ts';
 import type { OpenSearchNodes } from './client.ts';
 import { readAlias, searchIndex, type IndexMeta } from './index.ts';
+import { searchProgram } from './program.ts';
 
 export async function openSearchBackend(
   os: OpenSearchNodes,
@@ -61,6 +62,10 @@ export async function openSearchBackend(
     async search(probe, k) {
       if (Date.now() - readAt > refreshMs) refresh();
       return searchIndex(os, alias, meta, probe, k);
+    },
+    async searchProgram(node, terms, k) {
+      if (Date.now() - readAt > refreshMs) refresh();
+      return searchProgram(os, alias, meta, node, terms, k);
     },
   };
 }

@@ -405,13 +405,26 @@ export async function searchIndex(
     sort: [{ _score: 'desc' }, { id: 'asc' }],
     track_scores: true,
   };
+  return runSearch(os, alias, meta, body, opts);
+}
+
+/**
+ * One search body on the alias, its hits scaled to cogr's BM25 (× (k1 + 1)). A shard copy
+ * lost mid-search (a node killed) answers 200 with failed shards: a partial matched set is
+ * never served; asked again (another node coordinates), then an error.
+ */
+export async function runSearch(
+  os: OpenSearchNodes,
+  alias: string,
+  meta: Pick<IndexMeta, 'k1'>,
+  body: unknown,
+  opts: { timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<BackendHits> {
   type Answer = {
     timed_out?: boolean;
     _shards?: { total: number; successful: number; failed: number };
     hits: { total: { value: number; relation: string } | number; hits: { _id: string; _score: number | null }[] };
   };
-  // A shard copy lost mid-search (a node killed) answers 200 with failed shards: a partial
-  // matched set is never served; asked again (another node coordinates), then an error.
   let res: { body: Answer } | null = null;
   let partial = '';
   for (let attempt = 0; attempt < 3; attempt++) {

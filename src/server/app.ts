@@ -38,6 +38,11 @@ import {
   runProgram,
   WorkMeter,
   type FieldIndex,
+  fieldSets,
+  positiveTerms,
+  type FieldPredicate,
+  type ProgramNode,
+  type ProgramTerms,
 } from './program.ts';
 import { LruCache, QueryKeywordResolver, type ResolvedKeywords } from './queryKeywords.ts';
 import type { LiveSnapshot, Snapshot } from './state.ts';
@@ -92,6 +97,8 @@ export interface SearchBackend {
     probe: { self: string; keywords: readonly string[] },
     k: number,
   ): Promise<{ matched: number; items: { id: string; score: number }[] }>;
+  /** POST /v1/search: a Boolean program's matched set and top k (src/opensearch/program.ts). */
+  searchProgram(node: ProgramNode, terms: ProgramTerms, k: number): Promise<{ matched: number; items: { id: string; score: number }[] }>;
 }
 
 const OptionsSchema = z.object({
@@ -458,6 +465,58 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     };
   });
 
+  /**
+   * POST /v1/search answered by the backend (src/opensearch/program.ts): the same response
+   * shape as the in-memory program's; field predicates are evaluated on the served dataset's
+   * fields here and sent as ids; explain from the in-memory view of the same generation only.
+   */
+  async function backendProgram(
+    backend: SearchBackend,
+    snap: Snapshot,
+    program: ProgramNode,
+    b: { k: number; explain?: boolean },
+    texts: string[],
+    resolved: ResolvedKeywords[],
+    textKeywords: ReadonlyMap<string, readonly string[]>,
+    noTerms: ReadonlySet<string>,
+    meter: WorkMeter,
+  ) {
+    const fieldIndex = caches.fieldIndex(snap);
+    const fieldIds = (f: FieldPredicate, path: string): string[] => {
+      const ids = new Set<string>();
+      for (const s of fieldSets(fieldIndex, f, path).sets) for (const o of s) ids.add(snap.item.id(o));
+      return [...ids];
+    };
+    const res = await backend.searchProgram(program, { textKeywords, noTerms, fieldIds }, b.k);
+    const { keywords: rankingKeywords } = positiveTerms(program, { textKeywords });
+    const local = backend.generation() === snap.item.generation;
+    const explained =
+      b.explain && local
+        ? await explainProgramHits(
+            snap.item,
+            {
+              matched: res.matched,
+              items: res.items.map((h) => ({ ...h, ordinal: snap.item.ordinalOf(h.id) })),
+              rankingKeywords,
+              rankingTexts: texts,
+            },
+            meter,
+          )
+        : null;
+    return {
+      round: snap.round,
+      generation: backend.generation(),
+      matched: res.matched,
+      rankingKeywords,
+      texts: texts.map((t, i) => ({ text: t, keywords: resolved[i].keywords, source: resolved[i].source, fallback: resolved[i].fallback })),
+      items: res.items.map((h, i) => {
+        const title = snap.titles.get(h.id);
+        const ex = explained ? explained[i] : null;
+        return { id: h.id, score: h.score, ...(title !== undefined ? { title } : {}), ...(ex ? { explain: explainJson(ex) } : {}) };
+      }),
+    };
+  }
+
   /** GET /v1/search answered by the backend: the same response shape; explain from the in-memory view of the same generation only. */
   async function backendSearch(
     backend: SearchBackend,
@@ -556,11 +615,6 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     if (req.body === undefined || req.body === null)
       throw cogrError('INVALID_BODY', 'body: expected a JSON object {program, k?, explain?}');
     const b = parseOrThrow(schemas.programBody, req.body, 'INVALID_BODY');
-    if (opts.backend)
-      throw cogrError(
-        'NOT_IMPLEMENTED',
-        `POST /v1/search: Boolean programs are not served by the ${opts.backend.name} backend yet (GET /v1/search is)`,
-      );
     const program = parseProgram(b.program, {
       maxDepth: limits.maxProgramDepth,
       maxNodes: limits.maxProgramNodes,
@@ -573,6 +627,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     texts.forEach((t, i) => textKeywords.set(t, resolved[i].keywords));
     const noTerms = new Set(texts.filter((_, i) => resolved[i].fallback?.reason === 'no_terms'));
     const meter = new WorkMeter(limits.maxProgramWork);
+    if (opts.backend) return backendProgram(opts.backend, snap, program, b, texts, resolved, textKeywords, noTerms, meter);
     const result = await runProgram(program, { view: snap.item, fieldIndex: caches.fieldIndex(snap), textKeywords, noTerms }, b.k, meter);
     const explained = b.explain ? await explainProgramHits(snap.item, result, meter) : null;
     return {

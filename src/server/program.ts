@@ -395,27 +395,9 @@ export async function evaluate(node: ProgramNode, ctx: EvalContext, meter: WorkM
     return view.matchOrdinals(probe.keywords);
   }
   if ('field' in node) {
-    const f = node.field;
-    const byValue = ctx.fieldIndex.get(f.name);
-    if (!byValue) {
-      const known = [...ctx.fieldIndex.keys()].sort();
-      fail(
-        `${path}.field.name`,
-        `unknown field ${JSON.stringify(f.name)} (${known.length ? `known: ${known.join(', ')}` : 'the served dataset has no item fields'})`,
-      );
-    }
-    if ('equals' in f) return byValue.get(normalizeSelf(f.equals)) ?? EMPTY;
-    if ('in' in f)
-      return unionAll(
-        f.in.map((v) => byValue.get(normalizeSelf(v)) ?? EMPTY),
-        meter,
-        `${path}.field`,
-      );
-    const p = normalizeSelf(f.prefix);
-    await meter.add(byValue.size, `${path}.field`);
-    const sets: Int32Array[] = [];
-    for (const [v, s] of byValue) if (v.startsWith(p)) sets.push(s);
-    return unionAll(sets, meter, `${path}.field`);
+    const { sets, scanned } = fieldSets(ctx.fieldIndex, node.field, path);
+    if (scanned > 0) await meter.add(scanned, `${path}.field`);
+    return sets.length === 1 ? sets[0] : unionAll(sets, meter, `${path}.field`);
   }
   if ('and' in node) {
     let acc: Int32Array | null = null;
@@ -434,6 +416,38 @@ export async function evaluate(node: ProgramNode, ctx: EvalContext, meter: WorkM
   const inner = await evaluate(node.not, ctx, meter, `${path}.not`);
   await meter.add(view.size, `${path}.not`);
   return complementSorted(inner, view.size);
+}
+
+/**
+ * The postings of a field predicate's values (their union is what it matches; values
+ * compared after the project's normalisation) and how many values a prefix scanned; an
+ * unknown field is a 400 naming `path`.field.name and the known fields.
+ */
+export function fieldSets(fieldIndex: FieldIndex, f: FieldPredicate, path: string): { sets: Int32Array[]; scanned: number } {
+  const byValue = fieldIndex.get(f.name);
+  if (!byValue) {
+    const known = [...fieldIndex.keys()].sort();
+    fail(
+      `${path}.field.name`,
+      `unknown field ${JSON.stringify(f.name)} (${known.length ? `known: ${known.join(', ')}` : 'the served dataset has no item fields'})`,
+    );
+  }
+  if ('equals' in f) return { sets: [byValue.get(normalizeSelf(f.equals)) ?? EMPTY], scanned: 0 };
+  if ('in' in f) return { sets: f.in.map((v) => byValue.get(normalizeSelf(v)) ?? EMPTY), scanned: 0 };
+  const p = normalizeSelf(f.prefix);
+  const sets: Int32Array[] = [];
+  for (const [v, s] of byValue) if (v.startsWith(p)) sets.push(s);
+  return { sets, scanned: byValue.size };
+}
+
+/** What a program's translation for another engine needs besides the program (src/opensearch/program.ts). */
+export interface ProgramTerms {
+  /** Generated keywords per `text` value. */
+  textKeywords: ReadonlyMap<string, readonly string[]>;
+  /** `text` values with no searchable term: they match nothing. */
+  noTerms: ReadonlySet<string>;
+  /** The ids of the items a field predicate selects (the server's field index). */
+  fieldIds(field: FieldPredicate, path: string): string[];
 }
 
 /** Keywords and texts under an even number of `not`s. */

@@ -1,8 +1,8 @@
 /**
  * The search server with the OpenSearch backend against a fake cluster on loopback: the
  * response shape of GET /v1/search, the query it sends (terms on the keys, words for BM25),
- * a cluster that went away as BACKEND_ERROR in cogr's error shape, and Boolean programs
- * refused as NOT_IMPLEMENTED.
+ * a cluster that went away as BACKEND_ERROR in cogr's error shape, and a Boolean program as
+ * the bool query it becomes.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -94,15 +94,33 @@ describe('cogr serve --backend opensearch (fake cluster)', () => {
     expect(sent.query.bool.filter[0].terms.keys.length).toBeGreaterThan(0);
   });
 
-  it('POST /v1/search is NOT_IMPLEMENTED (501) on this backend', async () => {
+  it('POST /v1/search: the program as one bool query on the backend, the usual program answer', async () => {
+    const program = { and: [{ keyword: 'Red' }, { not: { any_of: ['wool', 'hat'] } }] };
     const res = await fetch(`${base}/v1/search`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ program: { keyword: 'red' } }),
+      body: JSON.stringify({ program, k: 3 }),
       signal: AbortSignal.timeout(30_000),
     });
-    expect(res.status).toBe(501);
-    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('NOT_IMPLEMENTED');
+    expect(res.status).toBe(200);
+    const b = (await res.json()) as {
+      matched: number;
+      generation: number;
+      rankingKeywords: string[];
+      items: { id: string; score: number }[];
+    };
+    expect(b).toMatchObject({ matched: 7, generation: 0, rankingKeywords: ['red'] });
+    expect(b.items).toEqual([{ id: cat.items[0].id, score: 2 * 2.2, title: cat.items[0].title }]);
+    const sent = searches.at(-1) as { size: number; query: unknown; sort: unknown };
+    expect(sent.size).toBe(3);
+    // English keys: 'red' stays, 'wool' and 'hat' stay; only the positive keyword ranks.
+    expect(sent.query).toEqual({
+      bool: {
+        filter: [{ bool: { filter: [{ term: { keys: 'red' } }, { bool: { must_not: [{ terms: { keys: ['wool', 'hat'] } }] } }] } }],
+        should: [{ match: { words: { query: 'red' } } }],
+      },
+    });
+    expect(sent.sort).toEqual([{ _score: 'desc' }, { id: 'asc' }]);
   });
 
   it('a cluster that went away: 502 BACKEND_ERROR in the error shape, naming the node', async () => {

@@ -253,6 +253,44 @@ describe.skipIf(skip)('OpenSearch backend on a live three-node cluster', () => {
     expect(mean).toBeGreaterThan(0.5);
   }, 600_000);
 
+  it('POST /v1/search: Boolean programs match the same items on the backend as in memory', async () => {
+    const post = async (base: string, program: unknown): Promise<SearchResponse> => {
+      const res = await fetch(`${base}/v1/search`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ program, k: 5000 }),
+        signal: AbortSignal.timeout(60_000),
+      });
+      const body = (await res.json()) as SearchResponse & { error?: unknown };
+      if (res.status !== 200) throw new Error(`POST /v1/search ${res.status}: ${JSON.stringify(body)}`);
+      return body;
+    };
+    let compared = 0;
+    let nonEmpty = 0;
+    for (let i = 0; i + 1 < Math.min(queries.length, 16); i += 2) {
+      const [q1, q2] = [queries[i], queries[i + 1]];
+      const kw = (await search(memory, q1, 1)).keywords.generated;
+      const programs = [
+        { text: q1 },
+        { or: [{ text: q1 }, { text: q2 }] },
+        { and: [{ text: q1 }, { not: { keyword: kw[0] ?? 'nothing' } }] },
+        { any_of: kw.slice(0, 3).length ? kw.slice(0, 3) : ['nothing'] },
+        { and: [{ or: [{ text: q1 }, { text: q2 }] }, { not: { text: q2 } }] },
+      ];
+      for (const program of programs) {
+        const a = await post(memory, program);
+        const b = await post(backend, program);
+        const what = JSON.stringify(program);
+        expect(b.matched, what).toBe(a.matched);
+        expect(new Set(b.items.map((h) => h.id)), what).toEqual(new Set(a.items.map((h) => h.id)));
+        compared++;
+        if (a.matched > 0) nonEmpty++;
+      }
+    }
+    console.log(`Boolean programs: ${compared} compared (${nonEmpty} with a match), the same matched sets in memory and on OpenSearch`);
+    expect(nonEmpty).toBeGreaterThan(compared / 2);
+  }, 600_000);
+
   it('alias swaps during a search loop: no failed search', async () => {
     let swaps = 0;
     const progress = { searches: 0 };
