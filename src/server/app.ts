@@ -432,7 +432,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     const probe = { self: p.q, keywords: kw.keywords };
     // A query with no searchable term matches nothing (not the items likeliest a priori).
     const noTerms = kw.fallback?.reason === 'no_terms';
-    if (opts.backend) return backendSearch(opts.backend, snap, p, kw, noTerms);
+    if (opts.backend) return backendSearch(opts.backend, snap, version, p, kw, noTerms);
     // The served set's order and floor (the run's choice): from the planner in the keyword workers, else keyword-bag BM25.
     const ranked = noTerms ? null : await rankServed(snap, version, p.q, kw.keywords, p.k);
     const res =
@@ -521,15 +521,27 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   async function backendSearch(
     backend: SearchBackend,
     snap: Snapshot,
+    version: number,
     p: { q: string; k: number; explain: boolean },
     kw: ResolvedKeywords,
     noTerms: boolean,
   ): Promise<z.infer<typeof SearchResponseSchema>> {
     const probe = { self: p.q, keywords: kw.keywords };
-    const res = noTerms ? { matched: 0, items: [] } : await backend.search(probe, p.k);
+    let res: { matched: number; items: { id: string; score: number }[] } = noTerms
+      ? { matched: 0, items: [] }
+      : await backend.search(probe, p.k);
     const generation = backend.generation();
     const local = generation === snap.item.generation;
-    const info: RankingInfo = { ranker: 'keywords', chosen: backend.name, floor: 0, fallback: null };
+    let info: RankingInfo = { ranker: 'keywords', chosen: backend.name, floor: 0, fallback: null };
+    // Keywords that match nothing: the run's empty-plan floor (the top c items by p, in the
+    // run's ranker order), computed here from the same generation, as cogr serve serves it.
+    if (res.matched === 0 && !noTerms && local && snap.ranking.floor.fallback > 0) {
+      const floor = await rankServed(snap, version, p.q, kw.keywords, p.k);
+      if (floor.set && floor.info.fallback === 'empty_plan') {
+        res = floor.set;
+        info = { ...floor.info, chosen: `${backend.name} (empty-plan floor: ${floor.info.chosen})` };
+      }
+    }
     return {
       round: snap.round,
       generation,
