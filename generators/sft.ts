@@ -206,17 +206,24 @@ export function exportTrl(
     queries: readonly Query[];
     queryTargets: ReadonlyMap<string, readonly string[]>;
     promptDir?: string;
+    /**
+     * The most keywords an answer may hold: the prompts say it and each target keeps its
+     * first this many (default: the LLM path's limit, min(K_max, llm.maxKeywords), which
+     * the OpenAI client's schema and the TRL trainer's constrained decoding enforce).
+     */
+    keywordLimit?: number;
   },
 ): { item: number; query: number } {
   mkdirSync(dir, { recursive: true });
   const promptDir = data.promptDir ?? DEFAULT_PROMPT_DIR;
+  const limit = data.keywordLimit ?? Math.min(K_MAX, DEFAULTS.llm.maxKeywords);
   const write = (side: 'item' | 'query', rows: { input: GenerateInput; keywords: readonly string[] }[]) => {
     const t = loadPromptTemplate(side, promptDir);
     const lines = rows.map((r) =>
       JSON.stringify({
         id: r.input.id,
-        prompt: renderPrompt(t, r.input),
-        completion: [{ role: 'assistant', content: JSON.stringify({ keywords: r.keywords }) }],
+        prompt: renderPrompt(t, r.input, [], limit),
+        completion: [{ role: 'assistant', content: JSON.stringify({ keywords: r.keywords.slice(0, limit) }) }],
       }),
     );
     writeFileSync(join(dir, `${side}.jsonl`), lines.length ? lines.join('\n') + '\n' : '');

@@ -131,6 +131,33 @@ describe('SFT (Algorithm 1)', () => {
     }
   });
 
+  it("the exported prompts and targets keep to the LLM path's keyword limit (what the TRL grammar enforces)", () => {
+    const c = corpus(3);
+    const dir = mkdtempSync(join(tmpdir(), 'cogr-trl-'));
+    try {
+      const many = Array.from({ length: 20 }, (_, i) => `kw${i}`);
+      exportTrl(dir, { items: c.items, itemKeywords: new Map([['i0', many]]), queries: c.queries, queryTargets: new Map() });
+      const row = JSON.parse(readFileSync(join(dir, 'item.jsonl'), 'utf8'));
+      // min(K_max 30, llm.maxKeywords 12): the first 12 of the target, and the prompt says 12.
+      expect(JSON.parse(row.completion[0].content).keywords).toEqual(many.slice(0, 12));
+      const text = row.prompt.map((m: { content: string }) => m.content).join('\n');
+      expect(text).toContain('12');
+      expect(text).not.toMatch(/\b30\b/);
+      exportTrl(dir, {
+        items: c.items,
+        itemKeywords: new Map([['i0', many]]),
+        queries: c.queries,
+        queryTargets: new Map(),
+        keywordLimit: 5,
+      });
+      expect(JSON.parse(JSON.parse(readFileSync(join(dir, 'item.jsonl'), 'utf8')).completion[0].content).keywords).toEqual(
+        many.slice(0, 5),
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('saves and loads policies per round', async () => {
     const store = memoryStore();
     const p = new EmbeddedPolicy('item');
