@@ -227,7 +227,7 @@ export function register(program: Command): void {
     )
     .option(
       '--backend <kind>',
-      'who answers GET /v1/search: memory (the generation in this process) | opensearch (an alias `cogr export opensearch` wrote)',
+      'who answers /v1/search (GET and Boolean programs): memory (the generation in this process) | opensearch (an alias `cogr export opensearch` wrote)',
       'memory',
     )
     .option('--url <urls>', '--backend opensearch: node URLs, comma-separated (every one used, a dead one skipped)')

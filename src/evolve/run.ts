@@ -68,6 +68,7 @@ import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '.
 import { checkRunData, dataFingerprint } from '../run/fingerprint.ts';
 import {
   adoptionTest,
+  meanSe,
   bestStep,
   coreIds,
   generatorRound,
@@ -293,7 +294,8 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
   if (crossfit) {
     const cf = await crossfitScores(ctx, name, phase, done);
     pooled = cf;
-    rec.crossfit = { ...meanGain(cf.candidate.perQuery, cf.best.perQuery), queries: cf.candidate.queries, folds: CROSSFIT_FOLDS };
+    const { mean, se } = meanSe(cf.candidate.perQuery.map((f, i) => f - cf.best.perQuery[i]));
+    rec.crossfit = { gain: mean, se, queries: cf.candidate.queries, folds: CROSSFIT_FOLDS };
   }
   const test = phase === 'sft' ? null : adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !crossfit });
   const adopted = test === null || test.adopted;
@@ -334,30 +336,29 @@ async function crossfitScores(
 ): Promise<{ candidate: QuerySetF; best: QuerySetF }> {
   const base = baseStep(done);
   const folds = innerFolds(ctx);
+  const baseItems = await ctx.store.openView('item', base.itemGeneration, { shared: true });
+  const queryView = phase === 'item' ? await ctx.store.openView('query', base.queryGeneration, { shared: true }) : null;
+  // The base step's score of every core query (the same whichever fold it falls in), before
+  // any shadow is trained: a query shadow loads and trains its own planner.
+  const basePlanner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+  const baseOf = new Map<string, number>();
+  trainingAsHeldOut(ctx, basePlanner, baseItems, false).perQuery.forEach((f, i) => baseOf.set(ctx.coreQueries[i].id, f));
   const cand: number[] = [];
   const prev: number[] = [];
-  const baseItems = await ctx.store.openView('item', base.itemGeneration, { shared: true });
   for (let h = 0; h < folds.length; h++) {
     const scored = folds[h];
     if (scored.length === 0) continue;
     const train = folds.flatMap((f, j) => (j === h ? [] : f));
     const shadowStep = `${step}~cf${h}`;
-    let shadowF: number[];
-    if (phase === 'query') {
+    if (queryView === null) {
       const { planner } = await trainQueryHalf(ctx, shadowStep, done, baseItems, train);
-      // Scored before the base planner is loaded (the planners share the run's relevance model).
-      shadowF = trainingAsHeldOut(ctx, planner, baseItems, false, ctx.floor, undefined, scored).perQuery;
+      cand.push(...trainingAsHeldOut(ctx, planner, baseItems, false, ctx.floor, undefined, scored).perQuery);
     } else {
-      const queryView = await ctx.store.openView('query', base.queryGeneration, { shared: true });
       const { policy } = await trainItemHalf(ctx, shadowStep, done, baseItems, queryView, train);
       const shadowItems = memoryView(ctx, decodeItems(ctx, policy, shadowStep));
-      const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
-      shadowF = trainingAsHeldOut(ctx, planner, shadowItems, false, ctx.floor, undefined, scored).perQuery;
+      cand.push(...trainingAsHeldOut(ctx, basePlanner, shadowItems, false, ctx.floor, undefined, scored).perQuery);
     }
-    const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
-    const baseF = trainingAsHeldOut(ctx, planner, baseItems, false, ctx.floor, undefined, scored).perQuery;
-    cand.push(...shadowF);
-    prev.push(...baseF);
+    for (const q of scored) prev.push(baseOf.get(q.id)!);
   }
   const setF = (perQuery: number[]): QuerySetF => ({
     queries: perQuery.length,
@@ -372,14 +373,6 @@ function memoryView(ctx: Ctx, entries: readonly { id: string; self: string; keyw
   const norm = makeKeywordNormalizer({ memo: 0 });
   const normalised = entries.map((e) => ({ id: e.id, self: norm.self(e.self), keywords: norm.set(e.keywords).keywords }));
   return KeywordView.build('item', -1, normalised, { analyzer: ctx.config.analyzer });
-}
-
-function meanGain(candidate: readonly number[], best: readonly number[]): { gain: number; se: number } {
-  const d = candidate.map((f, i) => f - best[i]);
-  const n = d.length;
-  const mean = n ? d.reduce((a, b) => a + b, 0) / n : 0;
-  const sd = n > 1 ? Math.sqrt(d.reduce((a, b) => a + (b - mean) * (b - mean), 0) / (n - 1)) : 0;
-  return { gain: mean, se: n ? sd / Math.sqrt(n) : 0 };
 }
 
 // ---------------------------------------------------------------------------------------

@@ -78,8 +78,10 @@ export function adoptionTest(
   };
 }
 
-function meanSe(d: readonly number[]): { mean: number; se: number } {
+/** The mean of paired per-query gains and its standard error (0 for fewer than 2). */
+export function meanSe(d: readonly number[]): { mean: number; se: number } {
   const n = d.length;
+  if (n === 0) return { mean: 0, se: 0 };
   const mean = d.reduce((a, b) => a + b, 0) / n;
   const sd = n > 1 ? Math.sqrt(d.reduce((a, b) => a + (b - mean) * (b - mean), 0) / (n - 1)) : 0;
   return { mean, se: sd / Math.sqrt(n) };

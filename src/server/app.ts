@@ -80,7 +80,7 @@ export interface SearchServerOptions {
   drift?: DriftProvider;
   /** Request and headers time-outs, keep-alive, the connection cap (index/core/defaults.ts `http`). */
   connections?: ConnectionLimits;
-  /** Another engine answers GET /v1/search's matched set and ranking (cogr serve --backend opensearch); absent → the in-memory view. */
+  /** Another engine answers /v1/search's matched sets and ranking (GET and Boolean programs) (cogr serve --backend opensearch); absent → the in-memory view. */
   backend?: SearchBackend;
 }
 
