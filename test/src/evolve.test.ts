@@ -242,6 +242,29 @@ describe('co-evolution loop', () => {
     expect(b.snap.gens).toEqual(a.snap.gens);
   });
 
+  it('the cross-fitted adoption test (dev + every core query scored by a shadow that never saw it) reads no held-out judgement either', async () => {
+    const corpus = synthCorpus();
+    const config = { ...LOOP_TEST_CONFIG, adoptOn: 'crossfit' as const };
+    const split = computeSplit(corpus, parseRunConfig(config));
+    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
+    for (const qid of split.eval) {
+      altered.relevant.set(qid, new Set([corpus.items[0].id]));
+      altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
+    }
+    const a = await runToEnd(tempDb(), corpus, undefined, config);
+    const b = await runToEnd(tempDb(), altered, undefined, config);
+    const decision = (r: typeof a) => r.res.steps.map((s) => [s.crossfit ?? null, s.devGain ?? null, s.adopted]);
+    expect(decision(b)).toEqual(decision(a));
+    // Every half-round paired the dev queries and every core training query (each once, in its inner fold).
+    const core = split.train.length - split.dev.length;
+    expect(a.res.steps.slice(1).every((s) => s.crossfit?.queries === core && s.crossfit.folds === 2)).toBe(true);
+    expect(a.res.steps.slice(1).every((s) => s.devGain?.queries === split.train.length)).toBe(true);
+    // The shadows store nothing: one generation per step, as a run without them, and the SFT step's are the same.
+    expect(Object.keys(a.snap.gens).sort()).toEqual(Object.keys(reference.snap.gens).sort());
+    expect(a.snap.gens['item:0']).toEqual(reference.snap.gens['item:0']);
+    expect(b.snap.gens).toEqual(a.snap.gens);
+  });
+
   it('semantic grouping pools near-identical queries and items into GRPO groups: same SFT, different rounds', async () => {
     const semantic = await runToEnd(tempDb(), synthCorpus(), undefined, { ...LOOP_TEST_CONFIG, grouping: 'semantic', groupingDelta: 0.3 });
     expect(semantic.res.complete).toBe(true);
