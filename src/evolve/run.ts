@@ -46,7 +46,7 @@ import { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
 import type { QueryOffer, QuerySide } from '../../generators/policy/candidates.ts';
 import { KeywordPlanner, topByP, type PlannerGrpoSample } from '../../generators/planner/planner.ts';
-import type { RelevanceModel } from '../../generators/planner/relevance.ts';
+import { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { itemInput, queryInput, relevantOrdinals, runSft, tuningQueries } from '../../generators/sft.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
@@ -320,13 +320,18 @@ function innerFolds(ctx: Ctx): Query[][] {
 
 /**
  * The cross-fitted scores of a half-round (`--adopt-on crossfit`): for every inner fold h of
- * the core training queries, a shadow of the half-round is trained from the same base step
- * on the other folds' queries only (their judgements, their offers, their rewards) and the
- * queries of fold h — which that shadow never saw — are planned and searched as held out
- * (no {q}, their own names and judgements left out) with the shadow's generation
- * (`candidate`) and with the base step's (`best`), paired per query. A shadow's
- * generators and generation stay in memory: nothing of it is stored. Held-out and dev
- * queries play no part.
+ * the core training queries, the queries of fold h are scored as held-out queries are, by
+ * a run that never saw them. The relevance model is refitted on the other folds' queries
+ * (their texts and judgements) and its planner takes the base step's parameters with α
+ * tuned on those queries (`innerPlanner`); then a shadow of the half-round is trained from
+ * the base step on the other folds' queries only (their judgements, their offers, their
+ * rewards), and the queries of fold h are planned and searched as held out with the
+ * shadow's generators (`candidate`) and with the base step's generations under the inner
+ * planner (`best`), paired per query. So neither the relevance fit nor the half-round has
+ * seen a scored query, as neither has seen a held-out one. (Scoring them with the run's own
+ * planner, fitted on them, favours the base step: their p is already good, and the item
+ * rounds' gain on held-out queries did not show.) A shadow's generators and generation
+ * stay in memory: nothing of it is stored. Held-out and dev queries play no part.
  */
 async function crossfitScores(
   ctx: Ctx,
@@ -338,11 +343,7 @@ async function crossfitScores(
   const folds = innerFolds(ctx);
   const baseItems = await ctx.store.openView('item', base.itemGeneration, { shared: true });
   const queryView = phase === 'item' ? await ctx.store.openView('query', base.queryGeneration, { shared: true }) : null;
-  // The base step's score of every core query (the same whichever fold it falls in), before
-  // any shadow is trained: a query shadow loads and trains its own planner.
   const basePlanner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
-  const baseOf = new Map<string, number>();
-  trainingAsHeldOut(ctx, basePlanner, baseItems, false).perQuery.forEach((f, i) => baseOf.set(ctx.coreQueries[i].id, f));
   const cand: number[] = [];
   const prev: number[] = [];
   for (let h = 0; h < folds.length; h++) {
@@ -350,15 +351,23 @@ async function crossfitScores(
     if (scored.length === 0) continue;
     const train = folds.flatMap((f, j) => (j === h ? [] : f));
     const shadowStep = `${step}~cf${h}`;
+    const inner = innerPlanner(ctx, basePlanner, baseItems, train, h);
+    prev.push(...trainingAsHeldOut(ctx, inner, baseItems, false, ctx.floor, undefined, scored).perQuery);
     if (queryView === null) {
-      const { planner } = await trainQueryHalf(ctx, shadowStep, done, baseItems, train);
+      const { planner } = await trainQueryHalf(
+        ctx,
+        shadowStep,
+        done,
+        baseItems,
+        train,
+        innerPlanner(ctx, basePlanner, baseItems, train, h),
+      );
       cand.push(...trainingAsHeldOut(ctx, planner, baseItems, false, ctx.floor, undefined, scored).perQuery);
     } else {
-      const { policy } = await trainItemHalf(ctx, shadowStep, done, baseItems, queryView, train);
+      const { policy } = await trainItemHalf(ctx, shadowStep, done, baseItems, queryView, train, inner);
       const shadowItems = memoryView(ctx, decodeItems(ctx, policy, shadowStep));
-      cand.push(...trainingAsHeldOut(ctx, basePlanner, shadowItems, false, ctx.floor, undefined, scored).perQuery);
+      cand.push(...trainingAsHeldOut(ctx, inner, shadowItems, false, ctx.floor, undefined, scored).perQuery);
     }
-    for (const q of scored) prev.push(baseOf.get(q.id)!);
   }
   const setF = (perQuery: number[]): QuerySetF => ({
     queries: perQuery.length,
@@ -366,6 +375,31 @@ async function crossfitScores(
     perQuery,
   });
   return { candidate: setF(cand), best: setF(prev) };
+}
+
+/** The relevance models of the inner folds (fitted without fold h's queries), per run context: the same for every step. */
+const INNER_RELEVANCE = new WeakMap<Ctx, Map<number, RelevanceModel>>();
+
+/**
+ * The planner of inner fold h: the relevance model refitted on `train` (the other folds'
+ * core queries) with the run's options, the base planner's configuration and parameters,
+ * and α tuned on `train` against `itemView`, as SFT and every query half-round tune it.
+ */
+function innerPlanner(ctx: Ctx, base: KeywordPlanner, itemView: KeywordView, train: readonly Query[], h: number): KeywordPlanner {
+  let models = INNER_RELEVANCE.get(ctx);
+  if (!models) INNER_RELEVANCE.set(ctx, (models = new Map()));
+  let relevance = models.get(h);
+  if (!relevance) {
+    ctx.logger.debug(`crossfit: relevance model without inner fold ${h}`);
+    const training = train.map((q) => [queryInput(q), [...(ctx.coreRelevant.get(q.id) ?? [])]] as const);
+    relevance = RelevanceModel.fit(ctx.corpus.items, training, (base.relevance as RelevanceModel).options);
+    models.set(h, relevance);
+  }
+  const planner = new KeywordPlanner(relevance, base.config);
+  planner.setParams(base.paramsJSON());
+  planner.attachOpposite(itemView);
+  tuneAlpha(ctx, planner, itemView, train);
+  return planner;
 }
 
 /** A generation held in memory, built as the store builds a committed one (the writer's normalisation, the run's analyzer). */
@@ -772,9 +806,10 @@ async function trainQueryHalf(
   done: readonly StepRecord[],
   itemView: KeywordView,
   queries: readonly Query[],
+  start?: KeywordPlanner,
 ): Promise<{ planner: KeywordPlanner; stats: TrainStats }> {
   const { config } = ctx;
-  const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+  const planner = start ?? (await loadRunPlanner(ctx, generatorRound(done, 'query')));
   planner.attachOpposite(itemView);
   ctx.logger.debug(`phase ${step}: α tuning`);
   tuneAlpha(ctx, planner, itemView, queries);
@@ -953,11 +988,12 @@ async function trainItemHalf(
   itemView: KeywordView,
   queryView: KeywordView,
   queries: readonly Query[],
+  offerPlanner?: KeywordPlanner,
 ): Promise<{ policy: EmbeddedPolicy; stats: TrainStats }> {
   const { config } = ctx;
   const policy = await loadPolicy(ctx.policies, 'item', generatorRound(done, 'item'));
   const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'item', 0) : undefined;
-  const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+  const planner = offerPlanner ?? (await loadRunPlanner(ctx, generatorRound(done, 'query')));
   planner.attachOpposite(itemView);
   ctx.logger.debug(`phase ${step}: query offers + reward cache`);
   const offers = queryOffers({ items: ctx.corpus.items, queries, relevant: ctx.coreRelevant, config }, planner, queryView);
