@@ -29,38 +29,9 @@ import type { Logger } from '../index/core/log.ts';
 import { runCoevolution } from '../src/evolve/run.ts';
 import type { ProgressSink } from '../src/progress.ts';
 import { parseBenchArgs } from './args.ts';
-import { renderEvolveChart } from './evolveChart.ts';
+import { renderEvolveChart, type EvolveBenchResult, type PhaseTiming } from './evolveChart.ts';
 import { judgedCollection } from './judgedCollection.ts';
 import { round } from './fixtures.ts';
-
-export interface PhaseTiming {
-  phase: string;
-  seconds: number;
-  cpuSeconds: number;
-  cores: number;
-}
-
-export interface EvolveBenchResult {
-  items: number;
-  queries: number;
-  relevant: number;
-  rounds: number;
-  seed: number;
-  /** Training queries outside the dev split, dev and held-out queries of fold 0. */
-  split: { core: number; dev: number; eval: number };
-  collectionSeconds: number;
-  phases: PhaseTiming[];
-  /** Seconds per step (sft, r1-query, r1-item, …). */
-  steps: { step: string; seconds: number; cores: number; heldOutF1: number; devF1: number | null; adopted: boolean }[];
-  wallSeconds: number;
-  cpuSeconds: number;
-  cores: number;
-  peakRssMiB: number;
-  loadBefore: number[];
-  loadAfter: number[];
-  node: string;
-  finishedAt: string;
-}
 
 /** A phase clock: marks (label, wall, CPU); a phase runs from its mark to the next. */
 class PhaseClock {

@@ -7,7 +7,36 @@
  * (no script, no external font), drawn in the style of the drift report (src/drift/report.ts).
  */
 import { escapeHtml } from '../src/drift/report.ts';
-import type { EvolveBenchResult } from './evolve.ts';
+
+/** One phase of a measured run (evolve.ts's phase clock). */
+export interface PhaseTiming {
+  phase: string;
+  seconds: number;
+  cpuSeconds: number;
+  cores: number;
+}
+
+export interface EvolveBenchResult {
+  items: number;
+  queries: number;
+  relevant: number;
+  rounds: number;
+  seed: number;
+  /** Training queries outside the dev split, dev and held-out queries of fold 0. */
+  split: { core: number; dev: number; eval: number };
+  collectionSeconds: number;
+  phases: PhaseTiming[];
+  /** Seconds per step (sft, r1-query, r1-item, …). */
+  steps: { step: string; seconds: number; cores: number; heldOutF1: number; devF1: number | null; adopted: boolean }[];
+  wallSeconds: number;
+  cpuSeconds: number;
+  cores: number;
+  peakRssMiB: number;
+  loadBefore: number[];
+  loadAfter: number[];
+  node: string;
+  finishedAt: string;
+}
 
 const GROUPS: { name: string; colour: string; test: (phase: string) => boolean }[] = [
   { name: 'relevance fit', colour: '#1e3a8a', test: (p) => p.endsWith('relevance fit') },

@@ -13,7 +13,8 @@
  */
 import type { KeywordView, ScoredEntity } from '../../index/view/view.ts';
 import type { GenerateInput } from '../types.ts';
-import { topByP, type KeywordPlanner } from './planner.ts';
+import type { KeywordPlanner } from './planner.ts';
+import { topByP } from './queryContext.ts';
 
 export const RANKERS = ['keywords', 'text', 'model'] as const;
 export type Ranker = (typeof RANKERS)[number];

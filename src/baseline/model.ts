@@ -8,7 +8,7 @@
  * training queries (their own judgements out of their features) over the planner's grid.
  * The ranking is p over all items (its top 1,000 for the ranked metrics).
  */
-import { ALPHA_GRID } from '../../generators/planner/planner.ts';
+import { ALPHA_GRID } from '../../generators/planner/training.ts';
 import { DEFAULT_RELEVANCE, RelevanceModel, type RelevanceOptions } from '../../generators/planner/relevance.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import type { Corpus, Query } from '../../index/core/types.ts';

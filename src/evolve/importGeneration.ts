@@ -19,11 +19,10 @@ import { cogrError } from '../../index/core/errors.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import { normalizeKeywordSet } from '../../index/text/normalize.ts';
 import { deriveSeed } from '../../index/core/random.ts';
-import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus, Side } from '../../index/core/types.ts';
 import { jsonlRecords } from '../datasets/common.ts';
-import { loadPlanner, policyStore } from '../run/policies.ts';
-import { checkStoredRunData, coreIds, readStoredRun, RunState, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
+import { openRun, runPlanner } from '../run/context.ts';
+import type { HeldOutMetrics, ImportRecord } from '../run/state.ts';
 import { evaluateQueries, plannerKeywords, type QueryKeywordsFn } from './evaluate.ts';
 
 const ImportLine = z.object({
@@ -54,10 +53,8 @@ export async function importGeneration(
   path: string,
   logger: Logger = silentLogger,
 ): Promise<ImportRecord> {
-  const run = await readStoredRun(db);
-  await checkStoredRunData(db, run, corpus);
-  const store = new KeywordIndexStore(db);
-  const policies = policyStore(db);
+  const run = await openRun(db, corpus);
+  const { store, evalQueries } = run;
   const known = new Set(side === 'item' ? corpus.items.map((i) => i.id) : corpus.queries.map((q) => q.id));
   const lines = readKeywordFile(path, known, side);
   const digest = createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -68,10 +65,7 @@ export async function importGeneration(
     logger.info(
       `${path}: ${side} generation ${latestOwn} is already this file's import (sha256 ${digest.slice(0, 12)}); not committed again`,
     );
-  const evalSet = new Set(run.split.eval);
-  const byQuery = new Map(corpus.queries.map((q) => [q.id, q]));
   const byItem = new Map(corpus.items.map((i) => [i.id, i]));
-  const evalQueries = run.split.eval.map((id) => byQuery.get(id)!);
   let generation: number;
   let metrics: HeldOutMetrics;
   let heldOutFromFile = 0;
@@ -83,7 +77,7 @@ export async function importGeneration(
       generation = await w.commit({ step: 'import', source: path, digest });
     }
     const view = await store.openView('item', generation);
-    const planner = await loadPlanner(policies, 'latest', corpus.items);
+    const planner = await runPlanner(run, 'latest');
     planner.attachOpposite(view);
     metrics = evaluateQueries(
       view,
@@ -98,10 +92,11 @@ export async function importGeneration(
     else {
       const w = store.writer('query', { base: latestOwn });
       let written = 0;
-      const core = new Set(coreIds(run.split));
+      const core = new Map(run.coreQueries.map((q) => [q.id, q]));
       for (const [id, v] of lines) {
-        if (!core.has(id)) continue;
-        w.set(id, byQuery.get(id)!.text, v.keywords);
+        const q = core.get(id);
+        if (!q) continue;
+        w.set(id, q.text, v.keywords);
         written++;
       }
       if (written === 0) logger.warn(`${path}: no training query in the file; the new query generation equals the previous one`);
@@ -112,14 +107,14 @@ export async function importGeneration(
     const view = await store.openView('item', latestItem);
     const fromFile: QueryKeywordsFn = (q) => lines.get(q.id)?.keywords ?? [];
     heldOutFromFile = run.split.eval.filter((id) => lines.has(id)).length;
-    if (heldOutFromFile < evalSet.size)
+    if (heldOutFromFile < evalQueries.length)
       logger.warn(
-        `${path}: ${evalSet.size - heldOutFromFile} held-out queries have no keywords in the file; they are evaluated with their raw text only`,
+        `${path}: ${evalQueries.length - heldOutFromFile} held-out queries have no keywords in the file; they are evaluated with their raw text only`,
       );
     metrics = evaluateQueries(view, evalQueries, fromFile, corpus, run.config.beta).metrics;
   }
   const itemGeneration = (await store.latest('item')) ?? undefined;
-  const state = new RunState(db);
+  const { state } = run;
   if (reused) {
     const same = (await state.imports()).find(
       (r) => r.side === side && r.generation === generation && r.digest === digest && r.itemGeneration === itemGeneration,

@@ -28,7 +28,6 @@ import { finished } from 'node:stream/promises';
 import type { CogrDb } from '../../index/store/db.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import { deriveSeed } from '../../index/core/random.ts';
-import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus, Side } from '../../index/core/types.ts';
 import { OpenAIGenerator } from '../../generators/llm.ts';
 import { trainingQueryExamples } from './examples.ts';
@@ -37,14 +36,10 @@ import { itemInput, queryInput } from '../../generators/sft.ts';
 import { generateSettled, type GenerateInput, type KeywordGenerator, type KeywordSample } from '../../generators/types.ts';
 import { batchGroups, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
-import { createItemScorer } from '../../rewards/scorer.ts';
 import { outputError } from '../output.ts';
 import type { ProgressSink } from '../progress.ts';
 import { silentProgress } from '../progress.ts';
-import { scorerOptions } from '../run/config.ts';
-import { loadPlanner, loadPolicy, policyStore } from '../run/policies.ts';
-import { heldOutQueryScorer, queryOffers } from './run.ts';
-import { checkStoredRunData, coreIds, frozenFor, readStoredRun } from '../run/state.ts';
+import { frozenHalfRound, openRun } from '../run/context.ts';
 
 export interface RolloutOptions {
   side: Side;
@@ -84,54 +79,31 @@ function completionText(s: KeywordSample): string {
 export async function writeRollouts(db: CogrDb, corpus: Corpus, opts: RolloutOptions): Promise<RolloutSummary> {
   const logger = opts.logger ?? silentLogger;
   const progress = opts.progress ?? silentProgress;
-  const run = await readStoredRun(db);
-  await checkStoredRunData(db, run, corpus);
+  const run = await openRun(db, corpus);
   const { config } = run;
-  const frozen = frozenFor(run, opts.side, opts.round);
-  const store = new KeywordIndexStore(db);
-  const itemView = await store.openView('item', frozen.itemGeneration);
-  const queryView = frozen.queryGeneration === null ? null : await store.openView('query', frozen.queryGeneration);
+  const half = await frozenHalfRound(run, opts.side, opts.round);
   const G = opts.samples ?? config.groupSize;
   const temperature = opts.temperature ?? config.rolloutTemperature;
   // The training queries the run trains on: outside the dev split.
-  const core = coreIds(run.split);
-  const trainSet = new Set(core);
-  const trainRelevant = new Map<string, Set<string>>();
-  for (const id of core) trainRelevant.set(id, new Set(corpus.relevant.get(id) ?? []));
-  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
-  const coreQueries = core.map((id) => byId.get(id)!);
-
-  const store2 = policyStore(db);
-  const planner = await loadPlanner(store2, frozen.plannerRound, corpus.items);
-  planner.attachOpposite(itemView);
+  const coreQueries = run.coreQueries;
   let generator = opts.generator;
   if (!generator) {
     if (opts.side === 'query') {
-      planner.leaveOneOut = true;
-      generator = planner;
-    } else {
-      const policy = await loadPolicy(store2, 'item', frozen.itemPolicyRound);
-      policy.attachOpposite(queryView);
-      policy.attachQuerySide(
-        queryOffers({ items: corpus.items, queries: coreQueries, relevant: trainRelevant, config }, planner, queryView!),
-      );
-      generator = policy;
-    }
+      half.planner.leaveOneOut = true;
+      generator = half.planner;
+    } else generator = await half.itemPolicy();
   }
   const template = loadPromptTemplate(opts.side);
   if (generator instanceof OpenAIGenerator && opts.side === 'query') {
     // Worked examples for the LLM: training queries (never held-out or dev ones) with their SFT targets, the query planner's plans as held out.
-    generator.setExamples('query', await trainingQueryExamples(planner, coreQueries, deriveSeed(config.seed, opts.round)));
+    generator.setExamples('query', await trainingQueryExamples(half.planner, coreQueries, deriveSeed(config.seed, opts.round)));
   }
   let inputs: GenerateInput[] = opts.side === 'query' ? coreQueries.map((q) => queryInput(q)) : corpus.items.map((it) => itemInput(it));
   if (opts.limit && opts.limit > 0) inputs = inputs.slice(0, opts.limit);
 
   // The side's scorer against the frozen generations the round trains against; a training
   // query is scored as held out (no {q}, its own names left out of the keywords).
-  const scorer =
-    opts.side === 'query'
-      ? heldOutQueryScorer(itemView, inputs, trainRelevant, planner, config)
-      : createItemScorer(itemView, queryView!, { relevant: trainRelevant, counted: trainSet }, scorerOptions(config));
+  const { scorer } = half;
 
   // GRPO groups of the inputs (each input alone, or near-identical inputs pooled), in batches of whole groups.
   const grouping = opts.grouping ?? config.grouping;

@@ -40,19 +40,19 @@ import { cogrError } from '../../index/core/errors.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import { createRng, deriveSeed, shuffle } from '../../index/core/random.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
-import { makeKeywordNormalizer, normalizeKeyword } from '../../index/text/normalize.ts';
+import { makeKeywordNormalizer } from '../../index/text/normalize.ts';
 import type { Corpus, Item, Query, Side } from '../../index/core/types.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
-import type { QueryOffer, QuerySide } from '../../generators/policy/candidates.ts';
-import { KeywordPlanner, topByP, type PlannerGrpoSample } from '../../generators/planner/planner.ts';
+import { KeywordPlanner } from '../../generators/planner/planner.ts';
+import { topByP } from '../../generators/planner/queryContext.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
+import type { PlannerGrpoSample } from '../../generators/planner/training.ts';
 import { itemInput, queryInput, relevantOrdinals, runSft, tuningQueries } from '../../generators/sft.ts';
-import type { KeyValueStore } from '../../generators/types.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
-import { createQueryScorer, itemScorerData, type QueryScorer } from '../../rewards/scorer.ts';
+import { itemScorerData } from '../../rewards/scorer.ts';
 import { RewardPool } from '../../workers/pool.ts';
 import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
@@ -64,13 +64,13 @@ import {
   type RunConfig,
   type RunConfigInput,
 } from '../run/config.ts';
-import { loadPlanner, loadPolicy, policyStore, savePlanner, savePolicy } from '../run/policies.ts';
+import { heldOutQueryScorer, offerSource, ownNames, queryOffers, runContext, runPlanner, type RunContext } from '../run/context.ts';
+import { loadPolicy, savePlanner, savePolicy } from '../run/policies.ts';
 import { checkRunData, dataFingerprint } from '../run/fingerprint.ts';
 import {
   adoptionTest,
   meanSe,
   bestStep,
-  coreIds,
   generatorRound,
   RunState,
   stepNames,
@@ -112,23 +112,9 @@ export interface RunResult {
 const QUERY_BATCH = 16;
 const ITEM_BATCH = 64;
 
-interface Ctx {
-  db: CogrDb;
-  store: KeywordIndexStore;
-  policies: KeyValueStore;
-  state: RunState;
-  corpus: Corpus;
-  config: RunConfig;
-  split: RunSplit;
-  /** Training queries outside the dev split: the only queries anything is trained on. */
-  coreQueries: Query[];
-  devQueries: Query[];
-  evalQueries: Query[];
-  /** Judgements of the core training queries only. */
-  coreRelevant: Map<string, Set<string>>;
+/** The loop's context: the run's (run/context.ts) with the worker pool, the served floor and the caller's sinks. */
+interface Ctx extends RunContext {
   pool: () => RewardPool;
-  /** The relevance model of the planners this run loads (one set of training judgements: its indexes and features are reused). */
-  relevance: RelevanceModel | null;
   /** The served set's floor, chosen at SFT (none for runs written before it). */
   floor: Floor;
   logger: Logger;
@@ -197,32 +183,10 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
     await state.setSplit(split);
   }
   if (!storedData) await state.setData(storedSplit ? dataFingerprint(corpus, storedSplit) : now);
-  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
-  const pick = (ids: readonly string[]) => ids.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
-  const coreQueries = pick(coreIds(split));
-  const devQueries = pick(split.dev);
-  const evalQueries = pick(split.eval);
-  if (coreQueries.length + devQueries.length !== split.train.length || evalQueries.length !== split.eval.length) {
-    throw cogrError('DB_CORRUPT', `the stored split of ${db.path} names queries that dataset ${corpus.name} does not have`);
-  }
-  const coreRelevant = new Map<string, Set<string>>();
-  for (const q of coreQueries) coreRelevant.set(q.id, new Set(corpus.relevant.get(q.id) ?? []));
-
   let pool: RewardPool | null = null;
   const ctx: Ctx = {
-    db,
-    store: new KeywordIndexStore(db, { logger }),
-    policies: policyStore(db),
-    state,
-    corpus,
-    config,
-    split,
-    coreQueries,
-    devQueries,
-    evalQueries,
-    coreRelevant,
+    ...runContext(db, corpus, config, split, { state, logger }),
     pool: () => (pool ??= RewardPool.create({ size: config.workers ?? availableParallelism(), logger })),
-    relevance: null,
     floor: NO_FLOOR,
     logger,
     progress: opts.progress ?? silentProgress,
@@ -343,7 +307,7 @@ async function crossfitScores(
   const folds = innerFolds(ctx);
   const baseItems = await ctx.store.openView('item', base.itemGeneration, { shared: true });
   const queryView = phase === 'item' ? await ctx.store.openView('query', base.queryGeneration, { shared: true }) : null;
-  const basePlanner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+  const basePlanner = await runPlanner(ctx, generatorRound(done, 'query'));
   const cand: number[] = [];
   const prev: number[] = [];
   for (let h = 0; h < folds.length; h++) {
@@ -395,8 +359,7 @@ function innerPlanner(ctx: Ctx, base: KeywordPlanner, itemView: KeywordView, tra
     relevance = RelevanceModel.fit(ctx.corpus.items, training, (base.relevance as RelevanceModel).options);
     models.set(h, relevance);
   }
-  const planner = new KeywordPlanner(relevance, base.config);
-  planner.setParams(base.paramsJSON());
+  const planner = base.withRelevance(relevance);
   planner.attachOpposite(itemView);
   tuneAlpha(ctx, planner, itemView, train);
   return planner;
@@ -779,13 +742,6 @@ async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): 
   return stats;
 }
 
-/** A saved planner of the run, reusing the run's relevance model (same training judgements: its indexes and feature rows). */
-async function loadRunPlanner(ctx: Ctx, round: number): Promise<KeywordPlanner> {
-  const planner = await loadPlanner(ctx.policies, round, ctx.corpus.items, ctx.relevance);
-  ctx.relevance = planner.relevance as RelevanceModel;
-  return planner;
-}
-
 /** The step record of the adopted step a half-round builds on (the last adopted one). */
 function baseStep(done: readonly StepRecord[]): StepRecord {
   const b = bestStep(done);
@@ -809,7 +765,7 @@ async function trainQueryHalf(
   start?: KeywordPlanner,
 ): Promise<{ planner: KeywordPlanner; stats: TrainStats }> {
   const { config } = ctx;
-  const planner = start ?? (await loadRunPlanner(ctx, generatorRound(done, 'query')));
+  const planner = start ?? (await runPlanner(ctx, generatorRound(done, 'query')));
   planner.attachOpposite(itemView);
   ctx.logger.debug(`phase ${step}: α tuning`);
   tuneAlpha(ctx, planner, itemView, queries);
@@ -877,104 +833,6 @@ function itemsForEpoch(items: readonly Item[], perEpoch: number, rng: () => numb
   return perEpoch > 0 && perEpoch < order.length ? order.slice(0, perEpoch) : order;
 }
 
-/** What `queryOffers` needs of a run. */
-export interface OfferSource {
-  items: readonly Item[];
-  /** The training queries the query generation holds (outside the dev split) and their judgements. */
-  queries: readonly Query[];
-  relevant: ReadonlyMap<string, ReadonlySet<string>>;
-  config: Pick<RunConfig, 'itemQuerySide' | 'itemRankDepth'>;
-}
-
-/**
- * What the frozen query generation offers each item: for every training query that judges
- * the item relevant or ranks it among its top `itemRankDepth` items by relevance (the
- * planner's p, the query planned as held out), the query's name (its string when within
- * the keyword limits, else its label) or, with itemQuerySide 'keywords', every keyword of
- * its set; with how many judging and high-ranking queries offer each keyword and the share
- * of the keyword's carriers in the query generation that judge the item relevant.
- */
-export function queryOffers(src: OfferSource, planner: KeywordPlanner, queryView: KeywordView): QuerySide {
-  const { config } = src;
-  const offered = new Map<string, Map<string, QueryOffer>>();
-  const carriers = (keyword: string) => {
-    const o = queryView.ordinalOfKeyword(keyword);
-    return o < 0 ? 0 : queryView.keywordDf(o);
-  };
-  const offer = (itemId: string, q: Query, field: 'judged' | 'ranked') => {
-    let keywords: string[];
-    if (config.itemQuerySide === 'labels') {
-      const name = planner.label(q.text) ?? normalizeKeyword(q.text);
-      keywords = name === null ? [] : [name];
-    } else {
-      const o = queryView.ordinalOf(q.id);
-      keywords = o < 0 ? [] : queryView.keywordsOf(o);
-    }
-    let m = offered.get(itemId);
-    if (!m) offered.set(itemId, (m = new Map()));
-    for (const k of keywords) {
-      const key = queryView.keyOf(k);
-      if (key === null) continue;
-      let x = m.get(key);
-      if (!x) m.set(key, (x = { keyword: k, judged: 0, ranked: 0, precision: 0 }));
-      x[field]++;
-    }
-  };
-  const itemIds = new Set(src.items.map((it) => it.id));
-  const view = planner.attached;
-  for (const q of src.queries) {
-    for (const id of src.relevant.get(q.id) ?? []) if (itemIds.has(id)) offer(id, q, 'judged');
-    if (config.itemRankDepth > 0 && view) {
-      const p = planner.probabilities(queryInput(q));
-      for (const e of topByP(p, config.itemRankDepth)) offer(view.id(e), q, 'ranked');
-    }
-  }
-  const lists = new Map<string, QueryOffer[]>();
-  for (const [id, m] of offered) {
-    const list = [...m.values()];
-    for (const x of list) x.precision = x.judged / Math.max(1, carriers(x.keyword));
-    list.sort((a, b) => b.judged - a.judged || b.ranked - a.ranked || (a.keyword < b.keyword ? -1 : a.keyword > b.keyword ? 1 : 0));
-    lists.set(id, list);
-  }
-  return { offers: (id) => lists.get(id) ?? [] };
-}
-
-/**
- * A training query's own names — its string and its label — which a reward that scores it
- * as held out leaves out of its keywords (items may have adopted them).
- */
-/**
- * The query-side reward scorer of a training half-round (and its rollouts): F1 of the
- * matched set with each training query scored as held out — no {q}, and its own names
- * (its text and label) left out of its keywords.
- */
-export function heldOutQueryScorer(
-  itemView: KeywordView,
-  queries: readonly { id: string; text: string }[],
-  relevant: ReadonlyMap<string, ReadonlySet<string>>,
-  planner: KeywordPlanner,
-  config: RunConfig,
-): QueryScorer {
-  return createQueryScorer(
-    itemView,
-    {
-      relevant,
-      queryText: new Map(queries.map((q) => [q.id, q.text])),
-      exclude: new Map(queries.map((q) => [q.id, ownNames(planner, q.text)])),
-    },
-    { ...scorerOptions(config), matchSelf: false },
-  );
-}
-
-export function ownNames(planner: KeywordPlanner | null, text: string): string[] {
-  const out: string[] = [];
-  const label = planner?.label(text) ?? null;
-  if (label) out.push(label);
-  const self = normalizeKeyword(text);
-  if (self) out.push(self);
-  return out;
-}
-
 /**
  * An item half-round's training: GRPO on the item policy of the step it builds on against
  * the frozen query generation, with the incremental counterfactual reward over `queries`
@@ -993,10 +851,10 @@ async function trainItemHalf(
   const { config } = ctx;
   const policy = await loadPolicy(ctx.policies, 'item', generatorRound(done, 'item'));
   const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'item', 0) : undefined;
-  const planner = offerPlanner ?? (await loadRunPlanner(ctx, generatorRound(done, 'query')));
+  const planner = offerPlanner ?? (await runPlanner(ctx, generatorRound(done, 'query')));
   planner.attachOpposite(itemView);
   ctx.logger.debug(`phase ${step}: query offers + reward cache`);
-  const offers = queryOffers({ items: ctx.corpus.items, queries, relevant: ctx.coreRelevant, config }, planner, queryView);
+  const offers = queryOffers(offerSource(ctx, queries), planner, queryView);
   for (const p of [policy, reference]) {
     p?.attachOpposite(queryView);
     p?.attachQuerySide(offers);
@@ -1055,7 +913,7 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
   await savePolicy(ctx.policies, round, policy);
   const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, policy, step), { step, round }, base.itemGeneration);
   const newItemView = await ctx.store.openView('item', itemGen);
-  const planner = await loadRunPlanner(ctx, generatorRound(done, 'query'));
+  const planner = await runPlanner(ctx, generatorRound(done, 'query'));
   ctx.logger.debug(`phase ${step}: dev + held-out evaluation`);
   const { metrics, dev, trainEval } = evaluate(ctx, planner, newItemView, step);
   stats.seconds = (Date.now() - t0) / 1000;

@@ -94,10 +94,24 @@ export async function plannerSource(store: KeyValueStore): Promise<PlannerSource
   return v && typeof v.dataset === 'string' ? v : null;
 }
 
-/** The saved planner document of a round (its JSON, not rebuilt), undefined when none was saved. */
-export async function readPlannerDocument(store: KeyValueStore, round: number): Promise<unknown> {
-  checkRound(round);
-  return store.get(roundKey('planner', round));
+/**
+ * The saved planner document (its JSON, not rebuilt) that serves `round`: the planner of
+ * round `exact` when given and saved (the run's best step fixes it), else the round's, or
+ * the newest saved at or before it, the oldest when none is (`round` null: the newest);
+ * null when the store holds no planner.
+ */
+export async function readServedPlanner(
+  store: KeyValueStore,
+  round: number | null,
+  exact?: number,
+): Promise<{ round: number; json: unknown } | null> {
+  const rounds = await listPolicyRounds(store, 'planner');
+  if (rounds.length === 0) return null;
+  const usable = round === null ? rounds : rounds.filter((r) => r <= round);
+  const pick = exact !== undefined && rounds.includes(exact) ? exact : usable.length ? usable[usable.length - 1] : rounds[0];
+  checkRound(pick);
+  const json = await store.get(roundKey('planner', pick));
+  return json === undefined ? null : { round: pick, json };
 }
 
 /** Load the query planner of a round (`'latest'`: the highest saved) over the run's items. */

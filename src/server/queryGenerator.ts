@@ -17,7 +17,7 @@ import { textTokens } from '../../index/text/analyzer.ts';
 import { NoSearchableTerms, type QueryGeneratorDocument, type RankedSet, type RankRequest } from './queryTypes.ts';
 export type { QueryGeneratorDocument } from './queryTypes.ts';
 import { cogrError } from '../../index/core/errors.ts';
-import { listPolicyRounds, readPlannerDocument } from '../run/policies.ts';
+import { readServedPlanner } from '../run/policies.ts';
 
 /** A generator rebuilt in a worker: one query text in, its keywords out. */
 export interface QueryPlanner {
@@ -27,22 +27,17 @@ export interface QueryPlanner {
 }
 
 /**
- * The query generator serving `round` (the planner of round `exact` when given and saved —
- * the run's best step fixes it —, else the round's, or the newest saved at or before it;
- * the oldest when none is), or null when the database saved none.
+ * The query generator serving `round` (run/policies.ts readServedPlanner: the planner of
+ * round `exact` when saved, else the newest at or before `round`), or null when the
+ * database saved none.
  */
 export async function loadQueryGenerator(
   policies: KeyValueStore,
   round: number | null,
   exact?: number,
 ): Promise<QueryGeneratorDocument | null> {
-  const rounds = await listPolicyRounds(policies, 'planner');
-  if (rounds.length === 0) return null;
-  const usable = round === null ? rounds : rounds.filter((r) => r <= round);
-  const pick = exact !== undefined && rounds.includes(exact) ? exact : usable.length ? usable[usable.length - 1] : rounds[0];
-  const json = await readPlannerDocument(policies, pick);
-  if (json === undefined) return null;
-  return { kind: 'planner', round: pick, json };
+  const served = await readServedPlanner(policies, round, exact);
+  return served === null ? null : { kind: 'planner', ...served };
 }
 
 /** Rebuild a generator from its document against the served item view (in a keyword worker). */

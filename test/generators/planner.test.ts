@@ -2,7 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { getAnalyzer } from '../../index/text/analyzer.ts';
 import { createRng } from '../../index/core/random.ts';
 import { KeywordView } from '../../index/view/view.ts';
-import { KeywordPlanner, setF1, topByP, type RelevanceSource } from '../../generators/planner/planner.ts';
+import type { RelevanceSource } from '../../generators/planner/config.ts';
+import { KeywordPlanner } from '../../generators/planner/planner.ts';
+import { topByP } from '../../generators/planner/queryContext.ts';
+import { setF1 } from '../../generators/planner/training.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
 
 /** A relevance source with fixed probabilities: one feature x = logit(p), weight w0 = 1. */

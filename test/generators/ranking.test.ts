@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { getAnalyzer } from '../../index/text/analyzer.ts';
 import { KeywordView } from '../../index/view/view.ts';
-import { KeywordPlanner, type RelevanceSource } from '../../generators/planner/planner.ts';
+import type { RelevanceSource } from '../../generators/planner/config.ts';
+import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { TEXT_SCORE_COLUMN } from '../../generators/planner/relevance.ts';
 import { backfill, NO_FLOOR, rankMatched, servedSet } from '../../generators/planner/ranking.ts';
 import { chooseRanker, pooledRankings } from '../../src/evolve/evaluate.ts';

@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { judgedCollection } from '../../bench/judgedCollection.ts';
 import { fitLogistic, RowBuilder } from '../../generators/planner/logistic.ts';
-import { ALPHA_GRID, KeywordPlanner, setF1 } from '../../generators/planner/planner.ts';
+import { KeywordPlanner } from '../../generators/planner/planner.ts';
+import { ALPHA_GRID, setF1 } from '../../generators/planner/training.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { TextIndex } from '../../generators/planner/textIndex.ts';
 import { KeywordView } from '../../index/view/view.ts';

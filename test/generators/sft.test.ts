@@ -7,7 +7,7 @@ import type { Item, Query } from '../../index/core/types.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { listPolicyRounds, loadPolicy, savePolicy } from '../../src/run/policies.ts';
 import { buildQueryTargets, exportTrl, itemInput, queryInput, runSft } from '../../generators/sft.ts';
-import { setF1 } from '../../generators/planner/planner.ts';
+import { setF1 } from '../../generators/planner/training.ts';
 import { memoryStore } from '../fixtures/memory.ts';
 
 // A synthetic corpus: each topic has its own vocabulary; items mix their topic's words with

@@ -1,0 +1,71 @@
+/**
+ * What defines a query planner: its configuration (`PlannerConfig`, defaults from
+ * index/core/defaults.ts) and what it needs of a relevance model (`RelevanceSource`:
+ * relevance.ts is one; tests inject fixed probabilities).
+ */
+import type { Analyzer } from '../../index/text/analyzer.ts';
+import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
+
+/** What the planner needs of a relevance model (relevance.ts; tests inject fixed probabilities). */
+export interface RelevanceSource {
+  readonly analyzer: Analyzer;
+  /** Number of features (the length of the weights). */
+  readonly dim: number;
+  /** Changes whenever the weights change. */
+  readonly weightsVersion: number;
+  itemOrdinal(id: string): number;
+  /** Row-major features (items × dim) of a query over the source's items (a training query's own judgements left out). */
+  features(query: { id: string; text: string }): Float64Array;
+  /** σ(w·x) per item for the given features. */
+  probabilities(query: { id: string; text: string }, features: Float64Array): Float64Array;
+  getWeights(): Float64Array;
+  setWeights(w: ArrayLike<number>): void;
+  /** idf of an analysed word over the items' text. */
+  wordIdf(word: string): number;
+  /** The analysed words of a text as wordIdf knows them (default: index/text/analyzer.ts textTokens with `analyzer`). */
+  textWords?(text: string): string[];
+  /** The feature column of the normalised text BM25 the text ranking reads (default TEXT_SCORE_COLUMN). */
+  readonly textScoreColumn?: number;
+  /** The source as JSON (relevance.ts RelevanceJSON). */
+  toJSON(): unknown;
+}
+
+export interface PlannerConfig {
+  /** Items (by p) whose keywords are candidates. */
+  topItems: number;
+  /** Most keywords per query (the budget K_max). */
+  maxKeywords: number;
+  /** Scale of the log-gain in the policy's scores. */
+  lambda: number;
+  /** ε floor of 2·Σp in ln G (keeps ln G finite when U is empty). */
+  epsilon: number;
+  /**
+   * What a GRPO update may change: 'all' (θ per keyword, θ_stop, ln α and the relevance
+   * weights w), 'terms' (θ per keyword only: the global parameters stay as the supervised
+   * fit and α tuning left them) or 'global' (θ_stop and ln α: two parameters shared by
+   * every query, the relevance weights staying as the supervised fit left them).
+   */
+  grpoParams: 'all' | 'terms' | 'global';
+  /** L2 shrinkage of every parameter a GRPO step touches (towards its SFT value for w, 0 for the rest). */
+  l2: number;
+  /** Bytes of per-query feature caches kept (features cost N × dim × 8 bytes per query). */
+  cacheBytes: number;
+  /**
+   * Most candidates per query (0: all): the keywords with the highest mean p over their
+   * postings (Σp / (|postings| + 1)) are kept. Part of the policy's definition, so
+   * log-probabilities stay exact.
+   */
+  maxCandidates: number;
+}
+
+/** The planner's defaults, from index/core/defaults.ts (`DEFAULTS.planner`, K_max). */
+export const DEFAULT_PLANNER: PlannerConfig = (({ topItems, lambda, epsilon, grpoParams, l2, cacheBytes, maxCandidates }) => ({
+  topItems,
+  maxKeywords: K_MAX,
+  lambda,
+  epsilon,
+  grpoParams,
+  l2,
+  cacheBytes,
+  maxCandidates,
+}))(DEFAULTS.planner);

@@ -1,0 +1,299 @@
+/**
+ * What the planner knows of a query against the attached item view, built once and cached
+ * (`PlannerContexts`): its features, p over the view's ordinals and E = Σp, its label, its
+ * candidate keywords (the keywords and titles of its top items by p and its own 1–3-grams
+ * the view knows, its own {q} and label left out), and the starting state of a plan per
+ * mode (held out or not: U₀ and each candidate's Σp and count outside it). The per-plan
+ * scratch arrays sized by the view live here too.
+ */
+import { textTokens } from '../../index/text/analyzer.ts';
+import { cogrError } from '../../index/core/errors.ts';
+import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, normalizeKeyword, normalizeSelf } from '../../index/text/normalize.ts';
+import type { KeywordView } from '../../index/view/view.ts';
+import { STOP_WORDS } from '../policy/stopwords.ts';
+import type { PlannerConfig, RelevanceSource } from './config.ts';
+import { TEXT_SCORE_COLUMN } from './relevance.ts';
+
+/** No keyword ordinal. */
+const NONE = -1;
+
+/** Per-query cache: features, probabilities over view ordinals, candidates. */
+export interface QueryContext {
+  text: string;
+  x: Float64Array;
+  p: Float64Array | null;
+  pVersion: number;
+  E: number;
+  /** Candidate keyword ordinals (sorted) for this p and view; own keys excluded. */
+  cands: Int32Array | null;
+  selfO: number;
+  labelO: number;
+  label: string | null;
+  /** The starting state per mode (0: planned as held out, 1: with its own {q} and label): U₀ and every candidate's (Σp, count) outside it. */
+  start: [StartState | null, StartState | null];
+}
+
+export interface StartState {
+  U0: Int32Array;
+  S0: number;
+  dS: Float64Array;
+  dN: Int32Array;
+}
+
+function words(text: string): string[] {
+  const s = normalizeSelf(text);
+  return s.length === 0 ? [] : s.split(' ');
+}
+
+/** A query's label: null when its own string is within the keyword limits, else its 8 highest-idf content words in order. */
+export function queryLabel(relevance: RelevanceSource, text: string): string | null {
+  const ws = words(text);
+  if (ws.length === 0) return null;
+  if (ws.length <= KEYWORD_MAX_WORDS && ws.join(' ').length <= KEYWORD_MAX_CHARS) return null;
+  const an = relevance.analyzer;
+  const content: { w: string; i: number; idf: number }[] = [];
+  ws.forEach((w, i) => {
+    if (STOP_WORDS.has(w)) return;
+    const t = relevance.textWords ? relevance.textWords(w) : textTokens(w, an);
+    if (t.length === 0) return;
+    content.push({ w, i, idf: relevance.wordIdf(t[0]) });
+  });
+  const keep = new Set(
+    [...content]
+      .sort((a, b) => b.idf - a.idf || a.i - b.i)
+      .slice(0, KEYWORD_MAX_WORDS)
+      .map((x) => x.i),
+  );
+  let out = content.filter((x) => keep.has(x.i)).map((x) => x.w);
+  while (out.length > 0 && out.join(' ').length > KEYWORD_MAX_CHARS) out = out.slice(0, -1);
+  return out.length ? normalizeKeyword(out.join(' ')) : null;
+}
+
+/** The planner's attached item view and the contexts of the queries planned against it. */
+export class PlannerContexts {
+  view: KeywordView | null = null;
+  /** View ordinal → relevance-model ordinal (−1: unknown to the model). */
+  viewToModel: Int32Array | null = null;
+  // Scratch of one plan: membership of U per item, and each candidate's slot stamped per plan.
+  inU = new Uint8Array(0);
+  slot = new Int32Array(0);
+  slotStamp = new Int32Array(0);
+  stampEpoch = 0;
+  private readonly contexts = new Map<string, QueryContext>();
+  private cacheBytes = 0;
+
+  constructor(
+    private readonly relevance: RelevanceSource,
+    private readonly config: PlannerConfig,
+  ) {}
+
+  /** Attach the frozen item index (clears per-query probabilities, candidates and start states). */
+  attach(view: KeywordView | null): void {
+    this.view = view;
+    this.viewToModel = null;
+    for (const c of this.contexts.values()) {
+      c.p = null;
+      c.cands = null;
+      c.start = [null, null];
+    }
+    if (!view) return;
+    const map = new Int32Array(view.size);
+    for (let e = 0; e < view.size; e++) map[e] = this.relevance.itemOrdinal(view.id(e));
+    this.viewToModel = map;
+    this.inU = new Uint8Array(view.size);
+    this.slot = new Int32Array(view.numKeywords);
+    this.slotStamp = new Int32Array(view.numKeywords);
+  }
+
+  requireView(): KeywordView {
+    if (!this.view) throw cogrError('INVALID_ARGUMENT', 'the query planner has no item index attached');
+    return this.view;
+  }
+
+  /** Drop cached per-query features, probabilities and candidates. */
+  clear(): void {
+    this.contexts.clear();
+    this.cacheBytes = 0;
+  }
+
+  /** Per-query features, probabilities (over view ordinals) and candidates, cached. */
+  get(q: { id: string; text: string }): QueryContext {
+    const key = `${q.id}\u0001${q.text}`;
+    let c = this.contexts.get(key);
+    if (!c) {
+      const x = this.relevance.features(q);
+      const bytes = x.byteLength;
+      if (this.cacheBytes + bytes > this.config.cacheBytes) {
+        this.contexts.clear();
+        this.cacheBytes = 0;
+      }
+      const label = queryLabel(this.relevance, q.text);
+      c = { text: q.text, x, p: null, pVersion: -1, E: 0, cands: null, selfO: NONE, labelO: NONE, label, start: [null, null] };
+      this.contexts.set(key, c);
+      this.cacheBytes += bytes;
+    }
+    const view = this.requireView();
+    const version = this.relevance.weightsVersion;
+    if (!c.p || c.pVersion !== version) {
+      const pm = this.relevance.probabilities(q, c.x);
+      const map = this.viewToModel!;
+      const p = new Float64Array(view.size);
+      let E = 0;
+      for (let e = 0; e < view.size; e++) {
+        p[e] = map[e] >= 0 ? pm[map[e]] : 0;
+        E += p[e];
+      }
+      c.p = p;
+      c.E = E;
+      c.pVersion = version;
+      c.cands = null;
+      c.start = [null, null];
+      c.selfO = this.selfOrdinal(q.text);
+      c.labelO = c.label ? this.ordinalOf(c.label) : NONE;
+    }
+    if (!c.cands) c.cands = this.candidates(q.text, c.p, c.selfO, c.labelO);
+    return c;
+  }
+
+  /**
+   * The query's text BM25 over each item's title and description, normalised by the best
+   * item (the relevance model's `sTfNorm` feature, query words weighted by their counts, or
+   * `sNorm` for models without it; 0 when the item shares no word with the query), over
+   * the attached view's ordinals.
+   */
+  textScores(q: { id: string; text: string }): Float64Array {
+    const c = this.get(q);
+    const map = this.viewToModel!;
+    const d = this.relevance.dim;
+    const out = new Float64Array(map.length);
+    const col = this.relevance.textScoreColumn ?? TEXT_SCORE_COLUMN;
+    for (let e = 0; e < map.length; e++) out[e] = map[e] >= 0 ? c.x[map[e] * d + col] : 0;
+    return out;
+  }
+
+  /** View keyword ordinal of a raw keyword (−1 when the index does not know it). */
+  ordinalOf(raw: string): number {
+    return this.requireView().ordinalOfKeyword(raw);
+  }
+  private selfOrdinal(text: string): number {
+    const o = this.requireView().probeKeywordOrdinals({ self: text, keywords: [] });
+    return o.length ? o[0] : NONE;
+  }
+
+  /** Candidate keyword ordinals: keywords and titles of the top-T items by p, and the query's own 1–3-grams; own {q} and label excluded. */
+  private candidates(text: string, p: Float64Array, selfO: number, labelO: number): Int32Array {
+    const view = this.requireView();
+    const d = view.data;
+    const n = view.size;
+    const out = new Set<number>();
+    for (const e of topByP(p, Math.min(this.config.topItems, n))) {
+      for (let j = d.fwdOff[e]; j < d.fwdOff[e + 1]; j++) out.add(d.fwd[j]);
+      if (d.self[e] >= 0) out.add(d.self[e]);
+    }
+    const ws = words(text);
+    for (let i = 0; i < ws.length; i++) {
+      if (STOP_WORDS.has(ws[i])) continue;
+      for (let m = 1; m <= 3 && i + m <= ws.length; m++) {
+        if (STOP_WORDS.has(ws[i + m - 1])) continue;
+        const o = this.ordinalOf(ws.slice(i, i + m).join(' '));
+        if (o >= 0) out.add(o);
+      }
+    }
+    out.delete(selfO);
+    out.delete(labelO);
+    let list = [...out];
+    const cap = this.config.maxCandidates;
+    if (cap > 0 && list.length > cap) {
+      const mean = (k: number) => {
+        let s = 0;
+        for (let j = d.postOff[k]; j < d.postOff[k + 1]; j++) s += p[d.post[j]];
+        return s / (d.postOff[k + 1] - d.postOff[k] + 1);
+      };
+      const m = new Map(list.map((k) => [k, mean(k)]));
+      list = list.sort((a, b) => m.get(b)! - m.get(a)! || a - b).slice(0, cap);
+    }
+    return Int32Array.from(list).sort();
+  }
+
+  /** U₀ and the candidates' (Σp, count) outside it, per mode (cached with the candidates). */
+  startState(ctx: QueryContext, asHeldOut: boolean): StartState {
+    const mode = asHeldOut ? 0 : 1;
+    const cached = ctx.start[mode];
+    if (cached) return cached;
+    const d = this.requireView().data;
+    const p = ctx.p!;
+    const inU = this.inU;
+    const U: number[] = [];
+    let S0 = 0;
+    if (!asHeldOut) {
+      for (const o of [ctx.selfO, ctx.labelO]) {
+        if (o < 0) continue;
+        for (let j = d.postOff[o]; j < d.postOff[o + 1]; j++) {
+          const e = d.post[j];
+          if (inU[e]) continue;
+          inU[e] = 1;
+          U.push(e);
+          S0 += p[e];
+        }
+      }
+    }
+    const cand = ctx.cands!;
+    const dS = new Float64Array(cand.length);
+    const dN = new Int32Array(cand.length);
+    for (let c = 0; c < cand.length; c++) {
+      const k = cand[c];
+      let ds = 0;
+      let dn = 0;
+      for (let j = d.postOff[k]; j < d.postOff[k + 1]; j++) {
+        const e = d.post[j];
+        if (!inU[e]) {
+          ds += p[e];
+          dn++;
+        }
+      }
+      dS[c] = ds;
+      dN[c] = dn;
+    }
+    for (const e of U) inU[e] = 0;
+    const st: StartState = { U0: Int32Array.from(U), S0, dS, dN };
+    ctx.start[mode] = st;
+    return st;
+  }
+}
+
+/** The `k` entity ordinals with the highest p (ties: lower ordinal first), best first. */
+export function topByP(p: Float64Array, k: number): number[] {
+  const n = p.length;
+  if (k <= 0) return [];
+  if (k >= n) return Array.from({ length: n }, (_, i) => i).sort((a, b) => p[b] - p[a] || a - b);
+  // binary heap of the best k (min at the root)
+  const heap: number[] = [];
+  const worse = (a: number, b: number) => p[a] < p[b] || (p[a] === p[b] && a > b);
+  for (let i = 0; i < n; i++) {
+    if (heap.length < k) {
+      heap.push(i);
+      let c = heap.length - 1;
+      while (c > 0) {
+        const pa = (c - 1) >> 1;
+        if (worse(heap[c], heap[pa])) {
+          [heap[c], heap[pa]] = [heap[pa], heap[c]];
+          c = pa;
+        } else break;
+      }
+    } else if (worse(heap[0], i)) {
+      heap[0] = i;
+      let c = 0;
+      for (;;) {
+        const l = 2 * c + 1;
+        const r = l + 1;
+        let m = c;
+        if (l < k && worse(heap[l], heap[m])) m = l;
+        if (r < k && worse(heap[r], heap[m])) m = r;
+        if (m === c) break;
+        [heap[c], heap[m]] = [heap[m], heap[c]];
+        c = m;
+      }
+    }
+  }
+  return heap.sort((a, b) => p[b] - p[a] || a - b);
+}
