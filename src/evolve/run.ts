@@ -318,14 +318,8 @@ async function crossfitScores(
     const inner = innerPlanner(ctx, basePlanner, baseItems, train, h);
     prev.push(...trainingAsHeldOut(ctx, inner, baseItems, false, ctx.floor, undefined, scored).perQuery);
     if (queryView === null) {
-      const { planner } = await trainQueryHalf(
-        ctx,
-        shadowStep,
-        done,
-        baseItems,
-        train,
-        innerPlanner(ctx, basePlanner, baseItems, train, h),
-      );
+      // The shadow trains a copy of the inner planner (its α already tuned on `train`).
+      const { planner } = await trainQueryHalf(ctx, shadowStep, done, baseItems, train, inner.withRelevance(inner.relevance));
       cand.push(...trainingAsHeldOut(ctx, planner, baseItems, false, ctx.floor, undefined, scored).perQuery);
     } else {
       const { policy } = await trainItemHalf(ctx, shadowStep, done, baseItems, queryView, train, inner);
@@ -341,8 +335,12 @@ async function crossfitScores(
   return { candidate: setF(cand), best: setF(prev) };
 }
 
-/** The relevance models of the inner folds (fitted without fold h's queries), per run context: the same for every step. */
-const INNER_RELEVANCE = new WeakMap<Ctx, Map<number, RelevanceModel>>();
+/**
+ * The relevance models of the inner folds (fitted without fold h's queries) and their fitted
+ * weights, per run context: the same for every step (a shadow's GRPO with `--planner-params
+ * all` moves the weights; each step starts again from the fit).
+ */
+const INNER_RELEVANCE = new WeakMap<Ctx, Map<number, { model: RelevanceModel; fitted: Float64Array }>>();
 
 /**
  * The planner of inner fold h: the relevance model refitted on `train` (the other folds'
@@ -352,14 +350,15 @@ const INNER_RELEVANCE = new WeakMap<Ctx, Map<number, RelevanceModel>>();
 function innerPlanner(ctx: Ctx, base: KeywordPlanner, itemView: KeywordView, train: readonly Query[], h: number): KeywordPlanner {
   let models = INNER_RELEVANCE.get(ctx);
   if (!models) INNER_RELEVANCE.set(ctx, (models = new Map()));
-  let relevance = models.get(h);
-  if (!relevance) {
+  let inner = models.get(h);
+  if (!inner) {
     ctx.logger.debug(`crossfit: relevance model without inner fold ${h}`);
     const training = train.map((q) => [queryInput(q), [...(ctx.coreRelevant.get(q.id) ?? [])]] as const);
-    relevance = RelevanceModel.fit(ctx.corpus.items, training, (base.relevance as RelevanceModel).options);
-    models.set(h, relevance);
-  }
-  const planner = base.withRelevance(relevance);
+    const model = RelevanceModel.fit(ctx.corpus.items, training, (base.relevance as RelevanceModel).options);
+    inner = { model, fitted: model.getWeights() };
+    models.set(h, inner);
+  } else inner.model.setWeights(inner.fitted);
+  const planner = base.withRelevance(inner.model);
   planner.attachOpposite(itemView);
   tuneAlpha(ctx, planner, itemView, train);
   return planner;

@@ -57,6 +57,16 @@ async function runToEnd(path: string, corpus: Corpus = synthCorpus(), maxSteps?:
 let reference: Awaited<ReturnType<typeof runToEnd>>;
 let referencePath: string;
 
+/** The corpus with every held-out query's judgements replaced by one item (the first): what an adoption test must not read. */
+function scrambledHeldOut(corpus: Corpus, heldOut: readonly string[]): Corpus {
+  const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
+  for (const qid of heldOut) {
+    altered.relevant.set(qid, new Set([corpus.items[0].id]));
+    altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
+  }
+  return altered;
+}
+
 describe('co-evolution loop', () => {
   it('runs SFT and the alternating rounds, storing generations, policies and held-out metrics', async () => {
     referencePath = tempDb();
@@ -228,11 +238,7 @@ describe('co-evolution loop', () => {
     const corpus = synthCorpus();
     const config = { ...LOOP_TEST_CONFIG, adoptOn: 'pooled' as const };
     const split = computeSplit(corpus, parseRunConfig(config));
-    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
-    for (const qid of split.eval) {
-      altered.relevant.set(qid, new Set([corpus.items[0].id]));
-      altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
-    }
+    const altered = scrambledHeldOut(corpus, split.eval);
     const a = await runToEnd(tempDb(), corpus, undefined, config);
     const b = await runToEnd(tempDb(), altered, undefined, config);
     const decision = (r: typeof a) => r.res.steps.map((s) => [s.trainEval, s.devGain ?? null, s.adopted]);
@@ -246,11 +252,7 @@ describe('co-evolution loop', () => {
     const corpus = synthCorpus();
     const config = { ...LOOP_TEST_CONFIG, adoptOn: 'crossfit' as const };
     const split = computeSplit(corpus, parseRunConfig(config));
-    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
-    for (const qid of split.eval) {
-      altered.relevant.set(qid, new Set([corpus.items[0].id]));
-      altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
-    }
+    const altered = scrambledHeldOut(corpus, split.eval);
     const a = await runToEnd(tempDb(), corpus, undefined, config);
     const b = await runToEnd(tempDb(), altered, undefined, config);
     const decision = (r: typeof a) => r.res.steps.map((s) => [s.crossfit ?? null, s.devGain ?? null, s.adopted]);

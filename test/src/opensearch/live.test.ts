@@ -199,23 +199,28 @@ afterAll(async () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 }, 300_000);
 
+/** `cogr export opensearch` of the MED run into the alias med (2 shards, 1 replica), with more flags. */
+function exportMed(...flags: string[]): string[] {
+  return [
+    process.execPath,
+    BIN,
+    'export',
+    'opensearch',
+    '--url',
+    urls.join(','),
+    '--index',
+    'med',
+    '--shards',
+    '2',
+    '--replicas',
+    '1',
+    ...flags,
+  ];
+}
+
 describe.skipIf(skip)('OpenSearch backend on a live three-node cluster', () => {
   it('exports the MED generation (2 shards, 1 replica); a re-export is a no-op', () => {
-    const args = [
-      process.execPath,
-      BIN,
-      'export',
-      'opensearch',
-      '--url',
-      urls.join(','),
-      '--index',
-      'med',
-      '--shards',
-      '2',
-      '--replicas',
-      '1',
-      '--json',
-    ];
+    const args = exportMed('--json');
     const first = JSON.parse(run(args)) as { index: string; items: number; unchanged: boolean; previous: string | null };
     expect(first).toMatchObject({ items: 1033, unchanged: false, previous: null });
     const again = JSON.parse(run(args)) as { index: string; unchanged: boolean };
@@ -297,24 +302,7 @@ describe.skipIf(skip)('OpenSearch backend on a live three-node cluster', () => {
     const swapping = (async () => {
       await searchesPass(progress, 4);
       // A new index of the same generation, published by the exporter's own swap...
-      const forced = JSON.parse(
-        run([
-          process.execPath,
-          BIN,
-          'export',
-          'opensearch',
-          '--url',
-          urls.join(','),
-          '--index',
-          'med',
-          '--shards',
-          '2',
-          '--replicas',
-          '1',
-          '--force',
-          '--json',
-        ]),
-      ) as { index: string; previous: string };
+      const forced = JSON.parse(run(exportMed('--force', '--json'))) as { index: string; previous: string };
       expect(forced.previous).not.toBe(forced.index);
       swaps++;
       // ...then ten swaps back and forth in single _aliases calls.
