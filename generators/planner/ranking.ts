@@ -116,3 +116,15 @@ export function backfill(
   }
   return [...ranked, ...extra];
 }
+
+/** The served list of a query: its served set (`items`, in `search` order) ordered by `ranker`, then backfilled to `depth` (`backfill`). */
+export function servedList(
+  items: readonly ScoredEntity[],
+  ranker: Ranker,
+  planner: KeywordPlanner | null,
+  input: GenerateInput,
+  view: KeywordView,
+  depth: number,
+): RankedEntity[] {
+  return backfill(rankMatched(items, ranker, planner, input), ranker, planner, input, view, depth);
+}

@@ -30,6 +30,7 @@ import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
 import { datasetIdentity } from '../datasets/index.ts';
 import { bestStep, f1Points, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
 import { finalServedRun } from '../evolve/runFile.ts';
+import { runContext } from '../run/context.ts';
 import { writeRunFile, type RunQuery } from '../trec.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
@@ -356,7 +357,7 @@ export function register(program: Command): void {
     let baselines: SplitBaselines;
     try {
       res = await runOne(db, corpus, config, flags, reportPath);
-      baselines = await splitBaselines(db, corpus, res.split);
+      baselines = await splitBaselines(runContext(db, corpus, res.config, res.split));
     } finally {
       await db.close();
     }
@@ -429,15 +430,16 @@ export function register(program: Command): void {
       const db = await openRunDb(dbPath, flags.fresh ?? false);
       try {
         const res = await runOne(db, corpus, config, flags);
+        const run = runContext(db, corpus, res.config, res.split);
         outcomes.push({
           fold: k,
           evalQueries: res.split.eval.length,
           devQueries: res.split.dev.length,
-          baselines: await splitBaselines(db, corpus, res.split, indexes),
+          baselines: await splitBaselines(run, indexes),
           steps: res.steps,
         });
         if (flags.runFile !== undefined) {
-          const served = await finalServedRun(db, corpus, res.config, res.split, res.steps);
+          const served = await finalServedRun(run, res.steps);
           runQueries.push(...served.queries);
           stderrLogger.info(
             `fold ${k}: run file: ${served.queries.length} held-out queries at step ${served.step ?? '(none)'}, ranked by ${served.ranker}`,

@@ -42,7 +42,7 @@ import type { Corpus } from '../../index/core/types.ts';
 import { idSchema, readJsonl } from '../datasets/common.ts';
 import { llmCache, loadPlanner, loadPolicy, plannerSource, policyStore } from '../run/policies.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
-import { coreIds, readStoredRun } from '../run/state.ts';
+import { openRun, runPlanner, type OpenRun } from '../run/context.ts';
 import { trainingQueryExamples } from '../evolve/examples.ts';
 import {
   dbPath,
@@ -101,29 +101,24 @@ async function storedPlanner(db: CogrDb, flags: GenerateFlags): Promise<{ planne
  * latest stored planner's plans for them as held out; else none (the prompt file's example).
  */
 async function runExamples(db: CogrDb, inputs: readonly GenerateInput[]): Promise<{ examples: PromptExample[]; ids: string[] } | null> {
-  let run;
-  try {
-    run = await readStoredRun(db);
-  } catch (e) {
-    if (isCogrError(e, 'NOT_FOUND')) return null;
-    throw e;
-  }
-  const store = policyStore(db);
-  const source = await plannerSource(store);
+  const source = await plannerSource(policyStore(db));
   const items = new KeywordIndexStore(db);
   if (!source || (await items.latest('item')) === null) return null;
   const { corpus } = await loadRunCorpus(source, stderrLogger);
   // Only for queries of the run's dataset (another collection's examples would mislead).
   const texts = new Set(corpus.queries.map((q) => q.text));
   if (!inputs.some((x) => texts.has(x.text))) return null;
-  const planner = await loadPlanner(store, 'latest', corpus.items);
-  planner.attachOpposite(await items.openView('item', 'latest'));
-  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
-  const train = coreIds(run.split)
-    .map((id) => byId.get(id))
-    .filter((q) => q !== undefined);
-  const examples = await trainingQueryExamples(planner, train, run.config.seed);
-  const textToId = new Map(train.map((q) => [q.text, q.id]));
+  let run: OpenRun;
+  try {
+    run = await openRun(db, corpus);
+  } catch (e) {
+    if (isCogrError(e, 'NOT_FOUND')) return null;
+    throw e;
+  }
+  const planner = await runPlanner(run, 'latest');
+  planner.attachOpposite(await run.store.openView('item', 'latest'));
+  const examples = await trainingQueryExamples(planner, run.coreQueries, run.config.seed);
+  const textToId = new Map(run.coreQueries.map((q) => [q.text, q.id]));
   return examples.length > 0 ? { examples, ids: examples.map((e) => textToId.get(e.text) ?? '?') } : null;
 }
 

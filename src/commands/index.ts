@@ -185,6 +185,11 @@ export function register(program: Command): void {
       'keywords',
     )
     .option(
+      '--backfill <n>',
+      "with --rank model|text: list the matched set ranked, then the other items by the same ranker until n are listed (a search engine's more results; 0: the matched set alone)",
+      '0',
+    )
+    .option(
       '--batch <file>',
       'search every line {"id", "query"?, "keywords"?: [...]} of a JSONL file and write a TREC run file (qid Q0 docid rank score tag; the top --k, or with --all every matched item, of each; ties by docid as trec_eval) to --run-file or stdout',
     )
@@ -202,6 +207,7 @@ export function register(program: Command): void {
           k1?: string;
           b?: string;
           rank: string;
+          backfill: string;
           batch?: string;
           runFile?: string;
           runTag: string;
@@ -212,11 +218,17 @@ export function register(program: Command): void {
         const k = parseIntFlag('--k', o.k, 0)!;
         const params = bm25Of(o);
         const ranker = parseChoice('--rank', o.rank, ['keywords', 'model', 'text'] as const);
+        const depth = parseIntFlag('--backfill', o.backfill, 0)!;
+        if (depth > 0 && ranker === 'keywords')
+          throw cogrError(
+            'INVALID_ARGUMENT',
+            '--backfill needs --rank model|text (the keyword bag scores nothing outside the matched set)',
+          );
         const gen = parseLatestOr('--generation', o.generation);
         const view = await published(o).openView(side, gen);
         const generation = view.generation;
         if (o.batch !== undefined) {
-          const [{ rankMatched }, { trecOrder, writeRunFile, formatRun }] = await Promise.all([
+          const [{ servedList }, { trecOrder, writeRunFile, formatRun }] = await Promise.all([
             import('../../generators/planner/ranking.ts'),
             import('../trec.ts'),
           ]);
@@ -233,7 +245,9 @@ export function register(program: Command): void {
               continue;
             }
             const whole = view.search(probe, { all: true, params });
-            const ranked = planner ? rankMatched(whole.items, ranker, planner, { id: value.id, text: value.query ?? '' }) : whole.items;
+            const ranked = planner
+              ? servedList(whole.items, ranker, planner, { id: value.id, text: value.query ?? '' }, view, depth)
+              : whole.items;
             const hits = trecOrder(ranked.map((x) => ({ id: x.id, score: x.score })));
             queries.push({ queryId: value.id, hits: o.all ? hits : hits.slice(0, k) });
             if (queries.length % 1000 === 0)
@@ -259,13 +273,10 @@ export function register(program: Command): void {
           : view.search(probe, { k, all: o.all ?? false, params });
         if (ranker !== 'keywords' && !fallback) {
           if (side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
-          const [planner, { rankMatched }] = await Promise.all([
-            storedPlanner(dbPath(o.db)),
-            import('../../generators/planner/ranking.ts'),
-          ]);
+          const [planner, { servedList }] = await Promise.all([storedPlanner(dbPath(o.db)), import('../../generators/planner/ranking.ts')]);
           planner.attachOpposite(view);
           const whole = view.search(probe, { all: true, params });
-          const ranked = rankMatched(whole.items, ranker, planner, { id: 'cli', text: o.query ?? '' });
+          const ranked = servedList(whole.items, ranker, planner, { id: 'cli', text: o.query ?? '' }, view, depth);
           res = { matched: whole.matched, items: o.all ? ranked : ranked.slice(0, k) };
         }
         const items = res.items.map((x) => ({ id: x.id, score: x.score }));

@@ -10,17 +10,15 @@ import type { Command } from 'commander';
 import { openDb } from '../../index/store/db.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import { stderrLogger } from '../../index/core/log.ts';
-import { KeywordIndexStore } from '../../index/store/store.ts';
-import type { Query } from '../../index/core/types.ts';
-import { rankMatched, servedSet, NO_FLOOR } from '../../generators/planner/ranking.ts';
+import { servedSet, NO_FLOOR } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { datasetIdentity } from '../datasets/index.ts';
 import { bm25OnSplit } from '../evolve/baseline.ts';
 import { oracleFigures } from '../evolve/oracle.ts';
 import { cogrHome } from '../home.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
-import { loadPlanner, policyStore } from '../run/policies.ts';
-import { bestServing, rankOf, readStoredRun, servedRanking } from '../run/state.ts';
+import { openRun, runPlanner } from '../run/context.ts';
+import { bestServing, readStoredRun, servedRanking } from '../run/state.ts';
 import { renderTable } from '../table.ts';
 import { parseIntFlag, withDatasetOptions, type DatasetFlags } from './options.ts';
 
@@ -45,35 +43,28 @@ export function register(program: Command): void {
         const path = flags.db ? join(flags.db, `fold-${k}`) : join(cogrHome(), 'evolve', identity.folder, `fold-${k}`, 'db');
         const db = await openDb(path, { logger: stderrLogger });
         try {
-          const run = await readStoredRun(db);
-          const sft = run.steps.find((s) => s.phase === 'sft');
-          const best = bestServing(run.steps);
-          if (!run.config || !run.split || !sft || !best)
+          const stored = await readStoredRun(db);
+          const sft = stored.steps.find((s) => s.phase === 'sft');
+          const best = bestServing(stored.steps);
+          if (!sft || !best)
             throw cogrError(
               'NOT_FOUND',
               `fold ${k}: no finished SFT step in ${path}; run \`cogr evolve --dataset ${flags.dataset} --folds ${folds}\` first`,
             );
-          const { corpus } = await loadRunCorpus(run.config, stderrLogger);
-          const byId = new Map(corpus.queries.map((q) => [q.id, q]));
-          const queries = run.split.eval.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
-          const store = new KeywordIndexStore(db);
-          const sftView = await store.openView('item', sft.itemGeneration);
-          const sftPlanner = await loadPlanner(policyStore(db), 0, corpus.items);
-          // cogr's served sets of the final step (its items, planner, floor), re-ordered by grade for the ceiling.
-          const finalView = await store.openView('item', best.itemGeneration);
-          const finalPlanner = await loadPlanner(policyStore(db), best.plannerRound, corpus.items, sftPlanner.relevance as never);
+          const run = await openRun(db, (await loadRunCorpus(stored.config, stderrLogger)).corpus);
+          const { corpus, evalQueries: queries } = run;
+          const sftView = await run.store.openView('item', sft.itemGeneration);
+          const sftPlanner = await runPlanner(run, 0);
+          // cogr's served sets of the final step (its items, planner, floor), re-ordered by grade for the ceiling (so the ranker's order does not matter).
+          const finalView = await run.store.openView('item', best.itemGeneration);
+          const finalPlanner = await runPlanner(run, best.plannerRound);
           finalPlanner.attachOpposite(finalView);
           const floor = sft.floor ?? NO_FLOOR;
           const served = new Map(
             queries.map((q) => {
               const input = queryInput(q);
               const found = finalView.search({ self: q.text, keywords: finalPlanner.plan(input).keywords }, { all: true }).items;
-              return [
-                q.id,
-                rankMatched(servedSet(finalView, found, finalPlanner, input, floor).items, rankOf(run.steps), finalPlanner, input).map(
-                  (x) => x.id,
-                ),
-              ];
+              return [q.id, servedSet(finalView, found, finalPlanner, input, floor).items.map((x) => x.id)];
             }),
           );
           const o = oracleFigures({ corpus, queries, sftItemView: sftView, planner: sftPlanner, served, kMax: run.config.kMax });

@@ -6,8 +6,7 @@
  * queries to maximise F1 and applied to the held-out ones; and the run's relevance model
  * with an expected-F1 cut over all items (src/baseline/model.ts).
  */
-import type { CogrDb } from '../../index/store/db.ts';
-import type { Corpus, Query } from '../../index/core/types.ts';
+import type { Corpus } from '../../index/core/types.ts';
 import { DEFAULTS } from '../../index/core/defaults.ts';
 import type { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { Bm25Index, tuneCutoff, type SplitBaseline } from '../baseline/bm25.ts';
@@ -15,8 +14,9 @@ import { modelOnQueries } from '../baseline/model.ts';
 import { Rm3Index } from '../baseline/rm3.ts';
 import { evaluateRun, setF1Curve, type RunEntry } from '../metrics.ts';
 import { trecOrder, type ScoredId } from '../trec.ts';
-import { listPolicyRounds, loadPlanner, policyStore } from '../run/policies.ts';
-import { coreIds, type RunSplit } from '../run/state.ts';
+import { runPlanner, type RunContext } from '../run/context.ts';
+import { listPolicyRounds } from '../run/policies.ts';
+import type { RunSplit } from '../run/state.ts';
 
 export type { SplitBaseline } from '../baseline/bm25.ts';
 
@@ -83,20 +83,13 @@ export interface SplitBaselines {
   model: (SplitBaseline & { alpha: number }) | null;
 }
 
-/** The baselines of a stored run's split; the model baseline uses the run's SFT relevance model (its round-0 planner). */
-export async function splitBaselines(
-  db: CogrDb,
-  corpus: Corpus,
-  split: RunSplit,
-  indexes: BaselineIndexes = baselineIndexes(corpus),
-): Promise<SplitBaselines> {
+/** The baselines of a run's split; the model baseline uses the run's SFT relevance model (its round-0 planner). */
+export async function splitBaselines(run: RunContext, indexes: BaselineIndexes = baselineIndexes(run.corpus)): Promise<SplitBaselines> {
+  const { corpus, split } = run;
   const bm25 = bm25OnSplit(corpus, split, DEFAULTS.baseline.maxCutoff, indexes.bm25);
   const rm3 = rankedOnSplit(corpus, split, (text, limit) => indexes.rm3.search(text, limit));
-  const store = policyStore(db);
-  if (!(await listPolicyRounds(store, 'planner')).includes(0)) return { bm25, rm3, model: null };
-  const planner = await loadPlanner(store, 0, corpus.items);
-  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
-  const pick = (ids: readonly string[]) => ids.map((id) => byId.get(id)).filter((q): q is Query => q !== undefined);
-  const { entries: _e, ...model } = modelOnQueries(planner.relevance as RelevanceModel, corpus, pick(coreIds(split)), pick(split.eval));
+  if (!(await listPolicyRounds(run.policies, 'planner')).includes(0)) return { bm25, rm3, model: null };
+  const planner = await runPlanner(run, 0);
+  const { entries: _e, ...model } = modelOnQueries(planner.relevance as RelevanceModel, corpus, run.coreQueries, run.evalQueries);
   return { bm25, rm3, model };
 }

@@ -11,15 +11,7 @@ import { createRng, deriveSeed } from '../../index/core/random.ts';
 import type { Corpus, Query } from '../../index/core/types.ts';
 import type { KeywordView } from '../../index/view/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
-import {
-  backfill,
-  RANKERS,
-  rankMatched,
-  servedSet,
-  type Floor,
-  type Ranker,
-  type RankingMetrics,
-} from '../../generators/planner/ranking.ts';
+import { RANKERS, servedList, servedSet, type Floor, type Ranker, type RankingMetrics } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
 import type { RunConfig } from '../run/config.ts';
@@ -101,14 +93,7 @@ export function evaluateQueries(
           continue;
         }
         const input = queryInput(q);
-        const order = backfill(
-          rankMatched(res.items, r, rankWith.planner, input),
-          r,
-          rankWith.planner,
-          input,
-          itemView,
-          rankWith.floor?.backfill ?? 0,
-        );
+        const order = servedList(res.items, r, rankWith.planner, input, itemView, rankWith.floor?.backfill ?? 0);
         byRanker.get(r)!.push({ queryId: q.id, ranked: order.map((x) => x.id), scores: order.map((x) => x.score) });
       }
     }

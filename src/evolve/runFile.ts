@@ -7,42 +7,32 @@
  * run's served ranker (ranking.ts rankMatched), each item with the ranker's score. A
  * query whose keywords match nothing (and gets no fallback) has no lines.
  */
-import type { CogrDb } from '../../index/store/db.ts';
 import { deriveSeed } from '../../index/core/random.ts';
-import { KeywordIndexStore } from '../../index/store/store.ts';
-import type { Corpus, Query } from '../../index/core/types.ts';
-import { backfill, NO_FLOOR, rankMatched, servedSet, type Ranker } from '../../generators/planner/ranking.ts';
+import { NO_FLOOR, servedList, servedSet, type Ranker } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
-import type { RunConfig } from '../run/config.ts';
-import { loadPlanner, policyStore } from '../run/policies.ts';
-import { bestServing, rankOf, type RunSplit, type StepRecord } from '../run/state.ts';
+import { runPlanner, type RunContext } from '../run/context.ts';
+import { bestServing, rankOf, type StepRecord } from '../run/state.ts';
 import type { RunQuery } from '../trec.ts';
 import { plannerKeywords } from './evaluate.ts';
 
 export async function finalServedRun(
-  db: CogrDb,
-  corpus: Corpus,
-  config: RunConfig,
-  split: RunSplit,
+  run: RunContext,
   steps: readonly StepRecord[],
 ): Promise<{ step: string | null; ranker: Ranker; queries: RunQuery[] }> {
   const serving = bestServing(steps);
   const ranker = rankOf(steps);
   if (!serving) return { step: null, ranker, queries: [] };
-  const view = await new KeywordIndexStore(db).openView('item', serving.itemGeneration);
-  const planner = await loadPlanner(policyStore(db), serving.plannerRound, corpus.items);
+  const view = await run.store.openView('item', serving.itemGeneration);
+  const planner = await runPlanner(run, serving.plannerRound);
   planner.attachOpposite(view);
   const floor = steps.find((s) => s.phase === 'sft')?.floor ?? NO_FLOOR;
-  const keywordsOf = plannerKeywords(planner, deriveSeed(config.seed, serving.step), config);
-  const byId = new Map(corpus.queries.map((q) => [q.id, q]));
+  const keywordsOf = plannerKeywords(planner, deriveSeed(run.config.seed, serving.step), run.config);
   const queries: RunQuery[] = [];
-  for (const id of split.eval) {
-    const q = byId.get(id) as Query | undefined;
-    if (!q) continue;
+  for (const q of run.evalQueries) {
     const input = queryInput(q);
     const found = view.search({ self: q.text, keywords: keywordsOf(q) }, { all: true });
     const served = servedSet(view, found.items, planner, input, { floor: floor.floor, fallback: floor.fallback });
-    const ranked = backfill(rankMatched(served.items, ranker, planner, input), ranker, planner, input, view, floor.backfill ?? 0);
+    const ranked = servedList(served.items, ranker, planner, input, view, floor.backfill ?? 0);
     queries.push({ queryId: q.id, hits: ranked.map((x) => ({ id: x.id, score: x.score })) });
   }
   return { step: serving.step, ranker, queries };

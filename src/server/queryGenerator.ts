@@ -11,7 +11,7 @@ import type { Item } from '../../index/core/types.ts';
 import type { KeywordView } from '../../index/view/view.ts';
 import type { KeyValueStore } from '../../generators/types.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
-import { backfill, rankMatched, servedSet } from '../../generators/planner/ranking.ts';
+import { servedList, servedSet } from '../../generators/planner/ranking.ts';
 import { RelevanceModel, denseVectorsOf } from '../../generators/planner/relevance.ts';
 import { textTokens } from '../../index/text/analyzer.ts';
 import { NoSearchableTerms, type QueryGeneratorDocument, type RankedSet, type RankRequest } from './queryTypes.ts';
@@ -77,14 +77,10 @@ export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: Key
       const input = { id: 'http', text: req.text };
       const found = itemView.search({ self: req.text, keywords: req.keywords }, { all: true });
       const served = servedSet(itemView, found.items, planner, input, req.floor);
-      const ranked = backfill(
-        rankMatched(served.items, req.ranker, planner, input),
-        req.ranker,
-        planner,
-        input,
-        itemView,
-        req.floor.backfill ?? 0,
-      ).slice(0, Math.max(0, req.limit));
+      const ranked = servedList(served.items, req.ranker, planner, input, itemView, req.floor.backfill ?? 0).slice(
+        0,
+        Math.max(0, req.limit),
+      );
       return {
         matched: served.items.length,
         ordinals: ranked.map((x) => x.ordinal),

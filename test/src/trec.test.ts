@@ -338,5 +338,31 @@ describe('cogr evolve --run-file (MED, one small fold)', () => {
     expect(evSet.status, evSet.stderr).toBe(0);
     const perSet = (JSON.parse(evSet.stdout).perQuery as { queryId: string; set: { f1: number } }[]).filter((q) => queries.has(q.queryId));
     expect(perSet.reduce((a, q) => a + q.set.f1, 0) / heldOut).toBeCloseTo(summary.final.f1, 12);
+
+    // `index search --rank model --backfill n` over the run's store: the matched set ranked by p, then other items by p (scores below −1).
+    const search = (extra: string[]) => {
+      const probe = ['--query', 'the crystalline lens in vertebrates', '--keywords', 'crystalline lens|lens', '--rank', 'model', '--json'];
+      const db = join(dir, 'home-evolve', 'evolve', 'med', 'fold-0', 'db');
+      const s = spawnSync(process.execPath, [cli, 'index', 'search', '--db', db, ...probe, ...extra], { encoding: 'utf8', env });
+      return {
+        code: s.status,
+        err: s.stderr,
+        out: s.status === 0 ? (JSON.parse(s.stdout) as { matched: number; items: { id: string; score: number }[] }) : null,
+      };
+    };
+    const whole = search(['--all']).out!;
+    expect(whole.matched).toBeGreaterThan(0);
+    expect(whole.matched).toBe(whole.items.length);
+    const depth = whole.matched + 15;
+    const filled = search(['--all', '--backfill', String(depth)]).out!;
+    expect(filled.matched).toBe(whole.matched);
+    expect(filled.items.slice(0, whole.matched)).toEqual(whole.items);
+    expect(filled.items.length).toBe(depth);
+    const more = filled.items.slice(whole.matched);
+    expect(more.every((x) => x.score < -1 && !whole.items.some((w) => w.id === x.id))).toBe(true);
+    expect(more.every((x, i) => i === 0 || more[i - 1].score >= x.score)).toBe(true);
+    const refused = search(['--rank', 'keywords', '--backfill', '5']);
+    expect(refused.code).toBe(2);
+    expect(refused.err).toContain('--backfill needs --rank model|text');
   }, 600_000);
 });
