@@ -17,28 +17,44 @@ export interface LogisticRows {
   rows: number;
 }
 
+/** A growable Float64Array (doubling): row storage past a JS array's length limit (about 2^27 numbers in V8). */
+class GrowableF64 {
+  private a = new Float64Array(1024);
+  length = 0;
+  push(v: number): void {
+    if (this.length === this.a.length) {
+      const b = new Float64Array(this.a.length * 2);
+      b.set(this.a);
+      this.a = b;
+    }
+    this.a[this.length++] = v;
+  }
+  addAt(i: number, v: number): void {
+    this.a[i] += v;
+  }
+  /** A copy of the first `length` values. */
+  toArray(): Float64Array {
+    return this.a.slice(0, this.length);
+  }
+}
+
 /** A growable builder of aggregated rows; identical feature vectors can be merged by key. */
 export class RowBuilder {
-  private x: number[] = [];
-  private n: number[] = [];
-  private y: number[] = [];
+  private readonly x = new GrowableF64();
+  private readonly n = new GrowableF64();
+  private readonly y = new GrowableF64();
   private readonly merged = new Map<string, number>();
+  private readonly mergedNum = new Map<number, number>();
   constructor(readonly dim: number) {}
 
   /** Add `weight` pairs with features x (all positive or all negative); rows with the same mergeKey are merged. */
   add(x: ArrayLike<number>, positive: boolean, mergeKey?: string, weight = 1): void {
     if (mergeKey !== undefined) {
       const r = this.merged.get(mergeKey);
-      if (r !== undefined) {
-        this.n[r] += weight;
-        if (positive) this.y[r] += weight;
-        return;
-      }
+      if (r !== undefined) return this.addTo(r, positive, weight);
       this.merged.set(mergeKey, this.n.length);
     }
-    for (let j = 0; j < this.dim; j++) this.x.push(x[j]);
-    this.n.push(weight);
-    this.y.push(positive ? weight : 0);
+    this.push(x, positive, weight);
   }
 
   /**
@@ -48,20 +64,24 @@ export class RowBuilder {
    */
   addMerged(x: ArrayLike<number>, positive: boolean, key: number, weight = 1): void {
     const r = this.mergedNum.get(key);
-    if (r !== undefined) {
-      this.n[r] += weight;
-      if (positive) this.y[r] += weight;
-      return;
-    }
+    if (r !== undefined) return this.addTo(r, positive, weight);
     this.mergedNum.set(key, this.n.length);
+    this.push(x, positive, weight);
+  }
+
+  private addTo(r: number, positive: boolean, weight: number): void {
+    this.n.addAt(r, weight);
+    if (positive) this.y.addAt(r, weight);
+  }
+
+  private push(x: ArrayLike<number>, positive: boolean, weight: number): void {
     for (let j = 0; j < this.dim; j++) this.x.push(x[j]);
     this.n.push(weight);
     this.y.push(positive ? weight : 0);
   }
-  private readonly mergedNum = new Map<number, number>();
 
   build(): LogisticRows {
-    return { dim: this.dim, x: Float64Array.from(this.x), n: Float64Array.from(this.n), y: Float64Array.from(this.y), rows: this.n.length };
+    return { dim: this.dim, x: this.x.toArray(), n: this.n.toArray(), y: this.y.toArray(), rows: this.n.length };
   }
 }
 

@@ -22,6 +22,39 @@ describe('logistic regression', () => {
     for (let j = 0; j < 3; j++) expect(b.weights[j]).toBeCloseTo(a.weights[j], 9);
   });
 
+  it('stores rows past its first buffers exactly (typed storage: no JS array length limit at scale)', () => {
+    const rng = createRng(5);
+    const rb = new RowBuilder(4);
+    const want: { x: number[]; n: number; y: number }[] = [];
+    const at = new Map<number, number>();
+    for (let i = 0; i < 3000; i++) {
+      const x = [1, rng(), rng() < 0.5 ? 0 : rng(), i % 7];
+      const pos = rng() < 0.3;
+      const w = 0.5 + rng();
+      if (i % 3 === 0) {
+        // merged by x[3]: 7 rows take every third pair
+        rb.addMerged(x, pos, x[3], w);
+        const r = at.get(x[3]);
+        if (r === undefined) {
+          at.set(x[3], want.length);
+          want.push({ x, n: w, y: pos ? w : 0 });
+        } else {
+          want[r].n += w;
+          if (pos) want[r].y += w;
+        }
+      } else {
+        rb.add(x, pos, undefined, w);
+        want.push({ x, n: w, y: pos ? w : 0 });
+      }
+    }
+    const rows = rb.build();
+    expect(rows.rows).toBe(want.length);
+    expect(rows.x.length).toBe(4 * want.length);
+    expect(Array.from(rows.x)).toEqual(want.flatMap((r) => r.x));
+    expect(Array.from(rows.n)).toEqual(want.map((r) => r.n));
+    expect(Array.from(rows.y)).toEqual(want.map((r) => r.y));
+  });
+
   it('recovers the generating weights from many pairs (weak L2)', () => {
     const rng = createRng(9);
     const rb = new RowBuilder(3);

@@ -14,7 +14,7 @@ import { isCogrError } from '../../index/core/errors.ts';
 import { silentLogger } from '../../index/core/log.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
 import { DenseVectors, RelevanceModel, denseVectorsOf, registerDenseVectors } from '../../generators/planner/relevance.ts';
-import { backfill, rankMatched, servedSet } from '../../generators/planner/ranking.ts';
+import { servedList, servedSet } from '../../generators/planner/ranking.ts';
 import { EmbeddingsClient } from '../../src/embeddings/client.ts';
 import { embedCorpus } from '../../src/embeddings/dense.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
@@ -134,10 +134,7 @@ describe('a run with dense relevance features', () => {
       const floor = (await readStoredRun(db)).steps[0].floor!;
       const set = servedSet(view, view.search({ self: text, keywords }, { all: true }).items, planner, input, floor);
       // The served list: the served set by p, then the run's backfill (the other items by p).
-      const want = backfill(rankMatched(set.items, 'model', planner, input), 'model', planner, input, view, floor.backfill ?? 0).slice(
-        0,
-        5,
-      );
+      const want = servedList(set.items, 'model', planner, input, view, floor.backfill ?? 0).slice(0, 5);
       expect(want.length).toBeGreaterThan(1);
       expect(r.items.map((h) => h.id)).toEqual(want.map((x) => x.id));
       r.items.forEach((h, i) => expect(h.score).toBeCloseTo(want[i].score, 6));
