@@ -106,7 +106,7 @@ export function runPlan(planner: PlanParts, input: GenerateInput, opts: PlanOpti
     // w-gradient bookkeeping: Σ p(1−p)x over U, over all items, and per candidate over its items outside U
     const sums =
       opts.grad !== undefined && config.grpoParams === 'all'
-        ? new WeightSums(planner.relevance.dim, C, contexts.viewToModel!, p, ctx.x)
+        ? new WeightSums(planner.relevance.dim, C, contexts.viewToModel!, p, planner.relevance.features(input))
         : null;
     if (sums) {
       for (let e = 0; e < n; e++) sums.add(e, sums.gE, 0, 1);

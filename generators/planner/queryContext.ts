@@ -1,6 +1,7 @@
 /**
  * What the planner knows of a query against the attached item view, built once and cached
- * (`PlannerContexts`): its features, p over the view's ordinals and E = Σp, its label, its
+ * (`PlannerContexts`): p over the view's ordinals and E = Σp (from the relevance model's
+ * `queryProbabilities`, which needs no dense feature matrix), its label, its
  * candidate keywords (the keywords and titles of its top items by p and its own 1–3-grams
  * the view knows, its own {q} and label left out), and the starting state of a plan per
  * mode (held out or not: U₀ and each candidate's Σp and count outside it). The per-plan
@@ -17,10 +18,9 @@ import { TEXT_SCORE_COLUMN } from './relevance.ts';
 /** No keyword ordinal. */
 const NONE = -1;
 
-/** Per-query cache: features, probabilities over view ordinals, candidates. */
+/** Per-query cache: probabilities over view ordinals, candidates, start states. */
 export interface QueryContext {
   text: string;
-  x: Float64Array;
   p: Float64Array | null;
   pVersion: number;
   E: number;
@@ -120,22 +120,24 @@ export class PlannerContexts {
   get(q: { id: string; text: string }): QueryContext {
     const key = `${q.id}\u0001${q.text}`;
     let c = this.contexts.get(key);
+    const view = this.requireView();
     if (!c) {
-      const x = this.relevance.features(q);
-      const bytes = x.byteLength;
+      // What a context holds: p and the start states over the view's items (the features
+      // are the relevance model's, memoised there when asked for).
+      const bytes = view.size * 8 * 2;
       if (this.cacheBytes + bytes > this.config.cacheBytes) {
         this.contexts.clear();
         this.cacheBytes = 0;
       }
       const label = queryLabel(this.relevance, q.text);
-      c = { text: q.text, x, p: null, pVersion: -1, E: 0, cands: null, selfO: NONE, labelO: NONE, label, start: [null, null] };
+      c = { text: q.text, p: null, pVersion: -1, E: 0, cands: null, selfO: NONE, labelO: NONE, label, start: [null, null] };
       this.contexts.set(key, c);
       this.cacheBytes += bytes;
     }
-    const view = this.requireView();
     const version = this.relevance.weightsVersion;
     if (!c.p || c.pVersion !== version) {
-      const pm = this.relevance.probabilities(q, c.x);
+      const rel = this.relevance;
+      const pm = rel.queryProbabilities ? rel.queryProbabilities(q) : rel.probabilities(q, rel.features(q));
       const map = this.viewToModel!;
       const p = new Float64Array(view.size);
       let E = 0;
@@ -162,12 +164,19 @@ export class PlannerContexts {
    * the attached view's ordinals.
    */
   textScores(q: { id: string; text: string }): Float64Array {
-    const c = this.get(q);
+    this.requireView();
     const map = this.viewToModel!;
-    const d = this.relevance.dim;
+    const rel = this.relevance;
     const out = new Float64Array(map.length);
-    const col = this.relevance.textScoreColumn ?? TEXT_SCORE_COLUMN;
-    for (let e = 0; e < map.length; e++) out[e] = map[e] >= 0 ? c.x[map[e] * d + col] : 0;
+    if (rel.textScores) {
+      const s = rel.textScores(q);
+      for (let e = 0; e < map.length; e++) out[e] = map[e] >= 0 ? s[map[e]] : 0;
+      return out;
+    }
+    const x = rel.features(q);
+    const d = rel.dim;
+    const col = rel.textScoreColumn ?? TEXT_SCORE_COLUMN;
+    for (let e = 0; e < map.length; e++) out[e] = map[e] >= 0 ? x[map[e] * d + col] : 0;
     return out;
   }
 

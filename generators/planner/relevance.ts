@@ -43,6 +43,21 @@ import { isTextAnalysis, luceneEnglishTokens, type TextAnalysis } from '../../in
 /** Bytes of feature rows a model keeps (rows cost items × features × 8 bytes per query; features do not depend on the weights). */
 const FEATURE_MEMO_BYTES = 256 << 20;
 
+/** What marks a feature row as more than the bias, the unmatched logRank and logJudged (queryRows). */
+const ROW_MATCHED = 1;
+const ROW_TF = 2;
+const ROW_OWN = 4;
+const ROW_NEIGHBOUR = 8;
+/** The neighbour columns (share and max of three families) after logJudged. */
+const NEIGHBOUR_COLS = 6;
+
+/** One query's feature rows, written on demand (RelevanceModel.queryRows). */
+interface QueryRows {
+  fill(i: number, out: Float64Array, off: number): void;
+  plain(i: number): boolean;
+  release(): void;
+}
+
 export const TEXT_FEATURES = ['bias', 'sNorm', 'logRank', 'sIdf', 'matched'] as const;
 /** The feature column holding the normalised text BM25 s / s_max (the planner's text ranking reads it without `queryTf`). */
 export const TEXT_SCORE_COLUMN = TEXT_FEATURES.indexOf('sNorm');
@@ -445,36 +460,14 @@ export class RelevanceModel {
     const N = this.size;
     const d = this.dim;
     const x = new Float64Array(N * d);
-    const pr = this.profile(query.text);
-    const logN = Math.log1p(N);
-    // Every unmatched item has rank N: one logRank value; matched items by their rank.
-    const unmatchedLogRank = Math.log1p(N) / logN;
-    for (let i = 0; i < N; i++) {
-      const o = i * d;
-      x[o] = 1;
-      x[o + 2] = unmatchedLogRank;
-    }
-    for (let r = 0; r < pr.ranked.length; r++) {
-      const i = pr.ranked[r];
-      const o = i * d;
-      const s = pr.scores[i];
-      x[o + 1] = pr.sMax > 0 ? s / pr.sMax : 0;
-      x[o + 3] = pr.sumIdf > 0 ? s / pr.sumIdf : 0;
-      x[o + 4] = 1;
-      x[o + 2] = Math.log1p(r + 1) / logN;
-    }
-    if (this.options.queryTf) {
-      const { scores, sumIdf, ranked } = this.itemIndex.scoreCounts(query.text);
-      const col = this.textScoreColumn;
-      const sMax = ranked.length > 0 ? scores[ranked[0]] : 0;
-      for (let i = 0; i < N; i++) {
-        const s = scores[i];
-        if (s <= 0) continue;
-        x[i * d + col] = sMax > 0 ? s / sMax : 0;
-        x[i * d + col + 1] = sumIdf > 0 ? s / sumIdf : 0;
-      }
+    const rows = this.queryRows(query);
+    try {
+      for (let i = 0; i < N; i++) rows.fill(i, x, i * d);
+    } finally {
+      rows.release();
     }
     if (this.dense !== null) {
+      const logN = Math.log1p(N);
       const c = this.cosines(query.text)!;
       const col = this.dense.col;
       let mx = -Infinity;
@@ -488,29 +481,115 @@ export class RelevanceModel {
         x[o + 2] = Math.log1p(r + 1) / logN;
       }
     }
-    if (!this.queryIndex) return x;
-    const self = this.trainPos.get(query.id);
-    const own = self === undefined ? null : this.trainRel[self];
-    const lj = (this.logJudged ??= Float64Array.from(this.judgedCount, (c) => Math.log1p(c)));
-    for (let i = 0; i < N; i++) x[i * d + 5] = lj[i];
-    if (own) for (const i of own) x[i * d + 5] = Math.log1p(this.judgedCount[i] - 1);
-    const fam = this.neighbours(query, pr, self);
-    fam.forEach((nb, f) => {
-      let den = 0;
-      for (const s of nb.sim) den += s;
-      if (den <= 0) return;
-      const shareCol = 6 + 2 * f;
-      for (let r = 0; r < nb.pos.length; r++) {
-        const sim = nb.sim[r];
-        for (const i of this.trainRel[nb.pos[r]]) {
-          const o = i * d + shareCol;
-          x[o] += sim / den;
-          if (sim > x[o + 1]) x[o + 1] = sim;
-        }
-      }
-    });
     return x;
   }
+
+  /**
+   * A query's feature rows without the dense matrix: what each row depends on (the text
+   * profile, the query-tf scores, the query's own judgements and the neighbour columns of
+   * the items its neighbours judge) and `fill(i, out, off)`, which writes item i's row
+   * (every column but the dense ones) exactly as the dense matrix holds it. `plain(i)`:
+   * the row is the bias, the unmatched logRank and logJudged alone, so it depends on the
+   * item only through its judged count. The neighbour columns live in the model's scratch
+   * until `release()` (one query's rows at a time).
+   */
+  private queryRows(query: RelevanceQuery): QueryRows {
+    const N = this.size;
+    const pr = this.profile(query.text);
+    const logN = Math.log1p(N);
+    // Every unmatched item has rank N: one logRank value; matched items by their rank.
+    const unmatchedLogRank = Math.log1p(N) / logN;
+    if (this.rowsBusy) throw cogrError('INTERNAL', 'relevance model: feature rows of two queries at once');
+    const flags = (this.rowFlags ??= new Uint8Array(N));
+    const touched: number[] = [];
+    const useJ = this.queryIndex !== null;
+    const nb = useJ ? (this.nbScratch ??= new Float64Array(N * NEIGHBOUR_COLS)) : null;
+    const release = (): void => {
+      for (const i of touched) {
+        flags[i] = 0;
+        if (nb) nb.fill(0, i * NEIGHBOUR_COLS, (i + 1) * NEIGHBOUR_COLS);
+      }
+      this.rowsBusy = false;
+    };
+    this.rowsBusy = true;
+    try {
+      return this.buildRows(query, pr, logN, unmatchedLogRank, flags, touched, nb, release);
+    } catch (e) {
+      release();
+      throw e;
+    }
+  }
+
+  private buildRows(
+    query: RelevanceQuery,
+    pr: QueryProfile,
+    logN: number,
+    unmatchedLogRank: number,
+    flags: Uint8Array,
+    touched: number[],
+    nb: Float64Array | null,
+    release: () => void,
+  ): QueryRows {
+    const N = this.size;
+    const d = this.dim;
+    const mark = (i: number, f: number) => {
+      if (flags[i] === 0) touched.push(i);
+      flags[i] |= f;
+    };
+    for (const i of pr.ranked) mark(i, ROW_MATCHED);
+    const tf = this.options.queryTf ? this.itemIndex.scoreCounts(query.text) : null;
+    const tfMax = tf && tf.ranked.length > 0 ? tf.scores[tf.ranked[0]] : 0;
+    if (tf) for (let i = 0; i < N; i++) if (tf.scores[i] > 0) mark(i, ROW_TF);
+    const tfCol = this.textScoreColumn;
+    const useJ = nb !== null;
+    const self = useJ ? this.trainPos.get(query.id) : undefined;
+    const own = self === undefined ? null : this.trainRel[self];
+    if (own) for (const i of own) mark(i, ROW_OWN);
+    const lj = useJ ? (this.logJudged ??= Float64Array.from(this.judgedCount, (c) => Math.log1p(c))) : null;
+    if (nb) {
+      const fam = this.neighbours(query, pr, self);
+      fam.forEach((f, k) => {
+        let den = 0;
+        for (const s of f.sim) den += s;
+        if (den <= 0) return;
+        const shareCol = 2 * k;
+        for (let r = 0; r < f.pos.length; r++) {
+          const sim = f.sim[r];
+          for (const i of this.trainRel[f.pos[r]]) {
+            mark(i, ROW_NEIGHBOUR);
+            const o = i * NEIGHBOUR_COLS + shareCol;
+            nb[o] += sim / den;
+            if (sim > nb[o + 1]) nb[o + 1] = sim;
+          }
+        }
+      });
+    }
+    const judgedCount = this.judgedCount;
+    const fill = (i: number, out: Float64Array, off: number): void => {
+      out.fill(0, off, off + d);
+      out[off] = 1;
+      const f = flags[i];
+      if (f & ROW_MATCHED) {
+        const s = pr.scores[i];
+        out[off + 1] = pr.sMax > 0 ? s / pr.sMax : 0;
+        out[off + 3] = pr.sumIdf > 0 ? s / pr.sumIdf : 0;
+        out[off + 4] = 1;
+        out[off + 2] = Math.log1p(pr.rank[i]) / logN;
+      } else out[off + 2] = unmatchedLogRank;
+      if (f & ROW_TF) {
+        const s = tf!.scores[i];
+        out[off + tfCol] = tfMax > 0 ? s / tfMax : 0;
+        out[off + tfCol + 1] = tf!.sumIdf > 0 ? s / tf!.sumIdf : 0;
+      }
+      if (lj === null) return;
+      out[off + 5] = f & ROW_OWN ? Math.log1p(judgedCount[i] - 1) : lj[i];
+      if (f & ROW_NEIGHBOUR) for (let k = 0; k < NEIGHBOUR_COLS; k++) out[off + 6 + k] = nb![i * NEIGHBOUR_COLS + k];
+    };
+    return { fill, plain: (i) => flags[i] === 0, release };
+  }
+  private rowsBusy = false;
+  private rowFlags: Uint8Array | null = null;
+  private nbScratch: Float64Array | null = null;
 
   /** The three neighbour families: training query positions and similarities, best first. */
   private neighbours(query: RelevanceQuery, pr: QueryProfile, self: number | undefined): { pos: number[]; sim: number[] }[] {
@@ -570,7 +649,7 @@ export class RelevanceModel {
   /** The statistics of the last fit (null until fitted). */
   lastFit: RelevanceFit | null = null;
 
-  /** p(item relevant | query) for every item (ordinals in id order). */
+  /** p(item relevant | query) for every item (ordinals in id order), from the query's feature rows. */
   probabilities(query: RelevanceQuery, features?: Float64Array): Float64Array {
     const x = features ?? this.features(query);
     const d = this.dim;
@@ -583,6 +662,97 @@ export class RelevanceModel {
       p[i] = sigmoid(z);
     }
     return p;
+  }
+
+  /**
+   * `probabilities(query, features(query))` bit for bit, without the dense feature matrix
+   * (items × features × 8 bytes per query, what made the planner's per-query cost at
+   * 40,000 items mostly allocation): each row is written into one scratch row and dotted
+   * in the same order, and the rows that are plain (queryRows) share one p per judged
+   * count. With dense features it is the matrix path.
+   */
+  queryProbabilities(query: RelevanceQuery): Float64Array {
+    const memo = this.featureMemo.get(`${query.id}\u0001${query.text}`);
+    if (this.dense !== null || memo !== undefined) return this.probabilities(query, memo);
+    const N = this.size;
+    const d = this.dim;
+    const w = this.weights;
+    const p = new Float64Array(N);
+    const row = new Float64Array(d);
+    const byCount = new Map<number, number>();
+    const rows = this.queryRows(query);
+    try {
+      for (let i = 0; i < N; i++) {
+        const plain = rows.plain(i);
+        if (plain) {
+          const hit = byCount.get(this.judgedCount[i]);
+          if (hit !== undefined) {
+            p[i] = hit;
+            continue;
+          }
+        }
+        rows.fill(i, row, 0);
+        let z = 0;
+        for (let j = 0; j < d; j++) z += w[j] * row[j];
+        p[i] = sigmoid(z);
+        if (plain) byCount.set(this.judgedCount[i], p[i]);
+      }
+    } finally {
+      rows.release();
+    }
+    return p;
+  }
+
+  /**
+   * The normalised text BM25 the planner's text ranking reads (column `textScoreColumn`
+   * of the features) for every item, without the dense feature matrix.
+   */
+  textScores(query: RelevanceQuery): Float64Array {
+    const N = this.size;
+    const col = this.textScoreColumn;
+    const out = new Float64Array(N);
+    const memo = this.featureMemo.get(`${query.id}\u0001${query.text}`);
+    if (memo !== undefined) {
+      for (let i = 0; i < N; i++) out[i] = memo[i * this.dim + col];
+      return out;
+    }
+    const row = new Float64Array(this.dim);
+    const rows = this.queryRows(query);
+    try {
+      for (let i = 0; i < N; i++) {
+        if (rows.plain(i)) continue;
+        rows.fill(i, row, 0);
+        out[i] = row[col];
+      }
+    } finally {
+      rows.release();
+    }
+    return out;
+  }
+
+  /**
+   * Every feature row of a query in item order, as `features(query)` holds it (the row is
+   * a view or a scratch array, valid during the call): from the memo or the dense matrix
+   * when there is one, else written row by row (queryRows).
+   */
+  private eachRow(query: RelevanceQuery, fn: (i: number, row: Float64Array) => void): void {
+    const d = this.dim;
+    const memo = this.featureMemo.get(`${query.id}\u0001${query.text}`);
+    const x = memo ?? (this.dense !== null ? this.features(query) : null);
+    if (x !== null) {
+      for (let i = 0; i < this.size; i++) fn(i, x.subarray(i * d, i * d + d));
+      return;
+    }
+    const row = new Float64Array(d);
+    const rows = this.queryRows(query);
+    try {
+      for (let i = 0; i < this.size; i++) {
+        rows.fill(i, row, 0);
+        fn(i, row);
+      }
+    } finally {
+      rows.release();
+    }
   }
 
   /** Fit (or refit) the weights on every (training query, item) pair, leave-one-out features. */
@@ -607,23 +777,21 @@ export class RelevanceModel {
     // the rows, their order and so the fit are those of counting first, then adding.
     let nIndividual = 0;
     let full: RowBuilder | null = rb;
-    const addAll = (b: RowBuilder, x: Float64Array, keepP: number, rng: (() => number) | null) => {
-      for (let i = 0; i < N; i++) {
-        const o = i * d;
-        const row = x.subarray(o, o + d);
+    const addAll = (b: RowBuilder, t: number, keepP: number, rng: (() => number) | null) =>
+      this.eachRow(this.train[t], (i, row) => {
         const pos = relMask[i] === 1;
-        if (plainRow(x, o)) b.addMerged(row, pos, d > 5 ? x[o + 5] : 0);
+        if (plainRow(row, 0)) b.addMerged(row, pos, d > 5 ? row[5] : 0);
         else if (pos || keepP >= 1) b.add(row, pos);
         else if (rng!() < keepP) b.add(row, false, undefined, 1 / keepP);
-      }
-    };
+      });
     const mask = (t: number) => {
       relMask.fill(0);
       for (const i of this.trainRel[t]) relMask[i] = 1;
     };
     for (const t of used) {
-      const x = this.features(this.train[t]);
-      for (let i = 0; i < N; i++) if (!plainRow(x, i * d)) nIndividual++;
+      this.eachRow(this.train[t], (_, row) => {
+        if (!plainRow(row, 0)) nIndividual++;
+      });
       pairs += N;
       if (full === null) continue;
       if (nIndividual > this.options.maxRows) {
@@ -631,7 +799,7 @@ export class RelevanceModel {
         continue;
       }
       mask(t);
-      addAll(full, x, 1, null);
+      addAll(full, t, 1, null);
     }
     if (full === null) {
       const keepP = this.options.maxRows / nIndividual;
@@ -639,7 +807,7 @@ export class RelevanceModel {
       rb = new RowBuilder(d);
       for (const t of used) {
         mask(t);
-        addAll(rb, this.features(this.train[t]), keepP, rng);
+        addAll(rb, t, keepP, rng);
       }
     }
     const rows = rb.build();

@@ -72,6 +72,54 @@ function referenceShares(m: RelevanceModel, q: { id: string; text: string }): Fl
   return out;
 }
 
+/**
+ * The text, query-tf and logJudged columns (0–5 and the last two) as the dense loops
+ * before the row-by-row features computed them: every item's bias and unmatched logRank,
+ * then the matched items by rank, the query-tf scores, ln(1 + judged count) with the
+ * query's own judgements left out.
+ */
+function referenceRows(m: RelevanceModel, q: { id: string; text: string }): Float64Array {
+  const N = m.size;
+  const d = m.dim;
+  const x = new Float64Array(N * d);
+  const pr = m.profile(q.text);
+  const logN = Math.log1p(N);
+  for (let i = 0; i < N; i++) {
+    x[i * d] = 1;
+    x[i * d + 2] = Math.log1p(N) / logN;
+  }
+  for (let r = 0; r < pr.ranked.length; r++) {
+    const i = pr.ranked[r];
+    const s = pr.scores[i];
+    x[i * d + 1] = pr.sMax > 0 ? s / pr.sMax : 0;
+    x[i * d + 3] = pr.sumIdf > 0 ? s / pr.sumIdf : 0;
+    x[i * d + 4] = 1;
+    x[i * d + 2] = Math.log1p(r + 1) / logN;
+  }
+  const col = m.textScoreColumn;
+  if (col !== 1) {
+    const tf = new TextIndex(
+      m.itemIds.map((id) => {
+        const it = corpus.items.find((x) => x.id === id)!;
+        return it.title === '' || it.text.startsWith(it.title) ? it.text : `${it.title} ${it.text}`;
+      }),
+      m.analyzer,
+    ).scoreCounts(q.text);
+    const sMax = tf.ranked.length > 0 ? tf.scores[tf.ranked[0]] : 0;
+    for (let i = 0; i < N; i++) {
+      if (tf.scores[i] <= 0) continue;
+      x[i * d + col] = sMax > 0 ? tf.scores[i] / sMax : 0;
+      x[i * d + col + 1] = tf.sumIdf > 0 ? tf.scores[i] / tf.sumIdf : 0;
+    }
+  }
+  if (!m.usesJudgements) return x;
+  const counts = new Int32Array(N);
+  for (const [t] of training) for (const i of m.trainingRelevant(t.id)) counts[i]++;
+  const own = new Set(m.trainingRelevant(q.id));
+  for (let i = 0; i < N; i++) x[i * d + 5] = Math.log1p(own.has(i) ? counts[i] - 1 : counts[i]);
+  return x;
+}
+
 describe('exactness of the scale rewrites', () => {
   const m = RelevanceModel.create(corpus.items, training, opts);
 
@@ -83,6 +131,36 @@ describe('exactness of the scale rewrites', () => {
       const got = new Float64Array(m.size * 6);
       for (let i = 0; i < m.size; i++) for (let c = 0; c < 6; c++) got[i * 6 + c] = x[i * d + 6 + c];
       expect(Array.from(got)).toEqual(Array.from(ref));
+    }
+  });
+
+  it('rows written one by one equal the dense loops, and p and the text scores without the matrix equal those from it', () => {
+    const queries = [...trainQ.slice(0, 8), ...corpus.queries.slice(45, 53)];
+    for (const o of [opts, { ...opts, queryTf: false }, { ...opts, judgements: false }]) {
+      const fitted = RelevanceModel.fit(corpus.items, training, o);
+      const d = fitted.dim;
+      const w = fitted.getWeights();
+      for (const q of queries) {
+        // fresh models, so nothing comes from a memo of the dense rows
+        const a = RelevanceModel.create(corpus.items, training, o);
+        a.setWeights(w);
+        const p = a.queryProbabilities(q);
+        const text = a.textScores(q);
+        const x = a.features(q);
+        const ref = referenceRows(a, q);
+        const tfCol = a.textScoreColumn === 1 ? d : a.textScoreColumn;
+        for (let i = 0; i < a.size; i++)
+          for (let j = 0; j < d; j++) if (j < 6 || j >= tfCol) expect(x[i * d + j], `item ${i} column ${j}`).toBe(ref[i * d + j]);
+        const dense = new Float64Array(a.size);
+        for (let i = 0; i < a.size; i++) {
+          let z = 0;
+          for (let j = 0; j < d; j++) z += w[j] * x[i * d + j];
+          dense[i] = z >= 0 ? 1 / (1 + Math.exp(-z)) : Math.exp(z) / (1 + Math.exp(z));
+        }
+        expect(Array.from(p)).toEqual(Array.from(dense));
+        expect(Array.from(a.probabilities(q, x))).toEqual(Array.from(dense));
+        expect(Array.from(text)).toEqual(Array.from({ length: a.size }, (_, i) => x[i * d + a.textScoreColumn]));
+      }
     }
   });
 
