@@ -27,6 +27,7 @@ import { cogrError } from '../index/core/errors.ts';
 import { sharedKeywordNormalizer } from '../index/text/normalize.ts';
 import type { AnalyzerName } from '../index/text/analyzer.ts';
 import { budgetPenalty } from './layered.ts';
+import { GrowableI32 } from '../index/core/growable.ts';
 import { i32 } from '../index/view/buffers.ts';
 import type { KeywordView } from '../index/view/view.ts';
 import { fBetaFromCounts } from './setMetrics.ts';
@@ -198,22 +199,6 @@ export function candidateLookup(ctx: ItemRewardContext, item: number, candidate:
   return resolvedQueries(ctx, item, resolveCandidate(ctx, candidate));
 }
 
-class GrowableI32 {
-  buf = new Int32Array(1024);
-  len = 0;
-  push(list: Int32Array): void {
-    if (this.len + list.length > this.buf.length) {
-      let cap = this.buf.length * 2;
-      while (cap < this.len + list.length) cap *= 2;
-      const next = new Int32Array(cap);
-      next.set(this.buf.subarray(0, this.len));
-      this.buf = next;
-    }
-    this.buf.set(list, this.len);
-    this.len += list.length;
-  }
-}
-
 /** Adds item i's retrieval (query set qs, sorted) to per-query counts. */
 function addItemCounts(rel: RelevanceData, item: number, qs: Int32Array, nRet: Int32Array, nTp: Int32Array): void {
   const { iRelOff, iRel } = rel;
@@ -251,14 +236,14 @@ export function buildItemRewardCache(
   const acc = new GrowableI32();
   const scratch: number[] = [];
   for (let i = start; i < end; i++) {
-    qrefOff[i - start] = acc.len;
+    qrefOff[i - start] = acc.length;
     const qs = ctx.queryView.matchOrdinals(referenceKeywordOrdinals(ctx, bridge, i, scratch));
-    acc.push(qs);
+    acc.pushAll(qs);
     addItemCounts(ctx.relevance, i, qs, nRet, nTp);
   }
-  qrefOff[end - start] = acc.len;
-  const qref = i32(acc.len, shared);
-  qref.set(acc.buf.subarray(0, acc.len));
+  qrefOff[end - start] = acc.length;
+  const qref = i32(acc.length, shared);
+  qref.set(acc.view());
   return { numQueries: nq, numItems: ni, start, end, nRet, nTp, qrefOff, qref };
 }
 

@@ -7,6 +7,7 @@
  * (the bias is not penalised). Exact and calibrated: aggregation of identical rows
  * changes nothing in the objective.
  */
+import { GrowableF64 } from '../../index/core/growable.ts';
 
 export interface LogisticRows {
   dim: number;
@@ -15,27 +16,6 @@ export interface LogisticRows {
   n: Float64Array;
   y: Float64Array;
   rows: number;
-}
-
-/** A growable Float64Array (doubling): row storage past a JS array's length limit (about 2^27 numbers in V8). */
-class GrowableF64 {
-  private a = new Float64Array(1024);
-  length = 0;
-  push(v: number): void {
-    if (this.length === this.a.length) {
-      const b = new Float64Array(this.a.length * 2);
-      b.set(this.a);
-      this.a = b;
-    }
-    this.a[this.length++] = v;
-  }
-  addAt(i: number, v: number): void {
-    this.a[i] += v;
-  }
-  /** A copy of the first `length` values. */
-  toArray(): Float64Array {
-    return this.a.slice(0, this.length);
-  }
 }
 
 /** A growable builder of aggregated rows; identical feature vectors can be merged by key. */

@@ -316,15 +316,15 @@ async function crossfitScores(
     const train = folds.flatMap((f, j) => (j === h ? [] : f));
     const shadowStep = `${step}~cf${h}`;
     const inner = innerPlanner(ctx, basePlanner, baseItems, train, h);
-    prev.push(...trainingAsHeldOut(ctx, inner, baseItems, false, ctx.floor, undefined, scored).perQuery);
+    prev.push(...trainingAsHeldOut(ctx, inner, baseItems, { queries: scored }).perQuery);
     if (queryView === null) {
       // The shadow trains a copy of the inner planner (its α already tuned on `train`).
       const { planner } = await trainQueryHalf(ctx, shadowStep, done, baseItems, train, inner.withRelevance(inner.relevance));
-      cand.push(...trainingAsHeldOut(ctx, planner, baseItems, false, ctx.floor, undefined, scored).perQuery);
+      cand.push(...trainingAsHeldOut(ctx, planner, baseItems, { queries: scored }).perQuery);
     } else {
       const { policy } = await trainItemHalf(ctx, shadowStep, done, baseItems, queryView, train, inner);
       const shadowItems = memoryView(ctx, decodeItems(ctx, policy, shadowStep));
-      cand.push(...trainingAsHeldOut(ctx, inner, shadowItems, false, ctx.floor, undefined, scored).perQuery);
+      cand.push(...trainingAsHeldOut(ctx, inner, shadowItems, { queries: scored }).perQuery);
     }
   }
   const setF = (perQuery: number[]): QuerySetF => ({
@@ -440,7 +440,7 @@ function evaluate(
     ...(d.rankings ? { rankings: d.rankings } : {}),
   };
   if (ctx.config.adoptOn !== 'pooled') return { metrics, dev };
-  const t = trainingAsHeldOut(ctx, planner, itemView, false);
+  const t = trainingAsHeldOut(ctx, planner, itemView);
   return { metrics, dev, trainEval: { queries: t.metrics.queries, f1: t.metrics.f1, perQuery: t.perQuery } };
 }
 
@@ -449,11 +449,16 @@ function trainingAsHeldOut(
   ctx: Ctx,
   planner: KeywordPlanner,
   itemView: KeywordView,
-  rankings: boolean,
-  floor: Floor = ctx.floor,
-  keywordsOf?: (q: Query) => string[],
-  queries: readonly Query[] = ctx.coreQueries,
+  opts: {
+    /** Also rank by every ranker (the ranker choice); off: the served sets alone. */
+    rankings?: boolean;
+    floor?: Floor;
+    /** The queries' keywords when already planned (default: planned here, as held out). */
+    keywordsOf?: (q: Query) => string[];
+    queries?: readonly Query[];
+  } = {},
 ): { metrics: HeldOutMetrics; perQuery: number[] } {
+  const { rankings = false, floor = ctx.floor, keywordsOf, queries = ctx.coreQueries } = opts;
   planner.attachOpposite(itemView);
   return evaluateQueries(
     itemView,
@@ -491,7 +496,7 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, p
   const grid = ctx.config.floor === 'auto' ? DEFAULTS.run.floorGrid : [0];
   const tried = grid.map((m) => ({
     m,
-    ...trainingAsHeldOut(ctx, planner, itemView, false, { floor: m, fallback }, (q) => planned.get(q.id)!),
+    ...trainingAsHeldOut(ctx, planner, itemView, { floor: { floor: m, fallback }, keywordsOf: (q) => planned.get(q.id)! }),
   }));
   let best = tried[0];
   for (const x of tried) if (x.metrics.f1 > best.metrics.f1 + 1e-12) best = x;
@@ -525,7 +530,7 @@ function chooseRank(
 ): RankChoice {
   const asked = ctx.config.rank;
   if (asked !== 'auto') return { served: asked, asked, on: null };
-  const train = trainingAsHeldOut(ctx, planner, itemView, true, ctx.floor, (q) => planned.get(q.id)!).metrics;
+  const train = trainingAsHeldOut(ctx, planner, itemView, { rankings: true, keywordsOf: (q) => planned.get(q.id)! }).metrics;
   const on = pooledRankings([train, ...(dev ? [dev] : [])]);
   return { served: chooseRanker('auto', on), asked, on };
 }
