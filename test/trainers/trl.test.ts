@@ -62,6 +62,40 @@ function trainer(args: string[]): Promise<Done> {
   return child(PY, [SCRIPT, '--threads', '1', ...args]);
 }
 
+/** One GRPO step of the trainer (batch 2, 2 generations) against a reward server, writing under `name` in `dir`. */
+function grpoStep(
+  dir: string,
+  prompts: string,
+  rewardUrl: string,
+  name: string,
+  maxCompletion: number,
+  rewardsLog?: string,
+): Promise<Done> {
+  return trainer([
+    'grpo',
+    '--model',
+    BASE,
+    '--prompts',
+    prompts,
+    '--reward-url',
+    rewardUrl,
+    '--out',
+    join(dir, name),
+    '--log',
+    join(dir, `${name}.jsonl`),
+    '--rewards-log',
+    rewardsLog ?? join(dir, `${name}-rewards.jsonl`),
+    '--steps',
+    '1',
+    '--batch',
+    '2',
+    '--generations',
+    '2',
+    '--max-completion',
+    String(maxCompletion),
+  ]);
+}
+
 async function post(url: string, body: unknown): Promise<Record<string, unknown>> {
   const r = await fetch(url, {
     method: 'POST',
@@ -121,30 +155,8 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
     async () => {
       const out = join(dir, 'ckpt');
       const rewards = join(dir, 'rewards.jsonl');
-      const log = join(dir, 'steps.jsonl');
-      const r = await trainer([
-        'grpo',
-        '--model',
-        BASE,
-        '--prompts',
-        prompts,
-        '--reward-url',
-        base,
-        '--out',
-        out,
-        '--log',
-        log,
-        '--rewards-log',
-        rewards,
-        '--steps',
-        '1',
-        '--batch',
-        '2',
-        '--generations',
-        '2',
-        '--max-completion',
-        '32',
-      ]);
+      const log = join(dir, 'ckpt.jsonl');
+      const r = await grpoStep(dir, prompts, base, 'ckpt', 32, rewards);
       expect(r.code, r.stderr).toBe(0);
       expect(existsSync(join(out, 'cogr-done.json'))).toBe(true);
       expect(existsSync(join(out, 'config.json'))).toBe(true);
@@ -178,29 +190,7 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       await new Promise<void>((res) => probe.listen(0, '127.0.0.1', res));
       const port = (probe.address() as { port: number }).port;
       await new Promise<void>((res) => probe.close(() => res()));
-      const r = await trainer([
-        'grpo',
-        '--model',
-        BASE,
-        '--prompts',
-        prompts,
-        '--reward-url',
-        `http://127.0.0.1:${port}`,
-        '--out',
-        join(dir, 'down'),
-        '--log',
-        join(dir, 'down.jsonl'),
-        '--rewards-log',
-        join(dir, 'down-rewards.jsonl'),
-        '--steps',
-        '1',
-        '--batch',
-        '2',
-        '--generations',
-        '2',
-        '--max-completion',
-        '16',
-      ]);
+      const r = await grpoStep(dir, prompts, `http://127.0.0.1:${port}`, 'down', 16);
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(
         new RegExp(`error\\[REWARD_UNAVAILABLE\\]: reward server http://127\\.0\\.0\\.1:${port}/health unreachable`),
@@ -224,29 +214,7 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       const port = (fake.address() as { port: number }).port;
       try {
         const rewards = join(dir, 'mid-rewards.jsonl');
-        const r = await trainer([
-          'grpo',
-          '--model',
-          BASE,
-          '--prompts',
-          prompts,
-          '--reward-url',
-          `http://127.0.0.1:${port}`,
-          '--out',
-          join(dir, 'mid'),
-          '--log',
-          join(dir, 'mid.jsonl'),
-          '--rewards-log',
-          rewards,
-          '--steps',
-          '1',
-          '--batch',
-          '2',
-          '--generations',
-          '2',
-          '--max-completion',
-          '16',
-        ]);
+        const r = await grpoStep(dir, prompts, `http://127.0.0.1:${port}`, 'mid', 16, rewards);
         expect(r.code).toBe(1);
         expect(asked).toBeGreaterThanOrEqual(1);
         expect(r.stderr).toContain(`error[REWARD_UNAVAILABLE]: reward server http://127.0.0.1:${port}/get_reward answered 503`);
