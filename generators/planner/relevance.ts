@@ -58,6 +58,9 @@ interface QueryRows {
   release(): void;
 }
 
+/** A query's key in the feature memo: its id and text (a query's features depend on both). */
+const memoKey = (query: RelevanceQuery): string => `${query.id}\u0001${query.text}`;
+
 export const TEXT_FEATURES = ['bias', 'sNorm', 'logRank', 'sIdf', 'matched'] as const;
 /** The feature column holding the normalised text BM25 s / s_max (the planner's text ranking reads it without `queryTf`). */
 export const TEXT_SCORE_COLUMN = TEXT_FEATURES.indexOf('sNorm');
@@ -443,7 +446,7 @@ export class RelevanceModel {
    * training query, its own judgements are left out.
    */
   features(query: RelevanceQuery): Float64Array {
-    const key = `${query.id}\u0001${query.text}`;
+    const key = memoKey(query);
     const hit = this.featureMemo.get(key);
     if (hit) return hit;
     const x = this.computeFeatures(query);
@@ -672,7 +675,7 @@ export class RelevanceModel {
    * count. With dense features it is the matrix path.
    */
   queryProbabilities(query: RelevanceQuery): Float64Array {
-    const memo = this.featureMemo.get(`${query.id}\u0001${query.text}`);
+    const memo = this.featureMemo.get(memoKey(query));
     if (this.dense !== null || memo !== undefined) return this.probabilities(query, memo);
     const N = this.size;
     const d = this.dim;
@@ -711,7 +714,7 @@ export class RelevanceModel {
     const N = this.size;
     const col = this.textScoreColumn;
     const out = new Float64Array(N);
-    const memo = this.featureMemo.get(`${query.id}\u0001${query.text}`);
+    const memo = this.featureMemo.get(memoKey(query));
     if (memo !== undefined) {
       for (let i = 0; i < N; i++) out[i] = memo[i * this.dim + col];
       return out;
@@ -737,7 +740,7 @@ export class RelevanceModel {
    */
   private eachRow(query: RelevanceQuery, fn: (i: number, row: Float64Array) => void): void {
     const d = this.dim;
-    const memo = this.featureMemo.get(`${query.id}\u0001${query.text}`);
+    const memo = this.featureMemo.get(memoKey(query));
     const x = memo ?? (this.dense !== null ? this.features(query) : null);
     if (x !== null) {
       for (let i = 0; i < this.size; i++) fn(i, x.subarray(i * d, i * d + d));
@@ -777,29 +780,30 @@ export class RelevanceModel {
     // the rows, their order and so the fit are those of counting first, then adding.
     let nIndividual = 0;
     let full: RowBuilder | null = rb;
+    const addRow = (b: RowBuilder, i: number, row: Float64Array, plain: boolean, keepP: number, rng: (() => number) | null) => {
+      const pos = relMask[i] === 1;
+      if (plain) b.addMerged(row, pos, d > 5 ? row[5] : 0);
+      else if (pos || keepP >= 1) b.add(row, pos);
+      else if (rng!() < keepP) b.add(row, false, undefined, 1 / keepP);
+    };
     const addAll = (b: RowBuilder, t: number, keepP: number, rng: (() => number) | null) =>
-      this.eachRow(this.train[t], (i, row) => {
-        const pos = relMask[i] === 1;
-        if (plainRow(row, 0)) b.addMerged(row, pos, d > 5 ? row[5] : 0);
-        else if (pos || keepP >= 1) b.add(row, pos);
-        else if (rng!() < keepP) b.add(row, false, undefined, 1 / keepP);
-      });
+      this.eachRow(this.train[t], (i, row) => addRow(b, i, row, plainRow(row, 0), keepP, rng));
     const mask = (t: number) => {
       relMask.fill(0);
       for (const i of this.trainRel[t]) relMask[i] = 1;
     };
     for (const t of used) {
-      this.eachRow(this.train[t], (_, row) => {
-        if (!plainRow(row, 0)) nIndividual++;
+      // Count and add in the same walk over the query's rows; a builder that turns out to
+      // exceed maxRows is dropped whole, so what it got from this query does not matter.
+      const b = full;
+      if (b !== null) mask(t);
+      this.eachRow(this.train[t], (i, row) => {
+        const plain = plainRow(row, 0);
+        if (!plain) nIndividual++;
+        if (b !== null) addRow(b, i, row, plain, 1, null);
       });
       pairs += N;
-      if (full === null) continue;
-      if (nIndividual > this.options.maxRows) {
-        full = null;
-        continue;
-      }
-      mask(t);
-      addAll(full, t, 1, null);
+      if (nIndividual > this.options.maxRows) full = null;
     }
     if (full === null) {
       const keepP = this.options.maxRows / nIndividual;
