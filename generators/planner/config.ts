@@ -18,10 +18,12 @@ export interface RelevanceSource {
   features(query: { id: string; text: string }): Float64Array;
   /** σ(w·x) per item for the given features. */
   probabilities(query: { id: string; text: string }, features: Float64Array): Float64Array;
-  /** `probabilities(query, features(query))` bit for bit, without the dense features (relevance.ts; absent: that expression). */
-  queryProbabilities?(query: { id: string; text: string }): Float64Array;
-  /** Column `textScoreColumn` of `features(query)` per item, without the dense features (absent: read from them). */
-  textScores?(query: { id: string; text: string }): Float64Array;
+  /**
+   * In one pass: p = `probabilities(query, features(query))` and column `textScoreColumn` of
+   * `features(query)` per item, bit for bit, without the dense features (relevance.ts;
+   * absent: those expressions).
+   */
+  queryScores?(query: { id: string; text: string }): { p: Float64Array; text: Float64Array };
   getWeights(): Float64Array;
   setWeights(w: ArrayLike<number>): void;
   /** idf of an analysed word over the items' text. */

@@ -22,6 +22,8 @@ const NONE = -1;
 export interface QueryContext {
   text: string;
   p: Float64Array | null;
+  /** The query's normalised text BM25 over the view's ordinals (the relevance model's `textScoreColumn`), computed with p. */
+  textScores: Float64Array | null;
   pVersion: number;
   E: number;
   /** Candidate keyword ordinals (sorted) for this p and view; own keys excluded. */
@@ -93,6 +95,7 @@ export class PlannerContexts {
     this.viewToModel = null;
     for (const c of this.contexts.values()) {
       c.p = null;
+      c.textScores = null;
       c.cands = null;
       c.start = [null, null];
     }
@@ -122,30 +125,44 @@ export class PlannerContexts {
     let c = this.contexts.get(key);
     const view = this.requireView();
     if (!c) {
-      // What a context holds: p and the start states over the view's items (the features
-      // are the relevance model's, memoised there when asked for).
-      const bytes = view.size * 8 * 2;
+      // What a context holds: p, the text scores and the start states over the view's
+      // items (the features are the relevance model's, memoised there when asked for).
+      const bytes = view.size * 8 * 3;
       if (this.cacheBytes + bytes > this.config.cacheBytes) {
         this.contexts.clear();
         this.cacheBytes = 0;
       }
       const label = queryLabel(this.relevance, q.text);
-      c = { text: q.text, p: null, pVersion: -1, E: 0, cands: null, selfO: NONE, labelO: NONE, label, start: [null, null] };
+      c = {
+        text: q.text,
+        p: null,
+        textScores: null,
+        pVersion: -1,
+        E: 0,
+        cands: null,
+        selfO: NONE,
+        labelO: NONE,
+        label,
+        start: [null, null],
+      };
       this.contexts.set(key, c);
       this.cacheBytes += bytes;
     }
     const version = this.relevance.weightsVersion;
     if (!c.p || c.pVersion !== version) {
-      const rel = this.relevance;
-      const pm = rel.queryProbabilities ? rel.queryProbabilities(q) : rel.probabilities(q, rel.features(q));
+      const m = this.modelScores(q);
       const map = this.viewToModel!;
       const p = new Float64Array(view.size);
+      const text = new Float64Array(view.size);
       let E = 0;
       for (let e = 0; e < view.size; e++) {
-        p[e] = map[e] >= 0 ? pm[map[e]] : 0;
+        if (map[e] < 0) continue;
+        p[e] = m.p[map[e]];
+        text[e] = m.text[map[e]];
         E += p[e];
       }
       c.p = p;
+      c.textScores = text;
       c.E = E;
       c.pVersion = version;
       c.cands = null;
@@ -161,23 +178,22 @@ export class PlannerContexts {
    * The query's text BM25 over each item's title and description, normalised by the best
    * item (the relevance model's `sTfNorm` feature, query words weighted by their counts, or
    * `sNorm` for models without it; 0 when the item shares no word with the query), over
-   * the attached view's ordinals.
+   * the attached view's ordinals (cached with p).
    */
   textScores(q: { id: string; text: string }): Float64Array {
-    this.requireView();
-    const map = this.viewToModel!;
+    return this.get(q).textScores!;
+  }
+
+  /** p and the text scores over the relevance model's ordinals, in one pass (its `queryScores`, or read from its dense features). */
+  private modelScores(q: { id: string; text: string }): { p: Float64Array; text: Float64Array } {
     const rel = this.relevance;
-    const out = new Float64Array(map.length);
-    if (rel.textScores) {
-      const s = rel.textScores(q);
-      for (let e = 0; e < map.length; e++) out[e] = map[e] >= 0 ? s[map[e]] : 0;
-      return out;
-    }
+    if (rel.queryScores) return rel.queryScores(q);
     const x = rel.features(q);
     const d = rel.dim;
     const col = rel.textScoreColumn ?? TEXT_SCORE_COLUMN;
-    for (let e = 0; e < map.length; e++) out[e] = map[e] >= 0 ? x[map[e] * d + col] : 0;
-    return out;
+    const text = new Float64Array(x.length / d);
+    for (let i = 0; i < text.length; i++) text[i] = x[i * d + col];
+    return { p: rel.probabilities(q, x), text };
   }
 
   /** View keyword ordinal of a raw keyword (−1 when the index does not know it). */

@@ -42,6 +42,24 @@ import { isTextAnalysis, luceneEnglishTokens, type TextAnalysis } from '../../in
 
 /** Bytes of feature rows a model keeps (rows cost items × features × 8 bytes per query; features do not depend on the weights). */
 const FEATURE_MEMO_BYTES = 256 << 20;
+/**
+ * Bytes of per-query scores (queryScores) a model keeps, least recently used out first:
+ * a query's p and text scores kept as its rows that are more than plain (20 bytes each)
+ * and one p per judged count, so that the passes of a half-round (α tuning, GRPO epochs,
+ * generation, offers, evaluation) over thousands of queries compute each query's rows
+ * once per weights, not once per pass.
+ */
+const SCORE_MEMO_BYTES = 1 << 30;
+
+/** One query's queryScores, sparse: the rows that are more than plain (ascending), their p and text score, and the plain rows' p by judged count (NaN: no plain row has that count). */
+interface SparseScores {
+  version: number;
+  rows: Int32Array;
+  p: Float64Array;
+  text: Float64Array;
+  plainP: Float64Array;
+  bytes: number;
+}
 
 /** What marks a feature row as more than the bias, the unmatched logRank and logJudged (queryRows). */
 const ROW_MATCHED = 1;
@@ -60,6 +78,24 @@ interface QueryRows {
 
 /** A query's key in the feature memo: its id and text (a query's features depend on both). */
 const memoKey = (query: RelevanceQuery): string => `${query.id}\u0001${query.text}`;
+
+/** The dense p and text scores of a kept query (RelevanceModel.queryScores): plain rows' p by judged count, text 0; the kept rows' values. */
+function denseScores(k: SparseScores, judgedCount: Int32Array): { p: Float64Array; text: Float64Array } {
+  const N = judgedCount.length;
+  const p = new Float64Array(N);
+  const text = new Float64Array(N);
+  const plainP = k.plainP;
+  for (let i = 0; i < N; i++) {
+    const c = judgedCount[i];
+    if (c < plainP.length) p[i] = plainP[c];
+  }
+  const rows = k.rows;
+  for (let r = 0; r < rows.length; r++) {
+    p[rows[r]] = k.p[r];
+    text[rows[r]] = k.text[r];
+  }
+  return { p, text };
+}
 
 export const TEXT_FEATURES = ['bias', 'sNorm', 'logRank', 'sIdf', 'matched'] as const;
 /** The feature column holding the normalised text BM25 s / s_max (the planner's text ranking reads it without `queryTf`). */
@@ -419,6 +455,10 @@ export class RelevanceModel {
   }
   setWeights(w: ArrayLike<number>): void {
     if (w.length !== this.dim) throw cogrError('INVALID_ARGUMENT', `relevance weights: expected ${this.dim}, got ${w.length}`);
+    let same = true;
+    for (let j = 0; j < this.dim && same; j++) same = Object.is(this.weights[j], w[j]);
+    // The same weights again (a saved planner loaded over this model): what was computed with them still holds.
+    if (same) return;
     this.weights = Float64Array.from(w);
     this.version++;
   }
@@ -668,21 +708,39 @@ export class RelevanceModel {
   }
 
   /**
-   * `probabilities(query, features(query))` bit for bit, without the dense feature matrix
-   * (items × features × 8 bytes per query, what made the planner's per-query cost at
-   * 40,000 items mostly allocation): each row is written into one scratch row and dotted
-   * in the same order, and the rows that are plain (queryRows) share one p per judged
-   * count. With dense features it is the matrix path.
+   * One pass over a query's rows: p = `probabilities(query, features(query))` and the
+   * normalised text BM25 the planner's text ranking reads (column `textScoreColumn` of the
+   * features), both bit for bit, without the dense feature matrix (items × features × 8
+   * bytes per query, what made the planner's per-query cost at 40,000 items mostly
+   * allocation): each row is written into one scratch row and dotted in the same order,
+   * and the rows that are plain (queryRows) share one p per judged count and have no text
+   * score. From the memo or the dense matrix when there is one.
    */
-  queryProbabilities(query: RelevanceQuery): Float64Array {
-    const memo = this.featureMemo.get(memoKey(query));
-    if (this.dense !== null || memo !== undefined) return this.probabilities(query, memo);
+  queryScores(query: RelevanceQuery): { p: Float64Array; text: Float64Array } {
     const N = this.size;
     const d = this.dim;
+    const col = this.textScoreColumn;
+    const key = memoKey(query);
+    const memo = this.featureMemo.get(key);
+    const x = memo ?? (this.dense !== null ? this.features(query) : null);
+    if (x !== null) {
+      const text = new Float64Array(N);
+      for (let i = 0; i < N; i++) text[i] = x[i * d + col];
+      return { p: this.probabilities(query, x), text };
+    }
+    const kept = this.scoreMemo.get(key);
+    if (kept !== undefined && kept.version === this.version) {
+      // Most recently used last.
+      this.scoreMemo.delete(key);
+      this.scoreMemo.set(key, kept);
+      return denseScores(kept, this.judgedCount);
+    }
     const w = this.weights;
     const p = new Float64Array(N);
+    const text = new Float64Array(N);
     const row = new Float64Array(d);
     const byCount = new Map<number, number>();
+    const touched: number[] = [];
     const rows = this.queryRows(query);
     try {
       for (let i = 0; i < N; i++) {
@@ -693,45 +751,57 @@ export class RelevanceModel {
             p[i] = hit;
             continue;
           }
-        }
+        } else touched.push(i);
         rows.fill(i, row, 0);
         let z = 0;
         for (let j = 0; j < d; j++) z += w[j] * row[j];
         p[i] = sigmoid(z);
+        text[i] = row[col];
         if (plain) byCount.set(this.judgedCount[i], p[i]);
       }
     } finally {
       rows.release();
     }
-    return p;
+    this.keepScores(key, p, text, touched, byCount);
+    return { p, text };
   }
 
-  /**
-   * The normalised text BM25 the planner's text ranking reads (column `textScoreColumn`
-   * of the features) for every item, without the dense feature matrix.
-   */
-  textScores(query: RelevanceQuery): Float64Array {
-    const N = this.size;
-    const col = this.textScoreColumn;
-    const out = new Float64Array(N);
-    const memo = this.featureMemo.get(memoKey(query));
-    if (memo !== undefined) {
-      for (let i = 0; i < N; i++) out[i] = memo[i * this.dim + col];
-      return out;
+  /** Keep a query's scores in the memo, sparse (least recently used dropped to stay within SCORE_MEMO_BYTES). */
+  private keepScores(
+    key: string,
+    p: Float64Array,
+    text: Float64Array,
+    touched: readonly number[],
+    byCount: ReadonlyMap<number, number>,
+  ): void {
+    let maxCount = -1;
+    for (const c of byCount.keys()) if (c > maxCount) maxCount = c;
+    const plainP = new Float64Array(maxCount + 1).fill(NaN);
+    for (const [c, v] of byCount) plainP[c] = v;
+    const rows = Int32Array.from(touched);
+    const bytes = rows.length * 20 + plainP.length * 8 + 2 * key.length + 128;
+    if (bytes > SCORE_MEMO_BYTES) return;
+    const old = this.scoreMemo.get(key);
+    if (old !== undefined) {
+      this.scoreMemo.delete(key);
+      this.scoreBytes -= old.bytes;
     }
-    const row = new Float64Array(this.dim);
-    const rows = this.queryRows(query);
-    try {
-      for (let i = 0; i < N; i++) {
-        if (rows.plain(i)) continue;
-        rows.fill(i, row, 0);
-        out[i] = row[col];
-      }
-    } finally {
-      rows.release();
+    while (this.scoreBytes + bytes > SCORE_MEMO_BYTES) {
+      const [k, v] = this.scoreMemo.entries().next().value as [string, SparseScores];
+      this.scoreMemo.delete(k);
+      this.scoreBytes -= v.bytes;
     }
-    return out;
+    const kp = new Float64Array(rows.length);
+    const kt = new Float64Array(rows.length);
+    for (let r = 0; r < rows.length; r++) {
+      kp[r] = p[rows[r]];
+      kt[r] = text[rows[r]];
+    }
+    this.scoreMemo.set(key, { version: this.version, rows, p: kp, text: kt, plainP, bytes });
+    this.scoreBytes += bytes;
   }
+  private readonly scoreMemo = new Map<string, SparseScores>();
+  private scoreBytes = 0;
 
   /**
    * Every feature row of a query in item order, as `features(query)` holds it (the row is

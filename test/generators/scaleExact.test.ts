@@ -144,8 +144,7 @@ describe('exactness of the scale rewrites', () => {
         // fresh models, so nothing comes from a memo of the dense rows
         const a = RelevanceModel.create(corpus.items, training, o);
         a.setWeights(w);
-        const p = a.queryProbabilities(q);
-        const text = a.textScores(q);
+        const { p, text } = a.queryScores(q);
         const x = a.features(q);
         const ref = referenceRows(a, q);
         const tfCol = a.textScoreColumn === 1 ? d : a.textScoreColumn;
@@ -162,6 +161,34 @@ describe('exactness of the scale rewrites', () => {
         expect(Array.from(text)).toEqual(Array.from({ length: a.size }, (_, i) => x[i * d + a.textScoreColumn]));
       }
     }
+  });
+
+  it('the scores kept between passes equal those computed afresh, and new weights are not answered from the old', () => {
+    const fitted = RelevanceModel.fit(corpus.items, training, opts);
+    const w = fitted.getWeights();
+    const queries = [...trainQ.slice(0, 6), ...corpus.queries.slice(45, 51)];
+    const a = RelevanceModel.create(corpus.items, training, opts);
+    a.setWeights(w);
+    const first = queries.map((q) => a.queryScores(q));
+    // Second pass: from the memo (sparse rows + one p per judged count), bit for bit.
+    queries.forEach((q, k) => {
+      const again = a.queryScores(q);
+      expect(again.p).not.toBe(first[k].p);
+      expect(Array.from(again.p)).toEqual(Array.from(first[k].p));
+      expect(Array.from(again.text)).toEqual(Array.from(first[k].text));
+    });
+    // Other weights: the memo's entries are stale and recomputed, as a fresh model computes them.
+    const w2 = Float64Array.from(w, (v, j) => v * (1 + 0.1 * (j + 1)));
+    a.setWeights(w2);
+    for (const q of queries) {
+      const b = RelevanceModel.create(corpus.items, training, opts);
+      b.setWeights(w2);
+      const got = a.queryScores(q);
+      const ref = b.queryScores(q);
+      expect(Array.from(got.p)).toEqual(Array.from(ref.p));
+      expect(Array.from(got.text)).toEqual(Array.from(ref.text));
+    }
+    expect(Array.from(a.queryScores(queries[0]).p)).not.toEqual(Array.from(first[0].p));
   });
 
   it('the one-pass fit equals counting first and then adding the rows', () => {
