@@ -95,7 +95,7 @@ export class KeywordPlanner implements KeywordGenerator {
 
   /** p(item relevant | query) over the attached view's ordinals (a training query's own judgements left out). */
   probabilities(input: GenerateInput): Float64Array {
-    return this.contexts.get(input).p!;
+    return this.contexts.probabilities(input);
   }
 
   /** The query's text BM25 over each item's title and description, normalised by the best item, over the attached view's ordinals (queryContext.ts). */

@@ -121,6 +121,18 @@ export class PlannerContexts {
 
   /** Per-query features, probabilities (over view ordinals) and candidates, cached. */
   get(q: { id: string; text: string }): QueryContext {
+    const c = this.scored(q);
+    if (!c.cands) c.cands = this.candidates(q.text, c.p!, c.selfO, c.labelO);
+    return c;
+  }
+
+  /** p over the view's ordinals. */
+  probabilities(q: { id: string; text: string }): Float64Array {
+    return this.scored(q).p!;
+  }
+
+  /** A query's context with p and the text scores over the view (its candidates only when `get` asked for them). */
+  private scored(q: { id: string; text: string }): QueryContext {
     const key = `${q.id}\u0001${q.text}`;
     let c = this.contexts.get(key);
     const view = this.requireView();
@@ -170,7 +182,6 @@ export class PlannerContexts {
       c.selfO = this.selfOrdinal(q.text);
       c.labelO = c.label ? this.ordinalOf(c.label) : NONE;
     }
-    if (!c.cands) c.cands = this.candidates(q.text, c.p, c.selfO, c.labelO);
     return c;
   }
 
@@ -181,7 +192,7 @@ export class PlannerContexts {
    * the attached view's ordinals (cached with p).
    */
   textScores(q: { id: string; text: string }): Float64Array {
-    return this.get(q).textScores!;
+    return this.scored(q).textScores!;
   }
 
   /** p and the text scores over the relevance model's ordinals, in one pass (its `queryScores`, or read from its dense features). */
