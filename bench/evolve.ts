@@ -32,6 +32,7 @@ import { parseBenchArgs } from './args.ts';
 import { renderEvolveChart, type EvolveBenchResult, type PhaseTiming } from './evolveChart.ts';
 import { judgedCollection } from './judgedCollection.ts';
 import { round } from './fixtures.ts';
+import { writeResultJson } from './writeJson.ts';
 
 /** A phase clock: marks (label, wall, CPU); a phase runs from its mark to the next. */
 class PhaseClock {
@@ -205,7 +206,7 @@ export async function run(args: string[]): Promise<void> {
     const relevant = a.number('--relevant', 100, { min: 1, integer: true });
     const r = await runOnce({ items, queries, relevant, rounds, seed, ...(workers ? { workers } : {}) });
     const file = join(out, `evolve-${items}x${queries}x${relevant}.json`);
-    writeFileSync(file, JSON.stringify(r, null, 2) + '\n');
+    await writeResultJson(file, r);
     if (json) process.stdout.write(JSON.stringify(r) + '\n');
     else process.stdout.write(renderEvolveTable([r]) + `(JSON: ${file})\n`);
     return;
@@ -246,7 +247,7 @@ export async function run(args: string[]): Promise<void> {
     if (child.status !== 0) throw new Error(`evolve bench at ${s.items}×${s.queries} failed (exit ${child.status})`);
     results.push(JSON.parse(readFileSync(file, 'utf8')) as EvolveBenchResult);
   }
-  writeFileSync(join(out, 'evolve.json'), JSON.stringify(results, null, 2) + '\n');
+  await writeResultJson(join(out, 'evolve.json'), results);
   const svg = renderEvolveChart(results);
   writeFileSync(join(out, 'evolve.svg'), svg + '\n');
   writeFileSync(
