@@ -51,7 +51,7 @@ export function register(program: Command): void {
               'NOT_FOUND',
               `fold ${k}: no finished SFT step in ${path}; run \`cogr evolve --dataset ${flags.dataset} --folds ${folds}\` first`,
             );
-          const run = await openRun(db, (await loadRunCorpus(stored.config, stderrLogger)).corpus);
+          const run = await openRun(db, (await loadRunCorpus(stored.config, stderrLogger)).corpus, stored);
           const { corpus, evalQueries: queries } = run;
           const sftView = await run.store.openView('item', sft.itemGeneration);
           const sftPlanner = await runPlanner(run, 0);

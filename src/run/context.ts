@@ -35,7 +35,16 @@ import type { KeyValueStore } from '../../generators/types.ts';
 import { createItemScorer, createQueryScorer, type ItemScorer, type QueryScorer } from '../../rewards/scorer.ts';
 import { scorerOptions, type RunConfig } from './config.ts';
 import { loadPlanner, loadPolicy, policyStore } from './policies.ts';
-import { checkStoredRunData, coreIds, frozenFor, readStoredRun, RunState, type RunSplit, type StepRecord } from './state.ts';
+import {
+  checkStoredRunData,
+  coreIds,
+  frozenFor,
+  readStoredRun,
+  RunState,
+  type RunSplit,
+  type StepRecord,
+  type StoredRun,
+} from './state.ts';
 
 /** A run's data and stores, as every path that works on a run sees them. */
 export interface RunContext {
@@ -98,10 +107,11 @@ export function runContext(
 /**
  * The co-evolution run stored in `db` over `corpus`: NOT_FOUND when the database holds none,
  * INVALID_ARGUMENT when the data differs from the run's (fingerprint.ts), before anything is
- * written.
+ * written. `stored`: the run as `readStoredRun(db)` already read it (a caller that needed its
+ * config to load the corpus), so it is not read twice.
  */
-export async function openRun(db: CogrDb, corpus: Corpus): Promise<OpenRun> {
-  const run = await readStoredRun(db);
+export async function openRun(db: CogrDb, corpus: Corpus, stored?: StoredRun): Promise<OpenRun> {
+  const run = stored ?? (await readStoredRun(db));
   await checkStoredRunData(db, run, corpus);
   return { ...runContext(db, corpus, run.config, run.split), steps: run.steps };
 }
