@@ -18,6 +18,11 @@
  *   query's mean normalised BM25 over each neighbour's relevant items — the
  *   similarity-weighted share of neighbours judging the item relevant, and the max of
  *   similarity × [relevant].
+ * RM3 features (with `rm3`), from BM25 + RM3 of the query over the same words
+ * (feedback.ts: Anserini's 10 feedback items, 10 feedback words, original query weight
+ * 0.5), r = the item's score under the expanded query, r_max the best, rank its rank:
+ *   rm3Norm  r / r_max (0 when the expanded query matches nothing of the item)
+ *   rm3Rank  1 − ln(1 + rank) / ln(1 + N) (0 when unmatched)
  * Dense features (with `embeddings`, the name of an embeddings model whose vectors are
  * registered with `registerDenseVectors` before the model is built — src/embeddings/ fetches
  * them from an OpenAI-compatible /v1/embeddings endpoint), appended last; c = the cosine of
@@ -38,6 +43,7 @@ import { DEFAULTS } from '../../index/core/defaults.ts';
 import { createRng } from '../../index/core/random.ts';
 import { fitLogistic, RowBuilder, sigmoid } from './logistic.ts';
 import { TextIndex } from './textIndex.ts';
+import { RM3_DEFAULTS, Rm3Feedback } from './feedback.ts';
 import { isTextAnalysis, luceneEnglishTokens, type TextAnalysis } from '../../index/text/english.ts';
 
 /** Bytes of feature rows a model keeps (rows cost items × features × 8 bytes per query; features do not depend on the weights). */
@@ -66,6 +72,7 @@ const ROW_MATCHED = 1;
 const ROW_TF = 2;
 const ROW_OWN = 4;
 const ROW_NEIGHBOUR = 8;
+const ROW_RM3 = 16;
 /** The neighbour columns (share and max of three families) after logJudged. */
 const NEIGHBOUR_COLS = 6;
 
@@ -106,6 +113,8 @@ export const TEXT_SCORE_COLUMN = TEXT_FEATURES.indexOf('sNorm');
  * normalised by its best item (sTfNorm) and by Σ idf of the query's distinct words (sTfIdf).
  */
 export const QUERY_TF_FEATURES = ['sTfNorm', 'sTfIdf'] as const;
+/** With `rm3`, after the query-tf features: the BM25 + RM3 score of the item, normalised by the best, and its rank. */
+export const RM3_FEATURES = ['rm3Norm', 'rm3Rank'] as const;
 export const DENSE_FEATURES = ['cos', 'cosNorm', 'cosLogRank'] as const;
 
 /**
@@ -196,6 +205,8 @@ export interface RelevanceOptions {
   queryTf: boolean;
   /** The embeddings model whose cosines are features (DENSE_FEATURES); null: none (models saved before them have none). */
   embeddings: string | null;
+  /** Add the BM25 + RM3 features (RM3_FEATURES); models saved before them have none. */
+  rm3: boolean;
 }
 /** The relevance model's defaults, from index/core/defaults.ts (`DEFAULTS.relevance`); no embeddings unless a run gives a model. */
 export const DEFAULT_RELEVANCE: RelevanceOptions = (({
@@ -203,6 +214,7 @@ export const DEFAULT_RELEVANCE: RelevanceOptions = (({
   textAnalysis,
   judgements,
   queryTf,
+  rm3,
   neighbours,
   profileDepth,
   l2,
@@ -214,6 +226,7 @@ export const DEFAULT_RELEVANCE: RelevanceOptions = (({
   judgements,
   queryTf,
   embeddings: null,
+  rm3,
   neighbours,
   profileDepth,
   l2,
@@ -301,6 +314,10 @@ export class RelevanceModel {
   private readonly topHolders: Holders;
   private readonly relHolders: Holders;
   private readonly profileMemo = new Map<string, QueryProfile>();
+  /** With `rm3`: the feedback over the item texts, its column, and each query text's expanded scores (memoised per text). */
+  private readonly feedback: Rm3Feedback | null;
+  private readonly rm3Col: number;
+  private readonly rm3Memo = new Map<string, { scores: Float64Array; sMax: number; ranked: Int32Array }>();
   private version = 0;
   /** Unit item vectors in ordinal order (size × dim) and their source, with `embeddings`. */
   private readonly dense: { vectors: DenseVectors; matrix: Float32Array; dim: number; col: number } | null;
@@ -343,8 +360,11 @@ export class RelevanceModel {
       ...TEXT_FEATURES,
       ...(useJ ? JUDGEMENT_FEATURES : []),
       ...(options.queryTf ? QUERY_TF_FEATURES : []),
+      ...(options.rm3 ? RM3_FEATURES : []),
       ...(options.embeddings !== null ? DENSE_FEATURES : []),
     ];
+    this.rm3Col = this.featureNames.indexOf('rm3Norm');
+    this.feedback = options.rm3 ? new Rm3Feedback(this.itemIndex, { ...RM3_DEFAULTS, docVectors: 'length' }) : null;
     this.dim = this.featureNames.length;
     this.dense = options.embeddings === null ? null : this.denseMatrix(options.embeddings);
     this.textScoreColumn = options.queryTf ? this.featureNames.indexOf('sTfNorm') : TEXT_SCORE_COLUMN;
@@ -481,6 +501,18 @@ export class RelevanceModel {
     return p;
   }
 
+  /** BM25 + RM3 scores of a query text over the items (memoised per text); null without `rm3`. */
+  private rm3Profile(text: string): { scores: Float64Array; sMax: number; ranked: Int32Array } | null {
+    if (this.feedback === null) return null;
+    let r = this.rm3Memo.get(text);
+    if (r) return r;
+    const { scores, ranked } = this.feedback.score(text);
+    r = { scores, sMax: ranked.length > 0 ? scores[ranked[0]] : 0, ranked };
+    if (this.rm3Memo.size >= 4096) this.rm3Memo.clear();
+    this.rm3Memo.set(text, r);
+    return r;
+  }
+
   /**
    * Feature rows of a query over every item (row-major, size × dim). When the query is a
    * training query, its own judgements are left out.
@@ -584,6 +616,16 @@ export class RelevanceModel {
     const tfMax = tf && tf.ranked.length > 0 ? tf.scores[tf.ranked[0]] : 0;
     if (tf) for (let i = 0; i < N; i++) if (tf.scores[i] > 0) mark(i, ROW_TF);
     const tfCol = this.textScoreColumn;
+    const rm3 = this.rm3Profile(query.text);
+    const rm3Col = this.rm3Col;
+    // Ranks of the items the expanded query matches (read only for them: ROW_RM3).
+    const rm3Rank = rm3 === null ? null : (this.rm3RankScratch ??= new Int32Array(N));
+    if (rm3)
+      for (let r = 0; r < rm3.ranked.length; r++) {
+        const i = rm3.ranked[r];
+        mark(i, ROW_RM3);
+        rm3Rank![i] = r + 1;
+      }
     const useJ = nb !== null;
     const self = useJ ? this.trainPos.get(query.id) : undefined;
     const own = self === undefined ? null : this.trainRel[self];
@@ -624,6 +666,10 @@ export class RelevanceModel {
         out[off + tfCol] = tfMax > 0 ? s / tfMax : 0;
         out[off + tfCol + 1] = tf!.sumIdf > 0 ? s / tf!.sumIdf : 0;
       }
+      if (f & ROW_RM3) {
+        out[off + rm3Col] = rm3!.sMax > 0 ? rm3!.scores[i] / rm3!.sMax : 0;
+        out[off + rm3Col + 1] = 1 - Math.log1p(rm3Rank![i]) / logN;
+      }
       if (lj === null) return;
       out[off + 5] = f & ROW_OWN ? Math.log1p(judgedCount[i] - 1) : lj[i];
       if (f & ROW_NEIGHBOUR) for (let k = 0; k < NEIGHBOUR_COLS; k++) out[off + 6 + k] = nb![i * NEIGHBOUR_COLS + k];
@@ -632,6 +678,7 @@ export class RelevanceModel {
   }
   private rowsBusy = false;
   private rowFlags: Uint8Array | null = null;
+  private rm3RankScratch: Int32Array | null = null;
   private nbScratch: Float64Array | null = null;
 
   /** The three neighbour families: training query positions and similarities, best first. */
@@ -837,8 +884,11 @@ export class RelevanceModel {
     // Individual rows are kept; rows whose only non-zero features are the bias, logRank
     // (= 1 for unmatched items) and logJudged are merged by logJudged's value. Individual
     // rows beyond maxRows subsample the non-merged negatives (below).
+    const judged = this.usesJudgements;
     const plainRow = (x: Float64Array, o: number): boolean => {
       if (x[o + 4] !== 0) return false;
+      // Without judgements column 5 is no logJudged (the query-tf or RM3 column).
+      if (!judged && d > 5 && x[o + 5] !== 0) return false;
       for (let j = 6; j < d; j++) if (x[o + j] !== 0) return false;
       return true;
     };
@@ -946,6 +996,7 @@ export class RelevanceModel {
         queryTf: saved.queryTf ?? false,
         textAnalysis: saved.textAnalysis ?? 'wink',
         embeddings: saved.embeddings ?? null,
+        rm3: saved.rm3 ?? false,
       },
       Float64Array.from(j.weights),
     );

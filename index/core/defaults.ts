@@ -91,6 +91,8 @@ export const DEFAULTS = deepFreeze({
     l2: 1,
     judgements: true,
     queryTf: true,
+    /** BM25 + RM3 features (generators/planner/feedback.ts) beside the text BM25 ones. */
+    rm3: true,
     /** The words of the text BM25 features: wink's tokens with Porter2 (what runs stored before the option ran with) or Lucene's EnglishAnalyzer chain. */
     textAnalysis: 'wink' as 'lucene' | 'wink',
     /** Above this many distinct rows, negative rows are subsampled (seeded). */

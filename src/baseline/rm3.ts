@@ -26,6 +26,7 @@ import { schemaError } from '../../index/core/errors.ts';
 import { DEFAULTS } from '../../index/core/defaults.ts';
 import type { Item } from '../../index/core/types.ts';
 import { TextIndex } from '../../generators/planner/textIndex.ts';
+import { RM3_DEFAULTS, Rm3Feedback } from '../../generators/planner/feedback.ts';
 import { silentLogger } from '../../index/core/log.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import {
@@ -38,7 +39,7 @@ import {
   type Bm25BaselineResult,
 } from './bm25.ts';
 
-export const RM3_DEFAULTS = { fbDocs: 10, fbTerms: 10, originalQueryWeight: 0.5 } as const;
+export { RM3_DEFAULTS };
 
 export const rm3OptionsSchema = z
   .object({
@@ -62,14 +63,12 @@ export const rm3OptionsSchema = z
   .strict();
 export type Rm3Options = z.input<typeof rm3OptionsSchema>;
 
-const ALLOWED = /^[a-z0-9]{2,20}$/;
-
 /** BM25 and BM25 + RM3 over a corpus's item texts. */
 export class Rm3Index {
   readonly options: z.output<typeof rm3OptionsSchema>;
   private readonly index: TextIndex;
   private readonly ids: string[];
-  private readonly docLength: Int32Array;
+  private readonly feedback: Rm3Feedback;
 
   constructor(items: readonly Item[], opts: Rm3Options = {}) {
     const r = rm3OptionsSchema.safeParse(opts);
@@ -82,67 +81,24 @@ export class Rm3Index {
       { k1: this.options.k1, b: this.options.b },
       tokenizerOf(this.options.analysis),
     );
-    this.docLength = new Int32Array(items.length);
-    for (let d = 0; d < items.length; d++) for (const tf of this.index.docTerms(d).tfs) this.docLength[d] += tf;
-  }
-
-  /** The query's own words weighted tf / |q| (ordinals of words the items have; a repeated word weighs more, as in Lucene's query of one clause per token). */
-  private queryVector(text: string): Map<number, number> {
-    const v = new Map<number, number>();
-    let n = 0;
-    for (const w of this.index.tokens(text)) {
-      const o = this.index.wordOrdinal(w);
-      if (o < 0) continue;
-      v.set(o, (v.get(o) ?? 0) + 1);
-      n++;
-    }
-    for (const [o, c] of v) v.set(o, c / n);
-    return v;
+    this.feedback = new Rm3Feedback(this.index, this.options);
   }
 
   /** The fbTerms heaviest words of the relevance model over the top fbDocs items, weights summing to 1. */
   feedbackTerms(ranked: ArrayLike<number>, scores: Float64Array): Map<number, number> {
-    const { fbDocs, fbTerms } = this.options;
-    const N = this.ids.length;
-    const w = new Map<number, number>();
-    for (let r = 0; r < Math.min(fbDocs, ranked.length); r++) {
-      const d = ranked[r];
-      const { terms, tfs } = this.index.docTerms(d);
-      let kept: [number, number][] = [];
-      for (let j = 0; j < terms.length; j++) {
-        const o = terms[j];
-        if (!ALLOWED.test(this.index.word(o)) || this.index.df(o) / N > 0.1) continue;
-        kept.push([o, tfs[j]]);
-      }
-      let len = this.docLength[d];
-      if (this.options.docVectors === 'anserini') {
-        kept = kept.sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, fbTerms);
-        len = kept.reduce((s, [, tf]) => s + tf, 0);
-      }
-      if (len === 0) continue;
-      for (const [o, tf] of kept) w.set(o, (w.get(o) ?? 0) + (scores[d] * tf) / len);
-    }
-    const top = [...w].sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, fbTerms);
-    const sum = top.reduce((s, [, x]) => s + x, 0);
-    return new Map(sum > 0 ? top.map(([o, x]) => [o, x / sum]) : []);
+    return this.feedback.feedbackTerms(ranked, scores);
   }
 
   /** The expanded query (word → weight) of a text, with the words themselves for display. */
   expand(text: string): { weights: Map<number, number>; terms: { word: string; weight: number }[] } {
-    const q = this.queryVector(text);
-    const first = this.index.scoreWeighted(q);
-    const fb = this.feedbackTerms(first.ranked, first.scores);
-    const a = this.options.originalQueryWeight;
-    const weights = new Map<number, number>();
-    for (const [o, x] of q) weights.set(o, a * x);
-    for (const [o, x] of fb) weights.set(o, (weights.get(o) ?? 0) + (1 - a) * x);
+    const weights = this.feedback.expand(text);
     const terms = [...weights].sort((x, y) => y[1] - x[1] || x[0] - y[0]).map(([o, weight]) => ({ word: this.index.word(o), weight }));
     return { weights, terms };
   }
 
   /** BM25 of the query's own words (weighted by their count in the query), best first (ties by id as trec_eval), at most `limit`. */
   searchBm25(text: string, limit: number): ScoredId[] {
-    return this.hits(this.index.scoreWeighted(this.queryVector(text)), limit);
+    return this.hits(this.index.scoreWeighted(this.feedback.queryVector(text)), limit);
   }
 
   /** BM25 + RM3, best first (ties by id as trec_eval: src/trec.ts), at most `limit`. */

@@ -559,6 +559,7 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
       neighbours: config.relevanceNeighbours,
       judgements: config.relevanceJudgements,
       queryTf: config.relevanceQueryTf,
+      rm3: config.relevanceRm3,
       textAnalysis: config.relevanceAnalysis,
       embeddings: config.embeddingsModel,
     },

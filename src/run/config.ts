@@ -201,6 +201,12 @@ export const RUN_OPTIONS = {
     help: `the relevance model's query-term-count BM25 features (default ${DEFAULTS.relevance.queryTf ? 'yes' : 'no'}; runs stored before them resume with no)`,
     kind: 'yesno',
   }),
+  /** The relevance model's BM25 + RM3 features (relevance.ts RM3_FEATURES); runs written before them had none. */
+  relevanceRm3: opt(z.boolean().default(DEFAULTS.relevance.rm3), true, {
+    flag: '--relevance-rm3 <yes|no>',
+    help: `the relevance model's BM25 + RM3 features (pseudo-relevance feedback: 10 items, 10 words, original weight 0.5) (default ${DEFAULTS.relevance.rm3 ? 'yes' : 'no'}; runs stored before them resume with no)`,
+    kind: 'yesno',
+  }),
   /** The words of the relevance model's text BM25 features (index/text/english.ts): 'wink' (Porter2, wink's stop words) or 'lucene' (Lucene's EnglishAnalyzer chain); runs written before it had 'wink'. */
   relevanceAnalysis: opt(z.enum(TEXT_ANALYSES).default(DEFAULTS.relevance.textAnalysis), true, {
     flag: '--relevance-analysis <name>',
@@ -282,6 +288,7 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
   floor: 'none',
   backfill: 0,
   relevanceQueryTf: false,
+  relevanceRm3: false,
   relevanceAnalysis: 'wink',
 };
 

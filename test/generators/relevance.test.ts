@@ -88,7 +88,7 @@ describe('TextIndex and the text features, by hand', () => {
 
   it('gives sNorm, logRank, sIdf and matched per item', () => {
     const items = docs.map((text, i) => ({ id: `d${i}`, title: '', text }));
-    const m = RelevanceModel.create(items, [], { judgements: false, queryTf: false });
+    const m = RelevanceModel.create(items, [], { judgements: false, queryTf: false, rm3: false });
     expect(m.featureNames).toEqual(['bias', 'sNorm', 'logRank', 'sIdf', 'matched']);
     const x = m.features({ id: 'q', text: 'statins' });
     const { scores, sumIdf } = idx.score('statins');
@@ -106,7 +106,7 @@ describe('TextIndex and the text features, by hand', () => {
 
   it('queryTf adds the BM25 of the query with each word weighted by its count: 2·s(statins) + s(heart), normalised by its best and by Σ idf', () => {
     const items = docs.map((text, i) => ({ id: `d${i}`, title: '', text }));
-    const m = RelevanceModel.create(items, [], { judgements: false, queryTf: true });
+    const m = RelevanceModel.create(items, [], { judgements: false, queryTf: true, rm3: false });
     expect(m.featureNames).toEqual(['bias', 'sNorm', 'logRank', 'sIdf', 'matched', 'sTfNorm', 'sTfIdf']);
     expect(m.textScoreColumn).toBe(5);
     const x = m.features({ id: 'q', text: 'statins statins heart' });
@@ -122,6 +122,67 @@ describe('TextIndex and the text features, by hand', () => {
     // A model saved before queryTf reads back without its features.
     const old = m.toJSON();
     delete (old.options as Partial<typeof old.options>).queryTf;
+    old.features = old.features.slice(0, 5);
+    old.weights = old.weights.slice(0, 5);
+    expect(RelevanceModel.fromJSON(old, items).featureNames).toEqual(['bias', 'sNorm', 'logRank', 'sIdf', 'matched']);
+  });
+
+  it('rm3 adds BM25 + RM3 of the query (feedback words over the matched items, half the original query), normalised by its best, and its rank', () => {
+    // 20 items: "statin" and "cholesterol" each in 2 (df/N = 0.1, kept as feedback words), the rest one word each.
+    const filler = [
+      'alpha',
+      'bravo',
+      'charlie',
+      'delta',
+      'echo',
+      'foxtrot',
+      'golf',
+      'hotel',
+      'india',
+      'juliet',
+      'kilo',
+      'lima',
+      'mike',
+      'november',
+    ];
+    const texts = ['statin cholesterol', 'statin statin myopathy', 'cholesterol diet', 'diet plans', 'diet again', ...filler, 'zulu'];
+    expect(texts).toHaveLength(20);
+    const items = texts.map((text, i) => ({ id: `d${String(i).padStart(2, '0')}`, title: '', text }));
+    const m = RelevanceModel.create(items, [], { judgements: false, queryTf: false, rm3: true });
+    expect(m.featureNames).toEqual(['bias', 'sNorm', 'logRank', 'sIdf', 'matched', 'rm3Norm', 'rm3Rank']);
+    const ix = new TextIndex(texts, getAnalyzer('english'));
+    const o = (w: string) => ix.wordOrdinal(ix.tokens(w)[0]);
+    // First stage: the query's words at tf / |q|; items 0 and 1 match.
+    const first = ix.scoreWeighted(new Map([[o('statin'), 1]]));
+    const [s0, s1] = [first.scores[0], first.scores[1]];
+    // P(w | R) ∝ Σ_d s(d) · tf(w, d) / |d|: item 0 has 2 words, item 1 has 3.
+    const raw = new Map([
+      [o('statin'), s0 / 2 + (2 * s1) / 3],
+      [o('cholesterol'), s0 / 2],
+      [o('myopathy'), s1 / 3],
+    ]);
+    const sum = [...raw.values()].reduce((a, b) => a + b, 0);
+    const expanded = new Map([...raw].map(([w, x]) => [w, 0.5 * (x / sum) + (w === o('statin') ? 0.5 : 0)]));
+    const want = ix.scoreWeighted(expanded);
+    const best = Math.max(...want.scores);
+    const x = m.features({ id: 'q', text: 'statin' });
+    const d = m.dim;
+    const rank = new Map(Array.from(want.ranked, (i, r) => [i, r + 1]));
+    for (let i = 0; i < items.length; i++) {
+      expect(x[i * d + 5]).toBeCloseTo(want.scores[i] / best, 12);
+      expect(x[i * d + 6]).toBeCloseTo(rank.has(i) ? 1 - Math.log1p(rank.get(i)!) / Math.log1p(items.length) : 0, 12);
+    }
+    // Item 2 shares no word with the query: the feedback word "cholesterol" alone matches it.
+    expect(x[2 * d + 4]).toBe(0);
+    expect(x[2 * d + 5]).toBeGreaterThan(0);
+    // p from the one-pass scores equals p from the feature rows, bit for bit, with weights on every column.
+    m.setWeights([-3, 1, -0.5, 0.7, 0.4, 2, 1.5]);
+    const { p } = m.queryScores({ id: 'q', text: 'statin' });
+    expect(Array.from(p)).toEqual(Array.from(m.probabilities({ id: 'q', text: 'statin' }, x)));
+    expect(p[2]).not.toBe(p[3]);
+    // A model saved before rm3 reads back without its features.
+    const old = m.toJSON();
+    delete (old.options as Partial<typeof old.options>).rm3;
     old.features = old.features.slice(0, 5);
     old.weights = old.weights.slice(0, 5);
     expect(RelevanceModel.fromJSON(old, items).featureNames).toEqual(['bias', 'sNorm', 'logRank', 'sIdf', 'matched']);

@@ -11,6 +11,7 @@ import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { ALPHA_GRID, setF1 } from '../../generators/planner/training.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { TextIndex } from '../../generators/planner/textIndex.ts';
+import { RM3_DEFAULTS, Rm3Feedback } from '../../generators/planner/feedback.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { TUNING_QUERIES, tuningQueries } from '../../generators/sft.ts';
@@ -97,14 +98,24 @@ function referenceRows(m: RelevanceModel, q: { id: string; text: string }): Floa
     x[i * d + 2] = Math.log1p(r + 1) / logN;
   }
   const col = m.textScoreColumn;
+  const texts = new TextIndex(
+    m.itemIds.map((id) => {
+      const it = corpus.items.find((x) => x.id === id)!;
+      return it.title === '' || it.text.startsWith(it.title) ? it.text : `${it.title} ${it.text}`;
+    }),
+    m.analyzer,
+  );
+  const rc = m.featureNames.indexOf('rm3Norm');
+  if (rc >= 0) {
+    const r = new Rm3Feedback(texts, { ...RM3_DEFAULTS, docVectors: 'length' }).score(q.text);
+    const best = r.ranked.length > 0 ? r.scores[r.ranked[0]] : 0;
+    r.ranked.forEach((i, k) => {
+      x[i * d + rc] = r.scores[i] / best;
+      x[i * d + rc + 1] = 1 - Math.log1p(k + 1) / logN;
+    });
+  }
   if (col !== 1) {
-    const tf = new TextIndex(
-      m.itemIds.map((id) => {
-        const it = corpus.items.find((x) => x.id === id)!;
-        return it.title === '' || it.text.startsWith(it.title) ? it.text : `${it.title} ${it.text}`;
-      }),
-      m.analyzer,
-    ).scoreCounts(q.text);
+    const tf = texts.scoreCounts(q.text);
     const sMax = tf.ranked.length > 0 ? tf.scores[tf.ranked[0]] : 0;
     for (let i = 0; i < N; i++) {
       if (tf.scores[i] <= 0) continue;
@@ -136,7 +147,7 @@ describe('exactness of the scale rewrites', () => {
 
   it('rows written one by one equal the dense loops, and p and the text scores without the matrix equal those from it', () => {
     const queries = [...trainQ.slice(0, 8), ...corpus.queries.slice(45, 53)];
-    for (const o of [opts, { ...opts, queryTf: false }, { ...opts, judgements: false }]) {
+    for (const o of [opts, { ...opts, queryTf: false }, { ...opts, judgements: false }, { ...opts, rm3: false }]) {
       const fitted = RelevanceModel.fit(corpus.items, training, o);
       const d = fitted.dim;
       const w = fitted.getWeights();
