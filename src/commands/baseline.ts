@@ -216,17 +216,23 @@ export function register(program: Command): void {
       DEFAULTS.relevance.textAnalysis,
     )
     .option(
+      '--relevance-rm3 <yes|no>',
+      `the relevance model's BM25 + RM3 features (default ${DEFAULTS.relevance.rm3 ? 'yes' : 'no'})`,
+      DEFAULTS.relevance.rm3 ? 'yes' : 'no',
+    )
+    .option(
       '--run-file <path>',
       "write every judged query's ranking by p (the fold where it is held out; top 1000) as a TREC run file (qid Q0 docid rank score tag; ties by docid as trec_eval)",
     )
     .option('--run-tag <tag>', "the run file's tag column", 'cogr-model')
     .option('--json', 'print one JSON object on stdout')
-    .action(async (opts: FoldFlags & { relevanceAnalysis: string }) => {
+    .action(async (opts: FoldFlags & { relevanceAnalysis: string; relevanceRm3: string }) => {
       const { folds, seed } = parseFolds(opts);
       const textAnalysis = parseChoice('--relevance-analysis', opts.relevanceAnalysis, TEXT_ANALYSES);
+      const rm3 = parseChoice('--relevance-rm3', opts.relevanceRm3, ['yes', 'no'] as const) === 'yes';
       const corpus = await loadCorpus(opts);
       const run: RunQuery[] = [];
-      const r = runModelBaseline(corpus, { folds, seed, relevance: { textAnalysis }, logger: stderrLogger, run });
+      const r = runModelBaseline(corpus, { folds, seed, relevance: { textAnalysis, rm3 }, logger: stderrLogger, run });
       await emit(opts, run, r, () =>
         renderBm25(
           r,
