@@ -47,6 +47,12 @@ export const DEFAULTS = deepFreeze({
     adoptOn: 'dev' as 'dev' | 'pooled' | 'crossfit',
     /** Inner folds of the core training queries for `adoptOn: 'crossfit'` (a shadow half-round per fold). */
     crossfitFolds: 2,
+    /**
+     * After the rounds, refit the served step on every training query (core and dev): the
+     * relevance model refitted with the run's options, α tuned on them, the items re-indexed
+     * by the step's item policy with all of them offering (run.ts refitStep).
+     */
+    refit: true,
     /** The served set's floor: fallback (top c by p when nothing matches), auto (and top m by p added to every set), none; c and m chosen on training queries. */
     floor: 'fallback' as 'fallback' | 'auto' | 'none',
     /** The floors m tried (0 = none) and the largest fallback c. */

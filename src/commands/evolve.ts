@@ -135,7 +135,7 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
     s.phase,
     `${s.itemGeneration}/${s.queryGeneration}`,
     s.dev ? f4(s.dev.f1) : '',
-    s.phase === 'sft' ? '' : s.adopted ? 'yes' : 'no',
+    s.phase === 'sft' || s.phase === 'refit' ? '' : s.adopted ? 'yes' : 'no',
     f4(s.metrics.precision),
     f4(s.metrics.recall),
     f4(s.metrics.f1),
@@ -144,11 +144,11 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
     s.metrics.meanMatched.toFixed(1),
     String(s.vocabulary.item),
     String(s.vocabulary.query),
-    s.train ? s.train.seconds.toFixed(1) : '',
+    s.train ? s.train.seconds.toFixed(1) : s.refit ? s.refit.seconds.toFixed(1) : '',
   ]);
   if (best)
     rows.push([
-      `cogr (best dev: ${best.step})`,
+      best.phase === 'refit' ? `cogr (refit of ${best.base}, the best dev step)` : `cogr (best dev: ${best.step})`,
       '',
       'result',
       `${best.itemGeneration}/${best.queryGeneration}`,
@@ -200,7 +200,7 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
  * kept SFT (a fall on dev, or a rise within z standard errors of the dev queries).
  */
 export function adoptionSummary(steps: readonly StepRecord[]): string | null {
-  const halves = steps.filter((s) => s.phase !== 'sft');
+  const halves = steps.filter((s) => s.phase === 'query' || s.phase === 'item');
   if (halves.length === 0) return null;
   const adopted = halves.filter((s) => s.adopted).map((s) => s.step);
   if (adopted.length > 0)
@@ -211,7 +211,8 @@ export function adoptionSummary(steps: readonly StepRecord[]): string | null {
   const g = top.devGain!;
   const n = g.queries ?? top.dev?.queries ?? 0;
   const reason = g.gain < 0 ? 'every half-round lowered dev F1' : `a rise within the noise of ${n} dev queries`;
-  return `no half-round was adopted: the largest dev gain was ${top.step}'s ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} F1 (standard error ${g.se.toFixed(4)}): ${reason}, so the result is the SFT step`;
+  const result = steps.some((s) => s.phase === 'refit') ? 'the result is the SFT step, refitted' : 'the result is the SFT step';
+  return `no half-round was adopted: the largest dev gain was ${top.step}'s ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} F1 (standard error ${g.se.toFixed(4)}): ${reason}, so ${result}`;
 }
 
 interface FoldOutcome {
@@ -268,18 +269,38 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
       side: s0.phase,
       step: s0.step,
       ...metricsOf((f) => served(f, f.steps[i])),
-      dev_f1: weightedMean(folds.map((f) => ({ w: f.steps[i].dev?.queries ?? 0, v: f.steps[i].dev?.f1 ?? 0 }))),
+      // The final refit has no dev queries left to be measured on.
+      dev_f1:
+        s0.phase === 'refit' ? null : weightedMean(folds.map((f) => ({ w: f.steps[i].dev?.queries ?? 0, v: f.steps[i].dev?.f1 ?? 0 }))),
       adopted: folds.filter((f) => f.steps[i].adopted).length,
     };
   });
   const bestOf = (f: FoldOutcome) => bestStep(f.steps) ?? f.steps[f.steps.length - 1];
+  // The step the dev split chose: the final step, or the step the final refit refitted.
+  const chosenOf = (f: FoldOutcome) => {
+    const b = bestOf(f);
+    return b.phase === 'refit' ? (f.steps.find((s) => s.step === b.base) ?? b) : b;
+  };
+  const refitted = folds.length > 0 && folds.every((f) => bestOf(f).phase === 'refit');
   const final =
     folds.length && stepCount > 0
       ? {
           ...metricsOf((f) => served(f, bestOf(f))),
           rank: folds.map((f) => rankOf(f.steps)),
-          dev_f1: weightedMean(folds.map((f) => ({ w: bestOf(f).dev?.queries ?? 0, v: bestOf(f).dev?.f1 ?? 0 }))),
+          dev_f1: weightedMean(folds.map((f) => ({ w: chosenOf(f).dev?.queries ?? 0, v: chosenOf(f).dev?.f1 ?? 0 }))),
           steps: folds.map((f) => bestOf(f).step),
+          ...(refitted
+            ? {
+                // The final refit: which step each fold refitted, that step's own figures, and the same refit made from SFT.
+                refit_of: folds.map((f) => chosenOf(f).step),
+                before_refit: metricsOf((f) => served(f, chosenOf(f))),
+                refit_from_sft: {
+                  f1: mean((f) => bestOf(f).refit!.fromSft.f1),
+                  precision: mean((f) => bestOf(f).refit!.fromSft.precision),
+                  recall: mean((f) => bestOf(f).refit!.fromSft.recall),
+                },
+              }
+            : {}),
         }
       : null;
   const baselineOf = (b: (f: FoldOutcome) => SplitBaseline) =>
@@ -310,12 +331,15 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
         baselines: f.baselines,
         final: {
           step: b.step,
+          ...(b.phase === 'refit'
+            ? { refit_of: b.base, before_refit_f1: chosenOf(f).metrics.f1, refit_from_sft_f1: b.refit!.fromSft.f1 }
+            : {}),
           f1: b.metrics.f1,
           precision: b.metrics.precision,
           recall: b.metrics.recall,
           rank: rankOf(f.steps),
           ...servedRanking(f.steps, b),
-          dev_f1: b.dev?.f1 ?? null,
+          dev_f1: chosenOf(f).dev?.f1 ?? null,
         },
         aboveBaseline: b.metrics.f1 > f.baselines.bm25.f1,
         steps: f.steps.map((s) => ({
@@ -357,7 +381,7 @@ export function register(program: Command): void {
     let baselines: SplitBaselines;
     try {
       res = await runOne(db, corpus, config, flags, reportPath);
-      baselines = await splitBaselines(runContext(db, corpus, res.config, res.split));
+      baselines = await splitBaselines(runContext(db, corpus, res.config, res.split), undefined, res.steps);
     } finally {
       await db.close();
     }
@@ -388,7 +412,7 @@ export function register(program: Command): void {
     const why = adoptionSummary(res.steps);
     if (why) process.stdout.write(`\n${why}\n`);
     process.stdout.write(
-      `\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the best dev step\n`,
+      `\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the ${res.steps.some((s) => s.phase === 'refit') ? 'refit of the best dev step' : 'best dev step'}\n`,
     );
   });
 
@@ -435,7 +459,7 @@ export function register(program: Command): void {
           fold: k,
           evalQueries: res.split.eval.length,
           devQueries: res.split.dev.length,
-          baselines: await splitBaselines(run, indexes),
+          baselines: await splitBaselines(run, indexes, res.steps),
           steps: res.steps,
         });
         if (flags.runFile !== undefined) {
@@ -463,8 +487,8 @@ export function register(program: Command): void {
       r.step,
       String(r.round),
       r.side,
-      f4(r.dev_f1),
-      `${r.adopted}/${n}`,
+      r.dev_f1 === null ? '' : f4(r.dev_f1),
+      r.side === 'refit' ? '' : `${r.adopted}/${n}`,
       f4(r.precision),
       f4(r.recall),
       f4(r.f1),
@@ -474,7 +498,7 @@ export function register(program: Command): void {
     ]);
     if (summary.final)
       rows.push([
-        'cogr (best dev step per fold)',
+        summary.final.refit_of ? "cogr (refit of each fold's best dev step)" : 'cogr (best dev step per fold)',
         '',
         'result',
         f4(summary.final.dev_f1),
@@ -515,7 +539,7 @@ export function register(program: Command): void {
     );
     const per = summary.perFold.map((f) => [
       String(f.fold),
-      f.final.step,
+      f.final.refit_of ? `refit of ${f.final.refit_of}` : f.final.step,
       f4(f.final.f1),
       f4(f.baseline.f1),
       f4(f.baselines.rm3.f1),

@@ -103,12 +103,13 @@ async function withStore<T>(o: CommonOpts, create: boolean, fn: (store: KeywordI
 
 /** The published generation files: what search, explain, list and diff read (no database lock). */
 /**
- * The stored run's SFT query planner over its dataset's items (read from the published
+ * The stored run's served query planner (its best step's, the final refit's when it has
+ * one; SFT's when no step is adopted) over its dataset's items (read from the published
  * files), for --rank model|text; imported on use, so the other index commands start as
  * fast as before.
  */
 async function storedPlanner(path: string): Promise<KeywordPlanner> {
-  const [{ readRunAt }, { loadRunCorpus }, { loadPlanner }, { publishedPolicyStore }] = await Promise.all([
+  const [{ readRunAt, bestServing }, { loadRunCorpus }, { loadPlanner }, { publishedPolicyStore }] = await Promise.all([
     import('../run/state.ts'),
     import('../run/corpus.ts'),
     import('../run/policies.ts'),
@@ -118,7 +119,7 @@ async function storedPlanner(path: string): Promise<KeywordPlanner> {
   if (!run)
     throw cogrError('NOT_FOUND', `--rank model|text needs a co-evolution run in ${path} (its planner and dataset); none is stored there`);
   const { corpus } = await loadRunCorpus(run.config, stderrLogger);
-  return loadPlanner(publishedPolicyStore(path), 0, corpus.items);
+  return loadPlanner(publishedPolicyStore(path), bestServing(run.steps)?.plannerRound ?? 0, corpus.items);
 }
 
 function published(o: CommonOpts): PublishedIndex {

@@ -11,6 +11,7 @@ import { DEFAULTS } from '../../index/core/defaults.ts';
 import type { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { Bm25Index, tuneCutoff, type SplitBaseline } from '../baseline/bm25.ts';
 import { modelOnQueries } from '../baseline/model.ts';
+import type { StepRecord } from '../run/records.ts';
 import { Rm3Index } from '../baseline/rm3.ts';
 import { evaluateRun, setF1Curve, type RunEntry } from '../metrics.ts';
 import { trecOrder, type ScoredId } from '../trec.ts';
@@ -79,17 +80,31 @@ export function baselineIndexes(corpus: Corpus): BaselineIndexes {
 export interface SplitBaselines {
   bm25: SplitBaseline;
   rm3: SplitBaseline;
-  /** The SFT step's relevance model, α of the expected-F1 cut tuned on the core training queries (null before SFT). */
+  /**
+   * The relevance model of what the run serves without the keyword constraint, α of the
+   * expected-F1 cut tuned on the queries it was fitted on: the SFT step's (core training
+   * queries), or after a final refit the refit's (every training query); null before SFT.
+   */
   model: (SplitBaseline & { alpha: number }) | null;
 }
 
-/** The baselines of a run's split; the model baseline uses the run's SFT relevance model (its round-0 planner). */
-export async function splitBaselines(run: RunContext, indexes: BaselineIndexes = baselineIndexes(run.corpus)): Promise<SplitBaselines> {
+/**
+ * The baselines of a run's split; the model baseline uses the relevance model of the run's
+ * final refit when `steps` has one (fitted on every training query, as what is served),
+ * else the SFT step's (its round-0 planner, core training queries).
+ */
+export async function splitBaselines(
+  run: RunContext,
+  indexes: BaselineIndexes = baselineIndexes(run.corpus),
+  steps: readonly StepRecord[] = [],
+): Promise<SplitBaselines> {
   const { corpus, split } = run;
   const bm25 = bm25OnSplit(corpus, split, DEFAULTS.baseline.maxCutoff, indexes.bm25);
   const rm3 = rankedOnSplit(corpus, split, (text, limit) => indexes.rm3.search(text, limit));
   if (!(await listPolicyRounds(run.policies, 'planner')).includes(0)) return { bm25, rm3, model: null };
-  const planner = await runPlanner(run, 0);
-  const { entries: _e, ...model } = modelOnQueries(planner.relevance as RelevanceModel, corpus, run.coreQueries, run.evalQueries);
+  const refit = steps.find((s) => s.phase === 'refit');
+  const planner = await runPlanner(run, refit ? refit.round : 0);
+  const train = refit ? [...run.coreQueries, ...run.devQueries] : run.coreQueries;
+  const { entries: _e, ...model } = modelOnQueries(planner.relevance as RelevanceModel, corpus, train, run.evalQueries);
   return { bm25, rm3, model };
 }

@@ -74,6 +74,7 @@ import {
   generatorRound,
   RunState,
   stepNames,
+  REFIT_STEP,
   type DevMetrics,
   type HeldOutMetrics,
   type QuerySetF,
@@ -193,8 +194,15 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
     signal: opts.signal,
   };
   try {
-    const names = stepNames(config.rounds);
+    // The final refit needs dev queries to add (without them it would refit on the same judgements).
+    const names = stepNames(config.rounds, config.refit && ctx.devQueries.length > 0);
     let done = await state.steps();
+    // A run extended by more rounds, or asked without the refit, drops its final refit first (its generation is rolled back below).
+    if (done.length > 0 && done[done.length - 1].phase === 'refit' && names[done.length - 1] !== REFIT_STEP) {
+      logger.info('resume: dropping the final refit (the run goes on past it, or is asked without it)');
+      await state.dropLastStep();
+      done = done.slice(0, -1);
+    }
     await rollBackUncommitted(ctx, done);
     ctx.floor = done.find((s) => s.phase === 'sft')?.floor ?? NO_FLOOR;
     let ran = 0;
@@ -232,21 +240,24 @@ async function rollBackUncommitted(ctx: Ctx, done: StepRecord[]): Promise<void> 
   }
 }
 
-function parseStep(name: string): { round: number; phase: 'sft' | Side } {
+function parseStep(name: string, rounds: number): { round: number; phase: 'sft' | Side | 'refit' } {
   if (name === 'sft') return { round: 0, phase: 'sft' };
+  // The refit's planner is saved one round past the last.
+  if (name === REFIT_STEP) return { round: rounds + 1, phase: 'refit' };
   const m = /^r(\d+)-(query|item)$/.exec(name);
   if (!m) throw cogrError('INTERNAL', `unknown step ${name}`);
   return { round: Number(m[1]), phase: m[2] as Side };
 }
 
 async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<StepRecord> {
-  const { round, phase } = parseStep(name);
+  const { round, phase } = parseStep(name, ctx.config.rounds);
   const t0 = Date.now();
   ctx.logger.info(`step ${name}: start`);
   let rec: Omit<StepRecord, 'finishedAt' | 'adopted'>;
   if (phase === 'sft') rec = await sftStep(ctx);
   else if (phase === 'query') rec = await queryStep(ctx, round, done);
-  else rec = await itemStep(ctx, round, done);
+  else if (phase === 'item') rec = await itemStep(ctx, round, done);
+  else rec = await refitStep(ctx, round, done);
   const best = bestStep(done);
   // A half-round is adopted when its dev gain over the best adopted step is not negative
   // and not within the noise of the dev queries (adoptionTest).
@@ -254,19 +265,22 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
     ctx.config.adoptOn === 'pooled' ? { candidate: rec.trainEval, best: best?.trainEval } : undefined;
   // Cross-fitted: the dev queries beside every core training query scored by a shadow of the
   // half-round that never saw it, one test over all of them.
-  const crossfit = ctx.config.adoptOn === 'crossfit' && phase !== 'sft' && rec.dev !== null && best?.dev != null;
-  if (crossfit) {
+  const crossfit = ctx.config.adoptOn === 'crossfit' && (phase === 'query' || phase === 'item') && rec.dev !== null && best?.dev != null;
+  if (crossfit && (phase === 'query' || phase === 'item')) {
     const cf = await crossfitScores(ctx, name, phase, done);
     pooled = cf;
     const { mean, se } = meanSe(cf.candidate.perQuery.map((f, i) => f - cf.best.perQuery[i]));
     rec.crossfit = { gain: mean, se, queries: cf.candidate.queries, folds: CROSSFIT_FOLDS };
   }
-  const test = phase === 'sft' ? null : adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !crossfit });
+  const test =
+    phase === 'sft' || phase === 'refit'
+      ? null
+      : adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !crossfit });
   const adopted = test === null || test.adopted;
   if (test && rec.dev) rec.devGain = { gain: test.gain, se: test.se, ...(test.queries !== undefined ? { queries: test.queries } : {}) };
   const m = rec.metrics;
   ctx.logger.info(
-    `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  dev F1=${rec.dev ? rec.dev.f1.toFixed(4) : '—'}${phase === 'sft' ? '' : adopted ? ' (adopted)' : ' (not adopted)'}  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
+    `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  dev F1=${rec.dev ? rec.dev.f1.toFixed(4) : '—'}${phase === 'sft' || phase === 'refit' ? '' : adopted ? ' (adopted)' : ' (not adopted)'}  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
   );
   return { ...rec, adopted, finishedAt: new Date().toISOString() };
 }
@@ -536,8 +550,14 @@ function chooseRank(
 }
 
 /** α tuned on the core training queries (planned as held out; a seeded sample above sft.ts TUNING_QUERIES) against the attached item generation. */
-function tuneAlpha(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, queries: readonly Query[] = ctx.coreQueries): void {
-  const rel = relevantOrdinals(itemView, ctx.coreRelevant);
+function tuneAlpha(
+  ctx: Ctx,
+  planner: KeywordPlanner,
+  itemView: KeywordView,
+  queries: readonly Query[] = ctx.coreQueries,
+  relevant: ReadonlyMap<string, ReadonlySet<string>> = ctx.coreRelevant,
+): void {
+  const rel = relevantOrdinals(itemView, relevant);
   const none = new Set<number>();
   planner.tuneAlpha(tuningQueries(queries, ctx.config.seed).map(queryInput), (id) => rel.get(id) ?? none);
 }
@@ -934,5 +954,100 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
     metrics,
     vocabulary: { item: vocabularySize(newItemView), query: base.vocabulary.query },
     train: stats,
+  };
+}
+
+/**
+ * The final refit: the step the dev split chose (the last adopted one) made again with
+ * every training query, dev ones included — the dev split has done its work once the
+ * rounds are decided, and its judgements are training data a search engineer would not
+ * leave out of what is served. The relevance model is refitted on all of them with the
+ * run's options (the chosen step's planner parameters kept); the items are re-indexed by
+ * the chosen step's item policy, its GRPO-trained adoption weights unchanged, with every
+ * training query offering its name (so a held-out query can reach a dev query's relevant
+ * items with one keyword, as it reaches a core query's); α is tuned on all of them against
+ * that index. Nothing is trained and nothing is chosen on held-out queries; the step is
+ * not tested (no dev queries remain to test it on) and is what the run serves. The same
+ * refit made from the SFT step is measured beside it (`refit.fromSft`): what the run would
+ * serve with no round adopted.
+ */
+async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
+  const t0 = Date.now();
+  const base = baseStep(done);
+  const sft = done.find((s) => s.phase === 'sft');
+  if (!sft) throw cogrError('INTERNAL', 'the refit needs an SFT step');
+  const training = [...ctx.coreQueries, ...ctx.devQueries];
+  const relevant = new Map(training.map((q) => [q.id, new Set(ctx.corpus.relevant.get(q.id) ?? [])]));
+  const options = ((await runPlanner(ctx, 0)).relevance as RelevanceModel).options;
+  ctx.logger.info(`refit: fitting the relevance model on ${training.length} training queries (${ctx.devQueries.length} of them dev)`);
+  const model = RelevanceModel.fit(
+    ctx.corpus.items,
+    training.map((q) => [queryInput(q), [...relevant.get(q.id)!]] as const),
+    options,
+  );
+  const refitFrom = async (from: StepRecord) => {
+    const upTo = done.slice(0, done.indexOf(from) + 1);
+    const plannerRound = generatorRound(upTo, 'query');
+    const itemPolicyRound = generatorRound(upTo, 'item');
+    const planner = (await runPlanner(ctx, plannerRound)).withRelevance(model);
+    const oldItems = await ctx.store.openView('item', from.itemGeneration);
+    const queryView = await ctx.store.openView('query', from.queryGeneration);
+    planner.attachOpposite(oldItems);
+    const policy = await loadPolicy(ctx.policies, 'item', itemPolicyRound);
+    policy.attachOpposite(queryView);
+    policy.attachQuerySide(queryOffers({ items: ctx.corpus.items, queries: training, relevant, config: ctx.config }, planner, queryView));
+    const entries = decodeItems(ctx, policy, from === base ? REFIT_STEP : `${REFIT_STEP}-from-sft`);
+    return { planner, entries, plannerRound, itemPolicyRound };
+  };
+  const tuned = (planner: KeywordPlanner, itemView: KeywordView) => {
+    planner.attachOpposite(itemView);
+    tuneAlpha(ctx, planner, itemView, training, relevant);
+    return planner;
+  };
+  const heldOut = (planner: KeywordPlanner, itemView: KeywordView) =>
+    evaluateQueries(
+      itemView,
+      ctx.evalQueries,
+      plannerKeywords(planner, deriveSeed(ctx.config.seed, REFIT_STEP), ctx.config),
+      ctx.corpus,
+      ctx.config.beta,
+      {
+        planner,
+        floor: ctx.floor,
+      },
+    ).metrics;
+  const made = await refitFrom(base);
+  const itemGen = await commitGeneration(ctx, 'item', made.entries, { step: REFIT_STEP, round }, base.itemGeneration);
+  const itemView = await ctx.store.openView('item', itemGen);
+  const planner = tuned(made.planner, itemView);
+  await savePlanner(ctx.policies, round, planner);
+  ctx.logger.debug('phase refit: held-out evaluation');
+  const metrics = heldOut(planner, itemView);
+  let fromSft: HeldOutMetrics = metrics;
+  if (base !== sft) {
+    ctx.logger.debug('phase refit: the same refit from the SFT step');
+    const s = await refitFrom(sft);
+    const view = memoryView(ctx, s.entries);
+    fromSft = heldOut(tuned(s.planner, view), view);
+  }
+  return {
+    step: REFIT_STEP,
+    round,
+    phase: 'refit',
+    itemGeneration: itemGen,
+    queryGeneration: base.queryGeneration,
+    base: base.step,
+    dev: null,
+    alpha: planner.alpha,
+    metrics,
+    vocabulary: { item: vocabularySize(itemView), query: base.vocabulary.query },
+    train: null,
+    refit: {
+      queries: training.length,
+      itemPolicyRound: made.itemPolicyRound,
+      plannerRound: made.plannerRound,
+      fromSft: { f1: fromSft.f1, precision: fromSft.precision, recall: fromSft.recall },
+      seconds: (Date.now() - t0) / 1000,
+    },
   };
 }

@@ -157,6 +157,18 @@ export const RUN_OPTIONS = {
     kind: 'string',
   }),
   /**
+   * The final refit (run.ts refitStep): after the last round, the step the dev split chose
+   * is refitted on all training queries, dev ones included (their judgements train the
+   * relevance model, tune α and offer items keywords), and that refit is what the run
+   * serves. Not an identity field: it is one extra step at the end, added to a finished run
+   * or dropped from it when asked.
+   */
+  refit: opt(z.boolean().default(r.refit), false, {
+    flag: '--refit <yes|no>',
+    help: `after the rounds, refit the chosen step on all training queries, dev ones included, and serve the refit (default ${r.refit ? 'yes' : 'no'})`,
+    kind: 'yesno',
+  }),
+  /**
    * The served set's floor (run/state.ts SetFloor): 'fallback' — a query whose keywords
    * match nothing gets the top c items by p(item | query) instead of an empty list, c
    * chosen at SFT on the core training queries planned as held out; 'auto' — also every
@@ -290,6 +302,8 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
   relevanceQueryTf: false,
   relevanceRm3: false,
   relevanceAnalysis: 'wink',
+  // Not an identity field: a resume adds the refit as asked; a stored config without it was made without one.
+  refit: false,
 };
 
 /** A stored run config, validated; fields it predates get the behaviour it ran with (STORED_BEFORE), later ones their defaults. */

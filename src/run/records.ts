@@ -125,8 +125,8 @@ export interface ImportRecord {
 export interface StepRecord {
   step: string;
   round: number;
-  /** 'sft' for the initialisation, else the side trained in this half-round. */
-  phase: 'sft' | Side;
+  /** 'sft' for the initialisation, the side trained in a half-round, or 'refit' for the final refit (run.ts refitStep). */
+  phase: 'sft' | Side | 'refit';
   itemGeneration: number;
   queryGeneration: number;
   /** The adopted step this one started from (null for SFT). */
@@ -157,7 +157,23 @@ export interface StepRecord {
   rank?: RankChoice;
   /** The served set's floor chosen at SFT (SFT step only; absent: no floor, as runs written before it). */
   floor?: SetFloor;
+  /** The final refit's statistics (refit step only). */
+  refit?: RefitStats;
   finishedAt: string;
+}
+
+/**
+ * What the final refit did: how many training queries it was fitted on (core and dev), the
+ * item policy round that re-indexed the items, and the same refit made from the SFT step
+ * (its held-out F1, P, R): what the run would serve with no round adopted, so the rounds'
+ * own share of the gain can be read beside the refit's.
+ */
+export interface RefitStats {
+  queries: number;
+  itemPolicyRound: number;
+  plannerRound: number;
+  fromSft: { f1: number; precision: number; recall: number };
+  seconds: number;
 }
 
 export interface RunSplit {

@@ -93,12 +93,16 @@ export function coreIds(split: RunSplit): string[] {
   return split.train.filter((id) => !dev.has(id));
 }
 
-/** The step names of a run with R rounds, in order. */
-export function stepNames(rounds: number): string[] {
+/** The step names of a run with R rounds, in order, and the final refit last when asked. */
+export function stepNames(rounds: number, refit = false): string[] {
   const out = ['sft'];
   for (let r = 1; r <= rounds; r++) out.push(`r${r}-query`, `r${r}-item`);
+  if (refit) out.push(REFIT_STEP);
   return out;
 }
+
+/** The name of the final refit step (run.ts refitStep). */
+export const REFIT_STEP = 'refit';
 
 /** The values of the `run` sublevel, by key. */
 interface RunValues {
@@ -222,6 +226,12 @@ export class RunState {
     steps.push(rec);
     await this.put('steps', steps);
   }
+  /** Drop the last step record (the final refit, when a run is extended or asked without it; its generation is then rolled back). */
+  async dropLastStep(): Promise<void> {
+    const steps = await this.steps();
+    steps.pop();
+    await this.put('steps', steps);
+  }
   async imports(): Promise<ImportRecord[]> {
     return (await this.get('imports')) ?? [];
   }
@@ -277,7 +287,8 @@ export function bestServing(
 ): { step: string; round: number; itemGeneration: number; queryGeneration: number; plannerRound: number } | null {
   const best = bestStep(steps);
   if (!best) return null;
-  const plannerRound = generatorRound(steps.slice(0, steps.indexOf(best) + 1), 'query');
+  // The final refit saves its own planner, at its round.
+  const plannerRound = best.phase === 'refit' ? best.round : generatorRound(steps.slice(0, steps.indexOf(best) + 1), 'query');
   return { step: best.step, round: best.round, itemGeneration: best.itemGeneration, queryGeneration: best.queryGeneration, plannerRound };
 }
 
@@ -343,7 +354,7 @@ export function f1Points(steps: readonly StepRecord[]): { round: number; side: S
   for (const s of steps) {
     if (s.phase === 'sft') {
       out.push({ round: 0, side: 'query', f1: s.metrics.f1 }, { round: 0, side: 'item', f1: s.metrics.f1 });
-    } else out.push({ round: s.round, side: s.phase, f1: s.metrics.f1 });
+    } else if (s.phase !== 'refit') out.push({ round: s.round, side: s.phase, f1: s.metrics.f1 });
   }
   return out;
 }

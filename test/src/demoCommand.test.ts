@@ -42,7 +42,7 @@ describe('cogr demo (the main job, small settings)', () => {
       report: string;
       db: string;
     };
-    expect(out.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item']);
+    expect(out.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item', 'refit']);
     firstSteps = out.steps;
     expect(out.split).toEqual({ train: 24, eval: 6 });
     expect(out.baseline.f1).toBeGreaterThan(0.2);

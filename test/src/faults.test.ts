@@ -69,7 +69,11 @@ function timeless(json: string): unknown {
   const { seconds: _s, db: _d, report: _r, ...rest } = o;
   return {
     ...rest,
-    steps: o.steps.map(({ finishedAt: _f, train, ...s }) => ({ ...s, train: train ? { ...(train as object), seconds: 0 } : null })),
+    steps: o.steps.map(({ finishedAt: _f, train, refit, ...s }) => ({
+      ...s,
+      train: train ? { ...(train as object), seconds: 0 } : null,
+      ...(refit ? { refit: { ...(refit as object), seconds: 0 } } : {}),
+    })),
   };
 }
 

@@ -165,7 +165,7 @@ describe('a resume on changed data', () => {
   it('goes on when the data is the same again, and --fresh starts over on other data', async () => {
     const more = demo(2);
     expect(more.status, more.stderr).toBe(0);
-    expect(await publishedSteps()).toEqual(['sft', 'r1-query', 'r1-item', 'r2-query', 'r2-item']);
+    expect(await publishedSteps()).toEqual(['sft', 'r1-query', 'r1-item', 'r2-query', 'r2-item', 'refit']);
     const d = variant('fresh', cases[0][1]);
     expect(cogr('datasets', 'add', 'mine', d, '--replace').status).toBe(0);
     const fresh = demo(1, '--fresh');

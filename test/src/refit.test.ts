@@ -1,0 +1,185 @@
+/**
+ * The final refit (src/evolve/run.ts refitStep): after the rounds, the step the dev split
+ * chose is made again with every training query (core and dev) — the relevance model
+ * refitted on them, the items re-indexed by the step's item policy with all of them
+ * offering, α tuned on them — and served. Checked on the loop's tiny corpus: what it
+ * trains on (every training query, no held-out one), what it keeps (the chosen step's
+ * planner parameters and item policy), what serving picks, and how it leaves and rejoins a
+ * run that is extended or asked without it.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openDb, type CogrDb } from '../../index/store/db.ts';
+import { KeywordIndexStore } from '../../index/store/store.ts';
+import type { Corpus } from '../../index/core/types.ts';
+import { listPolicyRounds, POLICY_SUBLEVEL } from '../../src/run/policies.ts';
+import { runCoevolution, computeSplit } from '../../src/evolve/run.ts';
+import { parseRunConfig, type RunConfigInput } from '../../src/run/config.ts';
+import { bestServing, RunState, stepNames } from '../../src/run/state.ts';
+import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
+import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { synthCorpus } from '../fixtures/synthCorpus.ts';
+
+const CONFIG: RunConfigInput = { ...LOOP_TEST_CONFIG, rounds: 1, refit: true };
+
+const dirs: string[] = [];
+function tempDb(): string {
+  const d = mkdtempSync(join(tmpdir(), 'cogr-refit-'));
+  dirs.push(d);
+  return join(d, 'db');
+}
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+interface PlannerDoc {
+  params: { alpha: number; stopBias: number; terms: [string, number][] };
+  relevance: { training: [string, string, string[]][]; weights: number[] };
+}
+
+async function snapshot(db: CogrDb) {
+  const steps = (await new RunState(db).steps()).map(({ finishedAt: _f, train, refit, ...rest }) => ({
+    ...rest,
+    train: train ? { ...train, seconds: 0 } : null,
+    refit: refit ? { ...refit, seconds: 0 } : null,
+  }));
+  const store = new KeywordIndexStore(db);
+  const gens: Record<string, unknown> = {};
+  for (const side of ['item', 'query'] as const) {
+    for (const g of await store.listGenerations(side)) gens[`${side}:${g.generation}`] = await store.entries(side, g.generation);
+  }
+  const sub = db.sublevel(POLICY_SUBLEVEL);
+  const planners: Record<number, PlannerDoc> = {};
+  for (const r of await listPolicyRounds(sub, 'planner'))
+    planners[r] = (await sub.get(`planner:${String(r).padStart(6, '0')}`)) as PlannerDoc;
+  return { steps, gens, planners };
+}
+
+/** A snapshot by content: generation numbers are never reused, so a refit made again takes a new one. */
+function content(snap: Awaited<ReturnType<typeof snapshot>>) {
+  return {
+    steps: snap.steps.map(({ itemGeneration: i, queryGeneration: q, ...rest }) => ({
+      ...rest,
+      items: snap.gens[`item:${i}`],
+      queries: snap.gens[`query:${q}`],
+    })),
+    planners: snap.planners,
+  };
+}
+
+async function run(path: string, config: RunConfigInput = CONFIG, corpus: Corpus = synthCorpus()) {
+  const db = await openDb(path);
+  try {
+    const res = await runCoevolution(db, corpus, config);
+    return { res, snap: await snapshot(db) };
+  } finally {
+    await db.close();
+  }
+}
+
+let refPath: string;
+let ref: Awaited<ReturnType<typeof run>>;
+
+describe('the final refit', () => {
+  it('ends the run: the chosen step made again on every training query, dev ones included, and nothing held out', async () => {
+    refPath = tempDb();
+    ref = await run(refPath);
+    const { res, snap } = ref;
+    expect(stepNames(1, true)).toEqual(['sft', 'r1-query', 'r1-item', 'refit']);
+    expect(res.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item', 'refit']);
+    expect(res.complete).toBe(true);
+    const refit = res.steps[3];
+    const chosen = res.steps
+      .slice(0, 3)
+      .filter((s) => s.adopted)
+      .at(-1)!;
+    expect(refit).toMatchObject({ phase: 'refit', round: 2, adopted: true, dev: null, base: chosen.step, train: null });
+    // It is what the run serves, with its own item generation and the chosen step's query generation.
+    expect(res.best).toBe(refit);
+    expect(refit.itemGeneration).toBe(Math.max(...res.steps.slice(0, 3).map((s) => s.itemGeneration)) + 1);
+    expect(refit.queryGeneration).toBe(chosen.queryGeneration);
+    // Its planner (saved one round past the last) is fitted on the split's training queries — every one, and no other.
+    const split = res.split;
+    const trained = (doc: PlannerDoc) => doc.relevance.training.map(([id]) => id).sort();
+    expect(trained(snap.planners[2])).toEqual([...split.train].sort());
+    expect(trained(snap.planners[0]).length).toBe(split.train.length - split.dev.length);
+    for (const id of split.dev) expect(trained(snap.planners[0])).not.toContain(id);
+    expect(refit.refit!.queries).toBe(split.train.length);
+    // The chosen step's planner parameters are kept; α is tuned again.
+    const from = snap.planners[refit.refit!.plannerRound];
+    expect(snap.planners[2].params.stopBias).toBe(from.params.stopBias);
+    expect(snap.planners[2].params.terms).toEqual(from.params.terms);
+    expect(snap.planners[2].params.alpha).toBe(refit.alpha);
+    // Every item is indexed again; the held-out evaluation covers every held-out query, beside the same refit from SFT.
+    expect((snap.gens[`item:${refit.itemGeneration}`] as unknown[]).length).toBe(synthCorpus().items.length);
+    expect(refit.metrics.queries).toBe(split.eval.length);
+    for (const v of [refit.refit!.fromSft.f1, refit.metrics.f1]) {
+      expect(v).toBeGreaterThanOrEqual(0);
+      expect(v).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('reads no held-out judgement: scrambled, they change no generation, planner or α, only the held-out figures', async () => {
+    const corpus = synthCorpus();
+    const split = computeSplit(corpus, parseRunConfig(CONFIG));
+    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
+    for (const qid of split.eval) {
+      altered.relevant.set(qid, new Set([corpus.items[0].id]));
+      altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
+    }
+    const other = await run(tempDb(), CONFIG, altered);
+    expect(other.snap.gens).toEqual(ref.snap.gens);
+    expect(other.snap.planners).toEqual(ref.snap.planners);
+    expect(other.res.steps.map((s) => [s.adopted, s.alpha ?? null, s.base])).toEqual(
+      ref.res.steps.map((s) => [s.adopted, s.alpha ?? null, s.base]),
+    );
+    expect(other.res.steps[3].metrics.f1).not.toBe(ref.res.steps[3].metrics.f1);
+  });
+
+  it("is what serving round 'best' serves: the refit's item generation and planner", async () => {
+    const seen: KeywordSourceContext[] = [];
+    const snap = await storeSnapshotLoader({
+      dbPath: refPath,
+      round: 'best',
+      corpus: synthCorpus(),
+      keywordSource: (ctx) => (seen.push(ctx), null),
+    }).load();
+    const refit = ref.res.steps[3];
+    expect(bestServing(ref.res.steps)).toMatchObject({ step: 'refit', plannerRound: 2, itemGeneration: refit.itemGeneration });
+    expect(snap.item.generation).toBe(refit.itemGeneration);
+    expect(seen.at(-1)!.plannerRound).toBe(2);
+  });
+
+  it('leaves a run that goes on, and comes back at its end: the same as a run made with more rounds at once', async () => {
+    const path = tempDb();
+    await run(path);
+    const longer = { ...CONFIG, rounds: 2 };
+    const extended = await run(path, longer);
+    expect(extended.res.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item', 'r2-query', 'r2-item', 'refit']);
+    const straight = await run(tempDb(), longer);
+    expect(content(extended.snap)).toEqual(content(straight.snap));
+    // The first refit's generation is gone; the new one is the newest.
+    expect(Object.keys(extended.snap.gens).filter((k) => k.startsWith('item:'))).toHaveLength(
+      Object.keys(straight.snap.gens).filter((k) => k.startsWith('item:')).length,
+    );
+  });
+
+  it('is dropped when asked without it (--refit no), its generation with it, and made again when asked back', async () => {
+    const path = tempDb();
+    await run(path);
+    const without = await run(path, { ...CONFIG, refit: false });
+    expect(without.res.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item']);
+    expect(without.res.best).toBe(without.res.steps.filter((s) => s.adopted).at(-1));
+    expect(Object.keys(without.snap.gens)).not.toContain(`item:${ref.res.steps[3].itemGeneration}`);
+    const again = await run(path);
+    expect(content(again.snap)).toEqual(content(ref.snap));
+  });
+
+  it('is not made without dev queries (it would refit on the same judgements)', async () => {
+    const res = (await run(tempDb(), { ...CONFIG, devFraction: 0 })).res;
+    expect(res.split.dev).toEqual([]);
+    expect(res.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item']);
+  });
+});
