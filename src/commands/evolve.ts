@@ -28,7 +28,7 @@ import { parseRunConfig, type RunConfig, type RunConfigInput } from '../run/conf
 import { loadRunCorpus } from '../run/corpus.ts';
 import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
 import { datasetIdentity } from '../datasets/index.ts';
-import { bestStep, f1Points, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
+import { bestStep, f1Points, isHalfRound, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
 import { finalServedRun } from '../evolve/runFile.ts';
 import { runContext } from '../run/context.ts';
 import { writeRunFile, type RunQuery } from '../trec.ts';
@@ -135,7 +135,7 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
     s.phase,
     `${s.itemGeneration}/${s.queryGeneration}`,
     s.dev ? f4(s.dev.f1) : '',
-    s.phase === 'sft' || s.phase === 'refit' ? '' : s.adopted ? 'yes' : 'no',
+    isHalfRound(s.phase) ? (s.adopted ? 'yes' : 'no') : '',
     f4(s.metrics.precision),
     f4(s.metrics.recall),
     f4(s.metrics.f1),
@@ -200,7 +200,7 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
  * kept SFT (a fall on dev, or a rise within z standard errors of the dev queries).
  */
 export function adoptionSummary(steps: readonly StepRecord[]): string | null {
-  const halves = steps.filter((s) => s.phase === 'query' || s.phase === 'item');
+  const halves = steps.filter((s) => isHalfRound(s.phase));
   if (halves.length === 0) return null;
   const adopted = halves.filter((s) => s.adopted).map((s) => s.step);
   if (adopted.length > 0)

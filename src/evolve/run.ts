@@ -72,6 +72,7 @@ import {
   meanSe,
   bestStep,
   generatorRound,
+  isHalfRound,
   RunState,
   stepNames,
   REFIT_STEP,
@@ -265,22 +266,20 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
     ctx.config.adoptOn === 'pooled' ? { candidate: rec.trainEval, best: best?.trainEval } : undefined;
   // Cross-fitted: the dev queries beside every core training query scored by a shadow of the
   // half-round that never saw it, one test over all of them.
-  const crossfit = ctx.config.adoptOn === 'crossfit' && (phase === 'query' || phase === 'item') && rec.dev !== null && best?.dev != null;
-  if (crossfit && (phase === 'query' || phase === 'item')) {
-    const cf = await crossfitScores(ctx, name, phase, done);
+  const half = isHalfRound(phase) ? phase : null;
+  const crossfit = ctx.config.adoptOn === 'crossfit' && half !== null && rec.dev !== null && best?.dev != null;
+  if (crossfit && half) {
+    const cf = await crossfitScores(ctx, name, half, done);
     pooled = cf;
     const { mean, se } = meanSe(cf.candidate.perQuery.map((f, i) => f - cf.best.perQuery[i]));
     rec.crossfit = { gain: mean, se, queries: cf.candidate.queries, folds: CROSSFIT_FOLDS };
   }
-  const test =
-    phase === 'sft' || phase === 'refit'
-      ? null
-      : adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !crossfit });
+  const test = half ? adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !crossfit }) : null;
   const adopted = test === null || test.adopted;
   if (test && rec.dev) rec.devGain = { gain: test.gain, se: test.se, ...(test.queries !== undefined ? { queries: test.queries } : {}) };
   const m = rec.metrics;
   ctx.logger.info(
-    `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  dev F1=${rec.dev ? rec.dev.f1.toFixed(4) : '—'}${phase === 'sft' || phase === 'refit' ? '' : adopted ? ' (adopted)' : ' (not adopted)'}  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
+    `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  dev F1=${rec.dev ? rec.dev.f1.toFixed(4) : '—'}${!half ? '' : adopted ? ' (adopted)' : ' (not adopted)'}  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
   );
   return { ...rec, adopted, finishedAt: new Date().toISOString() };
 }
@@ -367,8 +366,7 @@ function innerPlanner(ctx: Ctx, base: KeywordPlanner, itemView: KeywordView, tra
   let inner = models.get(h);
   if (!inner) {
     ctx.logger.debug(`crossfit: relevance model without inner fold ${h}`);
-    const training = train.map((q) => [queryInput(q), [...(ctx.coreRelevant.get(q.id) ?? [])]] as const);
-    const model = RelevanceModel.fit(ctx.corpus.items, training, (base.relevance as RelevanceModel).options);
+    const model = refitRelevance(ctx, base, train, ctx.coreRelevant);
     inner = { model, fitted: model.getWeights() };
     models.set(h, inner);
   } else inner.model.setWeights(inner.fitted);
@@ -376,6 +374,17 @@ function innerPlanner(ctx: Ctx, base: KeywordPlanner, itemView: KeywordView, tra
   planner.attachOpposite(itemView);
   tuneAlpha(ctx, planner, itemView, train);
   return planner;
+}
+
+/** The relevance model of `base` fitted again, with its options, on `queries` and their judgements (the cross-fitted inner planners, the final refit). */
+function refitRelevance(
+  ctx: Ctx,
+  base: KeywordPlanner,
+  queries: readonly Query[],
+  relevant: ReadonlyMap<string, ReadonlySet<string>>,
+): RelevanceModel {
+  const training = queries.map((q) => [queryInput(q), [...(relevant.get(q.id) ?? [])]] as const);
+  return RelevanceModel.fit(ctx.corpus.items, training, (base.relevance as RelevanceModel).options);
 }
 
 /** A generation held in memory, built as the store builds a committed one (the writer's normalisation, the run's analyzer). */
@@ -978,18 +987,17 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
   if (!sft) throw cogrError('INTERNAL', 'the refit needs an SFT step');
   const training = [...ctx.coreQueries, ...ctx.devQueries];
   const relevant = new Map(training.map((q) => [q.id, new Set(ctx.corpus.relevant.get(q.id) ?? [])]));
-  const options = ((await runPlanner(ctx, 0)).relevance as RelevanceModel).options;
-  ctx.logger.info(`refit: fitting the relevance model on ${training.length} training queries (${ctx.devQueries.length} of them dev)`);
-  const model = RelevanceModel.fit(
-    ctx.corpus.items,
-    training.map((q) => [queryInput(q), [...relevant.get(q.id)!]] as const),
-    options,
-  );
+  let model: RelevanceModel | null = null;
   const refitFrom = async (from: StepRecord) => {
     const upTo = done.slice(0, done.indexOf(from) + 1);
     const plannerRound = generatorRound(upTo, 'query');
     const itemPolicyRound = generatorRound(upTo, 'item');
-    const planner = (await runPlanner(ctx, plannerRound)).withRelevance(model);
+    const chosen = await runPlanner(ctx, plannerRound);
+    if (!model) {
+      ctx.logger.info(`refit: fitting the relevance model on ${training.length} training queries (${ctx.devQueries.length} of them dev)`);
+      model = refitRelevance(ctx, chosen, training, relevant);
+    }
+    const planner = chosen.withRelevance(model);
     const oldItems = await ctx.store.openView('item', from.itemGeneration);
     const queryView = await ctx.store.openView('query', from.queryGeneration);
     planner.attachOpposite(oldItems);

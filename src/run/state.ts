@@ -265,8 +265,14 @@ export function servedRanking(steps: readonly StepRecord[], s: StepRecord): { nd
 
 export function generatorRound(steps: readonly StepRecord[], side: Side): number {
   let round = 0;
-  for (const s of steps) if (s.adopted && s.phase === side) round = s.round;
+  // The final refit saves a query planner (at its round) and no item policy.
+  for (const s of steps) if (s.adopted && (s.phase === side || (side === 'query' && s.phase === 'refit'))) round = s.round;
   return round;
+}
+
+/** Whether a step is a GRPO half-round (the steps the dev split tests), not SFT or the final refit. */
+export function isHalfRound(phase: StepRecord['phase']): phase is Side {
+  return phase === 'query' || phase === 'item';
 }
 
 /** The adopted step with the best dev F1 (the last adopted one: adoption never lowers it); null before SFT. */
@@ -287,8 +293,7 @@ export function bestServing(
 ): { step: string; round: number; itemGeneration: number; queryGeneration: number; plannerRound: number } | null {
   const best = bestStep(steps);
   if (!best) return null;
-  // The final refit saves its own planner, at its round.
-  const plannerRound = best.phase === 'refit' ? best.round : generatorRound(steps.slice(0, steps.indexOf(best) + 1), 'query');
+  const plannerRound = generatorRound(steps.slice(0, steps.indexOf(best) + 1), 'query');
   return { step: best.step, round: best.round, itemGeneration: best.itemGeneration, queryGeneration: best.queryGeneration, plannerRound };
 }
 
