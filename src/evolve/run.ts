@@ -198,11 +198,20 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
     // The final refit needs dev queries to add (without them it would refit on the same judgements).
     const names = stepNames(config.rounds, config.refit && ctx.devQueries.length > 0);
     let done = await state.steps();
-    // A run extended by more rounds, or asked without the refit, drops its final refit first (its generation is rolled back below).
-    if (done.length > 0 && done[done.length - 1].phase === 'refit' && names[done.length - 1] !== REFIT_STEP) {
-      logger.info('resume: dropping the final refit (the run goes on past it, or is asked without it)');
-      await state.dropLastStep();
-      done = done.slice(0, -1);
+    // A run extended by more rounds, or asked without the refit, drops its final refit first
+    // (its generation is rolled back below). A finished run asked for fewer rounds than it
+    // has keeps every step, its refit included: nothing is left to run.
+    if (done.length > 0 && done[done.length - 1].phase === 'refit') {
+      const roundsLeft = names.filter((n) => n !== REFIT_STEP).length > done.length - 1;
+      if (!names.includes(REFIT_STEP) || roundsLeft) {
+        logger.info('resume: dropping the final refit (the run goes on past it, or is asked without it)');
+        await state.dropLastStep();
+        done = done.slice(0, -1);
+      }
+    }
+    const doneRounds = done.filter((s) => isHalfRound(s.phase)).length / 2;
+    if (doneRounds > config.rounds) {
+      logger.info(`resume: the run already has ${doneRounds} rounds (asked ${config.rounds}); the run is left as it is`);
     }
     await rollBackUncommitted(ctx, done);
     ctx.floor = done.find((s) => s.phase === 'sft')?.floor ?? NO_FLOOR;

@@ -166,6 +166,17 @@ describe('the final refit', () => {
     );
   });
 
+  it('stays when a finished run is asked for fewer rounds than it has: nothing is run or dropped', async () => {
+    const path = tempDb();
+    const longer = { ...CONFIG, rounds: 2 };
+    const made = await run(path, longer);
+    const fewer = await run(path);
+    expect(fewer.res.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item', 'r2-query', 'r2-item', 'refit']);
+    expect(fewer.res.complete).toBe(true);
+    expect(fewer.snap).toEqual(made.snap);
+    expect(bestServing(fewer.res.steps)).toMatchObject({ step: 'refit' });
+  });
+
   it('is dropped when asked without it (--refit no), its generation with it, and made again when asked back', async () => {
     const path = tempDb();
     await run(path);
