@@ -8,6 +8,9 @@
  *             relevance model's text index, analysed words), normalised by the best item.
  *   model     the relevance model's p(item | query) (text BM25 features and, when the run
  *             has training judgements, the judgement features; relevance.ts).
+ *   mix       (p / p_max + text) / 2: the two above, each normalised by the query's best
+ *             item and summed with equal weights (CombSUM of max-normalised scores; no
+ *             parameter to tune).
  * Ties keep the keyword order (keyword-bag BM25, then ordinal), so every ranker is a
  * total order and `keywords` is exactly `search`'s order.
  */
@@ -16,7 +19,7 @@ import type { GenerateInput } from '../types.ts';
 import type { KeywordPlanner } from './planner.ts';
 import { topByP } from './queryContext.ts';
 
-export const RANKERS = ['keywords', 'text', 'model'] as const;
+export const RANKERS = ['keywords', 'text', 'model', 'mix'] as const;
 export type Ranker = (typeof RANKERS)[number];
 
 /** nDCG@10, MAP (average precision over the ranked matched set, trec_eval's `map`) and MRR@10 of one ranking. */
@@ -31,6 +34,19 @@ export interface RankedEntity extends ScoredEntity {
   keywordScore: number;
 }
 
+/** The scores a ranker other than `keywords` orders a query's items by, over the planner's view's ordinals (all in [0, 1]). */
+export function rankerScores(ranker: Exclude<Ranker, 'keywords'>, planner: KeywordPlanner, input: GenerateInput): Float64Array {
+  if (ranker === 'text') return planner.textScores(input);
+  const p = planner.probabilities(input);
+  if (ranker === 'model') return p;
+  const text = planner.textScores(input);
+  let pMax = 0;
+  for (let i = 0; i < p.length; i++) if (p[i] > pMax) pMax = p[i];
+  const out = new Float64Array(p.length);
+  for (let i = 0; i < p.length; i++) out[i] = ((pMax > 0 ? p[i] / pMax : 0) + text[i]) / 2;
+  return out;
+}
+
 /**
  * The matched entities (in `KeywordView.search` order: keyword-bag BM25, ties by ordinal)
  * ordered by `ranker`. `planner` must be attached to the view the entities come from
@@ -43,7 +59,7 @@ export function rankMatched(
   input: GenerateInput,
 ): RankedEntity[] {
   if (ranker === 'keywords' || planner === null) return items.map((x) => ({ ...x, keywordScore: x.score }));
-  const s = ranker === 'model' ? planner.probabilities(input) : planner.textScores(input);
+  const s = rankerScores(ranker, planner, input);
   const order = items.map((x, i) => i);
   order.sort((a, b) => s[items[b].ordinal] - s[items[a].ordinal] || a - b);
   return order.map((i) => ({ id: items[i].id, ordinal: items[i].ordinal, score: s[items[i].ordinal], keywordScore: items[i].score }));
@@ -105,7 +121,7 @@ export function backfill(
   if (want <= 0 || ranker === 'keywords' || planner === null) return [...ranked];
   const text = planner.textScores(input);
   if (!text.some((s) => s > 0)) return [...ranked];
-  const s = ranker === 'model' ? planner.probabilities(input) : text;
+  const s = ranker === 'text' ? text : rankerScores(ranker, planner, input);
   const seen = new Set(ranked.map((x) => x.ordinal));
   const extra: RankedEntity[] = [];
   // The top `want + |served|` by score hold the top `want` outside the served set.

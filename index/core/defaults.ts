@@ -66,8 +66,8 @@ export const DEFAULTS = deepFreeze({
     klCoef: 0,
     beta: 1,
     dropDegenerateGroups: true,
-    /** How matched sets are ranked: auto (the ranker with the best nDCG@10 on the dev and training queries, chosen at SFT), model, text or keywords. */
-    rank: 'auto' as 'auto' | 'model' | 'text' | 'keywords',
+    /** How matched sets are ranked: auto (the ranker with the best nDCG@10 on the dev and training queries, chosen at SFT), model, text, mix or keywords. */
+    rank: 'auto' as 'auto' | 'model' | 'text' | 'mix' | 'keywords',
   },
   /**
    * SFT (Algorithm 1): M keywords per item from the base generator (the paper's M = 10,

@@ -105,7 +105,7 @@ async function withStore<T>(o: CommonOpts, create: boolean, fn: (store: KeywordI
 /**
  * The stored run's served query planner (its best step's, the final refit's when it has
  * one; SFT's when no step is adopted) over its dataset's items (read from the published
- * files), for --rank model|text; imported on use, so the other index commands start as
+ * files), for --rank model|text|mix; imported on use, so the other index commands start as
  * fast as before.
  */
 async function storedPlanner(path: string): Promise<KeywordPlanner> {
@@ -117,7 +117,10 @@ async function storedPlanner(path: string): Promise<KeywordPlanner> {
   ]);
   const run = await readRunAt(path);
   if (!run)
-    throw cogrError('NOT_FOUND', `--rank model|text needs a co-evolution run in ${path} (its planner and dataset); none is stored there`);
+    throw cogrError(
+      'NOT_FOUND',
+      `--rank model|text|mix needs a co-evolution run in ${path} (its planner and dataset); none is stored there`,
+    );
   const { corpus } = await loadRunCorpus(run.config, stderrLogger);
   return loadPlanner(publishedPolicyStore(path), bestServing(run.steps)?.plannerRound ?? 0, corpus.items);
 }
@@ -182,12 +185,12 @@ export function register(program: Command): void {
     .option('--b <x>', `BM25 b (default ${DEFAULTS.bm25.b})`)
     .option(
       '--rank <ranker>',
-      "order of the matched set: keywords (keyword-bag BM25) | model (p(item | query)) | text (text BM25) — model and text use the stored run's SFT planner and dataset (item side)",
+      "order of the matched set: keywords (keyword-bag BM25) | model (p(item | query)) | text (text BM25) | mix ((p / p_max + text) / 2) — model, text and mix use the stored run's SFT planner and dataset (item side)",
       'keywords',
     )
     .option(
       '--backfill <n>',
-      "with --rank model|text: list the matched set ranked, then the other items by the same ranker until n are listed (a search engine's more results; 0: the matched set alone)",
+      "with --rank model|text|mix: list the matched set ranked, then the other items by the same ranker until n are listed (a search engine's more results; 0: the matched set alone)",
       '0',
     )
     .option(
@@ -218,12 +221,12 @@ export function register(program: Command): void {
         const side = parseSide('--side', o.side);
         const k = parseIntFlag('--k', o.k, 0)!;
         const params = bm25Of(o);
-        const ranker = parseChoice('--rank', o.rank, ['keywords', 'model', 'text'] as const);
+        const ranker = parseChoice('--rank', o.rank, ['keywords', 'model', 'text', 'mix'] as const);
         const depth = parseIntFlag('--backfill', o.backfill, 0)!;
         if (depth > 0 && ranker === 'keywords')
           throw cogrError(
             'INVALID_ARGUMENT',
-            '--backfill needs --rank model|text (the keyword bag scores nothing outside the matched set)',
+            '--backfill needs --rank model|text|mix (the keyword bag scores nothing outside the matched set)',
           );
         const gen = parseLatestOr('--generation', o.generation);
         const view = await published(o).openView(side, gen);
@@ -234,7 +237,7 @@ export function register(program: Command): void {
             import('../trec.ts'),
           ]);
           if (ranker !== 'keywords' && side !== 'item')
-            throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
+            throw cogrError('INVALID_ARGUMENT', '--rank model|text|mix ranks items: use it with --side item');
           const planner = ranker === 'keywords' ? null : await storedPlanner(dbPath(o.db));
           planner?.attachOpposite(view);
           const queries: { queryId: string; hits: { id: string; score: number }[] }[] = [];
@@ -273,7 +276,7 @@ export function register(program: Command): void {
           ? { matched: 0, items: [] as { id: string; score: number }[] }
           : view.search(probe, { k, all: o.all ?? false, params });
         if (ranker !== 'keywords' && !fallback) {
-          if (side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text ranks items: use it with --side item');
+          if (side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text|mix ranks items: use it with --side item');
           const [planner, { servedList }] = await Promise.all([storedPlanner(dbPath(o.db)), import('../../generators/planner/ranking.ts')]);
           planner.attachOpposite(view);
           const whole = view.search(probe, { all: true, params });

@@ -222,7 +222,7 @@ export function register(program: Command): void {
     .option('--max-query-length <n>', `longest query text in characters (default ${d.maxQueryLength})`)
     .option(
       '--rank <ranker>',
-      "how /v1/search orders the served set: auto (the stored run's choice at SFT; keywords without one) | model | text | keywords (model and text need the embedded generator)",
+      "how /v1/search orders the served set: auto (the stored run's choice at SFT; keywords without one) | model | text | mix | keywords (model, text and mix need the embedded generator)",
       'auto',
     )
     .option(

@@ -274,7 +274,7 @@ export const RUN_OPTIONS = {
    */
   rank: opt(z.enum(['auto', ...RANKERS]).default(r.rank), false, {
     flag: '--rank <ranker>',
-    help: `how matched sets are ranked: auto (best nDCG@10 on dev + training queries) | model (p(item | query)) | text (text BM25) | keywords (keyword-bag BM25, the paper's rule) (default ${r.rank})`,
+    help: `how matched sets are ranked: auto (best nDCG@10 on dev + training queries) | model (p(item | query)) | text (text BM25) | mix ((p / p_max + text) / 2) | keywords (keyword-bag BM25, the paper's rule) (default ${r.rank})`,
     kind: 'string',
   }),
 } satisfies Record<string, RunOption>;

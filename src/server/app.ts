@@ -168,7 +168,9 @@ const ExplainSchema = z.object({
   ranking: z
     .object({
       ranker: z.enum(RANKERS),
-      score: z.number().describe("the ranker's score: p(item | query), normalised text BM25, or keyword-bag BM25"),
+      score: z
+        .number()
+        .describe("the ranker's score: p(item | query), normalised text BM25, (p / p_max + text) / 2 for mix, or keyword-bag BM25"),
       keywordScore: z.number().describe('keyword-bag BM25 (the formula above)'),
     })
     .optional(),

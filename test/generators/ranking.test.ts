@@ -76,6 +76,25 @@ describe('rankMatched: the served ranking of a matched set, by hand', () => {
     r.forEach((x) => expect(x.score).toBeCloseTo(p[ids.indexOf(x.id)], 12));
     expect(r.map((x) => x.keywordScore)).toEqual(r.map((x) => matched.find((m) => m.id === x.id)!.score));
   });
+  it('mix orders by (p / p_max + text) / 2, p_max over all items (e, 0.99): c 0.7525, b 0.7045, d 0.3535, a 0.3510', () => {
+    const r = rankMatched(matched, 'mix', planner, input);
+    expect(r.map((x) => x.id)).toEqual(['c', 'b', 'd', 'a']);
+    const want: Record<string, number> = {
+      a: (0.2 / 0.99 + 0.5) / 2,
+      b: (0.9 / 0.99 + 0.5) / 2,
+      c: (0.5 / 0.99 + 1) / 2,
+      d: 0.7 / 0.99 / 2,
+    };
+    r.forEach((x) => expect(x.score).toBeCloseTo(want[x.id], 12));
+    expect(r[0].score).toBeCloseTo(0.752525, 6);
+    // Neither of its parts alone gives this order.
+    expect(rankMatched(matched, 'model', planner, input).map((x) => x.id)).not.toEqual(r.map((x) => x.id));
+    expect(rankMatched(matched, 'text', planner, input).map((x) => x.id)).not.toEqual(r.map((x) => x.id));
+    // Its backfill is e, by the same score (1 + 0.8) / 2, less 2.
+    const full = backfill(r, 'mix', planner, input, view, 5);
+    expect(full.map((x) => x.id)).toEqual(['c', 'b', 'd', 'a', 'e']);
+    expect(full[4].score).toBeCloseTo(0.9 - 2, 12);
+  });
   it('text orders by the text BM25 column; ties (a, b at 0.5) keep the keyword order', () => {
     const r = rankMatched(matched, 'text', planner, input);
     const kwOrder = matched.map((x) => x.id);
@@ -85,10 +104,11 @@ describe('rankMatched: the served ranking of a matched set, by hand', () => {
 });
 
 describe('chooseRanker: the best pooled nDCG@10, weighted by queries', () => {
-  const m = (k: number, t: number, mo: number) => ({
+  const m = (k: number, t: number, mo: number, mi = 0) => ({
     keywords: { ndcg10: k, map: 0, mrr10: 0 },
     text: { ndcg10: t, map: 0, mrr10: 0 },
     model: { ndcg10: mo, map: 0, mrr10: 0 },
+    mix: { ndcg10: mi, map: 0, mrr10: 0 },
   });
   it('pools by query counts and picks the best; a named ranker is kept', () => {
     // 30 queries text 0.5 / model 0.4, 10 queries text 0.1 / model 0.9: text 0.4, model 0.525
@@ -103,7 +123,9 @@ describe('chooseRanker: the best pooled nDCG@10, weighted by queries', () => {
     expect(chooseRanker('keywords', pooled)).toBe('keywords');
   });
   it('ties go to the earlier ranker (keywords first); nothing measured is keywords', () => {
-    expect(chooseRanker('auto', pooledRankings([{ queries: 5, rankings: m(0.5, 0.5, 0.5) }]))).toBe('keywords');
+    expect(chooseRanker('auto', pooledRankings([{ queries: 5, rankings: m(0.5, 0.5, 0.5, 0.5) }]))).toBe('keywords');
+    expect(chooseRanker('auto', pooledRankings([{ queries: 5, rankings: m(0.5, 0.6, 0.6, 0.6) }]))).toBe('text');
+    expect(chooseRanker('auto', pooledRankings([{ queries: 5, rankings: m(0.5, 0.6, 0.6, 0.61) }]))).toBe('mix');
     expect(chooseRanker('auto', pooledRankings([]))).toBe('keywords');
   });
 });
