@@ -20,7 +20,7 @@
  */
 import { createHash } from 'node:crypto';
 import { DEFAULTS } from '../../index/core/defaults.ts';
-import { cogrError } from '../../index/core/errors.ts';
+import { cogrError, isCogrError } from '../../index/core/errors.ts';
 import type { Logger } from '../../index/core/log.ts';
 import type { AnalyzerName } from '../../index/text/analyzer.ts';
 import { keywordWords, sharedKeywordNormalizer } from '../../index/text/normalize.ts';
@@ -409,9 +409,27 @@ export async function searchIndex(
 }
 
 /**
+ * A search that failed because a node was lost while it ran: a 5xx answer (the client does
+ * not fail 500s over) whose reason names a disconnected or closed node — a node killed
+ * between a search's query and fetch phases answers `search_phase_execution_exception …
+ * disconnected`. A search reads only, so it is safe to ask again.
+ */
+export function isNodeLoss(e: unknown): boolean {
+  if (!isCogrError(e, 'BACKEND_ERROR')) return false;
+  const status = e.details?.status;
+  return (
+    typeof status === 'number' &&
+    status >= 500 &&
+    /disconnected|not connected|node[ _]?closed|connect_transport_exception|node_not_connected|node_disconnected/i.test(e.message)
+  );
+}
+
+/**
  * One search body on the alias, its hits scaled to cogr's BM25 (× (k1 + 1)). A shard copy
- * lost mid-search (a node killed) answers 200 with failed shards: a partial matched set is
- * never served; asked again (another node coordinates), then an error.
+ * lost mid-search (a node killed) answers 200 with failed shards, or 500 naming the lost
+ * node (`isNodeLoss`): a partial matched set is never served; asked again (another node
+ * coordinates; after a node-loss failure, 100 ms × the attempt later), three tries in all,
+ * then an error.
  */
 export async function runSearch(
   os: OpenSearchNodes,
@@ -428,7 +446,15 @@ export async function runSearch(
   let res: { body: Answer } | null = null;
   let partial = '';
   for (let attempt = 0; attempt < 3; attempt++) {
-    const r = await os.request<Answer>('POST', `/${encodeURIComponent(alias)}/_search?search_type=dfs_query_then_fetch`, body, opts);
+    let r: { body: Answer };
+    try {
+      r = await os.request<Answer>('POST', `/${encodeURIComponent(alias)}/_search?search_type=dfs_query_then_fetch`, body, opts);
+    } catch (e) {
+      if (!isNodeLoss(e) || attempt === 2) throw e;
+      partial = (e as Error).message;
+      await new Promise((done) => setTimeout(done, 100 * (attempt + 1)));
+      continue;
+    }
     const sh = r.body._shards;
     if (!r.body.timed_out && (!sh || (sh.failed === 0 && sh.successful === sh.total))) {
       res = r;

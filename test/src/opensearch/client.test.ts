@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { isCogrError } from '../../../index/core/errors.ts';
 import { KeywordView } from '../../../index/view/view.ts';
 import { checkIndexName, OpenSearchNodes, parseNodeUrls } from '../../../src/opensearch/client.ts';
-import { probeTerms, searchIndex } from '../../../src/opensearch/index.ts';
+import { isNodeLoss, probeTerms, searchIndex } from '../../../src/opensearch/index.ts';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -130,6 +130,59 @@ describe('search', () => {
     const own = view.probeOrdinals(probe);
     expect(t.keys.filter((k) => view.keywordOrdinal(k) >= 0).sort()).toEqual(own.keywords.map((o) => view.keyword(o)).sort());
     expect(t.words.filter((w) => view.wordOrdinal(w) >= 0).sort()).toEqual(own.words.map((o) => view.word(o)).sort());
+  });
+
+  it('a search failed by a node lost mid-search (500 naming a disconnected node) is asked again; another 500 is not', async () => {
+    const lost = JSON.stringify({
+      error: {
+        type: 'search_phase_execution_exception',
+        root_cause: [
+          {
+            type: 'node_disconnected_exception',
+            reason: '[node-1][127.0.0.1:9301][indices:data/read/search[phase/fetch/id]] disconnected',
+          },
+        ],
+      },
+      status: 500,
+    });
+    let n = 0;
+    const lostOnce = await fake((req, res) => {
+      n++;
+      if (n === 1) {
+        res.statusCode = 500;
+        return res.end(lost);
+      }
+      res.end(JSON.stringify({ _shards: { total: 1, successful: 1, failed: 0 }, hits: { total: { value: 2 }, hits: [] } }));
+    });
+    const meta = { analyzer: 'english' as const, k1: 1.2, items: 100 };
+    expect((await searchIndex(new OpenSearchNodes([lostOnce]), 'x', meta, { self: 'shoes', keywords: [] }, 10)).matched).toBe(2);
+    expect(n).toBe(2);
+    // Lost on every try: the third failure is the error, with OpenSearch's reason.
+    let m = 0;
+    const alwaysLost = await fake((req, res) => {
+      m++;
+      res.statusCode = 500;
+      res.end(lost);
+    });
+    const e = await caught(searchIndex(new OpenSearchNodes([alwaysLost]), 'x', meta, { self: 'shoes', keywords: [] }, 10));
+    expect(isCogrError(e, 'BACKEND_ERROR') && isNodeLoss(e)).toBe(true);
+    expect((e as Error).message).toContain('disconnected');
+    expect(m).toBe(3);
+    // A 500 for another reason (a failing script) is not a node loss: asked once.
+    let k = 0;
+    const script = await fake((req, res) => {
+      k++;
+      res.statusCode = 500;
+      res.end(
+        JSON.stringify({
+          error: { type: 'search_phase_execution_exception', root_cause: [{ type: 'script_exception', reason: 'runtime error' }] },
+        }),
+      );
+    });
+    const f = await caught(searchIndex(new OpenSearchNodes([script]), 'x', meta, { self: 'shoes', keywords: [] }, 10));
+    expect(isCogrError(f, 'BACKEND_ERROR')).toBe(true);
+    expect(isNodeLoss(f)).toBe(false);
+    expect(k).toBe(1);
   });
 
   it('an answer with failed shards is asked again, and never served', async () => {
