@@ -18,9 +18,7 @@ import type { KeywordView, ScoredEntity } from '../../index/view/view.ts';
 import type { GenerateInput } from '../types.ts';
 import type { KeywordPlanner } from './planner.ts';
 import { topByP } from './queryContext.ts';
-
-export const RANKERS = ['keywords', 'text', 'model', 'mix'] as const;
-export type Ranker = (typeof RANKERS)[number];
+import type { Ranker } from './rankers.ts';
 
 /** nDCG@10, MAP (average precision over the ranked matched set, trec_eval's `map`) and MRR@10 of one ranking. */
 export interface RankingMetrics {
@@ -50,16 +48,18 @@ export function rankerScores(ranker: Exclude<Ranker, 'keywords'>, planner: Keywo
 /**
  * The matched entities (in `KeywordView.search` order: keyword-bag BM25, ties by ordinal)
  * ordered by `ranker`. `planner` must be attached to the view the entities come from
- * (`text` and `model` read its per-query scores over that view's ordinals).
+ * (`text` and `model` read its per-query scores over that view's ordinals). `scores`: the
+ * query's `rankerScores` when the caller has them already (servedList), else computed here.
  */
 export function rankMatched(
   items: readonly ScoredEntity[],
   ranker: Ranker,
   planner: KeywordPlanner | null,
   input: GenerateInput,
+  scores?: Float64Array,
 ): RankedEntity[] {
   if (ranker === 'keywords' || planner === null) return items.map((x) => ({ ...x, keywordScore: x.score }));
-  const s = rankerScores(ranker, planner, input);
+  const s = scores ?? rankerScores(ranker, planner, input);
   const order = items.map((x, i) => i);
   order.sort((a, b) => s[items[b].ordinal] - s[items[a].ordinal] || a - b);
   return order.map((i) => ({ id: items[i].id, ordinal: items[i].ordinal, score: s[items[i].ordinal], keywordScore: items[i].score }));
@@ -107,7 +107,8 @@ export function servedSet(
  * backfilled item's score is its ranker score − 2, below every served item's (the text and
  * model scores lie in [0, 1]), so an order by score (trec_eval's) keeps the served set
  * first. The paper's `keywords` ranker scores nothing outside the matched set, and a text
- * none of whose words the items know ranks nothing: both get no backfill.
+ * none of whose words the items know ranks nothing: both get no backfill. `scores`: the
+ * query's `rankerScores`, when the caller has them already.
  */
 export function backfill(
   ranked: readonly RankedEntity[],
@@ -116,12 +117,13 @@ export function backfill(
   input: GenerateInput,
   view: KeywordView,
   depth: number,
+  scores?: Float64Array,
 ): RankedEntity[] {
   const want = Math.min(depth, view.size) - ranked.length;
   if (want <= 0 || ranker === 'keywords' || planner === null) return [...ranked];
   const text = planner.textScores(input);
   if (!text.some((s) => s > 0)) return [...ranked];
-  const s = ranker === 'text' ? text : rankerScores(ranker, planner, input);
+  const s = scores ?? (ranker === 'text' ? text : rankerScores(ranker, planner, input));
   const seen = new Set(ranked.map((x) => x.ordinal));
   const extra: RankedEntity[] = [];
   // The top `want + |served|` by score hold the top `want` outside the served set.
@@ -133,7 +135,11 @@ export function backfill(
   return [...ranked, ...extra];
 }
 
-/** The served list of a query: its served set (`items`, in `search` order) ordered by `ranker`, then backfilled to `depth` (`backfill`). */
+/**
+ * The served list of a query: its served set (`items`, in `search` order) ordered by
+ * `ranker`, then backfilled to `depth` (`backfill`); the ranker's scores are computed once
+ * for both (for `mix`, a fused array over every item).
+ */
 export function servedList(
   items: readonly ScoredEntity[],
   ranker: Ranker,
@@ -142,5 +148,6 @@ export function servedList(
   view: KeywordView,
   depth: number,
 ): RankedEntity[] {
-  return backfill(rankMatched(items, ranker, planner, input), ranker, planner, input, view, depth);
+  const scores = ranker === 'keywords' || planner === null ? undefined : rankerScores(ranker, planner, input);
+  return backfill(rankMatched(items, ranker, planner, input, scores), ranker, planner, input, view, depth, scores);
 }

@@ -28,6 +28,7 @@ import { PublishedIndex, type GenerationInfo } from '../../index/store/published
 import type { Side } from '../../index/core/types.ts';
 import type { Bm25Params, Probe } from '../../index/view/view.ts';
 import { idSchema, jsonlRecords } from '../datasets/common.ts';
+import { RANKERS } from '../../generators/planner/rankers.ts';
 import { bestStep, RunState } from '../run/state.ts';
 import { renderTable } from '../table.ts';
 import { dbPath, parseChoice, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption } from './options.ts';
@@ -221,7 +222,7 @@ export function register(program: Command): void {
         const side = parseSide('--side', o.side);
         const k = parseIntFlag('--k', o.k, 0)!;
         const params = bm25Of(o);
-        const ranker = parseChoice('--rank', o.rank, ['keywords', 'model', 'text', 'mix'] as const);
+        const ranker = parseChoice('--rank', o.rank, RANKERS);
         const depth = parseIntFlag('--backfill', o.backfill, 0)!;
         if (depth > 0 && ranker === 'keywords')
           throw cogrError(

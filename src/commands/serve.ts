@@ -29,7 +29,7 @@ import { storeDriftProvider } from '../server/drift.ts';
 import { listenUntilSignal } from '../server/listen.ts';
 import { LiveSnapshot } from '../server/state.ts';
 import { storeSnapshotLoader } from '../server/storeLoader.ts';
-import { RANKERS } from '../../generators/planner/ranking.ts';
+import { RANKERS } from '../../generators/planner/rankers.ts';
 import { KEYWORD_SOURCES, keywordSourceFactory } from '../server/keywordSources.ts';
 import {
   parseChoice,

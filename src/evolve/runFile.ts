@@ -8,7 +8,8 @@
  * query whose keywords match nothing (and gets no fallback) has no lines.
  */
 import { deriveSeed } from '../../index/core/random.ts';
-import { NO_FLOOR, servedList, servedSet, type Ranker } from '../../generators/planner/ranking.ts';
+import { NO_FLOOR, servedList, servedSet } from '../../generators/planner/ranking.ts';
+import type { Ranker } from '../../generators/planner/rankers.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { runPlanner, type RunContext } from '../run/context.ts';
 import { bestServing, rankOf, type StepRecord } from '../run/state.ts';

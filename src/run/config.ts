@@ -11,7 +11,7 @@ import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/text/analyzer.ts';
 import { TEXT_ANALYSES } from '../../index/text/english.ts';
 import { schemaError } from '../../index/core/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
-import { RANKERS } from '../../generators/planner/ranking.ts';
+import { RANKERS } from '../../generators/planner/rankers.ts';
 
 /**
  * How a run option's flag value is read: an integer, a number, a word (checked by the

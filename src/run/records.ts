@@ -4,7 +4,8 @@
  * keeps in run.json. Both import these types from here, neither from the other's records.
  */
 import type { Side } from '../../index/core/types.ts';
-import type { Ranker, RankingMetrics } from '../../generators/planner/ranking.ts';
+import type { RankingMetrics } from '../../generators/planner/ranking.ts';
+import type { Ranker } from '../../generators/planner/rankers.ts';
 
 export interface HeldOutMetrics {
   queries: number;

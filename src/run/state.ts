@@ -23,7 +23,7 @@
 import type { CogrDb, JsonSublevel } from '../../index/store/db.ts';
 import { cogrError, schemaError } from '../../index/core/errors.ts';
 import type { Corpus, Side } from '../../index/core/types.ts';
-import type { Ranker } from '../../generators/planner/ranking.ts';
+import type { Ranker } from '../../generators/planner/rankers.ts';
 import { parseStoredConfig, type RunConfig } from './config.ts';
 import { checkRunData, dataFingerprint, parseFingerprint, type DataFingerprint } from './fingerprint.ts';
 import { publishRunState, readPublishedRun } from './published.ts';

@@ -23,7 +23,7 @@ import { silentLogger } from '../../index/core/log.ts';
 import { normalizeSelf } from '../../index/text/normalize.ts';
 import { topKIndex } from '../../index/view/topk.ts';
 import type { Explanation, KeywordView } from '../../index/view/view.ts';
-import { RANKERS, type Ranker } from '../../generators/planner/ranking.ts';
+import { RANKERS, type Ranker } from '../../generators/planner/rankers.ts';
 import { createApp, parseOrThrow, type ConnectionLimits } from './http.ts';
 import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
 import { createServerMetrics, type ServerMetrics } from './metrics.ts';

@@ -4,7 +4,8 @@
  * that crosses to a worker, a ranking request and its answer, and the no-searchable-term
  * refusal. Plain types below all three, so none imports another for them.
  */
-import type { Floor, Ranker } from '../../generators/planner/ranking.ts';
+import type { Floor } from '../../generators/planner/ranking.ts';
+import type { Ranker } from '../../generators/planner/rankers.ts';
 
 /** What crosses to the workers: plain JSON. */
 export interface QueryGeneratorDocument {

@@ -19,7 +19,8 @@ import type { KeywordView } from '../../index/view/view.ts';
 import type { Logger } from '../../index/core/log.ts';
 import { silentLogger } from '../../index/core/log.ts';
 import { isCogrError } from '../../index/core/errors.ts';
-import type { Floor, Ranker } from '../../generators/planner/ranking.ts';
+import type { Floor } from '../../generators/planner/ranking.ts';
+import type { Ranker } from '../../generators/planner/rankers.ts';
 import type { RankedSet, RankRequest } from './queryTypes.ts';
 
 /** Produces query-side keywords for a raw query text (the served round's generator). */

@@ -35,7 +35,8 @@ import { KeywordView } from '../../index/view/view.ts';
 import type { KeywordGenerator, KeyValueStore } from '../../generators/types.ts';
 import { publishedPolicyStore } from '../run/published.ts';
 import { bestServing, readRunAt } from '../run/state.ts';
-import { NO_FLOOR, type Ranker } from '../../generators/planner/ranking.ts';
+import { NO_FLOOR } from '../../generators/planner/ranking.ts';
+import type { Ranker } from '../../generators/planner/rankers.ts';
 import type { GenerationProblem, QueryKeywordSource, Snapshot, SnapshotLoader } from './state.ts';
 
 export type RoundSelector = number | 'latest' | 'best';
