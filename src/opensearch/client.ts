@@ -155,13 +155,14 @@ export class OpenSearchNodes {
         }
       }
       if ((status >= 200 && status < 300) || (status === 404 && opts.allow404)) return { status, body: parsed as T };
-      const err = (parsed as { error?: { type?: string; reason?: string; root_cause?: { reason?: string }[] } } | null)?.error;
+      const err = (parsed as { error?: OpenSearchErrorBody } | null)?.error;
       const reason =
         typeof err === 'object' && err ? `${err.type ?? 'error'}: ${err.root_cause?.[0]?.reason ?? err.reason ?? ''}` : text.slice(0, 300);
       throw cogrError('BACKEND_ERROR', `opensearch ${method} ${path} on ${node}: HTTP ${status} ${reason}`, {
         node,
         status,
         type: typeof err === 'object' && err ? (err.type ?? null) : null,
+        causes: typeof err === 'object' && err ? causeTypes(err) : [],
       });
     }
     const tried = attempts.map((a) => `${a.node} (${a.error})`).join('; ');
@@ -169,4 +170,33 @@ export class OpenSearchNodes {
       nodes: attempts.map((a) => a.node),
     });
   }
+}
+
+/** The part of an OpenSearch error answer's `error` object the client reads. */
+interface OpenSearchErrorBody {
+  type?: string;
+  reason?: string;
+  root_cause?: { type?: string; reason?: string }[];
+  failed_shards?: { reason?: { type?: string; caused_by?: { type?: string } } }[];
+  caused_by?: { type?: string };
+}
+
+/**
+ * Every exception type an error answer names below its own: its root causes', its failed
+ * shards' (and what caused those) and its own cause's, each once, in that order — what
+ * a caller tells failures apart by (index.ts isNodeLoss) instead of the reason's wording.
+ */
+function causeTypes(err: OpenSearchErrorBody): string[] {
+  const out = new Set<string>();
+  const add = (t: unknown) => {
+    if (typeof t === 'string' && t !== '') out.add(t);
+  };
+  if (Array.isArray(err.root_cause)) for (const c of err.root_cause) add(c?.type);
+  if (Array.isArray(err.failed_shards))
+    for (const f of err.failed_shards) {
+      add(f?.reason?.type);
+      add(f?.reason?.caused_by?.type);
+    }
+  add(err.caused_by?.type);
+  return [...out];
 }

@@ -408,20 +408,30 @@ export async function searchIndex(
   return runSearch(os, alias, meta, body, opts);
 }
 
+/** The exception types OpenSearch names when a node a search was using went away (its transport layer's). */
+const NODE_LOSS_TYPES = new Set([
+  'node_disconnected_exception',
+  'node_not_connected_exception',
+  'node_closed_exception',
+  'connect_transport_exception',
+]);
+
 /**
  * A search that failed because a node was lost while it ran: a 5xx answer (the client does
- * not fail 500s over) whose reason names a disconnected or closed node — a node killed
- * between a search's query and fetch phases answers `search_phase_execution_exception …
- * disconnected`. A search reads only, so it is safe to ask again.
+ * not fail 500s over) whose causes (client.ts: the root causes' and failed shards' exception
+ * types) include a disconnected, unconnected or closed node — a node killed between a
+ * search's query and fetch phases answers `search_phase_execution_exception` with a
+ * `node_disconnected_exception` root cause. An answer that names no cause types (not
+ * OpenSearch's JSON error) is judged by its reason's wording instead. A search reads only,
+ * so it is safe to ask again.
  */
 export function isNodeLoss(e: unknown): boolean {
   if (!isCogrError(e, 'BACKEND_ERROR')) return false;
   const status = e.details?.status;
-  return (
-    typeof status === 'number' &&
-    status >= 500 &&
-    /disconnected|not connected|node[ _]?closed|connect_transport_exception|node_not_connected|node_disconnected/i.test(e.message)
-  );
+  if (typeof status !== 'number' || status < 500) return false;
+  const causes = e.details?.causes;
+  if (Array.isArray(causes) && causes.length > 0) return causes.some((t) => typeof t === 'string' && NODE_LOSS_TYPES.has(t));
+  return /disconnected|not connected|node[ _]?closed/i.test(e.message);
 }
 
 /**

@@ -183,6 +183,36 @@ describe('search', () => {
     expect(isCogrError(f, 'BACKEND_ERROR')).toBe(true);
     expect(isNodeLoss(f)).toBe(false);
     expect(k).toBe(1);
+    // The exception types decide, not the wording: a script whose message says "disconnected"
+    // is no node loss; a node lost under a failed shard (no root cause) is one.
+    const answer = (error: object) => {
+      const c = { n: 0 };
+      return {
+        c,
+        serve: fake((req, res) => {
+          c.n++;
+          res.statusCode = 500;
+          res.end(JSON.stringify({ error, status: 500 }));
+        }),
+      };
+    };
+    const worded = answer({
+      type: 'search_phase_execution_exception',
+      root_cause: [{ type: 'script_exception', reason: 'the feed disconnected' }],
+    });
+    const w = await caught(searchIndex(new OpenSearchNodes([await worded.serve]), 'x', meta, { self: 'shoes', keywords: [] }, 10));
+    expect((w as Error).message).toContain('disconnected');
+    expect(isNodeLoss(w)).toBe(false);
+    expect(worded.c.n).toBe(1);
+    const shard = answer({
+      type: 'search_phase_execution_exception',
+      reason: 'all shards failed',
+      root_cause: [],
+      failed_shards: [{ shard: 0, reason: { type: 'transport_exception', caused_by: { type: 'node_closed_exception' } } }],
+    });
+    const g = await caught(searchIndex(new OpenSearchNodes([await shard.serve]), 'x', meta, { self: 'shoes', keywords: [] }, 10));
+    expect(isNodeLoss(g)).toBe(true);
+    expect(shard.c.n).toBe(3);
   });
 
   it('an answer with failed shards is asked again, and never served', async () => {
