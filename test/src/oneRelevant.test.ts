@@ -17,7 +17,7 @@ import { loadPlanner, policyStore } from '../../src/run/policies.ts';
 import { servedSet } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
-import { oneRelevantCorpus } from '../fixtures/oneRelevantCorpus.ts';
+import { oneRelevantCorpus } from '../../bench/oneRelevantCorpus.ts';
 
 const dirs: string[] = [];
 afterAll(() => {
