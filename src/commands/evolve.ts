@@ -28,7 +28,7 @@ import { parseRunConfig, type RunConfig, type RunConfigInput } from '../run/conf
 import { loadRunCorpus } from '../run/corpus.ts';
 import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
 import { datasetIdentity } from '../datasets/index.ts';
-import { bestStep, f1Points, isHalfRound, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
+import { adoptedOnTie, bestStep, f1Points, isHalfRound, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
 import { finalServedRun } from '../evolve/runFile.ts';
 import { runContext } from '../run/context.ts';
 import { writeRunFile, type RunQuery } from '../trec.ts';
@@ -135,7 +135,7 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
     s.phase,
     `${s.itemGeneration}/${s.queryGeneration}`,
     s.dev ? f4(s.dev.f1) : '',
-    isHalfRound(s.phase) ? (s.adopted ? 'yes' : 'no') : '',
+    isHalfRound(s.phase) ? (s.adopted ? (adoptedOnTie(s) ? 'yes (tie)' : 'yes') : 'no') : '',
     f4(s.metrics.precision),
     f4(s.metrics.recall),
     f4(s.metrics.f1),
@@ -195,16 +195,25 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
 }
 
 /**
- * One line on the run's adoptions: which half-rounds were adopted, or — when none was —
- * the half-round with the largest dev gain, its gain and standard error, and why the test
- * kept SFT (a fall on dev, or a rise within z standard errors of the dev queries).
+ * One line on the run's adoptions: which half-rounds were adopted (those adopted on a tie,
+ * with no dev query changed, named apart), or — when none was — the half-round with the
+ * largest dev gain, its gain and standard error, and why the test kept SFT (a fall on dev,
+ * or a rise within z standard errors of the dev queries).
  */
 export function adoptionSummary(steps: readonly StepRecord[]): string | null {
   const halves = steps.filter((s) => isHalfRound(s.phase));
   if (halves.length === 0) return null;
-  const adopted = halves.filter((s) => s.adopted).map((s) => s.step);
-  if (adopted.length > 0)
-    return `adopted: ${adopted.join(', ')} (a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors)`;
+  const adopted = halves.filter((s) => s.adopted);
+  if (adopted.length > 0) {
+    const ties = adopted.filter(adoptedOnTie).map((s) => s.step);
+    const tieNote =
+      ties.length === 0
+        ? ''
+        : ties.length === adopted.length
+          ? ', every one on a tie: no dev query changed'
+          : `; ${ties.join(', ')} on a tie: no dev query changed`;
+    return `adopted: ${adopted.map((s) => s.step).join(', ')}${tieNote} (a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors)`;
+  }
   const tested = halves.filter((s) => s.devGain);
   if (tested.length === 0) return 'no half-round was adopted (no dev queries to test them on)';
   const top = tested.reduce((a, b) => (b.devGain!.gain > a.devGain!.gain ? b : a));
@@ -273,6 +282,8 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
       dev_f1:
         s0.phase === 'refit' ? null : weightedMean(folds.map((f) => ({ w: f.steps[i].dev?.queries ?? 0, v: f.steps[i].dev?.f1 ?? 0 }))),
       adopted: folds.filter((f) => f.steps[i].adopted).length,
+      // Of those, the folds where no paired dev query changed (adopted with no evidence either way).
+      adoptedOnTie: folds.filter((f) => adoptedOnTie(f.steps[i])).length,
     };
   });
   const bestOf = (f: FoldOutcome) => bestStep(f.steps) ?? f.steps[f.steps.length - 1];
@@ -348,6 +359,9 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
           side: s.phase,
           dev_f1: s.dev?.f1 ?? null,
           adopted: s.adopted,
+          // The adoption test: mean paired gain over the best adopted step and its standard error (null: SFT, the refit, no dev queries).
+          dev_gain: s.devGain?.gain ?? null,
+          dev_se: s.devGain?.se ?? null,
           alpha: s.alpha ?? null,
           ...s.metrics,
           vocabulary: s.vocabulary,
@@ -488,7 +502,7 @@ export function register(program: Command): void {
       String(r.round),
       r.side,
       r.dev_f1 === null ? '' : f4(r.dev_f1),
-      r.side === 'refit' ? '' : `${r.adopted}/${n}`,
+      r.side === 'refit' ? '' : `${r.adopted}/${n}${r.adoptedOnTie > 0 ? ` (${r.adoptedOnTie} tie${r.adoptedOnTie > 1 ? 's' : ''})` : ''}`,
       f4(r.precision),
       f4(r.recall),
       f4(r.f1),

@@ -78,6 +78,16 @@ export function adoptionTest(
   };
 }
 
+/**
+ * A half-round adopted on a tie: its test paired queries none of whose F changed (gain and
+ * standard error both 0), so it was adopted with no evidence either way (`mean(d) ≥ 0` holds
+ * with equality). The rounds build on such a step as on any adopted one; reports name it
+ * apart, since the dev data did not say it helps.
+ */
+export function adoptedOnTie(s: Pick<StepRecord, 'adopted' | 'devGain'>): boolean {
+  return s.adopted && s.devGain !== undefined && s.devGain.gain === 0 && s.devGain.se === 0;
+}
+
 /** The mean of paired per-query gains and its standard error (0 for fewer than 2). */
 export function meanSe(d: readonly number[]): { mean: number; se: number } {
   const n = d.length;

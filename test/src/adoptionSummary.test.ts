@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { adoptionSummary } from '../../src/commands/evolve.ts';
-import type { StepRecord } from '../../src/run/state.ts';
+import { adoptedOnTie, adoptionTest, type DevMetrics, type StepRecord } from '../../src/run/state.ts';
 
 const step = (name: string, phase: StepRecord['phase'], adopted: boolean, gain?: number, se?: number): StepRecord =>
   ({
@@ -16,6 +16,43 @@ describe('the demo says which half-rounds were adopted, or why none was', () => 
     expect(
       adoptionSummary([step('sft', 'sft', true), step('r1-query', 'query', false, -0.01), step('r1-item', 'item', true, 0.02, 0.005)]),
     ).toMatch(/^adopted: r1-item /);
+  });
+  it('names the half-rounds adopted on a tie (no dev query changed) apart', () => {
+    expect(
+      adoptionSummary([
+        step('sft', 'sft', true),
+        step('r1-query', 'query', true, 0.004, 0.001),
+        step('r1-item', 'item', true, 0, 0),
+        step('r2-query', 'query', false, -0.01, 0.004),
+        step('r2-item', 'item', true, 0, 0),
+      ]),
+    ).toBe(
+      'adopted: r1-query, r1-item, r2-item; r1-item, r2-item on a tie: no dev query changed (a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors)',
+    );
+    expect(adoptionSummary([step('sft', 'sft', true), step('r1-item', 'item', true, 0, 0)])).toMatch(
+      /^adopted: r1-item, every one on a tie: no dev query changed \(/,
+    );
+  });
+  it('a tie is what the adoption test adopts when no paired query changed, and only that', () => {
+    const dev = (perQuery: number[]): DevMetrics => ({
+      f1: 0,
+      precision: 0,
+      recall: 0,
+      meanMatched: 0,
+      meanKeywords: 0,
+      queries: perQuery.length,
+      perQuery,
+    });
+    const same = adoptionTest(dev([0.2, 0.5, 0]), dev([0.2, 0.5, 0]), 1);
+    expect(same).toMatchObject({ adopted: true, gain: 0, se: 0 });
+    expect(adoptedOnTie({ adopted: same.adopted, devGain: { gain: same.gain, se: same.se } })).toBe(true);
+    // Gains that cancel have a standard error: not adopted (0 < 1 standard error), so no tie either.
+    const cancel = adoptionTest(dev([0.3, 0.4]), dev([0.2, 0.5]), 1);
+    expect(cancel.adopted).toBe(false);
+    expect(adoptedOnTie({ adopted: cancel.adopted, devGain: { gain: cancel.gain, se: cancel.se } })).toBe(false);
+    // A real gain, SFT (no test) and a step without dev queries are no ties.
+    expect(adoptedOnTie({ adopted: true, devGain: { gain: 0.01, se: 0.002 } })).toBe(false);
+    expect(adoptedOnTie({ adopted: true })).toBe(false);
   });
   it('none adopted: the largest dev gain, its standard error and the reason', () => {
     const s = adoptionSummary([
