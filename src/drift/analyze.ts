@@ -48,7 +48,7 @@
  *     query: { generations: GenerationMetrics[], diff: KeywordDiff | null }
  *   },
  *   alignment: AlignmentPoint[],                         // ascending round
- *   f1: F1Point[],                                       // from ≤ round ≤ to; by round, then side
+ *   f1: F1Point[],                                       // from ≤ round ≤ to; by round, then side (item, query, refit)
  *   limit: number
  * }
  * GenerationMetrics = { generation, entities, distinctKeywords, occurrences,
@@ -74,9 +74,13 @@ export interface GenerationSnapshot {
   analyzer?: AnalyzerName;
 }
 
+/**
+ * Held-out F1 after a step: `side` is the half-round's side (round 0, SFT, is given for
+ * both), or `refit` for the run's final refit (round R + 1: the step the run serves).
+ */
 export interface F1Point {
   round: number;
-  side: Side;
+  side: Side | 'refit';
   f1: number;
 }
 
@@ -188,7 +192,7 @@ export const F1PointsSchema = z.array(
   z
     .object({
       round: z.number({ error: 'round must be a number' }).int('round must be an integer').min(0, 'round must be ≥ 0'),
-      side: z.enum(['item', 'query'], { error: "side must be 'item' or 'query'" }),
+      side: z.enum(['item', 'query', 'refit'], { error: "side must be 'item', 'query' or 'refit'" }),
       f1: z.number({ error: 'f1 must be a number' }).min(0, 'f1 must be ≥ 0').max(1, 'f1 must be ≤ 1'),
     })
     .strict(),

@@ -19,6 +19,8 @@ import type { AlignmentPoint, DriftReport, F1Point, KeywordUse } from './analyze
 import type { Side } from '../../index/core/types.ts';
 
 export const SIDE_COLOURS: Record<Side, string> = { item: '#2563eb', query: '#ea580c' };
+/** The final refit's point in the F1 chart. */
+const REFIT_COLOUR = '#0f172a';
 const ADDED = '#16a34a';
 const DROPPED = '#dc2626';
 const NGRAM_COLOURS = ['#bfdbfe', '#3b82f6', '#1e3a8a'];
@@ -264,10 +266,10 @@ function f1Chart(f1: F1Point[]): string {
     yScale: 'linear',
     yDomain: [0, Math.min(1, Math.max(0.1, Math.ceil(maxF1 * 10 + 0.5) / 10))],
     yFormat: (v) => v.toFixed(2),
-    series: (['query', 'item'] as const)
+    series: (['query', 'item', 'refit'] as const)
       .map((side) => ({
-        name: `after ${side} step`,
-        colour: SIDE_COLOURS[side],
+        name: side === 'refit' ? 'final refit (served)' : `after ${side} step`,
+        colour: side === 'refit' ? REFIT_COLOUR : SIDE_COLOURS[side],
         points: f1.filter((p) => p.side === side).map((p) => ({ x: p.round, y: p.f1 })),
       }))
       .filter((s) => s.points.length > 0),
@@ -505,18 +507,23 @@ function sideTable(r: DriftReport): string {
 function alignmentTable(r: DriftReport): string {
   if (r.alignment.length === 0 && r.f1.length === 0) return '';
   const rounds = [...new Set([...r.alignment.map((a) => a.round), ...r.f1.map((p) => p.round)])].sort((a, b) => a - b);
+  // A run with a final refit has a column for it (its round is past the last half-round).
+  const refit = r.f1.some((p) => p.side === 'refit');
   let rows = '';
   for (const round of rounds) {
     const a = r.alignment.find((p) => p.round === round);
     const fq = r.f1.find((p) => p.round === round && p.side === 'query');
     const fi = r.f1.find((p) => p.round === round && p.side === 'item');
+    const fr = r.f1.find((p) => p.round === round && p.side === 'refit');
     rows +=
       `<tr><td>${round}</td><td>${a ? pct(a.queryCoverage, 1) : '—'}</td><td>${a ? pct(a.itemCoverage, 1) : '—'}</td>` +
-      `<td>${a ? pct(a.jaccard, 1) : '—'}</td><td>${a ? a.shared : '—'}</td><td>${fq ? fq.f1.toFixed(3) : '—'}</td><td>${fi ? fi.f1.toFixed(3) : '—'}</td></tr>`;
+      `<td>${a ? pct(a.jaccard, 1) : '—'}</td><td>${a ? a.shared : '—'}</td><td>${fq ? fq.f1.toFixed(3) : '—'}</td><td>${fi ? fi.f1.toFixed(3) : '—'}</td>` +
+      (refit ? `<td>${fr ? fr.f1.toFixed(3) : '—'}</td>` : '') +
+      '</tr>';
   }
   return (
     '<table class="summary"><caption>Per round</caption><thead><tr><th>round</th><th>query occ. in item vocab</th><th>item occ. in query vocab</th>' +
-    '<th>vocab Jaccard</th><th>shared keywords</th><th>F1 (query step)</th><th>F1 (item step)</th></tr></thead>' +
+    `<th>vocab Jaccard</th><th>shared keywords</th><th>F1 (query step)</th><th>F1 (item step)</th>${refit ? '<th>F1 (final refit)</th>' : ''}</tr></thead>` +
     `<tbody>${rows}</tbody></table>`
   );
 }

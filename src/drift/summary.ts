@@ -39,10 +39,13 @@ export function formatDriftSummary(r: DriftReport): string {
   let out = table(['side', 'gen', 'entities', 'distinct', 'kw/ent', 'median', '1w', '2w', '3+w', 'H bits', 'Gini', 'churn'], rows);
   const rounds = [...new Set([...r.alignment.map((a) => a.round), ...r.f1.map((p) => p.round)])].sort((a, b) => a - b);
   if (rounds.length > 0) {
+    // A run with a final refit has a column for it (its round is past the last half-round).
+    const refit = r.f1.some((p) => p.side === 'refit');
     const arows = rounds.map((round) => {
       const a = r.alignment.find((p) => p.round === round);
       const fq = r.f1.find((p) => p.round === round && p.side === 'query');
       const fi = r.f1.find((p) => p.round === round && p.side === 'item');
+      const fr = r.f1.find((p) => p.round === round && p.side === 'refit');
       return [
         String(round),
         a ? pct(a.queryCoverage) : '-',
@@ -50,9 +53,10 @@ export function formatDriftSummary(r: DriftReport): string {
         a ? a.jaccard.toFixed(3) : '-',
         fq ? fq.f1.toFixed(3) : '-',
         fi ? fi.f1.toFixed(3) : '-',
+        ...(refit ? [fr ? fr.f1.toFixed(3) : '-'] : []),
       ];
     });
-    out += '\n' + table(['round', 'q-in-item', 'i-in-query', 'Jaccard', 'F1 q-step', 'F1 i-step'], arows);
+    out += '\n' + table(['round', 'q-in-item', 'i-in-query', 'Jaccard', 'F1 q-step', 'F1 i-step', ...(refit ? ['F1 refit'] : [])], arows);
   }
   for (const side of ['item', 'query'] as const) {
     const d = r.sides[side].diff;

@@ -364,12 +364,12 @@ export function frozenFor(
  * Held-out F1 per half-round in the drift report's shape: the SFT step counts as round 0
  * of both sides; `rR-query` as (R, query); `rR-item` as (R, item).
  */
-export function f1Points(steps: readonly StepRecord[]): { round: number; side: Side; f1: number }[] {
-  const out: { round: number; side: Side; f1: number }[] = [];
+export function f1Points(steps: readonly StepRecord[]): { round: number; side: Side | 'refit'; f1: number }[] {
+  const out: { round: number; side: Side | 'refit'; f1: number }[] = [];
   for (const s of steps) {
     if (s.phase === 'sft') {
       out.push({ round: 0, side: 'query', f1: s.metrics.f1 }, { round: 0, side: 'item', f1: s.metrics.f1 });
-    } else if (s.phase !== 'refit') out.push({ round: s.round, side: s.phase, f1: s.metrics.f1 });
+    } else out.push({ round: s.round, side: s.phase, f1: s.metrics.f1 });
   }
   return out;
 }

@@ -269,7 +269,7 @@ const DriftResponseSchema = z.object({
   range: z.object({ from: z.number(), to: z.number().nullable() }),
   sides: z.record(z.string(), z.unknown()),
   alignment: z.array(z.unknown()),
-  f1: z.array(z.object({ round: z.number(), side: z.enum(['item', 'query']), f1: z.number() })),
+  f1: z.array(z.object({ round: z.number(), side: z.enum(['item', 'query', 'refit']), f1: z.number() })),
   limit: z.number(),
 });
 function explainJson(ex: Explanation): z.infer<typeof ExplainSchema> {

@@ -27,7 +27,7 @@ export function cosine(a: Float32Array, b: Float32Array): number {
 }
 
 /** The F1 points of the run stored in a database (empty when it holds no run). */
-export async function storedF1Points(db: CogrDb): Promise<{ round: number; side: Side; f1: number }[]> {
+export async function storedF1Points(db: CogrDb): Promise<{ round: number; side: Side | 'refit'; f1: number }[]> {
   return f1Points(await new RunState(db).steps());
 }
 

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { analyzeDrift, entropyBits, gini, jaccard, median, type DriftInput, type GenerationSnapshot } from '../../src/drift/analyze.ts';
 import { isCogrError } from '../../index/core/errors.ts';
 import { diffSnapshots } from './_oracles.ts';
+import { renderDriftHtml } from '../../src/drift/report.ts';
+import { formatDriftSummary } from '../../src/drift/summary.ts';
 
 const e = (id: string, keywords: string[], self = id) => ({ id, self, keywords });
 
@@ -218,5 +220,32 @@ describe('ranges and validation', () => {
     );
     expectCode(() => analyzeDrift({ sides: { item: [{ generation: 0, entries: [e('a', []), e('a', [])] }], query: [] } }), 'DUPLICATE_ID');
     expectCode(() => analyzeDrift({ sides: { item: [...gens(2), ...gens(1)], query: [] } }), 'INVALID_ARGUMENT', /twice/);
+  });
+});
+
+describe('the final refit in the F1 figures', () => {
+  const withRefit: DriftInput = { ...input, f1ByRound: [...input.f1ByRound!, { round: 2, side: 'refit', f1: 0.5 }] };
+
+  it('is a point of its own, after the rounds, in the report, its chart and its tables', () => {
+    const r = analyzeDrift(withRefit);
+    expect(r.f1).toEqual([
+      { round: 0, side: 'query', f1: 0.2 },
+      { round: 1, side: 'item', f1: 0.45 },
+      { round: 1, side: 'query', f1: 0.4 },
+      { round: 2, side: 'refit', f1: 0.5 },
+    ]);
+    const html = renderDriftHtml(r);
+    expect(html).toContain('data-series="final refit (served)"');
+    expect(html).toContain('final refit (served), round 2: 0.50');
+    expect(html).toContain('<th>F1 (final refit)</th>');
+    const summary = formatDriftSummary(r);
+    expect(summary).toContain('F1 refit');
+    expect(summary).toMatch(/\n2 +.*0\.500\n/);
+  });
+
+  it('adds no column to a run without one', () => {
+    const r = analyzeDrift(input);
+    expect(renderDriftHtml(r)).not.toContain('final refit');
+    expect(formatDriftSummary(r)).not.toContain('F1 refit');
   });
 });

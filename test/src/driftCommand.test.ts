@@ -143,7 +143,7 @@ describe('cogr drift', () => {
     writeFileSync(join(dir, 'bad.json'), JSON.stringify([{ round: 1, side: 'both', f1: 0.3 }]));
     await expect(run({ metrics: join(dir, 'bad.json') })).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
-      message: expect.stringMatching(/bad\.json: \[0\]\.side: side must be 'item' or 'query'/),
+      message: expect.stringMatching(/bad\.json: \[0\]\.side: side must be 'item', 'query' or 'refit'/),
     });
     await expect(run({ metrics: join(dir, 'missing.json') })).rejects.toMatchObject({ code: 'DATA_MISSING' });
     await expect(run({ from: '9' })).rejects.toMatchObject({

@@ -17,7 +17,7 @@ import type { Corpus } from '../../index/core/types.ts';
 import { listPolicyRounds, POLICY_SUBLEVEL } from '../../src/run/policies.ts';
 import { runCoevolution, computeSplit } from '../../src/evolve/run.ts';
 import { parseRunConfig, type RunConfigInput } from '../../src/run/config.ts';
-import { bestServing, RunState, stepNames } from '../../src/run/state.ts';
+import { bestServing, f1Points, RunState, stepNames } from '../../src/run/state.ts';
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
@@ -115,6 +115,8 @@ describe('the final refit', () => {
     // Every item is indexed again; the held-out evaluation covers every held-out query, beside the same refit from SFT.
     expect((snap.gens[`item:${refit.itemGeneration}`] as unknown[]).length).toBe(synthCorpus().items.length);
     expect(refit.metrics.queries).toBe(split.eval.length);
+    // The drift report's F1 figures end with it, a point of its own after the rounds.
+    expect(f1Points(res.steps).at(-1)).toEqual({ round: 2, side: 'refit', f1: refit.metrics.f1 });
     for (const v of [refit.refit!.fromSft.f1, refit.metrics.f1]) {
       expect(v).toBeGreaterThanOrEqual(0);
       expect(v).toBeLessThanOrEqual(1);
