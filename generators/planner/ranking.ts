@@ -123,7 +123,7 @@ export function backfill(
   if (want <= 0 || ranker === 'keywords' || planner === null) return [...ranked];
   const text = planner.textScores(input);
   if (!text.some((s) => s > 0)) return [...ranked];
-  const s = scores ?? (ranker === 'text' ? text : rankerScores(ranker, planner, input));
+  const s = scores ?? rankerScores(ranker, planner, input);
   const seen = new Set(ranked.map((x) => x.ordinal));
   const extra: RankedEntity[] = [];
   // The top `want + |served|` by score hold the top `want` outside the served set.

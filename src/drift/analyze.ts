@@ -169,6 +169,28 @@ export interface DriftReport {
 
 export const DEFAULT_DIFF_LIMIT = 50;
 
+/** One row of the report's per-round tables: the round's alignment point and its F1 points by side. */
+export interface RoundRow {
+  round: number;
+  alignment: AlignmentPoint | undefined;
+  f1: Partial<Record<F1Point['side'], number>>;
+}
+
+/**
+ * The per-round rows the HTML and CLI tables show: every round with an alignment or an F1
+ * point, ascending; `refit` tells whether the run has a final refit (its column is shown
+ * only then).
+ */
+export function roundRows(r: Pick<DriftReport, 'alignment' | 'f1'>): { rows: RoundRow[]; refit: boolean } {
+  const rounds = [...new Set([...r.alignment.map((a) => a.round), ...r.f1.map((p) => p.round)])].sort((a, b) => a - b);
+  const rows = rounds.map((round) => {
+    const f1: RoundRow['f1'] = {};
+    for (const p of r.f1) if (p.round === round && f1[p.side] === undefined) f1[p.side] = p.f1;
+    return { round, alignment: r.alignment.find((a) => a.round === round), f1 };
+  });
+  return { rows, refit: r.f1.some((p) => p.side === 'refit') };
+}
+
 export const DriftOptionsSchema = z
   .object({
     from: z.number({ error: 'from must be a number' }).int('from must be an integer').min(0, 'from must be ≥ 0').default(0),

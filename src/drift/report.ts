@@ -15,7 +15,7 @@
  *   churn      per-entity churn (1 − mean Jaccard) against the previous generation.
  * followed by summary tables.
  */
-import type { AlignmentPoint, DriftReport, F1Point, KeywordUse } from './analyze.ts';
+import { roundRows, type AlignmentPoint, type DriftReport, type F1Point, type KeywordUse } from './analyze.ts';
 import type { Side } from '../../index/core/types.ts';
 
 export const SIDE_COLOURS: Record<Side, string> = { item: '#2563eb', query: '#ea580c' };
@@ -506,19 +506,15 @@ function sideTable(r: DriftReport): string {
 
 function alignmentTable(r: DriftReport): string {
   if (r.alignment.length === 0 && r.f1.length === 0) return '';
-  const rounds = [...new Set([...r.alignment.map((a) => a.round), ...r.f1.map((p) => p.round)])].sort((a, b) => a - b);
   // A run with a final refit has a column for it (its round is past the last half-round).
-  const refit = r.f1.some((p) => p.side === 'refit');
+  const { rows: perRound, refit } = roundRows(r);
+  const f = (v: number | undefined) => (v === undefined ? '—' : v.toFixed(3));
   let rows = '';
-  for (const round of rounds) {
-    const a = r.alignment.find((p) => p.round === round);
-    const fq = r.f1.find((p) => p.round === round && p.side === 'query');
-    const fi = r.f1.find((p) => p.round === round && p.side === 'item');
-    const fr = r.f1.find((p) => p.round === round && p.side === 'refit');
+  for (const { round, alignment: a, f1 } of perRound) {
     rows +=
       `<tr><td>${round}</td><td>${a ? pct(a.queryCoverage, 1) : '—'}</td><td>${a ? pct(a.itemCoverage, 1) : '—'}</td>` +
-      `<td>${a ? pct(a.jaccard, 1) : '—'}</td><td>${a ? a.shared : '—'}</td><td>${fq ? fq.f1.toFixed(3) : '—'}</td><td>${fi ? fi.f1.toFixed(3) : '—'}</td>` +
-      (refit ? `<td>${fr ? fr.f1.toFixed(3) : '—'}</td>` : '') +
+      `<td>${a ? pct(a.jaccard, 1) : '—'}</td><td>${a ? a.shared : '—'}</td><td>${f(f1.query)}</td><td>${f(f1.item)}</td>` +
+      (refit ? `<td>${f(f1.refit)}</td>` : '') +
       '</tr>';
   }
   return (

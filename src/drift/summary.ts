@@ -1,6 +1,6 @@
 /** The compact plain-text summary of a drift report that `cogr drift` prints. */
 import { columnsFrom, renderTable } from '../table.ts';
-import type { DriftReport, KeywordUse } from './analyze.ts';
+import { roundRows, type DriftReport, type KeywordUse } from './analyze.ts';
 
 /** Right-aligned numbers after the first column, no rule under the header. */
 function table(header: string[], rows: string[][]): string {
@@ -37,25 +37,19 @@ export function formatDriftSummary(r: DriftReport): string {
     }
   }
   let out = table(['side', 'gen', 'entities', 'distinct', 'kw/ent', 'median', '1w', '2w', '3+w', 'H bits', 'Gini', 'churn'], rows);
-  const rounds = [...new Set([...r.alignment.map((a) => a.round), ...r.f1.map((p) => p.round)])].sort((a, b) => a - b);
-  if (rounds.length > 0) {
-    // A run with a final refit has a column for it (its round is past the last half-round).
-    const refit = r.f1.some((p) => p.side === 'refit');
-    const arows = rounds.map((round) => {
-      const a = r.alignment.find((p) => p.round === round);
-      const fq = r.f1.find((p) => p.round === round && p.side === 'query');
-      const fi = r.f1.find((p) => p.round === round && p.side === 'item');
-      const fr = r.f1.find((p) => p.round === round && p.side === 'refit');
-      return [
-        String(round),
-        a ? pct(a.queryCoverage) : '-',
-        a ? pct(a.itemCoverage) : '-',
-        a ? a.jaccard.toFixed(3) : '-',
-        fq ? fq.f1.toFixed(3) : '-',
-        fi ? fi.f1.toFixed(3) : '-',
-        ...(refit ? [fr ? fr.f1.toFixed(3) : '-'] : []),
-      ];
-    });
+  // A run with a final refit has a column for it (its round is past the last half-round).
+  const { rows: perRound, refit } = roundRows(r);
+  if (perRound.length > 0) {
+    const f = (v: number | undefined) => (v === undefined ? '-' : v.toFixed(3));
+    const arows = perRound.map(({ round, alignment: a, f1 }) => [
+      String(round),
+      a ? pct(a.queryCoverage) : '-',
+      a ? pct(a.itemCoverage) : '-',
+      a ? a.jaccard.toFixed(3) : '-',
+      f(f1.query),
+      f(f1.item),
+      ...(refit ? [f(f1.refit)] : []),
+    ]);
     out += '\n' + table(['round', 'q-in-item', 'i-in-query', 'Jaccard', 'F1 q-step', 'F1 i-step', ...(refit ? ['F1 refit'] : [])], arows);
   }
   for (const side of ['item', 'query'] as const) {

@@ -155,14 +155,14 @@ export class OpenSearchNodes {
         }
       }
       if ((status >= 200 && status < 300) || (status === 404 && opts.allow404)) return { status, body: parsed as T };
-      const err = (parsed as { error?: OpenSearchErrorBody } | null)?.error;
-      const reason =
-        typeof err === 'object' && err ? `${err.type ?? 'error'}: ${err.root_cause?.[0]?.reason ?? err.reason ?? ''}` : text.slice(0, 300);
+      const raw = (parsed as { error?: unknown } | null)?.error;
+      const err = typeof raw === 'object' && raw !== null ? (raw as OpenSearchErrorBody) : null;
+      const reason = err ? `${err.type ?? 'error'}: ${err.root_cause?.[0]?.reason ?? err.reason ?? ''}` : text.slice(0, 300);
       throw cogrError('BACKEND_ERROR', `opensearch ${method} ${path} on ${node}: HTTP ${status} ${reason}`, {
         node,
         status,
-        type: typeof err === 'object' && err ? (err.type ?? null) : null,
-        causes: typeof err === 'object' && err ? causeTypes(err) : [],
+        type: err?.type ?? null,
+        causes: err ? causeTypes(err) : [],
       });
     }
     const tried = attempts.map((a) => `${a.node} (${a.error})`).join('; ');

@@ -24,6 +24,7 @@ import type { CogrDb, JsonSublevel } from '../../index/store/db.ts';
 import { cogrError, schemaError } from '../../index/core/errors.ts';
 import type { Corpus, Side } from '../../index/core/types.ts';
 import type { Ranker } from '../../generators/planner/rankers.ts';
+import type { F1Point } from '../drift/analyze.ts';
 import { parseStoredConfig, type RunConfig } from './config.ts';
 import { checkRunData, dataFingerprint, parseFingerprint, type DataFingerprint } from './fingerprint.ts';
 import { publishRunState, readPublishedRun } from './published.ts';
@@ -364,8 +365,8 @@ export function frozenFor(
  * Held-out F1 per half-round in the drift report's shape: the SFT step counts as round 0
  * of both sides; `rR-query` as (R, query); `rR-item` as (R, item).
  */
-export function f1Points(steps: readonly StepRecord[]): { round: number; side: Side | 'refit'; f1: number }[] {
-  const out: { round: number; side: Side | 'refit'; f1: number }[] = [];
+export function f1Points(steps: readonly StepRecord[]): F1Point[] {
+  const out: F1Point[] = [];
   for (const s of steps) {
     if (s.phase === 'sft') {
       out.push({ round: 0, side: 'query', f1: s.metrics.f1 }, { round: 0, side: 'item', f1: s.metrics.f1 });

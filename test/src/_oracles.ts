@@ -3,7 +3,7 @@
  * here so production exports only what production uses (npm run knip).
  */
 import type { CogrDb } from '../../index/store/db.ts';
-import type { Side } from '../../index/core/types.ts';
+import type { F1Point } from '../../src/drift/analyze.ts';
 import { DEFAULT_DIFF_LIMIT, diffPrepared, prepareSnapshot, type GenerationSnapshot, type KeywordDiff } from '../../src/drift/analyze.ts';
 import { f1Points, RunState } from '../../src/run/state.ts';
 import { evaluate, WorkMeter, type ProgramContext, type ProgramNode } from '../../src/server/program.ts';
@@ -27,7 +27,7 @@ export function cosine(a: Float32Array, b: Float32Array): number {
 }
 
 /** The F1 points of the run stored in a database (empty when it holds no run). */
-export async function storedF1Points(db: CogrDb): Promise<{ round: number; side: Side | 'refit'; f1: number }[]> {
+export async function storedF1Points(db: CogrDb): Promise<F1Point[]> {
   return f1Points(await new RunState(db).steps());
 }
 
