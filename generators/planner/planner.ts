@@ -43,7 +43,7 @@ import { runPlan, type PlanOptions, type PlanParts, type PlanResult } from './pl
 import { PlannerContexts, queryLabel, topByP } from './queryContext.ts';
 import { RelevanceModel, type RelevanceItem } from './relevance.ts';
 import { plannerToJSON, readPlannerJSON, setParams, type PlannerJSON } from './serialize.ts';
-import { grpoUpdate, tuneAlpha, type PlannerGrpoSample } from './training.ts';
+import { alphaCurves, grpoUpdate, tuneAlpha, type PlannerGrpoSample } from './training.ts';
 
 /**
  * The planner: the public face over its parts — configuration and relevance model
@@ -162,6 +162,15 @@ export class KeywordPlanner implements KeywordGenerator {
     grid?: readonly number[],
   ): { alpha: number; f1: number; curve: [number, number][] } {
     return tuneAlpha(this.parts, queries, relevantOf, grid);
+  }
+
+  /** Each query's F1 at every α of the grid, planned as held out; α unchanged (training.ts). */
+  alphaCurves(
+    queries: readonly GenerateInput[],
+    relevantOf: (id: string) => ReadonlySet<number>,
+    grid?: readonly number[],
+  ): Float64Array[] {
+    return alphaCurves(this.parts, queries, relevantOf, grid);
   }
 
   /** One GRPO step on the clipped surrogate (training.ts). */

@@ -35,27 +35,46 @@ export function tuneAlpha(
   relevantOf: (id: string) => ReadonlySet<number>,
   grid: readonly number[] = ALPHA_GRID,
 ): { alpha: number; f1: number; curve: [number, number][] } {
-  const { params } = planner;
-  const curve: [number, number][] = [];
-  let best = { alpha: params.alpha, f1: -1 };
-  // Query by query, every α of the grid (a query's features, p and candidates are built
-  // once, not once per α when the caches cannot hold every query); each α's sum adds the
-  // queries in the same order, so the curve is that of α by α.
+  const rows = alphaCurves(planner, queries, relevantOf, grid);
+  // Each α's sum adds the queries in the same order, so the curve is that of α by α.
   const sums = new Float64Array(grid.length);
-  for (const q of queries) {
-    const rel = relevantOf(q.id);
-    for (let g = 0; g < grid.length; g++) {
-      params.alpha = grid[g];
-      sums[g] += setF1(runPlan(planner, q, { asHeldOut: true }).matched, rel);
-    }
-  }
+  for (const row of rows) for (let g = 0; g < grid.length; g++) sums[g] += row[g];
+  const curve: [number, number][] = [];
+  let best = { alpha: planner.params.alpha, f1: -1 };
   grid.forEach((a, g) => {
     const f1 = queries.length ? sums[g] / queries.length : 0;
     curve.push([a, f1]);
     if (f1 > best.f1 + 1e-12) best = { alpha: a, f1 };
   });
-  params.alpha = best.alpha;
+  planner.params.alpha = best.alpha;
   return { ...best, curve };
+}
+
+/**
+ * Each query's F1 at every α of `grid`, planned as held out (one row per query, one column
+ * per α); the planner's α is left as it was. Query by query, every α of the grid: a
+ * query's features, p and candidates are built once, not once per α when the caches
+ * cannot hold every query.
+ */
+export function alphaCurves(
+  planner: PlanParts,
+  queries: readonly GenerateInput[],
+  relevantOf: (id: string) => ReadonlySet<number>,
+  grid: readonly number[] = ALPHA_GRID,
+): Float64Array[] {
+  const { params } = planner;
+  const before = params.alpha;
+  const rows = queries.map((q) => {
+    const rel = relevantOf(q.id);
+    const row = new Float64Array(grid.length);
+    for (let g = 0; g < grid.length; g++) {
+      params.alpha = grid[g];
+      row[g] = setF1(runPlan(planner, q, { asHeldOut: true }).matched, rel);
+    }
+    return row;
+  });
+  params.alpha = before;
+  return rows;
 }
 
 /**

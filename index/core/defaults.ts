@@ -48,11 +48,20 @@ export const DEFAULTS = deepFreeze({
     /** Inner folds of the core training queries for `adoptOn: 'crossfit'` (a shadow half-round per fold). */
     crossfitFolds: 2,
     /**
+     * How α is tuned on training queries whose judgements also fitted the relevance model:
+     * 'insample' (planned as held out with the model fitted on them) or 'crossfit' (each of
+     * `alphaFolds` inner folds planned with a model fitted without it; run.ts tuneAlpha).
+     */
+    alphaTuning: 'insample' as 'insample' | 'crossfit',
+    alphaFolds: 5,
+    /**
      * After the rounds, refit the served step on every training query (core and dev): the
      * relevance model refitted with the run's options, α tuned on them, the items re-indexed
      * by the step's item policy with all of them offering (run.ts refitStep).
      */
     refit: true,
+    /** Refit only when a cross-fitted learning curve over the training queries says |dev| more queries help (run.ts refitTest). */
+    refitTest: false,
     /** The served set's floor: fallback (top c by p when nothing matches), auto (and top m by p added to every set), none; c and m chosen on training queries. */
     floor: 'fallback' as 'fallback' | 'auto' | 'none',
     /** The floors m tried (0 = none) and the largest fallback c. */

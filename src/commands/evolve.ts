@@ -310,6 +310,10 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
                   precision: mean((f) => bestOf(f).refit!.fromSft.precision),
                   recall: mean((f) => bestOf(f).refit!.fromSft.recall),
                 },
+                // `--refit-test yes`: the folds whose refit passed its test (the others serve their chosen step as it is).
+                ...(folds.every((f) => bestOf(f).refit!.test)
+                  ? { refit_test_passed: folds.filter((f) => bestOf(f).refit!.test!.passed).length }
+                  : {}),
               }
             : {}),
         }
@@ -343,7 +347,12 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
         final: {
           step: b.step,
           ...(b.phase === 'refit'
-            ? { refit_of: b.base, before_refit_f1: chosenOf(f).metrics.f1, refit_from_sft_f1: b.refit!.fromSft.f1 }
+            ? {
+                refit_of: b.base,
+                before_refit_f1: chosenOf(f).metrics.f1,
+                refit_from_sft_f1: b.refit!.fromSft.f1,
+                ...(b.refit!.test ? { refit_test: b.refit!.test } : {}),
+              }
             : {}),
           f1: b.metrics.f1,
           precision: b.metrics.precision,

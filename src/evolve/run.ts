@@ -47,7 +47,7 @@ import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.t
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { topByP } from '../../generators/planner/queryContext.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
-import type { PlannerGrpoSample } from '../../generators/planner/training.ts';
+import { ALPHA_GRID, type PlannerGrpoSample } from '../../generators/planner/training.ts';
 import { itemInput, queryInput, relevantOrdinals, runSft, tuningQueries } from '../../generators/sft.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
@@ -82,6 +82,7 @@ import {
   type RankChoice,
   type RunSplit,
   type SetFloor,
+  type RefitStats,
   type StepRecord,
   type TrainStats,
 } from '../run/state.ts';
@@ -337,7 +338,7 @@ async function crossfitScores(
     if (scored.length === 0) continue;
     const train = folds.flatMap((f, j) => (j === h ? [] : f));
     const shadowStep = `${step}~cf${h}`;
-    const inner = innerPlanner(ctx, basePlanner, baseItems, train, h);
+    const inner = innerPlanner(ctx, basePlanner, baseItems, train, scored);
     prev.push(...trainingAsHeldOut(ctx, inner, baseItems, { queries: scored }).perQuery);
     if (queryView === null) {
       // The shadow trains a copy of the inner planner (its α already tuned on `train`).
@@ -358,30 +359,57 @@ async function crossfitScores(
 }
 
 /**
- * The relevance models of the inner folds (fitted without fold h's queries) and their fitted
- * weights, per run context: the same for every step (a shadow's GRPO with `--planner-params
- * all` moves the weights; each step starts again from the fit).
+ * Relevance models fitted without some training queries, and their fitted weights, per run
+ * context, keyed by the queries left out: the inner folds of the cross-fitted adoption
+ * test and of the cross-fitted α. The same for every step (a shadow's GRPO with
+ * `--planner-params all` moves the weights; each use starts again from the fit).
  */
-const INNER_RELEVANCE = new WeakMap<Ctx, Map<number, { model: RelevanceModel; fitted: Float64Array }>>();
+const INNER_RELEVANCE = new WeakMap<Ctx, Map<string, { model: RelevanceModel; fitted: Float64Array }>>();
+
+/** The relevance model of `base` refitted on `train`, cached under `key` (the queries left out). */
+function innerModel(ctx: Ctx, base: KeywordPlanner, train: readonly Query[], key: string): RelevanceModel {
+  let models = INNER_RELEVANCE.get(ctx);
+  if (!models) INNER_RELEVANCE.set(ctx, (models = new Map()));
+  let inner = models.get(key);
+  if (!inner) {
+    ctx.logger.debug(`inner relevance model on ${train.length} training queries`);
+    const model = refitRelevance(ctx, base, train, relevantOf(ctx, train));
+    inner = { model, fitted: model.getWeights() };
+    models.set(key, inner);
+  } else inner.model.setWeights(inner.fitted);
+  return inner.model;
+}
+
+/** The judgements of `queries`, from the corpus. */
+function relevantOf(ctx: Ctx, queries: readonly Query[]): Map<string, ReadonlySet<string>> {
+  const none = new Set<string>();
+  return new Map(queries.map((q) => [q.id, ctx.corpus.relevant.get(q.id) ?? none]));
+}
+
+/** A key naming a set of queries (their ids, sorted). */
+function queriesKey(queries: readonly Query[]): string {
+  return queries
+    .map((q) => q.id)
+    .sort()
+    .join('\u0000');
+}
 
 /**
  * The planner of inner fold h: the relevance model refitted on `train` (the other folds'
  * core queries) with the run's options, the base planner's configuration and parameters,
- * and α tuned on `train` against `itemView`, as SFT and every query half-round tune it.
+ * and α tuned on `train` against `itemView` (in sample, whatever `--alpha-tuning` says: a
+ * shadow's pair is compared under one planner).
  */
-function innerPlanner(ctx: Ctx, base: KeywordPlanner, itemView: KeywordView, train: readonly Query[], h: number): KeywordPlanner {
-  let models = INNER_RELEVANCE.get(ctx);
-  if (!models) INNER_RELEVANCE.set(ctx, (models = new Map()));
-  let inner = models.get(h);
-  if (!inner) {
-    ctx.logger.debug(`crossfit: relevance model without inner fold ${h}`);
-    const model = refitRelevance(ctx, base, train, ctx.coreRelevant);
-    inner = { model, fitted: model.getWeights() };
-    models.set(h, inner);
-  } else inner.model.setWeights(inner.fitted);
-  const planner = base.withRelevance(inner.model);
+function innerPlanner(
+  ctx: Ctx,
+  base: KeywordPlanner,
+  itemView: KeywordView,
+  train: readonly Query[],
+  scored: readonly Query[],
+): KeywordPlanner {
+  const planner = base.withRelevance(innerModel(ctx, base, train, queriesKey(scored)));
   planner.attachOpposite(itemView);
-  tuneAlpha(ctx, planner, itemView, train);
+  tuneAlpha(ctx, planner, itemView, train, ctx.coreRelevant, 'insample');
   return planner;
 }
 
@@ -574,10 +602,129 @@ function tuneAlpha(
   itemView: KeywordView,
   queries: readonly Query[] = ctx.coreQueries,
   relevant: ReadonlyMap<string, ReadonlySet<string>> = ctx.coreRelevant,
+  how: 'insample' | 'crossfit' = ctx.config.alphaTuning,
 ): void {
   const rel = relevantOrdinals(itemView, relevant);
   const none = new Set<number>();
-  planner.tuneAlpha(tuningQueries(queries, ctx.config.seed).map(queryInput), (id) => rel.get(id) ?? none);
+  const ordinalsOf = (id: string) => rel.get(id) ?? none;
+  const tuning = tuningQueries(queries, ctx.config.seed);
+  if (how === 'insample' || tuning.length < ALPHA_FOLDS) {
+    planner.tuneAlpha(tuning.map(queryInput), ordinalsOf);
+    return;
+  }
+  planner.alpha = crossfitAlpha(ctx, planner, itemView, queries, tuning, ordinalsOf);
+}
+
+/** Inner folds of the cross-fitted α (`--alpha-tuning crossfit`). */
+const ALPHA_FOLDS = DEFAULTS.run.alphaFolds;
+
+/** The inner folds of the cross-fitted α: `queries` shuffled by the run's seed, dealt round-robin into ALPHA_FOLDS folds. */
+export function alphaFolds<Q>(queries: readonly Q[], seed: number): Q[][] {
+  const order = shuffle(queries, createRng(deriveSeed(seed, 'alpha-folds')));
+  const folds: Q[][] = Array.from({ length: ALPHA_FOLDS }, () => []);
+  order.forEach((q, i) => folds[i % ALPHA_FOLDS].push(q));
+  return folds;
+}
+
+/**
+ * α cross-fitted (`--alpha-tuning crossfit`): `queries` fall in ALPHA_FOLDS inner folds
+ * (alphaFolds); each fold's tuning queries are planned as held out by a copy of `planner`
+ * whose relevance model was refitted without that fold (its configuration, parameters
+ * and item index kept), and the grid's α with the highest mean F1 over every tuning query
+ * wins (ties: the smaller). The in-sample tuning plans queries with a model fitted on their
+ * own judgements; on a few dozen queries that can carry α, and the sets, far from what
+ * serves unseen queries. Costs ALPHA_FOLDS model fits per set of queries (cached per run).
+ */
+function crossfitAlpha(
+  ctx: Ctx,
+  planner: KeywordPlanner,
+  itemView: KeywordView,
+  queries: readonly Query[],
+  tuning: readonly Query[],
+  ordinalsOf: (id: string) => ReadonlySet<number>,
+): number {
+  const rows = crossfitCurves(ctx, planner, itemView, queries, ordinalsOf, { scoring: new Set(tuning.map((q) => q.id)) });
+  const best = bestColumn(rows);
+  ctx.logger.debug(`α cross-fitted over ${rows.length} queries in ${ALPHA_FOLDS} folds: ${ALPHA_GRID[best]}`);
+  return ALPHA_GRID[best];
+}
+
+/**
+ * Out-of-fold α curves: for every inner fold of `queries` (alphaFolds), the F1 at every α
+ * of the grid of its queries (those in `scoring`, default all), planned as held out by
+ * `planner` over a relevance model fitted without the fold — and without `less(fold)` too,
+ * when given (a smaller fit, for the refit test). Rows in fold order.
+ */
+function crossfitCurves(
+  ctx: Ctx,
+  planner: KeywordPlanner,
+  itemView: KeywordView,
+  queries: readonly Query[],
+  ordinalsOf: (id: string) => ReadonlySet<number>,
+  opts: { scoring?: ReadonlySet<string>; less?: (fold: readonly Query[], rest: readonly Query[]) => readonly Query[] } = {},
+): Float64Array[] {
+  const rows: Float64Array[] = [];
+  for (const fold of alphaFolds(queries, ctx.config.seed)) {
+    const scored = opts.scoring ? fold.filter((q) => opts.scoring!.has(q.id)) : fold;
+    if (scored.length === 0) continue;
+    const inFold = new Set(fold.map((q) => q.id));
+    let train = queries.filter((q) => !inFold.has(q.id));
+    let left: readonly Query[] = fold;
+    if (opts.less) {
+      const drop = new Set(opts.less(fold, train).map((q) => q.id));
+      train = train.filter((q) => !drop.has(q.id));
+      left = [...fold, ...queries.filter((q) => drop.has(q.id))];
+    }
+    const inner = planner.withRelevance(innerModel(ctx, planner, train, queriesKey(left)));
+    inner.attachOpposite(itemView);
+    rows.push(...inner.alphaCurves(scored.map(queryInput), ordinalsOf, ALPHA_GRID));
+  }
+  return rows;
+}
+
+/** The column of `rows` with the highest sum (ties: the earlier). */
+function bestColumn(rows: readonly Float64Array[]): number {
+  const sums = new Float64Array(ALPHA_GRID.length);
+  for (const row of rows) for (let g = 0; g < sums.length; g++) sums[g] += row[g];
+  let best = 0;
+  for (let g = 1; g < sums.length; g++) if (sums[g] > sums[best] + 1e-12 * rows.length) best = g;
+  return best;
+}
+
+/**
+ * The refit's test (`--refit-test yes`), on the training queries alone: does fitting the
+ * relevance model on |dev| more queries help? A cross-fitted learning curve stands in for
+ * "core + dev against core", which no query is left to judge: in every inner fold of all
+ * training queries, the fold is planned (as held out, against the chosen step's item
+ * generation and with its planner parameters) by a model fitted without it and by one
+ * fitted without it and without |dev| more queries (a seeded draw); each at its own
+ * best α over all folds. The paired per-query gain passes as a half-round's does (≥ 0 and
+ * ≥ z standard errors). Every training query is judged once, by models that never saw it.
+ */
+function refitTest(
+  ctx: Ctx,
+  planner: KeywordPlanner,
+  itemView: KeywordView,
+  training: readonly Query[],
+  relevant: ReadonlyMap<string, ReadonlySet<string>>,
+): NonNullable<RefitStats['test']> {
+  const rel = relevantOrdinals(itemView, relevant);
+  const none = new Set<number>();
+  const ordinalsOf = (id: string) => rel.get(id) ?? none;
+  const extra = ctx.devQueries.length;
+  const more = crossfitCurves(ctx, planner, itemView, training, ordinalsOf);
+  const fewer = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, {
+    less: (fold, rest) => shuffle(rest, createRng(deriveSeed(ctx.config.seed, 'refit-test', queriesKey(fold)))).slice(0, extra),
+  });
+  const a = bestColumn(more);
+  const b = bestColumn(fewer);
+  const { mean, se } = meanSe(more.map((row, i) => row[a] - fewer[i][b]));
+  // A gain of 0 up to rounding (per-query gains that cancel) is a tie, and a tie passes as a half-round's does.
+  const passed = mean >= -1e-12 && mean >= ctx.config.adoptZ * se - 1e-12;
+  ctx.logger.info(
+    `refit test: ${extra} more queries in the fit, gain ${mean.toFixed(4)} ± ${se.toFixed(4)} over ${more.length} training queries: ${passed ? 'refit' : 'the chosen step is served as it is'}`,
+  );
+  return { gain: mean, se, queries: more.length, passed };
 }
 
 async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
@@ -811,7 +958,8 @@ async function trainQueryHalf(
   const planner = start ?? (await runPlanner(ctx, generatorRound(done, 'query')));
   planner.attachOpposite(itemView);
   ctx.logger.debug(`phase ${step}: α tuning`);
-  tuneAlpha(ctx, planner, itemView, queries);
+  // A cross-fitted shadow (`start` given) keeps its inner planner's in-sample α tuning.
+  tuneAlpha(ctx, planner, itemView, queries, ctx.coreRelevant, start ? 'insample' : ctx.config.alphaTuning);
   const scorer = heldOutQueryScorer(itemView, queries, ctx.coreRelevant, planner, config);
   const stats = await trainPhase(ctx, {
     side: 'query',
@@ -1033,6 +1181,40 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
         floor: ctx.floor,
       },
     ).metrics;
+  let test: RefitStats['test'];
+  if (ctx.config.refitTest) {
+    ctx.logger.info(`refit test: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
+    const chosen = await runPlanner(ctx, generatorRound(done, 'query'));
+    const view = await ctx.store.openView('item', base.itemGeneration);
+    test = refitTest(ctx, chosen, view, training, relevant);
+    if (!test.passed) {
+      // The chosen step served as it is: its item generation, its planner (saved at the refit's round).
+      chosen.attachOpposite(view);
+      await savePlanner(ctx.policies, round, chosen);
+      const metrics = heldOut(chosen, view);
+      return {
+        step: REFIT_STEP,
+        round,
+        phase: 'refit',
+        itemGeneration: base.itemGeneration,
+        queryGeneration: base.queryGeneration,
+        base: base.step,
+        dev: null,
+        alpha: chosen.alpha,
+        metrics,
+        vocabulary: base.vocabulary,
+        train: null,
+        refit: {
+          queries: training.length,
+          itemPolicyRound: generatorRound(done, 'item'),
+          plannerRound: generatorRound(done, 'query'),
+          fromSft: { f1: sft.metrics.f1, precision: sft.metrics.precision, recall: sft.metrics.recall },
+          test,
+          seconds: (Date.now() - t0) / 1000,
+        },
+      };
+    }
+  }
   const made = await refitFrom(base);
   const itemGen = await commitGeneration(ctx, 'item', made.entries, { step: REFIT_STEP, round }, base.itemGeneration);
   const itemView = await ctx.store.openView('item', itemGen);
@@ -1064,6 +1246,7 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
       itemPolicyRound: made.itemPolicyRound,
       plannerRound: made.plannerRound,
       fromSft: { f1: fromSft.f1, precision: fromSft.precision, recall: fromSft.recall },
+      ...(test ? { test } : {}),
       seconds: (Date.now() - t0) / 1000,
     },
   };

@@ -157,6 +157,17 @@ export const RUN_OPTIONS = {
     kind: 'string',
   }),
   /**
+   * How α is tuned on training queries (SFT, query half-rounds, the refit; run.ts
+   * tuneAlpha): 'insample' plans them as held out with the relevance model fitted on them;
+   * 'crossfit' plans each inner fold with a model fitted without it, so α is chosen as it
+   * will serve unseen queries. Runs written before this field were 'insample'.
+   */
+  alphaTuning: opt(z.enum(['insample', 'crossfit']).default(r.alphaTuning), true, {
+    flag: '--alpha-tuning <how>',
+    help: `how α is tuned on training queries: insample (the relevance model fitted on them) | crossfit (${r.alphaFolds} inner folds, each planned with a model fitted without it) (default ${r.alphaTuning})`,
+    kind: 'string',
+  }),
+  /**
    * The final refit (run.ts refitStep): after the last round, the step the dev split chose
    * is refitted on all training queries, dev ones included (their judgements train the
    * relevance model, tune α and offer items keywords), and that refit is what the run
@@ -166,6 +177,17 @@ export const RUN_OPTIONS = {
   refit: opt(z.boolean().default(r.refit), false, {
     flag: '--refit <yes|no>',
     help: `after the rounds, refit the chosen step on all training queries, dev ones included, and serve the refit (default ${r.refit ? 'yes' : 'no'})`,
+    kind: 'yesno',
+  }),
+  /**
+   * The refit's test (run.ts refitTest): refit only when a cross-fitted learning curve over
+   * the training queries says a fit on |dev| more queries helps (as a half-round's
+   * adoption test: gain ≥ 0 and ≥ z standard errors); otherwise the refit step serves the
+   * chosen step as it is. Runs written before this field refitted without a test.
+   */
+  refitTest: opt(z.boolean().default(r.refitTest), true, {
+    flag: '--refit-test <yes|no>',
+    help: `refit only when a cross-fitted learning curve over the training queries says |dev| more queries in the fit help (gain ≥ 0 and ≥ z standard errors); otherwise serve the chosen step as it is (default ${r.refitTest ? 'yes' : 'no'})`,
     kind: 'yesno',
   }),
   /**
@@ -297,6 +319,8 @@ export type RunConfig = z.output<typeof RunConfigSchema>;
  */
 const STORED_BEFORE: Partial<RunConfigInput> = {
   adoptOn: 'dev',
+  alphaTuning: 'insample',
+  refitTest: false,
   floor: 'none',
   backfill: 0,
   relevanceQueryTf: false,

@@ -174,6 +174,13 @@ export interface RefitStats {
   itemPolicyRound: number;
   plannerRound: number;
   fromSft: { f1: number; precision: number; recall: number };
+  /**
+   * The refit's test (`--refit-test yes`, run.ts refitTest): the cross-fitted gain of |dev|
+   * more queries in the relevance fit, its standard error, the training queries it paired,
+   * and whether it passed. Not passed: the step serves the chosen step as it is (its item
+   * generation and planner), and `fromSft` is the SFT step's own held-out figures.
+   */
+  test?: { gain: number; se: number; queries: number; passed: boolean };
   seconds: number;
 }
 

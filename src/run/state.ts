@@ -38,6 +38,7 @@ export type {
   TrainStats,
   ImportRecord,
   StepRecord,
+  RefitStats,
   RunSplit,
 } from './records.ts';
 

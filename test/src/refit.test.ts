@@ -21,6 +21,7 @@ import { bestServing, f1Points, RunState, stepNames } from '../../src/run/state.
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { oneRelevantCorpus } from '../../bench/oneRelevantCorpus.ts';
 
 const CONFIG: RunConfigInput = { ...LOOP_TEST_CONFIG, rounds: 1, refit: true };
 
@@ -194,5 +195,65 @@ describe('the final refit', () => {
     const res = (await run(tempDb(), { ...CONFIG, devFraction: 0 })).res;
     expect(res.split.dev).toEqual([]);
     expect(res.steps.map((s) => s.step)).toEqual(['sft', 'r1-query', 'r1-item']);
+  });
+});
+
+describe('the refit test (--refit-test yes)', () => {
+  const TESTED: RunConfigInput = { ...CONFIG, refitTest: true };
+
+  it('pairs every training query once and applies the adoption rule to the learning curve', async () => {
+    const { res } = await run(tempDb(), TESTED);
+    const refit = res.steps[3];
+    const test = refit.refit!.test!;
+    expect(test.queries).toBe(res.split.train.length);
+    expect(Number.isFinite(test.gain) && test.se >= 0).toBe(true);
+    expect(test.passed).toBe(test.gain >= 0 && test.gain >= res.config.adoptZ * test.se);
+    // Without the test the refit carries no test record; the rounds before it are the same.
+    expect(ref.res.steps[3].refit!.test).toBeUndefined();
+    expect(res.steps.slice(0, 3).map((s) => [s.step, s.adopted, s.alpha ?? null])).toEqual(
+      ref.res.steps.slice(0, 3).map((s) => [s.step, s.adopted, s.alpha ?? null]),
+    );
+  });
+
+  it('declined, serves the chosen step as it is: its item generation, its planner, its held-out figures', async () => {
+    // One relevant item per query (bench/oneRelevantCorpus.ts): here six more queries in the fit lose on the inner folds.
+    const config = { ...TESTED, seed: 3 };
+    const { res, snap } = await run(tempDb(), config, oneRelevantCorpus({ seed: 9 }));
+    const refit = res.steps[3];
+    const test = refit.refit!.test!;
+    expect(test.gain).toBeLessThan(0);
+    expect(test.passed).toBe(false);
+    const chosen = res.steps
+      .slice(0, 3)
+      .filter((s) => s.adopted)
+      .at(-1)!;
+    expect(refit).toMatchObject({
+      phase: 'refit',
+      base: chosen.step,
+      itemGeneration: chosen.itemGeneration,
+      queryGeneration: chosen.queryGeneration,
+    });
+    expect(res.best).toBe(refit);
+    // No generation of its own, and the planner it saves is the chosen step's.
+    expect(Object.keys(snap.gens).filter((k) => k.startsWith('item:'))).toHaveLength(
+      new Set(res.steps.slice(0, 3).map((s) => s.itemGeneration)).size,
+    );
+    expect(snap.planners[2]).toEqual(snap.planners[refit.refit!.plannerRound]);
+    expect(refit.metrics.f1).toBe(chosen.metrics.f1);
+    expect(refit.refit!.fromSft.f1).toBe(res.steps[0].metrics.f1);
+  });
+
+  it('reads no held-out judgement', async () => {
+    const corpus = synthCorpus();
+    const split = computeSplit(corpus, parseRunConfig(TESTED));
+    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
+    for (const qid of split.eval) {
+      altered.relevant.set(qid, new Set([corpus.items[0].id]));
+      altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
+    }
+    const a = await run(tempDb(), TESTED);
+    const b = await run(tempDb(), TESTED, altered);
+    expect(b.res.steps[3].refit!.test).toEqual(a.res.steps[3].refit!.test);
+    expect(b.snap.planners).toEqual(a.snap.planners);
   });
 });
