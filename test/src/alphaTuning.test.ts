@@ -21,7 +21,7 @@ import { alphaFolds, computeSplit, runCoevolution } from '../../src/evolve/run.t
 import { parseRunConfig, parseStoredConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { coreIds } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
-import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { scrambledHeldOut, synthCorpus } from '../fixtures/synthCorpus.ts';
 
 const CONFIG: RunConfigInput = { ...LOOP_TEST_CONFIG, rounds: 1, refit: true, alphaTuning: 'crossfit' };
 
@@ -112,11 +112,7 @@ describe('cross-fitted α (--alpha-tuning crossfit)', () => {
   it('reads no held-out judgement: scrambled, they change no generation, planner or α', async () => {
     const corpus = synthCorpus();
     const split = computeSplit(corpus, parseRunConfig(CONFIG));
-    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
-    for (const qid of split.eval) {
-      altered.relevant.set(qid, new Set([corpus.items[0].id]));
-      altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
-    }
+    const altered = scrambledHeldOut(corpus, split.eval);
     const other = await run(altered);
     expect(other.gens).toEqual(ref.gens);
     expect(other.planners).toEqual(ref.planners);

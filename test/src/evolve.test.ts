@@ -14,7 +14,7 @@ import { RunState } from '../../src/run/state.ts';
 import { loadQueryGenerator } from '../../src/server/queryGenerator.ts';
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
-import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { scrambledHeldOut, synthCorpus } from '../fixtures/synthCorpus.ts';
 
 const dirs: string[] = [];
 function tempDb(): string {
@@ -56,16 +56,6 @@ async function runToEnd(path: string, corpus: Corpus = synthCorpus(), maxSteps?:
 
 let reference: Awaited<ReturnType<typeof runToEnd>>;
 let referencePath: string;
-
-/** The corpus with every held-out query's judgements replaced by one item (the first): what an adoption test must not read. */
-function scrambledHeldOut(corpus: Corpus, heldOut: readonly string[]): Corpus {
-  const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
-  for (const qid of heldOut) {
-    altered.relevant.set(qid, new Set([corpus.items[0].id]));
-    altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
-  }
-  return altered;
-}
 
 describe('co-evolution loop', () => {
   it('runs SFT and the alternating rounds, storing generations, policies and held-out metrics', async () => {

@@ -20,7 +20,7 @@ import { parseRunConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { bestServing, f1Points, RunState, stepNames } from '../../src/run/state.ts';
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
-import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { scrambledHeldOut, synthCorpus } from '../fixtures/synthCorpus.ts';
 import { oneRelevantCorpus } from '../../bench/oneRelevantCorpus.ts';
 
 const CONFIG: RunConfigInput = { ...LOOP_TEST_CONFIG, rounds: 1, refit: true };
@@ -127,11 +127,7 @@ describe('the final refit', () => {
   it('reads no held-out judgement: scrambled, they change no generation, planner or α, only the held-out figures', async () => {
     const corpus = synthCorpus();
     const split = computeSplit(corpus, parseRunConfig(CONFIG));
-    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
-    for (const qid of split.eval) {
-      altered.relevant.set(qid, new Set([corpus.items[0].id]));
-      altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
-    }
+    const altered = scrambledHeldOut(corpus, split.eval);
     const other = await run(tempDb(), CONFIG, altered);
     expect(other.snap.gens).toEqual(ref.snap.gens);
     expect(other.snap.planners).toEqual(ref.snap.planners);
@@ -246,11 +242,7 @@ describe('the refit test (--refit-test yes)', () => {
   it('reads no held-out judgement', async () => {
     const corpus = synthCorpus();
     const split = computeSplit(corpus, parseRunConfig(TESTED));
-    const altered: Corpus = { ...corpus, relevant: new Map(corpus.relevant), qrels: new Map(corpus.qrels) };
-    for (const qid of split.eval) {
-      altered.relevant.set(qid, new Set([corpus.items[0].id]));
-      altered.qrels.set(qid, new Map([[corpus.items[0].id, 1]]));
-    }
+    const altered = scrambledHeldOut(corpus, split.eval);
     const a = await run(tempDb(), TESTED);
     const b = await run(tempDb(), TESTED, altered);
     expect(b.res.steps[3].refit!.test).toEqual(a.res.steps[3].refit!.test);
