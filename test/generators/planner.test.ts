@@ -226,6 +226,29 @@ describe('KeywordPlanner: leave-one-out for training queries', () => {
     expect(t.curve.some(([, f]) => f < 1)).toBe(true);
   });
 
+  it("alphaCurves gives each query's F1 at every α, leaves α alone, and its column means are tuneAlpha's curve", () => {
+    const planner = new KeywordPlanner(rel);
+    planner.attachOpposite(itemView);
+    planner.alpha = 0.777;
+    const inputs = training.map(([qq]) => qq);
+    const relOf = (id: string) => relOrd(training.find(([qq]) => qq.id === id)![1]);
+    const grid = [0.125, 1, 4];
+    const rows = planner.alphaCurves(inputs, relOf, grid);
+    expect(planner.alpha).toBe(0.777);
+    expect(rows.map((r) => r.length)).toEqual([3, 3]);
+    // α matters here: some query's F1 differs across the grid.
+    expect(rows.some((r) => new Set(r).size > 1)).toBe(true);
+    // A row is the query's own F1 at that α, planned as held out.
+    for (const [i, q] of inputs.entries())
+      grid.forEach((a, g) => {
+        planner.alpha = a;
+        expect(rows[i][g]).toBe(setF1(planner.plan(q, { asHeldOut: true }).matched, relOf(q.id)));
+      });
+    const t = planner.tuneAlpha(inputs, relOf, grid);
+    expect(t.curve).toEqual(grid.map((a, g) => [a, (rows[0][g] + rows[1][g]) / 2]));
+    expect(planner.alpha).toBe(t.alpha);
+  });
+
   it("a training query's own judgements cannot change its features (scrambled judgements, same features)", () => {
     const scrambled = [
       [{ id: 'qa', text: 'statins cholesterol' }, ['i3', 'i4']],
