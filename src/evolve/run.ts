@@ -604,15 +604,23 @@ function tuneAlpha(
   relevant: ReadonlyMap<string, ReadonlySet<string>> = ctx.coreRelevant,
   how: 'insample' | 'crossfit' = ctx.config.alphaTuning,
 ): void {
-  const rel = relevantOrdinals(itemView, relevant);
-  const none = new Set<number>();
-  const ordinalsOf = (id: string) => rel.get(id) ?? none;
+  const ordinalsOf = relevantOrdinalsOf(itemView, relevant);
   const tuning = tuningQueries(queries, ctx.config.seed);
   if (how === 'insample' || tuning.length < ALPHA_FOLDS) {
     planner.tuneAlpha(tuning.map(queryInput), ordinalsOf);
     return;
   }
   planner.alpha = crossfitAlpha(ctx, planner, itemView, queries, tuning, ordinalsOf);
+}
+
+/** A query's relevant item ordinals in `itemView` (an empty set for a query without judgements). */
+function relevantOrdinalsOf(
+  itemView: KeywordView,
+  relevant: ReadonlyMap<string, ReadonlySet<string>>,
+): (id: string) => ReadonlySet<number> {
+  const rel = relevantOrdinals(itemView, relevant);
+  const none = new Set<number>();
+  return (id) => rel.get(id) ?? none;
 }
 
 /** Inner folds of the cross-fitted α (`--alpha-tuning crossfit`). */
@@ -708,9 +716,7 @@ function refitTest(
   training: readonly Query[],
   relevant: ReadonlyMap<string, ReadonlySet<string>>,
 ): NonNullable<RefitStats['test']> {
-  const rel = relevantOrdinals(itemView, relevant);
-  const none = new Set<number>();
-  const ordinalsOf = (id: string) => rel.get(id) ?? none;
+  const ordinalsOf = relevantOrdinalsOf(itemView, relevant);
   const extra = ctx.devQueries.length;
   const more = crossfitCurves(ctx, planner, itemView, training, ordinalsOf);
   const fewer = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, {
@@ -1143,7 +1149,7 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
   const sft = done.find((s) => s.phase === 'sft');
   if (!sft) throw cogrError('INTERNAL', 'the refit needs an SFT step');
   const training = [...ctx.coreQueries, ...ctx.devQueries];
-  const relevant = new Map(training.map((q) => [q.id, new Set(ctx.corpus.relevant.get(q.id) ?? [])]));
+  const relevant = relevantOf(ctx, training);
   let model: RelevanceModel | null = null;
   const refitFrom = async (from: StepRecord) => {
     const upTo = done.slice(0, done.indexOf(from) + 1);
@@ -1182,6 +1188,31 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
       },
     ).metrics;
   let test: RefitStats['test'];
+  // The step record of what the refit serves, and the no-round counterpart beside it.
+  const record = (
+    served: { itemGeneration: number; planner: KeywordPlanner; metrics: HeldOutMetrics; itemVocabulary: number },
+    rounds: { itemPolicyRound: number; plannerRound: number },
+    fromSft: HeldOutMetrics,
+  ): Omit<StepRecord, 'finishedAt' | 'adopted'> => ({
+    step: REFIT_STEP,
+    round,
+    phase: 'refit',
+    itemGeneration: served.itemGeneration,
+    queryGeneration: base.queryGeneration,
+    base: base.step,
+    dev: null,
+    alpha: served.planner.alpha,
+    metrics: served.metrics,
+    vocabulary: { item: served.itemVocabulary, query: base.vocabulary.query },
+    train: null,
+    refit: {
+      queries: training.length,
+      ...rounds,
+      fromSft: { f1: fromSft.f1, precision: fromSft.precision, recall: fromSft.recall },
+      ...(test ? { test } : {}),
+      seconds: (Date.now() - t0) / 1000,
+    },
+  });
   if (ctx.config.refitTest) {
     ctx.logger.info(`refit test: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
     const chosen = await runPlanner(ctx, generatorRound(done, 'query'));
@@ -1191,28 +1222,11 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
       // The chosen step served as it is: its item generation, its planner (saved at the refit's round).
       chosen.attachOpposite(view);
       await savePlanner(ctx.policies, round, chosen);
-      const metrics = heldOut(chosen, view);
-      return {
-        step: REFIT_STEP,
-        round,
-        phase: 'refit',
-        itemGeneration: base.itemGeneration,
-        queryGeneration: base.queryGeneration,
-        base: base.step,
-        dev: null,
-        alpha: chosen.alpha,
-        metrics,
-        vocabulary: base.vocabulary,
-        train: null,
-        refit: {
-          queries: training.length,
-          itemPolicyRound: generatorRound(done, 'item'),
-          plannerRound: generatorRound(done, 'query'),
-          fromSft: { f1: sft.metrics.f1, precision: sft.metrics.precision, recall: sft.metrics.recall },
-          test,
-          seconds: (Date.now() - t0) / 1000,
-        },
-      };
+      return record(
+        { itemGeneration: base.itemGeneration, planner: chosen, metrics: heldOut(chosen, view), itemVocabulary: base.vocabulary.item },
+        { itemPolicyRound: generatorRound(done, 'item'), plannerRound: generatorRound(done, 'query') },
+        sft.metrics,
+      );
     }
   }
   const made = await refitFrom(base);
@@ -1229,25 +1243,9 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     const view = memoryView(ctx, s.entries);
     fromSft = heldOut(tuned(s.planner, view), view);
   }
-  return {
-    step: REFIT_STEP,
-    round,
-    phase: 'refit',
-    itemGeneration: itemGen,
-    queryGeneration: base.queryGeneration,
-    base: base.step,
-    dev: null,
-    alpha: planner.alpha,
-    metrics,
-    vocabulary: { item: vocabularySize(itemView), query: base.vocabulary.query },
-    train: null,
-    refit: {
-      queries: training.length,
-      itemPolicyRound: made.itemPolicyRound,
-      plannerRound: made.plannerRound,
-      fromSft: { f1: fromSft.f1, precision: fromSft.precision, recall: fromSft.recall },
-      ...(test ? { test } : {}),
-      seconds: (Date.now() - t0) / 1000,
-    },
-  };
+  return record(
+    { itemGeneration: itemGen, planner, metrics, itemVocabulary: vocabularySize(itemView) },
+    { itemPolicyRound: made.itemPolicyRound, plannerRound: made.plannerRound },
+    fromSft,
+  );
 }
