@@ -62,6 +62,14 @@ export const DEFAULTS = deepFreeze({
     refit: true,
     /** Refit only when a cross-fitted learning curve over the training queries says |dev| more queries help (run.ts refitTest). */
     refitTest: false,
+    /**
+     * The refit test's z: the refit stands when the curve's mean gain is at least z standard
+     * errors (1: a half-round's rule, the refit must earn its place; 0: declined only when the
+     * curve falls; -1: declined only when it falls by more than one SE).
+     */
+    refitZ: 1,
+    /** The refit's α: 'tune' (tuned again on every training query against the refit's index) or 'keep' (the chosen step's, as hyper-parameters are kept when a model is refitted on train + dev). */
+    refitAlpha: 'tune' as 'tune' | 'keep',
     /** The served set's floor: fallback (top c by p when nothing matches), auto (and top m by p added to every set), none; c and m chosen on training queries. */
     floor: 'fallback' as 'fallback' | 'auto' | 'none',
     /** The floors m tried (0 = none) and the largest fallback c. */

@@ -706,8 +706,8 @@ function bestColumn(rows: readonly Float64Array[]): number {
  * training queries, the fold is planned (as held out, against the chosen step's item
  * generation and with its planner parameters) by a model fitted without it and by one
  * fitted without it and without |dev| more queries (a seeded draw); each at its own
- * best α over all folds. The paired per-query gain passes as a half-round's does (≥ 0 and
- * ≥ z standard errors). Every training query is judged once, by models that never saw it.
+ * best α over all folds. The paired per-query gain passes when it is ≥ refitZ standard errors
+ * (and ≥ 0 for refitZ ≥ 0). Every training query is judged once, by models that never saw it.
  */
 function refitTest(
   ctx: Ctx,
@@ -726,11 +726,12 @@ function refitTest(
   const b = bestColumn(fewer);
   const { mean, se } = meanSe(more.map((row, i) => row[a] - fewer[i][b]));
   // A gain of 0 up to rounding (per-query gains that cancel) is a tie, and a tie passes as a half-round's does.
-  const passed = mean >= -1e-12 && mean >= ctx.config.adoptZ * se - 1e-12;
+  const z = ctx.config.refitZ;
+  const passed = (z < 0 || mean >= -1e-12) && mean >= z * se - 1e-12;
   ctx.logger.info(
     `refit test: ${extra} more queries in the fit, gain ${mean.toFixed(4)} ± ${se.toFixed(4)} over ${more.length} training queries: ${passed ? 'refit' : 'the chosen step is served as it is'}`,
   );
-  return { gain: mean, se, queries: more.length, passed };
+  return { gain: mean, se, queries: more.length, z, passed };
 }
 
 async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
@@ -1172,7 +1173,8 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
   };
   const tuned = (planner: KeywordPlanner, itemView: KeywordView) => {
     planner.attachOpposite(itemView);
-    tuneAlpha(ctx, planner, itemView, training, relevant);
+    // With --refit-alpha keep the planner keeps the α of the step it was made from.
+    if (ctx.config.refitAlpha === 'tune') tuneAlpha(ctx, planner, itemView, training, relevant);
     return planner;
   };
   const heldOut = (planner: KeywordPlanner, itemView: KeywordView) =>

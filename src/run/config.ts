@@ -187,8 +187,29 @@ export const RUN_OPTIONS = {
    */
   refitTest: opt(z.boolean().default(r.refitTest), true, {
     flag: '--refit-test <yes|no>',
-    help: `refit only when a cross-fitted learning curve over the training queries says |dev| more queries in the fit help (gain ≥ 0 and ≥ z standard errors); otherwise serve the chosen step as it is (default ${r.refitTest ? 'yes' : 'no'})`,
+    help: `refit only when a cross-fitted learning curve over the training queries says |dev| more queries in the fit help (gain ≥ --refit-z standard errors); otherwise serve the chosen step as it is (default ${r.refitTest ? 'yes' : 'no'})`,
     kind: 'yesno',
+  }),
+  /**
+   * The refit test's z: the refit stands when the learning curve's mean gain is ≥ z standard
+   * errors (and, for z ≥ 0, ≥ 0). Runs written before this field used the run's adoptZ
+   * (parseStoredConfig).
+   */
+  refitZ: opt(z.number().min(-10).max(10).default(r.refitZ), true, {
+    flag: '--refit-z <z>',
+    help: `with --refit-test yes, the refit stands when the curve's mean gain is ≥ z standard errors: 1 (must earn its place, as a half-round), 0 (declined only when the curve falls), -1 (only when it falls by more than one SE) (default ${r.refitZ})`,
+    kind: 'number',
+  }),
+  /**
+   * The refit's α (run.ts refitStep): 'tune' tunes it again on every training query against
+   * the refit's item index; 'keep' serves the chosen step's α (the refit from SFT keeps
+   * SFT's), as a model refitted on train + dev keeps the hyper-parameters chosen before.
+   * Runs written before this field were 'tune'.
+   */
+  refitAlpha: opt(z.enum(['tune', 'keep']).default(r.refitAlpha), true, {
+    flag: '--refit-alpha <how>',
+    help: `the refit's α: tune (again, on every training query) | keep (the chosen step's) (default ${r.refitAlpha})`,
+    kind: 'string',
   }),
   /**
    * The served set's floor (run/state.ts SetFloor): 'fallback' — a query whose keywords
@@ -321,6 +342,8 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
   adoptOn: 'dev',
   alphaTuning: 'insample',
   refitTest: false,
+  refitZ: 1,
+  refitAlpha: 'tune',
   floor: 'none',
   backfill: 0,
   relevanceQueryTf: false,
@@ -332,8 +355,11 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
 
 /** A stored run config, validated; fields it predates get the behaviour it ran with (STORED_BEFORE), later ones their defaults. */
 export function parseStoredConfig(raw: unknown): ReturnType<typeof RunConfigSchema.safeParse> {
-  const withLegacy =
-    raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { ...STORED_BEFORE, ...(raw as Record<string, unknown>) } : raw;
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return RunConfigSchema.safeParse(raw);
+  const stored = raw as Record<string, unknown>;
+  // The refit test's z was the run's adoption z before it had its own field.
+  const refitZ = stored.refitZ === undefined && stored.adoptZ !== undefined ? { refitZ: stored.adoptZ } : {};
+  const withLegacy = { ...STORED_BEFORE, ...refitZ, ...stored };
   return RunConfigSchema.safeParse(withLegacy);
 }
 export type RunConfigInput = z.input<typeof RunConfigSchema>;

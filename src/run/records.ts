@@ -177,10 +177,11 @@ export interface RefitStats {
   /**
    * The refit's test (`--refit-test yes`, run.ts refitTest): the cross-fitted gain of |dev|
    * more queries in the relevance fit, its standard error, the training queries it paired,
-   * and whether it passed. Not passed: the step serves the chosen step as it is (its item
+   * the z it was held to (absent in runs made before --refit-z: the run's adoptZ) and
+   * whether it passed. Not passed: the step serves the chosen step as it is (its item
    * generation and planner), and `fromSft` is the SFT step's own held-out figures.
    */
-  test?: { gain: number; se: number; queries: number; passed: boolean };
+  test?: { gain: number; se: number; queries: number; z?: number; passed: boolean };
   seconds: number;
 }
 

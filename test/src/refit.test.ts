@@ -16,7 +16,7 @@ import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import { listPolicyRounds, POLICY_SUBLEVEL } from '../../src/run/policies.ts';
 import { runCoevolution, computeSplit } from '../../src/evolve/run.ts';
-import { parseRunConfig, type RunConfigInput } from '../../src/run/config.ts';
+import { parseRunConfig, parseStoredConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { bestServing, f1Points, RunState, stepNames } from '../../src/run/state.ts';
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
@@ -187,6 +187,21 @@ describe('the final refit', () => {
     expect(content(again.snap)).toEqual(content(ref.snap));
   });
 
+  it("with --refit-alpha keep, serves the chosen step's α; the rest of the refit is the same", async () => {
+    const kept = await run(tempDb(), { ...CONFIG, refitAlpha: 'keep' });
+    const refit = kept.res.steps[3];
+    const from = kept.snap.planners[refit.refit!.plannerRound];
+    expect(kept.snap.planners[2].params.alpha).toBe(from.params.alpha);
+    expect(refit.alpha).toBe(from.params.alpha);
+    // The tuned refit moved α on this fixture, so the check above can tell the two apart.
+    expect(ref.snap.planners[2].params.alpha).not.toBe(from.params.alpha);
+    // Same rounds, same relevance fit and the same item generation: only α differs.
+    expect(kept.snap.steps.slice(0, 3)).toEqual(ref.snap.steps.slice(0, 3));
+    expect(kept.snap.planners[2].relevance).toEqual(ref.snap.planners[2].relevance);
+    expect({ ...kept.snap.planners[2].params, alpha: 0 }).toEqual({ ...ref.snap.planners[2].params, alpha: 0 });
+    expect(kept.snap.gens[`item:${refit.itemGeneration}`]).toEqual(ref.snap.gens[`item:${ref.res.steps[3].itemGeneration}`]);
+  });
+
   it('is not made without dev queries (it would refit on the same judgements)', async () => {
     const res = (await run(tempDb(), { ...CONFIG, devFraction: 0 })).res;
     expect(res.split.dev).toEqual([]);
@@ -203,7 +218,8 @@ describe('the refit test (--refit-test yes)', () => {
     const test = refit.refit!.test!;
     expect(test.queries).toBe(res.split.train.length);
     expect(Number.isFinite(test.gain) && test.se >= 0).toBe(true);
-    expect(test.passed).toBe(test.gain >= 0 && test.gain >= res.config.adoptZ * test.se);
+    expect(test.z).toBe(res.config.refitZ);
+    expect(test.passed).toBe(test.gain >= 0 && test.gain >= res.config.refitZ * test.se);
     // Without the test the refit carries no test record; the rounds before it are the same.
     expect(ref.res.steps[3].refit!.test).toBeUndefined();
     expect(res.steps.slice(0, 3).map((s) => [s.step, s.adopted, s.alpha ?? null])).toEqual(
@@ -237,6 +253,23 @@ describe('the refit test (--refit-test yes)', () => {
     expect(snap.planners[2]).toEqual(snap.planners[refit.refit!.plannerRound]);
     expect(refit.metrics.f1).toBe(chosen.metrics.f1);
     expect(refit.refit!.fromSft.f1).toBe(res.steps[0].metrics.f1);
+
+    // The same curve held to a z below its own gain/SE (--refit-z): the refit is made.
+    const z = Math.floor(test.gain / test.se) - 0.5;
+    const lenient = await run(tempDb(), { ...config, refitZ: z }, oneRelevantCorpus({ seed: 9 }));
+    const made = lenient.res.steps[3];
+    expect(made.refit!.test).toEqual({ ...test, z, passed: true });
+    expect(made.itemGeneration).not.toBe(chosen.itemGeneration);
+    expect(lenient.snap.steps.slice(0, 3)).toEqual(snap.steps.slice(0, 3));
+  });
+
+  it('a stored run made before --refit-z reads its adoption z as the refit z', () => {
+    const stored = { ...parseRunConfig(TESTED) } as Record<string, unknown>;
+    delete stored.refitZ;
+    expect(parseStoredConfig({ ...stored, adoptZ: 2 }).data!.refitZ).toBe(2);
+    delete stored.adoptZ;
+    expect(parseStoredConfig(stored).data!.refitZ).toBe(1);
+    expect(parseStoredConfig({ ...stored, refitZ: -1 }).data!.refitZ).toBe(-1);
   });
 
   it('reads no held-out judgement', async () => {
