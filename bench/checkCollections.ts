@@ -40,9 +40,25 @@ export function knownItemCollection(corpus: Corpus, opts: { queries: number; see
   return { name: `${corpus.name}-known-item`, items, queries, qrels, relevant };
 }
 
-/** The collection's items with `queries` of its judged queries (seeded) and their judgements. */
-export function fewQueriesCollection(corpus: Corpus, opts: { queries: number; seed: number }): Corpus {
+/**
+ * The collection's items with `queries` of its judged queries (seeded) and their judgements;
+ * or, given `ids`, those judged queries in that order (a sample fixed by its list, e.g. one
+ * kept disjoint from the samples already looked at).
+ */
+export function fewQueriesCollection(corpus: Corpus, opts: { queries: number; seed: number; ids?: readonly string[] }): Corpus {
   const judged = corpus.queries.filter((q) => (corpus.relevant.get(q.id)?.size ?? 0) > 0);
+  if (opts.ids) {
+    const byId = new Map(judged.map((q) => [q.id, q]));
+    const seen = new Set<string>();
+    const queries = opts.ids.map((id, i) => {
+      const q = byId.get(id);
+      if (!q) throw cogrError('INVALID_ARGUMENT', `ids: entry ${i + 1} (${id}) is not a judged query of ${corpus.name}`);
+      if (seen.has(id)) throw cogrError('INVALID_ARGUMENT', `ids: entry ${i + 1} (${id}) is listed twice`);
+      seen.add(id);
+      return q;
+    });
+    return sampleOf(corpus, queries, `${corpus.name}-${queries.length}-queries`);
+  }
   if (judged.length < opts.queries)
     throw cogrError(
       'INVALID_ARGUMENT',
@@ -53,9 +69,16 @@ export function fewQueriesCollection(corpus: Corpus, opts: { queries: number; se
       .slice(0, opts.queries)
       .map((q) => q.id),
   );
-  const queries = judged.filter((q) => chosen.has(q.id));
+  return sampleOf(
+    corpus,
+    judged.filter((q) => chosen.has(q.id)),
+    `${corpus.name}-${opts.queries}-queries`,
+  );
+}
+
+function sampleOf(corpus: Corpus, queries: Corpus['queries'], name: string): Corpus {
   return {
-    name: `${corpus.name}-${opts.queries}-queries`,
+    name,
     items: corpus.items,
     queries,
     qrels: new Map(queries.map((q) => [q.id, corpus.qrels.get(q.id) ?? new Map()])),

@@ -6,11 +6,15 @@
  *   npx tsx scripts/check-collection.ts one-relevant --out DIR [--items 400] [--queries 200] [--seed 11]
  *   npx tsx scripts/check-collection.ts known-item --out DIR [--from cisi] [--queries 800] [--seed 7]
  *   npx tsx scripts/check-collection.ts few-queries --out DIR [--from nfcorpus] [--queries 35] [--seed 1]
+ *   npx tsx scripts/check-collection.ts few-queries --out DIR [--from nfcorpus] --ids FILE
  *
+ * `--ids FILE` (few-queries): the judged queries listed in FILE (one id per line, in that
+ * order) instead of a seeded draw; bench/check-samples/ holds the lists of the samples the
+ * README reports.
  * `--from` is a shipped or registered dataset (or a folder). DIR gets corpus.jsonl,
  * queries.jsonl and qrels/test.tsv; an existing DIR is refused.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadDataset } from '../src/datasets/index.ts';
 import { fewQueriesCollection, knownItemCollection, writeBeir } from '../bench/checkCollections.ts';
@@ -30,6 +34,7 @@ const { values, positionals } = parseArgs({
     items: { type: 'string' },
     queries: { type: 'string' },
     seed: { type: 'string' },
+    ids: { type: 'string' },
   },
 });
 const kind = positionals[0] as (typeof KINDS)[number];
@@ -52,6 +57,7 @@ if (kind === 'one-relevant') {
   corpus = oneRelevantCorpus({ items: count('items', 400), queries: count('queries', 200), seed });
   what = `one relevant item each (synthetic, seed ${seed})`;
 } else {
+  if (values.ids !== undefined && kind !== 'few-queries') fail('--ids is for few-queries');
   const from = values.from ?? (kind === 'known-item' ? 'cisi' : 'nfcorpus');
   const source = (await loadDataset(from)).corpus;
   const seed = count('seed', kind === 'known-item' ? 7 : 1);
@@ -59,8 +65,25 @@ if (kind === 'one-relevant') {
     corpus = knownItemCollection(source, { queries: count('queries', 800), seed });
     what = `one relevant item each: ${from}'s titles as queries, its texts as items (seed ${seed})`;
   } else {
-    corpus = fewQueriesCollection(source, { queries: count('queries', 35), seed });
-    what = `${from}'s judged queries sampled (seed ${seed})`;
+    const idsFile = values.ids;
+    if (idsFile !== undefined) {
+      if (!existsSync(idsFile)) fail(`--ids ${idsFile}: no such file`);
+      const ids = readFileSync(idsFile, 'utf8')
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '');
+      corpus = (() => {
+        try {
+          return fewQueriesCollection(source, { queries: ids.length, seed, ids });
+        } catch (e) {
+          return fail(`--ids ${idsFile}: ${(e as Error).message}`);
+        }
+      })();
+      what = `${from}'s judged queries listed in ${idsFile}`;
+    } else {
+      corpus = fewQueriesCollection(source, { queries: count('queries', 35), seed });
+      what = `${from}'s judged queries sampled (seed ${seed})`;
+    }
   }
 }
 writeBeir(corpus, out);

@@ -83,6 +83,16 @@ describe('check collections (bench/checkCollections.ts)', () => {
     expect(() => fewQueriesCollection(corpus, { queries: 4, seed: 1 })).toThrow(/3 judged queries/);
   });
 
+  it('few-queries with ids: those judged queries in that order; an unjudged, unknown or repeated id is named', () => {
+    const c = fewQueriesCollection(corpus, { queries: 2, seed: 1, ids: ['q4', 'q1'] });
+    expect(c.queries.map((q) => q.id)).toEqual(['q4', 'q1']);
+    expect(c.relevant.get('q4')).toEqual(corpus.relevant.get('q4'));
+    expect(c.qrels.get('q1')).toEqual(corpus.qrels.get('q1'));
+    expect(() => fewQueriesCollection(corpus, { queries: 1, seed: 1, ids: ['q1', 'q3'] })).toThrow(/entry 2 \(q3\) is not a judged query/);
+    expect(() => fewQueriesCollection(corpus, { queries: 1, seed: 1, ids: ['nope'] })).toThrow(/entry 1 \(nope\)/);
+    expect(() => fewQueriesCollection(corpus, { queries: 2, seed: 1, ids: ['q1', 'q1'] })).toThrow(/entry 2 \(q1\) is listed twice/);
+  });
+
   it('a written folder loads back as a BEIR dataset with the same queries and judgements', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'cogr-check-'));
     dirs.push(dir);
