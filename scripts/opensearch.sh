@@ -247,6 +247,11 @@ transport.port: $((PORT + 100 + i))
 discovery.seed_hosts: [$hosts]
 cluster.initial_cluster_manager_nodes: [$managers]
 action.destructive_requires_name: true
+# Disk watermarks as free space, not as a share of the disk: a local cluster on a large
+# shared disk (90 % used by others, tens of GB free) must still allocate replicas.
+cluster.routing.allocation.disk.watermark.low: 2gb
+cluster.routing.allocation.disk.watermark.high: 1gb
+cluster.routing.allocation.disk.watermark.flood_stage: 512mb
 EOF
       fi
     done
