@@ -357,8 +357,8 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
 export function parseStoredConfig(raw: unknown): ReturnType<typeof RunConfigSchema.safeParse> {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return RunConfigSchema.safeParse(raw);
   const stored = raw as Record<string, unknown>;
-  // The refit test's z was the run's adoption z before it had its own field.
-  const refitZ = stored.refitZ === undefined && stored.adoptZ !== undefined ? { refitZ: stored.adoptZ } : {};
+  // The refit test's z was the run's adoption z before it had its own field (it mattered only with the test on).
+  const refitZ = stored.refitZ === undefined && stored.refitTest === true && stored.adoptZ !== undefined ? { refitZ: stored.adoptZ } : {};
   const withLegacy = { ...STORED_BEFORE, ...refitZ, ...stored };
   return RunConfigSchema.safeParse(withLegacy);
 }
@@ -378,9 +378,16 @@ export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = (Object.keys(RUN_OP
   (k) => RUN_OPTIONS[k].identity,
 );
 
+/** Identity fields that change nothing while another is off: the refit test's z without the test. */
+const INERT_UNLESS: Partial<Record<keyof RunConfig, (c: RunConfig) => boolean>> = {
+  refitZ: (c) => c.refitTest,
+};
+
 export function configDifferences(stored: RunConfig, wanted: RunConfig): string[] {
   const out: string[] = [];
   for (const k of IDENTITY_FIELDS) {
+    const live = INERT_UNLESS[k];
+    if (live && !live(stored) && !live(wanted)) continue;
     if (JSON.stringify(stored[k]) !== JSON.stringify(wanted[k]))
       out.push(`${k}: stored ${JSON.stringify(stored[k])}, asked ${JSON.stringify(wanted[k])}`);
   }

@@ -16,7 +16,7 @@ import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import { listPolicyRounds, POLICY_SUBLEVEL } from '../../src/run/policies.ts';
 import { runCoevolution, computeSplit } from '../../src/evolve/run.ts';
-import { parseRunConfig, parseStoredConfig, type RunConfigInput } from '../../src/run/config.ts';
+import { configDifferences, parseRunConfig, parseStoredConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { bestServing, f1Points, RunState, stepNames } from '../../src/run/state.ts';
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
@@ -263,13 +263,22 @@ describe('the refit test (--refit-test yes)', () => {
     expect(lenient.snap.steps.slice(0, 3)).toEqual(snap.steps.slice(0, 3));
   });
 
-  it('a stored run made before --refit-z reads its adoption z as the refit z', () => {
+  it('a stored run made before --refit-z reads its adoption z as the refit z; without the test, z is no difference', () => {
     const stored = { ...parseRunConfig(TESTED) } as Record<string, unknown>;
     delete stored.refitZ;
     expect(parseStoredConfig({ ...stored, adoptZ: 2 }).data!.refitZ).toBe(2);
+    expect(parseStoredConfig({ ...stored, adoptZ: 2, refitTest: false }).data!.refitZ).toBe(1);
     delete stored.adoptZ;
     expect(parseStoredConfig(stored).data!.refitZ).toBe(1);
     expect(parseStoredConfig({ ...stored, refitZ: -1 }).data!.refitZ).toBe(-1);
+    // A resume compares the refit z only where the test runs.
+    const off = parseRunConfig({ ...CONFIG, refitTest: false });
+    expect(configDifferences(off, { ...off, refitZ: 0 })).toEqual([]);
+    expect(configDifferences(parseRunConfig(TESTED), parseRunConfig({ ...TESTED, refitZ: 0 }))).toEqual(['refitZ: stored 1, asked 0']);
+    expect(configDifferences(off, parseRunConfig({ ...TESTED, refitZ: 0 }))).toEqual([
+      'refitTest: stored false, asked true',
+      'refitZ: stored 1, asked 0',
+    ]);
   });
 
   it('reads no held-out judgement', async () => {
