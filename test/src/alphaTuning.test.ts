@@ -5,10 +5,7 @@
  * corpus: the SFT step's α is the one an oracle built here from the stored planner and
  * item generation gives, and no held-out judgement plays a part.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openDb } from '../../index/store/db.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus } from '../../index/core/types.ts';
@@ -21,19 +18,12 @@ import { alphaFolds, computeSplit, runCoevolution } from '../../src/evolve/run.t
 import { parseRunConfig, parseStoredConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { coreIds } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { tempDbs } from '../fixtures/tempDb.ts';
 import { scrambledHeldOut, synthCorpus } from '../fixtures/synthCorpus.ts';
 
 const CONFIG: RunConfigInput = { ...LOOP_TEST_CONFIG, rounds: 1, refit: true, alphaTuning: 'crossfit' };
 
-const dirs: string[] = [];
-function tempDb(): string {
-  const d = mkdtempSync(join(tmpdir(), 'cogr-alpha-'));
-  dirs.push(d);
-  return join(d, 'db');
-}
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tempDb = tempDbs('cogr-alpha-');
 
 async function run(corpus: Corpus, config: RunConfigInput = CONFIG) {
   const path = tempDb();

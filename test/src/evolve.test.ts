@@ -1,8 +1,6 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openDb, type CogrDb } from '../../index/store/db.ts';
 import { isCogrError } from '../../index/core/errors.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
@@ -14,17 +12,10 @@ import { RunState } from '../../src/run/state.ts';
 import { loadQueryGenerator } from '../../src/server/queryGenerator.ts';
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { tempDbs } from '../fixtures/tempDb.ts';
 import { scrambledHeldOut, synthCorpus } from '../fixtures/synthCorpus.ts';
 
-const dirs: string[] = [];
-function tempDb(): string {
-  const d = mkdtempSync(join(tmpdir(), 'cogr-loop-'));
-  dirs.push(d);
-  return join(d, 'db');
-}
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tempDb = tempDbs('cogr-loop-');
 
 /** Everything a run produced: step records without timings, generations, policies. */
 async function snapshot(db: CogrDb) {

@@ -7,10 +7,7 @@
  * planner parameters and item policy), what serving picks, and how it leaves and rejoins a
  * run that is extended or asked without it.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openDb, type CogrDb } from '../../index/store/db.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus } from '../../index/core/types.ts';
@@ -20,20 +17,13 @@ import { configDifferences, parseRunConfig, parseStoredConfig, type RunConfigInp
 import { bestServing, f1Points, RunState, stepNames } from '../../src/run/state.ts';
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { tempDbs } from '../fixtures/tempDb.ts';
 import { scrambledHeldOut, synthCorpus } from '../fixtures/synthCorpus.ts';
 import { oneRelevantCorpus } from '../../bench/oneRelevantCorpus.ts';
 
 const CONFIG: RunConfigInput = { ...LOOP_TEST_CONFIG, rounds: 1, refit: true };
 
-const dirs: string[] = [];
-function tempDb(): string {
-  const d = mkdtempSync(join(tmpdir(), 'cogr-refit-'));
-  dirs.push(d);
-  return join(d, 'db');
-}
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tempDb = tempDbs('cogr-refit-');
 
 interface PlannerDoc {
   params: { alpha: number; stopBias: number; terms: [string, number][] };
