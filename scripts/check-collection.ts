@@ -4,10 +4,14 @@
  * any collection a user brings:
  *
  *   npx tsx scripts/check-collection.ts one-relevant --out DIR [--items 400] [--queries 200] [--seed 11]
+ *   npx tsx scripts/check-collection.ts topical --out DIR [--items 2000] [--queries 35] [--relevant 12] [--seed 101]
  *   npx tsx scripts/check-collection.ts known-item --out DIR [--from cisi] [--queries 800] [--seed 7]
  *   npx tsx scripts/check-collection.ts few-queries --out DIR [--from nfcorpus] [--queries 35] [--seed 1]
  *   npx tsx scripts/check-collection.ts few-queries --out DIR [--from nfcorpus] --ids FILE
  *
+ * `topical` is the seeded judged collection of `npm run bench -- evolve` (bench/judgedCollection.ts:
+ * topic vocabularies over a Zipf background, queries of 2–4 words of one topic, relevant = the
+ * `--relevant` items of the topic sharing the most query words), here with few queries.
  * `--ids FILE` (few-queries): the judged queries listed in FILE (one id per line, in that
  * order) instead of a seeded draw; bench/check-samples/ holds the lists of the samples the
  * README reports.
@@ -18,10 +22,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadDataset } from '../src/datasets/index.ts';
 import { fewQueriesCollection, knownItemCollection, writeBeir } from '../bench/checkCollections.ts';
+import { judgedCollection } from '../bench/judgedCollection.ts';
 import { oneRelevantCorpus } from '../bench/oneRelevantCorpus.ts';
 import type { Corpus } from '../index/core/types.ts';
 
-const KINDS = ['one-relevant', 'known-item', 'few-queries'] as const;
+const KINDS = ['one-relevant', 'topical', 'known-item', 'few-queries'] as const;
 const fail = (msg: string): never => {
   process.stderr.write(`check-collection: ${msg}\n`);
   process.exit(2);
@@ -35,11 +40,12 @@ const { values, positionals } = parseArgs({
     queries: { type: 'string' },
     seed: { type: 'string' },
     ids: { type: 'string' },
+    relevant: { type: 'string' },
   },
 });
 const kind = positionals[0] as (typeof KINDS)[number];
 if (positionals.length !== 1 || !KINDS.includes(kind)) fail(`give one kind: ${KINDS.join(' | ')} (got ${positionals.join(' ') || 'none'})`);
-const count = (name: 'items' | 'queries' | 'seed', fallback: number): number => {
+const count = (name: 'items' | 'queries' | 'relevant' | 'seed', fallback: number): number => {
   const raw = values[name];
   if (raw === undefined) return fallback;
   const v = Number(raw);
@@ -49,6 +55,7 @@ const count = (name: 'items' | 'queries' | 'seed', fallback: number): number => 
 };
 const out = values.out ?? fail('--out DIR is required');
 if (existsSync(out)) fail(`${out} exists; give a new folder`);
+if (values.relevant !== undefined && kind !== 'topical') fail('--relevant is for topical');
 
 let corpus: Corpus;
 let what: string;
@@ -56,6 +63,11 @@ if (kind === 'one-relevant') {
   const seed = count('seed', 11);
   corpus = oneRelevantCorpus({ items: count('items', 400), queries: count('queries', 200), seed });
   what = `one relevant item each (synthetic, seed ${seed})`;
+} else if (kind === 'topical') {
+  const seed = count('seed', 101);
+  const relevant = count('relevant', 12);
+  corpus = judgedCollection({ items: count('items', 2000), queries: count('queries', 35), relevant, seed });
+  what = `up to ${relevant} relevant items each (synthetic topics, seed ${seed})`;
 } else {
   if (values.ids !== undefined && kind !== 'few-queries') fail('--ids is for few-queries');
   const from = values.from ?? (kind === 'known-item' ? 'cisi' : 'nfcorpus');
