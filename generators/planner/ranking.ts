@@ -17,6 +17,7 @@
 import type { KeywordView, ScoredEntity } from '../../index/view/view.ts';
 import type { GenerateInput } from '../types.ts';
 import type { KeywordPlanner } from './planner.ts';
+import { expectedF1Cut, sortByP } from './expectedCut.ts';
 import { topByP } from './queryContext.ts';
 import type { Ranker } from './rankers.ts';
 
@@ -68,12 +69,15 @@ export function rankMatched(
 /**
  * The served set's floor (src/run/state.ts SetFloor): top `floor` by p added to every
  * matched set, top `fallback` by p when nothing matches; and the served list's `backfill`
- * depth (`backfill`: absent or 0 for none).
+ * depth (`backfill`: absent or 0 for none). `modelAlpha`: the run's set guard chose the
+ * relevance model's own sets (src/run/records.ts RefitStats.served) — every query is served
+ * its expected-F1 cut by p at this α instead of its matched set (absent: the matched set).
  */
 export interface Floor {
   floor: number;
   fallback: number;
   backfill?: number;
+  modelAlpha?: number;
 }
 export const NO_FLOOR: Floor = { floor: 0, fallback: 0 };
 
@@ -91,6 +95,7 @@ export function servedSet(
   input: GenerateInput,
   f: Floor,
 ): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
+  if (f.modelAlpha !== undefined) return modelSet(view, matched, planner, input, f.modelAlpha);
   const k = matched.length === 0 ? f.fallback : f.floor;
   if (k <= 0 || planner === null || !planner.textScores(input).some((s) => s > 0)) return { items: [...matched], fallback: null, added: 0 };
   const seen = new Set(matched.map((x) => x.ordinal));
@@ -98,6 +103,31 @@ export function servedSet(
     .filter((e) => !seen.has(e))
     .map((e) => ({ id: view.id(e), ordinal: e, score: 0 }));
   return { items: [...matched, ...extra], fallback: matched.length === 0 && extra.length > 0 ? 'empty_plan' : null, added: extra.length };
+}
+
+/**
+ * The relevance model's own set of a query (the set guard's choice): its expected-F1 cut by
+ * p at `alpha` (expectedCut.ts), best first, each item with its keyword-bag score when the
+ * keywords matched it (else 0); `added` counts the items the keywords did not match. As with
+ * the floor, a query none of whose words the items know keeps its matched set.
+ */
+function modelSet(
+  view: KeywordView,
+  matched: readonly ScoredEntity[],
+  planner: KeywordPlanner | null,
+  input: GenerateInput,
+  alpha: number,
+): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
+  if (planner === null || !planner.textScores(input).some((s) => s > 0)) return { items: [...matched], fallback: null, added: 0 };
+  const sorted = sortByP(planner.probabilities(input));
+  const k = expectedF1Cut(sorted, alpha);
+  const keywordScore = new Map(matched.map((x) => [x.ordinal, x.score]));
+  const items: ScoredEntity[] = [];
+  for (let i = 0; i < k; i++) {
+    const e = sorted.order[i];
+    items.push({ id: view.id(e), ordinal: e, score: keywordScore.get(e) ?? 0 });
+  }
+  return { items, fallback: null, added: items.filter((x) => !keywordScore.has(x.ordinal)).length };
 }
 
 /**

@@ -70,6 +70,12 @@ export const DEFAULTS = deepFreeze({
     refitZ: 1,
     /** The refit's α: 'tune' (tuned again on every training query against the refit's index) or 'keep' (the chosen step's, as hyper-parameters are kept when a model is refitted on train + dev). */
     refitAlpha: 'tune' as 'tune' | 'keep',
+    /**
+     * What the final refit serves: 'keywords' (the keyword plans' matched sets, the CoGR rule),
+     * 'model' (the relevance model's expected-F1 sets) or 'auto' (the model's sets when, over
+     * every training query cross-fitted, they beat the keyword plans by one standard error).
+     */
+    servedSet: 'keywords' as 'keywords' | 'model' | 'auto',
     /** The served set's floor: fallback (top c by p when nothing matches), auto (and top m by p added to every set), none; c and m chosen on training queries. */
     floor: 'fallback' as 'fallback' | 'auto' | 'none',
     /** The floors m tried (0 = none) and the largest fallback c. */

@@ -9,6 +9,7 @@
  * The ranking is p over all items (its top 1,000 for the ranked metrics).
  */
 import { ALPHA_GRID } from '../../generators/planner/training.ts';
+import { expectedF1Cut, sortByP } from '../../generators/planner/expectedCut.ts';
 import { DEFAULT_RELEVANCE, RelevanceModel, type RelevanceOptions } from '../../generators/planner/relevance.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import type { Corpus, Query } from '../../index/core/types.ts';
@@ -19,34 +20,6 @@ import type { SplitBaseline } from './bm25.ts';
 import { baselineResult, checkFolds, type Bm25BaselineResult, type FoldResult } from './bm25.ts';
 
 const RANK_DEPTH = 1000;
-
-/** A query's items by p (best first, ties by ordinal) with the prefix sums the cut needs. */
-export interface Sorted {
-  order: Int32Array;
-  prefix: Float64Array;
-  E: number;
-}
-
-export function sortByP(p: Float64Array): Sorted {
-  const order = Int32Array.from({ length: p.length }, (_, i) => i).sort((a, b) => p[b] - p[a] || a - b);
-  const prefix = new Float64Array(p.length + 1);
-  for (let k = 0; k < p.length; k++) prefix[k + 1] = prefix[k] + p[order[k]];
-  return { order, prefix, E: prefix[p.length] };
-}
-
-/** The expected-F1 cut k* ≥ 1 of a sorted query (ties: the smaller k). */
-export function expectedF1Cut(s: Sorted, alpha: number): number {
-  let best = 1;
-  let bestG = -1;
-  for (let k = 1; k < s.prefix.length; k++) {
-    const g = (2 * s.prefix[k]) / (k + alpha * s.E);
-    if (g > bestG + 1e-15) {
-      bestG = g;
-      best = k;
-    }
-  }
-  return best;
-}
 
 function f1Of(set: ArrayLike<number>, n: number, rel: ReadonlySet<number>): number {
   let tp = 0;

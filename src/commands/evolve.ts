@@ -148,7 +148,11 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
   ]);
   if (best)
     rows.push([
-      best.phase === 'refit' ? `cogr (refit of ${best.base}, the best dev step)` : `cogr (best dev: ${best.step})`,
+      best.phase === 'refit'
+        ? best.refit?.served?.set === 'model'
+          ? `cogr (refit of ${best.base}: the relevance model's own sets, ${best.refit.served.guard ? `set guard ${best.refit.served.guard.gain >= 0 ? '+' : ''}${best.refit.served.guard.gain.toFixed(4)} ± ${best.refit.served.guard.se.toFixed(4)}` : '--served-set model'})`
+          : `cogr (refit of ${best.base}, the best dev step)`
+        : `cogr (best dev: ${best.step})`,
       '',
       'result',
       `${best.itemGeneration}/${best.queryGeneration}`,
@@ -314,6 +318,19 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
                 ...(folds.every((f) => bestOf(f).refit!.test)
                   ? { refit_test_passed: folds.filter((f) => bestOf(f).refit!.test!.passed).length }
                   : {}),
+                // `--served-set model|auto`: the folds serving the relevance model's own sets, and the keyword plans' held-out figures beside them.
+                ...(folds.every((f) => bestOf(f).refit!.served)
+                  ? {
+                      served_set: {
+                        model_folds: folds.filter((f) => bestOf(f).refit!.served!.set === 'model').length,
+                        keywords: {
+                          f1: mean((f) => bestOf(f).refit!.served!.keywords.f1),
+                          precision: mean((f) => bestOf(f).refit!.served!.keywords.precision),
+                          recall: mean((f) => bestOf(f).refit!.served!.keywords.recall),
+                        },
+                      },
+                    }
+                  : {}),
               }
             : {}),
         }
@@ -352,6 +369,7 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
                 before_refit_f1: chosenOf(f).metrics.f1,
                 refit_from_sft_f1: b.refit!.fromSft.f1,
                 ...(b.refit!.test ? { refit_test: b.refit!.test } : {}),
+                ...(b.refit!.served ? { served_set: b.refit!.served } : {}),
               }
             : {}),
           f1: b.metrics.f1,

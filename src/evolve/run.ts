@@ -47,7 +47,8 @@ import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.t
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { topByP } from '../../generators/planner/queryContext.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
-import { ALPHA_GRID, type PlannerGrpoSample } from '../../generators/planner/training.ts';
+import { ALPHA_GRID, setF1, type PlannerGrpoSample } from '../../generators/planner/training.ts';
+import { expectedF1Cut, sortByP } from '../../generators/planner/expectedCut.ts';
 import { itemInput, queryInput, relevantOrdinals, runSft, tuningQueries } from '../../generators/sft.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
@@ -734,6 +735,52 @@ function refitTest(
   return { gain: mean, se, queries: more.length, z, passed };
 }
 
+/**
+ * The set guard (`--served-set model|auto`), on the training queries alone: for every inner
+ * fold of them (alphaFolds; a seeded sample above sft.ts TUNING_QUERIES is scored), each
+ * scored query's F1 under an inner relevance model fitted without the fold — planned with
+ * the chosen step's keywords as held out (the curve over α of crossfitCurves), and as the
+ * model's own expected-F1 cut by p — each at its best α over all folds. Returns the paired
+ * mean gain of the model's sets, its standard error, and the model's α (what the run
+ * serves when the model's sets are chosen). Every training query is judged by models that
+ * never saw it; no held-out judgement is read.
+ */
+function setGuard(
+  ctx: Ctx,
+  planner: KeywordPlanner,
+  itemView: KeywordView,
+  training: readonly Query[],
+  relevant: ReadonlyMap<string, ReadonlySet<string>>,
+): { gain: number; se: number; queries: number; alpha: number } {
+  const ordinalsOf = relevantOrdinalsOf(itemView, relevant);
+  const scoring = new Set(tuningQueries(training, ctx.config.seed).map((q) => q.id));
+  const keywords = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, { scoring });
+  const model: Float64Array[] = [];
+  for (const fold of alphaFolds(training, ctx.config.seed)) {
+    const scored = fold.filter((q) => scoring.has(q.id));
+    if (scored.length === 0) continue;
+    const inFold = new Set(fold.map((q) => q.id));
+    const inner = planner.withRelevance(
+      innerModel(
+        ctx,
+        planner,
+        training.filter((q) => !inFold.has(q.id)),
+        queriesKey(fold),
+      ),
+    );
+    inner.attachOpposite(itemView);
+    for (const q of scored) {
+      const sorted = sortByP(inner.probabilities(queryInput(q)));
+      const rel = ordinalsOf(q.id);
+      model.push(Float64Array.from(ALPHA_GRID, (a) => setF1(sorted.order.subarray(0, expectedF1Cut(sorted, a)), rel)));
+    }
+  }
+  const a = bestColumn(keywords);
+  const b = bestColumn(model);
+  const { mean, se } = meanSe(model.map((row, i) => row[b] - keywords[i][a]));
+  return { gain: mean, se, queries: model.length, alpha: ALPHA_GRID[b] };
+}
+
 async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
   const { config } = ctx;
   // Only the core training queries (text and judgements) enter SFT.
@@ -1177,7 +1224,10 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     if (ctx.config.refitAlpha === 'tune') tuneAlpha(ctx, planner, itemView, training, relevant);
     return planner;
   };
-  const heldOut = (planner: KeywordPlanner, itemView: KeywordView) =>
+  // The set guard's choice (`--served-set`): the relevance model's expected-F1 sets at this α instead of the keyword plans.
+  let modelAlpha: number | undefined;
+  let guard: NonNullable<RefitStats['served']>['guard'];
+  const heldOutAs = (planner: KeywordPlanner, itemView: KeywordView, alpha: number | undefined) =>
     evaluateQueries(
       itemView,
       ctx.evalQueries,
@@ -1186,9 +1236,41 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
       ctx.config.beta,
       {
         planner,
-        floor: ctx.floor,
+        floor: alpha === undefined ? ctx.floor : { ...ctx.floor, modelAlpha: alpha },
       },
     ).metrics;
+  // What is served, and beside it (with --served-set model|auto) the keyword plans' own held-out figures.
+  let keywordMetrics: HeldOutMetrics | null = null;
+  // `served`: the step's own figures (kept for the record), not the refit-from-SFT counterpart's.
+  const heldOut = (planner: KeywordPlanner, itemView: KeywordView, served = true) => {
+    if (ctx.config.servedSet === 'keywords') return heldOutAs(planner, itemView, undefined);
+    const kw = heldOutAs(planner, itemView, undefined);
+    if (served) keywordMetrics = kw;
+    return modelAlpha === undefined ? kw : heldOutAs(planner, itemView, modelAlpha);
+  };
+  const servedStats = (): RefitStats['served'] | undefined =>
+    ctx.config.servedSet === 'keywords' || keywordMetrics === null
+      ? undefined
+      : {
+          set: modelAlpha === undefined ? 'keywords' : 'model',
+          ...(modelAlpha === undefined ? {} : { alpha: modelAlpha }),
+          ...(guard ? { guard } : {}),
+          keywords: { f1: keywordMetrics.f1, precision: keywordMetrics.precision, recall: keywordMetrics.recall },
+        };
+  if (ctx.config.servedSet !== 'keywords') {
+    ctx.logger.info(`set guard: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
+    const chosen = await runPlanner(ctx, generatorRound(done, 'query'));
+    const view = await ctx.store.openView('item', base.itemGeneration);
+    const g = setGuard(ctx, chosen, view, training, relevant);
+    const z = ctx.config.adoptZ;
+    // The model's sets must beat the keyword plans (a tie keeps the keywords, the method's rule) by z standard errors.
+    const passes = g.gain > 1e-12 && g.gain >= z * g.se - 1e-12;
+    if (ctx.config.servedSet === 'auto') guard = { gain: g.gain, se: g.se, queries: g.queries, z };
+    if (ctx.config.servedSet === 'model' || passes) modelAlpha = g.alpha;
+    ctx.logger.info(
+      `set guard: the model's own sets ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)} F1 over the keyword plans on ${g.queries} training queries (cross-fitted): ${modelAlpha === undefined ? 'the keyword plans are served' : `the model's expected-F1 sets are served (α ${g.alpha})`}`,
+    );
+  }
   let test: RefitStats['test'];
   // The step record of what the refit serves, and the no-round counterpart beside it.
   const record = (
@@ -1212,6 +1294,7 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
       ...rounds,
       fromSft: { f1: fromSft.f1, precision: fromSft.precision, recall: fromSft.recall },
       ...(test ? { test } : {}),
+      ...(servedStats() ? { served: servedStats() } : {}),
       seconds: (Date.now() - t0) / 1000,
     },
   });
@@ -1243,7 +1326,7 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     ctx.logger.debug('phase refit: the same refit from the SFT step');
     const s = await refitFrom(sft);
     const view = memoryView(ctx, s.entries);
-    fromSft = heldOut(tuned(s.planner, view), view);
+    fromSft = heldOut(tuned(s.planner, view), view, false);
   }
   return record(
     { itemGeneration: itemGen, planner, metrics, itemVocabulary: vocabularySize(itemView) },

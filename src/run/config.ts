@@ -212,6 +212,19 @@ export const RUN_OPTIONS = {
     kind: 'string',
   }),
   /**
+   * What the final refit serves (run.ts setGuard; records.ts RefitStats.served): 'keywords'
+   * — the keyword plans' matched sets (with the floor); 'model' — every query's expected-F1
+   * cut of the relevance model's p, no keyword constraint; 'auto' — the model's sets when,
+   * over every training query scored by inner models that never saw it, their F1 beats the
+   * keyword plans' by at least one standard error (and is not lower). Runs written before
+   * this field were 'keywords'.
+   */
+  servedSet: opt(z.enum(['keywords', 'model', 'auto']).default(r.servedSet), true, {
+    flag: '--served-set <what>',
+    help: `what the final refit serves: keywords (the keyword plans' matched sets) | model (the relevance model's expected-F1 sets) | auto (the model's when, cross-fitted over the training queries, they beat the keywords by one SE) (default ${r.servedSet})`,
+    kind: 'string',
+  }),
+  /**
    * The served set's floor (run/state.ts SetFloor): 'fallback' — a query whose keywords
    * match nothing gets the top c items by p(item | query) instead of an empty list, c
    * chosen at SFT on the core training queries planned as held out; 'auto' — also every
@@ -344,6 +357,7 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
   refitTest: false,
   refitZ: 1,
   refitAlpha: 'tune',
+  servedSet: 'keywords',
   floor: 'none',
   backfill: 0,
   relevanceQueryTf: false,

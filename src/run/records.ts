@@ -182,6 +182,20 @@ export interface RefitStats {
    * generation and planner), and `fromSft` is the SFT step's own held-out figures.
    */
   test?: { gain: number; se: number; queries: number; z?: number; passed: boolean };
+  /**
+   * What the step serves (`--served-set`, run.ts setGuard); absent in runs made before it
+   * and with 'keywords': the keyword plans. `set` 'model': every query gets the relevance
+   * model's expected-F1 cut at `alpha` (ranking.ts servedSet). With 'auto', the guard's
+   * cross-fitted figures over the training queries: the model's sets' mean F1 gain over the
+   * keyword plans', its standard error, the queries paired, the z it was held to;
+   * `keywords` is the held-out figure of the keyword plans it did not serve (or served).
+   */
+  served?: {
+    set: 'keywords' | 'model';
+    alpha?: number;
+    guard?: { gain: number; se: number; queries: number; z: number };
+    keywords: { f1: number; precision: number; recall: number };
+  };
   seconds: number;
 }
 

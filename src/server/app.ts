@@ -183,6 +183,8 @@ const RankingInfoSchema = z.object({
   /** The served list's depth: items after the first `matched` of the answer are the other items in the ranker's order (0: none). */
   backfill: z.number().optional(),
   fallback: z.string().nullable(),
+  /** The run's set guard chose the relevance model's own sets: every query is served its expected-F1 cut by p at this α, not its keyword matches. */
+  modelAlpha: z.number().optional(),
   reason: z.string().optional(),
 });
 type RankingInfo = z.infer<typeof RankingInfoSchema>;
@@ -537,11 +539,14 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     let info: RankingInfo = { ranker: 'keywords', chosen: backend.name, floor: 0, fallback: null };
     // Keywords that match nothing: the run's empty-plan floor (the top c items by p, in the
     // run's ranker order), computed here from the same generation, as cogr serve serves it.
-    if (res.matched === 0 && !noTerms && local && snap.ranking.floor.fallback > 0) {
+    // A run whose set guard chose the relevance model's own sets serves them the same way.
+    const modelSets = snap.ranking.floor.modelAlpha !== undefined;
+    if ((res.matched === 0 || modelSets) && !noTerms && local && (snap.ranking.floor.fallback > 0 || modelSets)) {
       const floor = await rankServed(snap, version, p.q, kw.keywords, p.k);
-      if (floor.set && floor.info.fallback === 'empty_plan') {
+      if (floor.set && (floor.info.fallback === 'empty_plan' || floor.info.modelAlpha !== undefined)) {
         res = floor.set;
-        info = { ...floor.info, chosen: `${backend.name} (empty-plan floor: ${floor.info.chosen})` };
+        const what = floor.info.modelAlpha !== undefined ? "the relevance model's own sets" : 'empty-plan floor';
+        info = { ...floor.info, chosen: `${backend.name} (${what}: ${floor.info.chosen})` };
       }
     }
     return {
@@ -598,10 +603,12 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
       floor: r.floor.floor,
       ...(r.floor.backfill ? { backfill: r.floor.backfill } : {}),
       fallback,
+      ...(r.floor.modelAlpha !== undefined && reason === null ? { modelAlpha: r.floor.modelAlpha } : {}),
       ...(reason ? { reason } : {}),
     });
     const src = snap.keywordSource;
-    if (r.ranker === 'keywords' && r.floor.floor === 0 && r.floor.fallback === 0) return { set: null, info: info('keywords', null, null) };
+    if (r.ranker === 'keywords' && r.floor.floor === 0 && r.floor.fallback === 0 && r.floor.modelAlpha === undefined)
+      return { set: null, info: info('keywords', null, null) };
     if (!src?.rank)
       return {
         set: null,

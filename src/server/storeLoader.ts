@@ -194,7 +194,7 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
       // The run's ranker and set floor, chosen at SFT (runs written before them: keywords, no floor).
       const sft = run?.steps.find((s) => s.phase === 'sft');
       const asked = opts.rank ?? 'auto';
-      const ranking = {
+      const runRanking = {
         ranker: asked === 'auto' ? (sft?.rank?.served ?? 'keywords') : asked,
         floor: sft?.floor ? { floor: sft.floor.floor, fallback: sft.floor.fallback, backfill: sft.floor.backfill ?? 0 } : NO_FLOOR,
         source: asked === 'auto' ? (sft?.rank ? 'run' : 'default') : 'flag',
@@ -218,6 +218,12 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           queries = queries.filter((g) => g !== sel.query);
           continue;
         }
+        // A run whose set guard chose the relevance model's own sets serves them for its refit's item generation.
+        const served = run?.steps.find((s) => s.phase === 'refit' && s.itemGeneration === sel.item.generation)?.refit?.served;
+        const ranking =
+          served?.set === 'model' && served.alpha !== undefined
+            ? { ...runRanking, floor: { ...runRanking.floor, modelAlpha: served.alpha } }
+            : runRanking;
         const signature = JSON.stringify([
           ranking,
           plannerRound ?? null,

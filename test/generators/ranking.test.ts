@@ -160,6 +160,39 @@ describe('servedSet: the floor and the empty-plan fallback, by hand', () => {
   });
 });
 
+describe("servedSet with the set guard's choice: the relevance model's own expected-F1 set, by hand", () => {
+  // p: e .99, b .9, d .7, c .5, a .2 (E = 3.29); prefix sums .99, 1.89, 2.59, 3.09, 3.29.
+  // α = 1: 2·prefix/(k + 3.29) = .4615, .7146, .8235, .8477, .7937, so k* = 4 (e b d c).
+  // α = 0.25: 2·prefix/(k + .8225) = 1.0864, 1.3392, 1.3551, 1.2815, …, so k* = 3 (e b d).
+  const keywordScore = new Map(matched.map((x) => [x.id, x.score]));
+  it('α 1: e b d c, best first; the matched ones keep their keyword score, e (unmatched) 0 and counted as added', () => {
+    const r = servedSet(view, matched, planner, input, { floor: 0, fallback: 0, modelAlpha: 1 });
+    expect(r.items.map((x) => x.id)).toEqual(['e', 'b', 'd', 'c']);
+    expect(r.items.map((x) => x.score)).toEqual([0, keywordScore.get('b'), keywordScore.get('d'), keywordScore.get('c')]);
+    expect(r.added).toBe(1);
+    expect(r.fallback).toBeNull();
+  });
+  it('α 0.25: e b d; the matched item a, low in p, is not served; the floor and fallback play no part', () => {
+    expect(servedSet(view, matched, planner, input, { floor: 2, fallback: 3, modelAlpha: 0.25 }).items.map((x) => x.id)).toEqual([
+      'e',
+      'b',
+      'd',
+    ]);
+  });
+  it('the same set whatever the keywords matched, never flagged empty_plan; a query no item knows a word of keeps its (empty) matched set', () => {
+    const r = servedSet(view, [], planner, input, { floor: 0, fallback: 0, modelAlpha: 1 });
+    expect(r.items.map((x) => x.id)).toEqual(['e', 'b', 'd', 'c']);
+    expect(r.fallback).toBeNull();
+    const blind = new KeywordPlanner(new Fixed(ids, p, [0, 0, 0, 0, 0]));
+    blind.attachOpposite(view);
+    expect(servedSet(view, [], blind, { id: 'q2', text: 'zzqx' }, { floor: 0, fallback: 0, modelAlpha: 1 })).toEqual({
+      items: [],
+      fallback: null,
+      added: 0,
+    });
+  });
+});
+
 describe('backfill: the served list after the served set, by hand', () => {
   // A served set of c and a (text ranker: c 1, a 0.5); the others by text: e 0.8, b 0.5, d 0.
   const served = rankMatched(view.search({ keywords: ['red'] }, { all: true }).items, 'text', planner, input);

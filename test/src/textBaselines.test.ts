@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../index/core/types.ts';
 import { Rm3Index } from '../../src/baseline/rm3.ts';
-import { expectedF1Cut, sortByP } from '../../src/baseline/model.ts';
+import { expectedF1Cut, sortByP } from '../../generators/planner/expectedCut.ts';
 
 const close = (a: number, b: number): void => expect(a).toBeCloseTo(b, 12);
 
