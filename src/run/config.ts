@@ -395,6 +395,8 @@ export const IDENTITY_FIELDS: readonly (keyof RunConfig)[] = (Object.keys(RUN_OP
 /** Identity fields that change nothing while another is off: the refit test's z without the test. */
 const INERT_UNLESS: Partial<Record<keyof RunConfig, (c: RunConfig) => boolean>> = {
   refitZ: (c) => c.refitTest,
+  // The set guard is made at the final refit; a run without one never served anything else.
+  servedSet: (c) => c.refit,
 };
 
 export function configDifferences(stored: RunConfig, wanted: RunConfig): string[] {

@@ -16,7 +16,7 @@ import { ALPHA_GRID, setF1 } from '../../generators/planner/training.ts';
 import { expectedF1Cut, sortByP } from '../../generators/planner/expectedCut.ts';
 import { queryInput, relevantOrdinals } from '../../generators/sft.ts';
 import { computeSplit, runCoevolution } from '../../src/evolve/run.ts';
-import { parseRunConfig, parseStoredConfig, type RunConfigInput } from '../../src/run/config.ts';
+import { configDifferences, parseRunConfig, parseStoredConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { loadPlanner, policyStore } from '../../src/run/policies.ts';
 import type { StepRecord } from '../../src/run/state.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
@@ -143,6 +143,14 @@ describe('the set guard (--served-set)', () => {
     const load = (path: string) => storeSnapshotLoader({ dbPath: path, round: 'best', corpus: corpus(), keywordSource: () => null }).load();
     expect((await load(model.path)).ranking.floor.modelAlpha).toBe(model.refit.refit!.served!.alpha);
     expect((await load(keywords.path)).ranking.floor.modelAlpha).toBeUndefined();
+  });
+
+  it('a run without the final refit never used the option: a resume asking another one is not refused', () => {
+    const noRefit = parseRunConfig({ ...CONFIG, refit: false, servedSet: 'auto' });
+    expect(configDifferences(noRefit, parseRunConfig({ ...CONFIG, refit: false }))).toEqual([]);
+    expect(configDifferences(parseRunConfig({ ...CONFIG, servedSet: 'auto' }), parseRunConfig(CONFIG))).toEqual([
+      'servedSet: stored "auto", asked "keywords"',
+    ]);
   });
 
   it('a run stored before the option reads as keywords', () => {
