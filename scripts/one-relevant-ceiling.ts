@@ -5,9 +5,9 @@
  *   npx tsx scripts/one-relevant-ceiling.ts [--seeds 11-31] [--items 400] [--queries 200] [--json]
  *
  * For each scorer, the share of queries whose best item is the relevant one (F1 of a
- * one-item set, what BM25 with a cut-off of 1 scores) and the F1 of an adaptive set (the
- * 1–10 best items maximising the expected F1 2·Σp/(k + 1) under the scorer's posterior,
- * uniform prior over items):
+ * one-item set, what BM25 with a cut-off of 1 scores) and the F1 of an adaptive set: the
+ * k best items maximising the expected F1 2·Σp/(k + 1) under the scorer's posterior, with a
+ * uniform prior over items (the cut of generators/planner/expectedCut.ts):
  *
  *   bm25       the baseline's BM25 (Lucene analysis, k1 1.2, b 0.75), top 1 only;
  *   ql λ       query likelihood with Jelinek-Mercer smoothing, P(w | item) = λ·tf/|item| +
@@ -24,6 +24,7 @@
 import { parseArgs } from 'node:util';
 import { oneRelevantCorpus, ONE_RELEVANT_SHAPE } from '../bench/oneRelevantCorpus.ts';
 import { Bm25Index } from '../src/baseline/bm25.ts';
+import { expectedF1Cut, sortByP } from '../generators/planner/expectedCut.ts';
 import { renderTable } from '../src/table.ts';
 import type { Corpus } from '../index/core/types.ts';
 
@@ -35,17 +36,11 @@ export function elementarySymmetric(values: readonly number[], k: number): numbe
   return e;
 }
 
-/** The adaptive set of a posterior: the k ≤ maxK best items maximising 2·Σp/(k + 1); its F1 against the one relevant item. */
-export function adaptiveF1(posterior: readonly number[], relevant: number, maxK = 10): number {
-  const order = posterior.map((_, i) => i).sort((a, b) => posterior[b] - posterior[a] || a - b);
-  let best = { e: -1, k: 1 };
-  let acc = 0;
-  for (let k = 1; k <= Math.min(maxK, order.length); k++) {
-    acc += posterior[order[k - 1]];
-    const e = (2 * acc) / (k + 1);
-    if (e > best.e + 1e-15) best = { e, k };
-  }
-  return order.slice(0, best.k).includes(relevant) ? 2 / (best.k + 1) : 0;
+/** The adaptive set of a posterior: its expected-F1 cut (generators/planner/expectedCut.ts at α 1: the k best maximising 2·Σp/(k + 1)); its F1 against the one relevant item. */
+export function adaptiveF1(posterior: readonly number[], relevant: number): number {
+  const sorted = sortByP(Float64Array.from(posterior));
+  const k = expectedF1Cut(sorted, 1);
+  return sorted.order.subarray(0, k).includes(relevant) ? 2 / (k + 1) : 0;
 }
 
 /** A posterior from log-likelihoods (uniform prior); all −∞ gives all 0. */

@@ -95,9 +95,10 @@ export function servedSet(
   input: GenerateInput,
   f: Floor,
 ): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
-  if (f.modelAlpha !== undefined) return modelSet(view, matched, planner, input, f.modelAlpha);
   const k = matched.length === 0 ? f.fallback : f.floor;
-  if (k <= 0 || planner === null || !planner.textScores(input).some((s) => s > 0)) return { items: [...matched], fallback: null, added: 0 };
+  if ((f.modelAlpha === undefined && k <= 0) || planner === null || !planner.textScores(input).some((s) => s > 0))
+    return { items: [...matched], fallback: null, added: 0 };
+  if (f.modelAlpha !== undefined) return modelSet(view, matched, planner, input, f.modelAlpha);
   const seen = new Set(matched.map((x) => x.ordinal));
   const extra = topByP(planner.probabilities(input), k)
     .filter((e) => !seen.has(e))
@@ -109,16 +110,15 @@ export function servedSet(
  * The relevance model's own set of a query (the set guard's choice): its expected-F1 cut by
  * p at `alpha` (expectedCut.ts), best first, each item with its keyword-bag score when the
  * keywords matched it (else 0); `added` counts the items the keywords did not match. As with
- * the floor, a query none of whose words the items know keeps its matched set.
+ * the floor, a query none of whose words the items know keeps its matched set (servedSet).
  */
 function modelSet(
   view: KeywordView,
   matched: readonly ScoredEntity[],
-  planner: KeywordPlanner | null,
+  planner: KeywordPlanner,
   input: GenerateInput,
   alpha: number,
 ): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
-  if (planner === null || !planner.textScores(input).some((s) => s > 0)) return { items: [...matched], fallback: null, added: 0 };
   const sorted = sortByP(planner.probabilities(input));
   const k = expectedF1Cut(sorted, alpha);
   const keywordScore = new Map(matched.map((x) => [x.ordinal, x.score]));

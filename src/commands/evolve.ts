@@ -127,6 +127,16 @@ async function runOne(db: CogrDb, corpus: Corpus, config: RunConfig, flags: RunF
 
 const f4 = (x: number): string => x.toFixed(4);
 
+/** The result row's name: the best dev step, its refit, or the refit serving the relevance model's own sets (and why). */
+function resultLabel(best: StepRecord): string {
+  if (best.phase !== 'refit') return `cogr (best dev: ${best.step})`;
+  const served = best.refit?.served;
+  if (served?.set !== 'model') return `cogr (refit of ${best.base}, the best dev step)`;
+  const g = served.guard;
+  const why = g ? `set guard ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)}` : '--served-set model';
+  return `cogr (refit of ${best.base}: the relevance model's own sets, ${why})`;
+}
+
 export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaselines | null): string {
   const best = bestStep(steps);
   const rows = steps.map((s) => [
@@ -148,11 +158,7 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
   ]);
   if (best)
     rows.push([
-      best.phase === 'refit'
-        ? best.refit?.served?.set === 'model'
-          ? `cogr (refit of ${best.base}: the relevance model's own sets, ${best.refit.served.guard ? `set guard ${best.refit.served.guard.gain >= 0 ? '+' : ''}${best.refit.served.guard.gain.toFixed(4)} ± ${best.refit.served.guard.se.toFixed(4)}` : '--served-set model'})`
-          : `cogr (refit of ${best.base}, the best dev step)`
-        : `cogr (best dev: ${best.step})`,
+      resultLabel(best),
       '',
       'result',
       `${best.itemGeneration}/${best.queryGeneration}`,

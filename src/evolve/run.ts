@@ -662,7 +662,8 @@ function crossfitAlpha(
  * Out-of-fold α curves: for every inner fold of `queries` (alphaFolds), the F1 at every α
  * of the grid of its queries (those in `scoring`, default all), planned as held out by
  * `planner` over a relevance model fitted without the fold — and without `less(fold)` too,
- * when given (a smaller fit, for the refit test). Rows in fold order.
+ * when given (a smaller fit, for the refit test). `curves`: what a fold's queries score
+ * under that inner planner (default: their keyword plans' α curves). Rows in fold order.
  */
 function crossfitCurves(
   ctx: Ctx,
@@ -670,7 +671,11 @@ function crossfitCurves(
   itemView: KeywordView,
   queries: readonly Query[],
   ordinalsOf: (id: string) => ReadonlySet<number>,
-  opts: { scoring?: ReadonlySet<string>; less?: (fold: readonly Query[], rest: readonly Query[]) => readonly Query[] } = {},
+  opts: {
+    scoring?: ReadonlySet<string>;
+    less?: (fold: readonly Query[], rest: readonly Query[]) => readonly Query[];
+    curves?: (inner: KeywordPlanner, scored: readonly Query[]) => Float64Array[];
+  } = {},
 ): Float64Array[] {
   const rows: Float64Array[] = [];
   for (const fold of alphaFolds(queries, ctx.config.seed)) {
@@ -686,9 +691,20 @@ function crossfitCurves(
     }
     const inner = planner.withRelevance(innerModel(ctx, planner, train, queriesKey(left)));
     inner.attachOpposite(itemView);
-    rows.push(...inner.alphaCurves(scored.map(queryInput), ordinalsOf, ALPHA_GRID));
+    rows.push(...(opts.curves ? opts.curves(inner, scored) : inner.alphaCurves(scored.map(queryInput), ordinalsOf, ALPHA_GRID)));
   }
   return rows;
+}
+
+/**
+ * The cross-fitted tests' rule (the refit test, the set guard): a mean paired gain passes
+ * when it is ≥ z standard errors and, for z ≥ 0, not below 0; a gain of 0 up to rounding
+ * (1e-12) is a tie, which passes or fails as asked. (The half-rounds' adoptionTest keeps its
+ * own exact comparison.)
+ */
+function passesZ(mean: number, se: number, z: number, tie: 'pass' | 'fail'): boolean {
+  const sign = tie === 'pass' ? mean >= -1e-12 : mean > 1e-12;
+  return (z < 0 || sign) && mean >= z * se - 1e-12;
 }
 
 /** The column of `rows` with the highest sum (ties: the earlier). */
@@ -728,7 +744,7 @@ function refitTest(
   const { mean, se } = meanSe(more.map((row, i) => row[a] - fewer[i][b]));
   // A gain of 0 up to rounding (per-query gains that cancel) is a tie, and a tie passes as a half-round's does.
   const z = ctx.config.refitZ;
-  const passed = (z < 0 || mean >= -1e-12) && mean >= z * se - 1e-12;
+  const passed = passesZ(mean, se, z, 'pass');
   ctx.logger.info(
     `refit test: ${extra} more queries in the fit, gain ${mean.toFixed(4)} ± ${se.toFixed(4)} over ${more.length} training queries: ${passed ? 'refit' : 'the chosen step is served as it is'}`,
   );
@@ -755,26 +771,16 @@ function setGuard(
   const ordinalsOf = relevantOrdinalsOf(itemView, relevant);
   const scoring = new Set(tuningQueries(training, ctx.config.seed).map((q) => q.id));
   const keywords = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, { scoring });
-  const model: Float64Array[] = [];
-  for (const fold of alphaFolds(training, ctx.config.seed)) {
-    const scored = fold.filter((q) => scoring.has(q.id));
-    if (scored.length === 0) continue;
-    const inFold = new Set(fold.map((q) => q.id));
-    const inner = planner.withRelevance(
-      innerModel(
-        ctx,
-        planner,
-        training.filter((q) => !inFold.has(q.id)),
-        queriesKey(fold),
-      ),
-    );
-    inner.attachOpposite(itemView);
-    for (const q of scored) {
-      const sorted = sortByP(inner.probabilities(queryInput(q)));
-      const rel = ordinalsOf(q.id);
-      model.push(Float64Array.from(ALPHA_GRID, (a) => setF1(sorted.order.subarray(0, expectedF1Cut(sorted, a)), rel)));
-    }
-  }
+  // The same inner models (cached per fold), each scored query as that model's own expected-F1 cut at every α.
+  const model = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, {
+    scoring,
+    curves: (inner, scored) =>
+      scored.map((q) => {
+        const sorted = sortByP(inner.probabilities(queryInput(q)));
+        const rel = ordinalsOf(q.id);
+        return Float64Array.from(ALPHA_GRID, (a) => setF1(sorted.order.subarray(0, expectedF1Cut(sorted, a)), rel));
+      }),
+  });
   const a = bestColumn(keywords);
   const b = bestColumn(model);
   const { mean, se } = meanSe(model.map((row, i) => row[b] - keywords[i][a]));
@@ -1243,28 +1249,37 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
   let keywordMetrics: HeldOutMetrics | null = null;
   // `served`: the step's own figures (kept for the record), not the refit-from-SFT counterpart's.
   const heldOut = (planner: KeywordPlanner, itemView: KeywordView, served = true) => {
-    if (ctx.config.servedSet === 'keywords') return heldOutAs(planner, itemView, undefined);
-    const kw = heldOutAs(planner, itemView, undefined);
-    if (served) keywordMetrics = kw;
-    return modelAlpha === undefined ? kw : heldOutAs(planner, itemView, modelAlpha);
+    // The keyword plans' figures: what is served without the model's sets, and kept beside them for the step's record.
+    const kw = modelAlpha === undefined || served ? heldOutAs(planner, itemView, undefined) : null;
+    if (served && ctx.config.servedSet !== 'keywords') keywordMetrics = kw;
+    return modelAlpha === undefined ? kw! : heldOutAs(planner, itemView, modelAlpha);
   };
-  const servedStats = (): RefitStats['served'] | undefined =>
-    ctx.config.servedSet === 'keywords' || keywordMetrics === null
-      ? undefined
+  // The record's `served` field (none with --served-set keywords).
+  const servedField = (): { served?: RefitStats['served'] } =>
+    keywordMetrics === null
+      ? {}
       : {
-          set: modelAlpha === undefined ? 'keywords' : 'model',
-          ...(modelAlpha === undefined ? {} : { alpha: modelAlpha }),
-          ...(guard ? { guard } : {}),
-          keywords: { f1: keywordMetrics.f1, precision: keywordMetrics.precision, recall: keywordMetrics.recall },
+          served: {
+            set: modelAlpha === undefined ? 'keywords' : 'model',
+            ...(modelAlpha === undefined ? {} : { alpha: modelAlpha }),
+            ...(guard ? { guard } : {}),
+            keywords: { f1: keywordMetrics.f1, precision: keywordMetrics.precision, recall: keywordMetrics.recall },
+          },
         };
+  // The chosen step as it is (its planner over its item generation), loaded once for the set guard and the refit test.
+  let chosenStep: { planner: KeywordPlanner; view: KeywordView } | null = null;
+  const loadChosen = async () =>
+    (chosenStep ??= {
+      planner: await runPlanner(ctx, generatorRound(done, 'query')),
+      view: await ctx.store.openView('item', base.itemGeneration),
+    });
   if (ctx.config.servedSet !== 'keywords') {
     ctx.logger.info(`set guard: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
-    const chosen = await runPlanner(ctx, generatorRound(done, 'query'));
-    const view = await ctx.store.openView('item', base.itemGeneration);
+    const { planner: chosen, view } = await loadChosen();
     const g = setGuard(ctx, chosen, view, training, relevant);
     const z = ctx.config.adoptZ;
     // The model's sets must beat the keyword plans (a tie keeps the keywords, the method's rule) by z standard errors.
-    const passes = g.gain > 1e-12 && g.gain >= z * g.se - 1e-12;
+    const passes = passesZ(g.gain, g.se, z, 'fail');
     if (ctx.config.servedSet === 'auto') guard = { gain: g.gain, se: g.se, queries: g.queries, z };
     if (ctx.config.servedSet === 'model' || passes) modelAlpha = g.alpha;
     ctx.logger.info(
@@ -1294,14 +1309,13 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
       ...rounds,
       fromSft: { f1: fromSft.f1, precision: fromSft.precision, recall: fromSft.recall },
       ...(test ? { test } : {}),
-      ...(servedStats() ? { served: servedStats() } : {}),
+      ...servedField(),
       seconds: (Date.now() - t0) / 1000,
     },
   });
   if (ctx.config.refitTest) {
     ctx.logger.info(`refit test: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
-    const chosen = await runPlanner(ctx, generatorRound(done, 'query'));
-    const view = await ctx.store.openView('item', base.itemGeneration);
+    const { planner: chosen, view } = await loadChosen();
     test = refitTest(ctx, chosen, view, training, relevant);
     if (!test.passed) {
       // The chosen step served as it is: its item generation, its planner (saved at the refit's round).
