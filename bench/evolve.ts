@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- evolve --items N --queries Q --relevant R [--rounds 1] [--seed 1]
- *  [--workers W] [--out DIR] [--json]`
+ *  [--workers W] [--served-set keywords|model|auto] [--out DIR] [--json]`
  * `npm run bench -- evolve --sizes 5000x500x100,20000x3000x300,40000x13500x1000 [--rounds 1] [--out DIR] [--chart-only]`
  *
  * The main job at scale: a seeded synthetic judged text collection (judgedCollection.ts)
@@ -77,7 +77,17 @@ export function phaseOf(msg: string): string | null {
   return null;
 }
 
-async function runOnce(opts: { items: number; queries: number; relevant: number; rounds: number; seed: number; workers?: number }) {
+type ServedSet = 'keywords' | 'model' | 'auto';
+
+async function runOnce(opts: {
+  items: number;
+  queries: number;
+  relevant: number;
+  rounds: number;
+  seed: number;
+  workers?: number;
+  servedSet?: ServedSet;
+}) {
   const loadBefore = loadavg().map((x) => round(x, 2));
   const c0 = performance.now();
   const corpus = judgedCollection({ items: opts.items, queries: opts.queries, relevant: opts.relevant, seed: opts.seed });
@@ -100,7 +110,15 @@ async function runOnce(opts: { items: number; queries: number; relevant: number;
     res = await runCoevolution(
       db,
       corpus,
-      { dataset: corpus.name, folds: 5, fold: 0, rounds: opts.rounds, seed: 1, ...(opts.workers ? { workers: opts.workers } : {}) },
+      {
+        dataset: corpus.name,
+        folds: 5,
+        fold: 0,
+        rounds: opts.rounds,
+        seed: 1,
+        ...(opts.workers ? { workers: opts.workers } : {}),
+        ...(opts.servedSet ? { servedSet: opts.servedSet } : {}),
+      },
       { logger, progress },
     );
   } finally {
@@ -118,6 +136,7 @@ async function runOnce(opts: { items: number; queries: number; relevant: number;
     relevant: opts.relevant,
     rounds: opts.rounds,
     seed: opts.seed,
+    ...(opts.servedSet ? { servedSet: opts.servedSet } : {}),
     split: { core: res.split.train.length - res.split.dev.length, dev: res.split.dev.length, eval: res.split.eval.length },
     collectionSeconds: round(collectionSeconds, 3),
     phases,
@@ -198,14 +217,28 @@ export async function run(args: string[]): Promise<void> {
   const seed = a.number('--seed', 1, { min: 0, integer: true });
   const workers = a.number('--workers', 0, { min: 0, integer: true });
   const out = a.string('--out', join(tmpdir(), 'cogr-bench-evolve'));
+  // --served-set: the run's set guard option (default: the run's default); named in the JSON file's name.
+  const served = a.string('--served-set', '');
+  if (served !== '' && !['keywords', 'model', 'auto'].includes(served))
+    throw new Error(`--served-set: ${JSON.stringify(served)} is not one of keywords, model, auto`);
+  const servedSet = served === '' ? undefined : (served as ServedSet);
+  const suffix = servedSet ? `-${servedSet}` : '';
   mkdirSync(out, { recursive: true });
   const sizes = a.string('--sizes', '');
   if (sizes === '') {
     const items = a.number('--items', 5000, { min: 1, integer: true });
     const queries = a.number('--queries', 500, { min: 2, integer: true });
     const relevant = a.number('--relevant', 100, { min: 1, integer: true });
-    const r = await runOnce({ items, queries, relevant, rounds, seed, ...(workers ? { workers } : {}) });
-    const file = join(out, `evolve-${items}x${queries}x${relevant}.json`);
+    const r = await runOnce({
+      items,
+      queries,
+      relevant,
+      rounds,
+      seed,
+      ...(workers ? { workers } : {}),
+      ...(servedSet ? { servedSet } : {}),
+    });
+    const file = join(out, `evolve-${items}x${queries}x${relevant}${suffix}.json`);
     await writeResultJson(file, r);
     if (json) process.stdout.write(JSON.stringify(r) + '\n');
     else process.stdout.write(renderEvolveTable([r]) + `(JSON: ${file})\n`);
@@ -215,7 +248,7 @@ export async function run(args: string[]): Promise<void> {
   // --chart-only: the table and chart of sizes measured before (their JSON under --out).
   const chartOnly = a.has('--chart-only');
   for (const s of parseSizes(sizes)) {
-    const file = join(out, `evolve-${s.items}x${s.queries}x${s.relevant}.json`);
+    const file = join(out, `evolve-${s.items}x${s.queries}x${s.relevant}${suffix}.json`);
     if (chartOnly) {
       results.push(JSON.parse(readFileSync(file, 'utf8')) as EvolveBenchResult);
       continue;
@@ -241,6 +274,7 @@ export async function run(args: string[]): Promise<void> {
         out,
         '--json',
         ...(workers ? ['--workers', String(workers)] : []),
+        ...(servedSet ? ['--served-set', servedSet] : []),
       ],
       { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 64 << 20 },
     );

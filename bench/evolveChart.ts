@@ -22,6 +22,8 @@ export interface EvolveBenchResult {
   relevant: number;
   rounds: number;
   seed: number;
+  /** The run's `--served-set` when the bench was given one (else the run's default). */
+  servedSet?: 'keywords' | 'model' | 'auto';
   /** Training queries outside the dev split, dev and held-out queries of fold 0. */
   split: { core: number; dev: number; eval: number };
   collectionSeconds: number;
@@ -48,6 +50,7 @@ const GROUPS: { name: string; colour: string; test: (phase: string) => boolean }
   { name: 'floor + ranker', colour: '#fdba74', test: (p) => p.includes('floor') || p.includes('ranker') },
   { name: 'GRPO', colour: '#7c3aed', test: (p) => p.endsWith('GRPO') },
   { name: 'dev + held-out evaluation', colour: '#dc2626', test: (p) => p.includes('evaluation') },
+  { name: 'set guard / refit test', colour: '#a16207', test: (p) => p.endsWith('set guard') || p.endsWith('refit test') },
   { name: 'setup / other', colour: '#9ca3af', test: () => true },
 ];
 

@@ -664,6 +664,8 @@ function crossfitAlpha(
  * `planner` over a relevance model fitted without the fold — and without `less(fold)` too,
  * when given (a smaller fit, for the refit test). `curves`: what a fold's queries score
  * under that inner planner (default: their keyword plans' α curves). Rows in fold order.
+ * `release`: drop each inner model from the run's cache once its fold is scored (so one is
+ * alive at a time; a later use fits it again).
  */
 function crossfitCurves(
   ctx: Ctx,
@@ -675,6 +677,7 @@ function crossfitCurves(
     scoring?: ReadonlySet<string>;
     less?: (fold: readonly Query[], rest: readonly Query[]) => readonly Query[];
     curves?: (inner: KeywordPlanner, scored: readonly Query[]) => Float64Array[];
+    release?: boolean;
   } = {},
 ): Float64Array[] {
   const rows: Float64Array[] = [];
@@ -689,9 +692,11 @@ function crossfitCurves(
       train = train.filter((q) => !drop.has(q.id));
       left = [...fold, ...queries.filter((q) => drop.has(q.id))];
     }
-    const inner = planner.withRelevance(innerModel(ctx, planner, train, queriesKey(left)));
+    const key = queriesKey(left);
+    const inner = planner.withRelevance(innerModel(ctx, planner, train, key));
     inner.attachOpposite(itemView);
     rows.push(...(opts.curves ? opts.curves(inner, scored) : inner.alphaCurves(scored.map(queryInput), ordinalsOf, ALPHA_GRID)));
+    if (opts.release) INNER_RELEVANCE.get(ctx)?.delete(key);
   }
   return rows;
 }
@@ -770,17 +775,28 @@ function setGuard(
 ): { gain: number; se: number; queries: number; alpha: number } {
   const ordinalsOf = relevantOrdinalsOf(itemView, relevant);
   const scoring = new Set(tuningQueries(training, ctx.config.seed).map((q) => q.id));
-  const keywords = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, { scoring });
-  // The same inner models (cached per fold), each scored query as that model's own expected-F1 cut at every α.
-  const model = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, {
+  const G = ALPHA_GRID.length;
+  // One pass over the inner folds: each scored query's keyword plans' α curve and, under the
+  // same inner model, its own expected-F1 cut's at every α, side by side in one row. The
+  // inner models are dropped fold by fold unless the refit reuses them (its cross-fitted α
+  // or its test, over the same folds): at a large size each holds up to ~1.25 GB of memos.
+  const rows = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, {
     scoring,
-    curves: (inner, scored) =>
-      scored.map((q) => {
+    release: ctx.config.alphaTuning !== 'crossfit' && !ctx.config.refitTest,
+    curves: (inner, scored) => {
+      const kw = inner.alphaCurves(scored.map(queryInput), ordinalsOf, ALPHA_GRID);
+      return scored.map((q, i) => {
         const sorted = sortByP(inner.probabilities(queryInput(q)));
         const rel = ordinalsOf(q.id);
-        return Float64Array.from(ALPHA_GRID, (a) => setF1(sorted.order.subarray(0, expectedF1Cut(sorted, a)), rel));
-      }),
+        const row = new Float64Array(2 * G);
+        row.set(kw[i]);
+        ALPHA_GRID.forEach((a, g) => (row[G + g] = setF1(sorted.order.subarray(0, expectedF1Cut(sorted, a)), rel)));
+        return row;
+      });
+    },
   });
+  const keywords = rows.map((r) => r.subarray(0, G));
+  const model = rows.map((r) => r.subarray(G));
   const a = bestColumn(keywords);
   const b = bestColumn(model);
   const { mean, se } = meanSe(model.map((row, i) => row[b] - keywords[i][a]));
@@ -1211,6 +1227,7 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     const itemPolicyRound = generatorRound(upTo, 'item');
     const chosen = await runPlanner(ctx, plannerRound);
     if (!model) {
+      ctx.logger.debug('phase refit: relevance fit');
       ctx.logger.info(`refit: fitting the relevance model on ${training.length} training queries (${ctx.devQueries.length} of them dev)`);
       model = refitRelevance(ctx, chosen, training, relevant);
     }
@@ -1220,6 +1237,7 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     planner.attachOpposite(oldItems);
     const policy = await loadPolicy(ctx.policies, 'item', itemPolicyRound);
     policy.attachOpposite(queryView);
+    ctx.logger.debug(`phase ${from === base ? REFIT_STEP : `${REFIT_STEP}-from-sft`}: item policy`);
     policy.attachQuerySide(queryOffers({ items: ctx.corpus.items, queries: training, relevant, config: ctx.config }, planner, queryView));
     const entries = decodeItems(ctx, policy, from === base ? REFIT_STEP : `${REFIT_STEP}-from-sft`);
     return { planner, entries, plannerRound, itemPolicyRound };
@@ -1274,6 +1292,7 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
       view: await ctx.store.openView('item', base.itemGeneration),
     });
   if (ctx.config.servedSet !== 'keywords') {
+    ctx.logger.debug('phase refit: set guard');
     ctx.logger.info(`set guard: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
     const { planner: chosen, view } = await loadChosen();
     const g = setGuard(ctx, chosen, view, training, relevant);
@@ -1314,6 +1333,7 @@ async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     },
   });
   if (ctx.config.refitTest) {
+    ctx.logger.debug('phase refit: refit test');
     ctx.logger.info(`refit test: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
     const { planner: chosen, view } = await loadChosen();
     test = refitTest(ctx, chosen, view, training, relevant);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { judgedCollection, pseudoWord } from '../../bench/judgedCollection.ts';
 import { phaseOf } from '../../bench/evolve.ts';
-import { renderEvolveChart } from '../../bench/evolveChart.ts';
+import { phaseGroup, renderEvolveChart } from '../../bench/evolveChart.ts';
 
 describe('judgedCollection (the evolve bench collection)', () => {
   it('has the asked shape: items, queries, relevant per query from the query topic', () => {
@@ -61,6 +61,11 @@ describe('the evolve bench phases and chart', () => {
     expect(phaseOf('sft: indexing items')).toBe('sft: indexing');
     expect(phaseOf('sft: trying M = 5 keywords per item')).toBe('sft: M trials');
     expect(phaseOf('committed keyword index generation')).toBeNull();
+    // The refit's set guard and test have their own bar segment, apart from setup.
+    expect(phaseOf('phase refit: set guard')).toBe('refit: set guard');
+    expect(phaseGroup('refit: set guard')).toBe(phaseGroup('refit: refit test'));
+    expect(phaseGroup('refit: set guard')).not.toBe(phaseGroup('refit: setup'));
+    expect(phaseGroup('refit: relevance fit')).toBe(phaseGroup('sft: relevance fit'));
   });
 
   it('draws one bar per size', () => {
