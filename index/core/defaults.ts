@@ -75,7 +75,7 @@ export const DEFAULTS = deepFreeze({
      * 'model' (the relevance model's expected-F1 sets) or 'auto' (the model's sets when, over
      * every training query cross-fitted, they beat the keyword plans by one standard error).
      */
-    servedSet: 'keywords' as 'keywords' | 'model' | 'auto',
+    servedSet: 'auto' as 'keywords' | 'model' | 'auto',
     /** The served set's floor: fallback (top c by p when nothing matches), auto (and top m by p added to every set), none; c and m chosen on training queries. */
     floor: 'fallback' as 'fallback' | 'auto' | 'none',
     /** The floors m tried (0 = none) and the largest fallback c. */

@@ -1,9 +1,9 @@
 /**
  * The set guard (`--served-set`, src/evolve/run.ts setGuard): at the final refit the run
- * serves either the keyword plans' matched sets (the CoGR rule; the default) or the
- * relevance model's own expected-F1 sets — always with 'model', with 'auto' when the
- * model's sets beat the keyword plans by one standard error over every training query
- * scored by inner models that never saw it. Checked on the loop's tiny corpus: what is
+ * serves either the keyword plans' matched sets (the CoGR rule, `keywords`) or the
+ * relevance model's own expected-F1 sets — always with 'model', with 'auto' (the default)
+ * when the model's sets beat the keyword plans by one standard error over every training
+ * query scored by inner models that never saw it. Checked on the loop's tiny corpus: what is
  * served and recorded, that the served figures are the model's sets' (recomputed here by
  * hand), that the decision follows its rule and reads no held-out judgement, and that
  * `cogr serve` serves the same sets.
@@ -61,9 +61,9 @@ let keywords: Awaited<ReturnType<typeof run>>;
 let auto: Awaited<ReturnType<typeof run>>;
 
 describe('the set guard (--served-set)', () => {
-  it('keywords, the default: the run records no served set and serves the keyword plans', async () => {
-    expect(parseRunConfig(CONFIG).servedSet).toBe('keywords');
-    keywords = await run(CONFIG);
+  it('keywords (the CoGR rule; auto is the default): the run records no served set and serves the keyword plans', async () => {
+    expect(parseRunConfig(CONFIG).servedSet).toBe('auto');
+    keywords = await run({ ...CONFIG, servedSet: 'keywords' });
     expect(keywords.refit.phase).toBe('refit');
     expect(keywords.refit.refit!.served).toBeUndefined();
   });
@@ -74,7 +74,7 @@ describe('the set guard (--served-set)', () => {
     expect(served.set).toBe('model');
     expect(ALPHA_GRID).toContain(served.alpha);
     expect(served.guard).toBeUndefined();
-    // The keyword plans are the default run's, to the last digit.
+    // The keyword plans are the keywords run's, to the last digit.
     expect(served.keywords).toEqual({
       f1: keywords.refit.metrics.f1,
       precision: keywords.refit.metrics.precision,
@@ -89,7 +89,7 @@ describe('the set guard (--served-set)', () => {
   });
 
   it('auto: the cross-fitted figures over the training queries decide, by the adoption rule (gain > 0 and ≥ z SE)', async () => {
-    auto = await run({ ...CONFIG, servedSet: 'auto' });
+    auto = await run(CONFIG);
     const served = auto.refit.refit!.served!;
     const g = served.guard!;
     const split = auto.res.split;
@@ -146,10 +146,11 @@ describe('the set guard (--served-set)', () => {
   });
 
   it('a run without the final refit never used the option: a resume asking another one is not refused', () => {
-    const noRefit = parseRunConfig({ ...CONFIG, refit: false, servedSet: 'auto' });
+    const noRefit = parseRunConfig({ ...CONFIG, refit: false, servedSet: 'keywords' });
     expect(configDifferences(noRefit, parseRunConfig({ ...CONFIG, refit: false }))).toEqual([]);
-    expect(configDifferences(parseRunConfig({ ...CONFIG, servedSet: 'auto' }), parseRunConfig(CONFIG))).toEqual([
-      'servedSet: stored "auto", asked "keywords"',
+    // With the refit, a run stored with keywords is another experiment than today's default.
+    expect(configDifferences(parseRunConfig({ ...CONFIG, servedSet: 'keywords' }), parseRunConfig(CONFIG))).toEqual([
+      'servedSet: stored "keywords", asked "auto"',
     ]);
   });
 
