@@ -234,6 +234,22 @@ export function adoptionSummary(steps: readonly StepRecord[]): string | null {
   return `no half-round was adopted: the largest dev gain was ${top.step}'s ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} F1 (standard error ${g.se.toFixed(4)}): ${reason}, so ${result}`;
 }
 
+/**
+ * One line on the final refit's set guard (`--served-set`): what it serves and the
+ * cross-fitted figures it decided on; null when the run has no refit or served the keyword
+ * plans without a guard (`--served-set keywords`).
+ */
+export function servedSetSummary(steps: readonly StepRecord[]): string | null {
+  const served = steps.find((s) => s.phase === 'refit')?.refit?.served;
+  if (!served) return null;
+  const g = served.guard;
+  if (!g) return served.set === 'model' ? `the relevance model's own sets are served (--served-set model, α ${served.alpha})` : null;
+  const figures = `${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)} F1 over the keyword plans on ${g.queries} training queries, cross-fitted`;
+  return served.set === 'model'
+    ? `set guard: the relevance model's own sets are served (α ${served.alpha}): ${figures}`
+    : `set guard: the keyword plans are served; the model's own sets would give ${figures} (they must beat them by ${g.z} standard error${g.z === 1 ? '' : 's'})`;
+}
+
 interface FoldOutcome {
   fold: number;
   evalQueries: number;
@@ -458,6 +474,8 @@ export function register(program: Command): void {
     process.stdout.write(renderSteps(res.steps, baselines));
     const why = adoptionSummary(res.steps);
     if (why) process.stdout.write(`\n${why}\n`);
+    const guard = servedSetSummary(res.steps);
+    if (guard) process.stdout.write(`${why ? '' : '\n'}${guard}\n`);
     process.stdout.write(
       `\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the ${res.steps.some((s) => s.phase === 'refit') ? 'refit of the best dev step' : 'best dev step'}\n`,
     );
@@ -587,6 +605,8 @@ export function register(program: Command): void {
     const per = summary.perFold.map((f) => [
       String(f.fold),
       f.final.refit_of ? `refit of ${f.final.refit_of}` : f.final.step,
+      // What the refit served (the set guard's choice); keywords without a guard too.
+      f.final.refit_of ? (f.final.served_set?.set ?? 'keywords') : '',
       f4(f.final.f1),
       f4(f.baseline.f1),
       f4(f.baselines.rm3.f1),
@@ -599,9 +619,9 @@ export function register(program: Command): void {
     process.stdout.write(
       '\n' +
         renderTable(
-          ['fold', 'best dev step', 'F1', 'BM25 F1', 'RM3 F1', 'model F1', 'above BM25', 'rank', 'nDCG@10', 'BM25 nDCG@10'],
+          ['fold', 'best dev step', 'served set', 'F1', 'BM25 F1', 'RM3 F1', 'model F1', 'above BM25', 'rank', 'nDCG@10', 'BM25 nDCG@10'],
           per,
-          { right: [0, 2, 3, 4, 5, 8, 9] },
+          { right: [0, 3, 4, 5, 6, 9, 10] },
         ),
     );
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { adoptionSummary } from '../../src/commands/evolve.ts';
+import { adoptionSummary, servedSetSummary } from '../../src/commands/evolve.ts';
 import { adoptedOnTie, adoptionTest, type DevMetrics, type StepRecord } from '../../src/run/state.ts';
 
 const step = (name: string, phase: StepRecord['phase'], adopted: boolean, gain?: number, se?: number): StepRecord =>
@@ -67,5 +67,35 @@ describe('the demo says which half-rounds were adopted, or why none was', () => 
       /every half-round lowered dev F1/,
     );
     expect(adoptionSummary([step('sft', 'sft', true)])).toBeNull();
+  });
+});
+
+describe("the demo says what the final refit's set guard served, and on what figures", () => {
+  const refit = (served?: object): StepRecord =>
+    ({ step: 'refit', phase: 'refit', adopted: true, refit: { served } }) as unknown as StepRecord;
+  const keywords = { f1: 0.15, precision: 0.2, recall: 0.2 };
+  it('the keyword plans kept: the gain the model would have had, and the rule', () => {
+    expect(
+      servedSetSummary([
+        step('sft', 'sft', true),
+        refit({ set: 'keywords', guard: { gain: -0.0056, se: 0.0047, queries: 258, z: 1 }, keywords }),
+      ]),
+    ).toBe(
+      "set guard: the keyword plans are served; the model's own sets would give -0.0056 ± 0.0047 F1 over the keyword plans on 258 training queries, cross-fitted (they must beat them by 1 standard error)",
+    );
+  });
+  it("the model's sets chosen: their α and gain", () => {
+    expect(
+      servedSetSummary([refit({ set: 'model', alpha: 0.707, guard: { gain: 0.0855, se: 0.0191, queries: 28, z: 2 }, keywords })]),
+    ).toBe(
+      "set guard: the relevance model's own sets are served (α 0.707): +0.0855 ± 0.0191 F1 over the keyword plans on 28 training queries, cross-fitted",
+    );
+    expect(servedSetSummary([refit({ set: 'model', alpha: 0.5, keywords })])).toBe(
+      "the relevance model's own sets are served (--served-set model, α 0.5)",
+    );
+  });
+  it('nothing to say without a refit or with --served-set keywords', () => {
+    expect(servedSetSummary([step('sft', 'sft', true)])).toBeNull();
+    expect(servedSetSummary([step('sft', 'sft', true), refit()])).toBeNull();
   });
 });
