@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { openDb } from '../index/store/db.ts';
 import type { Logger } from '../index/core/log.ts';
 import { runCoevolution } from '../src/evolve/run.ts';
+import type { RunConfig } from '../src/run/config.ts';
 import type { ProgressSink } from '../src/progress.ts';
 import { parseBenchArgs } from './args.ts';
 import { renderEvolveChart, type EvolveBenchResult, type PhaseTiming } from './evolveChart.ts';
@@ -77,7 +78,7 @@ export function phaseOf(msg: string): string | null {
   return null;
 }
 
-type ServedSet = 'keywords' | 'model' | 'auto';
+type ServedSet = RunConfig['servedSet'];
 
 async function runOnce(opts: {
   items: number;

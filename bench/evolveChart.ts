@@ -7,6 +7,7 @@
  * (no script, no external font), drawn in the style of the drift report (src/drift/report.ts).
  */
 import { escapeHtml } from '../src/drift/report.ts';
+import type { RunConfig } from '../src/run/config.ts';
 
 /** One phase of a measured run (evolve.ts's phase clock). */
 export interface PhaseTiming {
@@ -23,7 +24,7 @@ export interface EvolveBenchResult {
   rounds: number;
   seed: number;
   /** The run's `--served-set` when the bench was given one (else the run's default). */
-  servedSet?: 'keywords' | 'model' | 'auto';
+  servedSet?: RunConfig['servedSet'];
   /** Training queries outside the dev split, dev and held-out queries of fold 0. */
   split: { core: number; dev: number; eval: number };
   collectionSeconds: number;

@@ -126,6 +126,8 @@ async function runOne(db: CogrDb, corpus: Corpus, config: RunConfig, flags: RunF
 }
 
 const f4 = (x: number): string => x.toFixed(4);
+/** A paired gain and its standard error, signed: "+0.0123 ± 0.0045". */
+const gainPm = (g: { gain: number; se: number }): string => `${g.gain >= 0 ? '+' : ''}${f4(g.gain)} ± ${f4(g.se)}`;
 
 /** The result row's name: the best dev step, its refit, or the refit serving the relevance model's own sets (and why). */
 function resultLabel(best: StepRecord): string {
@@ -133,7 +135,7 @@ function resultLabel(best: StepRecord): string {
   const served = best.refit?.served;
   if (served?.set !== 'model') return `cogr (refit of ${best.base}, the best dev step)`;
   const g = served.guard;
-  const why = g ? `set guard ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)}` : '--served-set model';
+  const why = g ? `set guard ${gainPm(g)}` : '--served-set model';
   return `cogr (refit of ${best.base}: the relevance model's own sets, ${why})`;
 }
 
@@ -244,7 +246,7 @@ export function servedSetSummary(steps: readonly StepRecord[]): string | null {
   if (!served) return null;
   const g = served.guard;
   if (!g) return served.set === 'model' ? `the relevance model's own sets are served (--served-set model, α ${served.alpha})` : null;
-  const figures = `${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)} F1 over the keyword plans on ${g.queries} training queries, cross-fitted`;
+  const figures = `${gainPm(g)} F1 over the keyword plans on ${g.queries} training queries, cross-fitted`;
   return served.set === 'model'
     ? `set guard: the relevance model's own sets are served (α ${served.alpha}): ${figures}`
     : `set guard: the keyword plans are served; the model's own sets would give ${figures} (they must beat them by ${g.z} standard error${g.z === 1 ? '' : 's'})`;
