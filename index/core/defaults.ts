@@ -50,17 +50,17 @@ export const DEFAULTS = deepFreeze({
     /**
      * How α is tuned on training queries whose judgements also fitted the relevance model:
      * 'insample' (planned as held out with the model fitted on them) or 'crossfit' (each of
-     * `alphaFolds` inner folds planned with a model fitted without it; run.ts tuneAlpha).
+     * `alphaFolds` inner folds planned with a model fitted without it; crossfit.ts tuneAlpha).
      */
     alphaTuning: 'insample' as 'insample' | 'crossfit',
     alphaFolds: 5,
     /**
      * After the rounds, refit the served step on every training query (core and dev): the
      * relevance model refitted with the run's options, α tuned on them, the items re-indexed
-     * by the step's item policy with all of them offering (run.ts refitStep).
+     * by the step's item policy with all of them offering (refit.ts refitStep).
      */
     refit: true,
-    /** Refit only when a cross-fitted learning curve over the training queries says |dev| more queries help (run.ts refitTest). */
+    /** Refit only when a cross-fitted learning curve over the training queries says |dev| more queries help (refit.ts refitTest). */
     refitTest: false,
     /**
      * The refit test's z: the refit stands when the curve's mean gain is at least z standard

@@ -40,16 +40,13 @@ import { cogrError } from '../../index/core/errors.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import { createRng, deriveSeed, shuffle } from '../../index/core/random.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
-import { makeKeywordNormalizer } from '../../index/text/normalize.ts';
 import type { Corpus, Item, Query, Side } from '../../index/core/types.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { topByP } from '../../generators/planner/queryContext.ts';
-import { RelevanceModel } from '../../generators/planner/relevance.ts';
-import { ALPHA_GRID, setF1, type PlannerGrpoSample } from '../../generators/planner/training.ts';
-import { expectedF1Cut, sortByP } from '../../generators/planner/expectedCut.ts';
-import { itemInput, queryInput, relevantOrdinals, runSft, tuningQueries } from '../../generators/sft.ts';
+import type { PlannerGrpoSample } from '../../generators/planner/training.ts';
+import { itemInput, queryInput, runSft } from '../../generators/sft.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
@@ -65,7 +62,7 @@ import {
   type RunConfig,
   type RunConfigInput,
 } from '../run/config.ts';
-import { heldOutQueryScorer, offerSource, ownNames, queryOffers, runContext, runPlanner, type RunContext } from '../run/context.ts';
+import { heldOutQueryScorer, offerSource, ownNames, queryOffers, runContext, runPlanner } from '../run/context.ts';
 import { loadPolicy, savePlanner, savePolicy } from '../run/policies.ts';
 import { checkRunData, dataFingerprint } from '../run/fingerprint.ts';
 import {
@@ -83,7 +80,6 @@ import {
   type RankChoice,
   type RunSplit,
   type SetFloor,
-  type RefitStats,
   type StepRecord,
   type TrainStats,
 } from '../run/state.ts';
@@ -91,6 +87,9 @@ import { chooseRanker, evaluateQueries, plannerKeywords, pooledRankings } from '
 import { NO_FLOOR, type Floor } from '../../generators/planner/ranking.ts';
 import { tuneCutoff } from '../baseline/bm25.ts';
 import { setF1Curve } from '../metrics.ts';
+import { type Ctx, memoryView, commitGeneration, decodeItems, planQueries, vocabularySize, baseStep } from './loopContext.ts';
+import { innerModel, queriesKey, tuneAlpha } from './crossfit.ts';
+import { refitStep } from './refit.ts';
 
 export interface RunOptions {
   logger?: Logger;
@@ -115,16 +114,6 @@ export interface RunResult {
 /** Minibatch sizes of the GRPO phases (inputs per policy update). */
 const QUERY_BATCH = 16;
 const ITEM_BATCH = 64;
-
-/** The loop's context: the run's (run/context.ts) with the worker pool, the served floor and the caller's sinks. */
-interface Ctx extends RunContext {
-  pool: () => RewardPool;
-  /** The served set's floor, chosen at SFT (none for runs written before it). */
-  floor: Floor;
-  logger: Logger;
-  progress: ProgressSink;
-  signal?: AbortSignal;
-}
 
 /** The run's split: held-out queries (a fold or a fraction), and a dev split carved from the training queries. */
 export function computeSplit(corpus: Corpus, config: RunConfig): RunSplit {
@@ -360,42 +349,6 @@ async function crossfitScores(
 }
 
 /**
- * Relevance models fitted without some training queries, and their fitted weights, per run
- * context, keyed by the queries left out: the inner folds of the cross-fitted adoption
- * test and of the cross-fitted α. The same for every step (a shadow's GRPO with
- * `--planner-params all` moves the weights; each use starts again from the fit).
- */
-const INNER_RELEVANCE = new WeakMap<Ctx, Map<string, { model: RelevanceModel; fitted: Float64Array }>>();
-
-/** The relevance model of `base` refitted on `train`, cached under `key` (the queries left out). */
-function innerModel(ctx: Ctx, base: KeywordPlanner, train: readonly Query[], key: string): RelevanceModel {
-  let models = INNER_RELEVANCE.get(ctx);
-  if (!models) INNER_RELEVANCE.set(ctx, (models = new Map()));
-  let inner = models.get(key);
-  if (!inner) {
-    ctx.logger.debug(`inner relevance model on ${train.length} training queries`);
-    const model = refitRelevance(ctx, base, train, relevantOf(ctx, train));
-    inner = { model, fitted: model.getWeights() };
-    models.set(key, inner);
-  } else inner.model.setWeights(inner.fitted);
-  return inner.model;
-}
-
-/** The judgements of `queries`, from the corpus. */
-function relevantOf(ctx: Ctx, queries: readonly Query[]): Map<string, ReadonlySet<string>> {
-  const none = new Set<string>();
-  return new Map(queries.map((q) => [q.id, ctx.corpus.relevant.get(q.id) ?? none]));
-}
-
-/** A key naming a set of queries (their ids, sorted). */
-function queriesKey(queries: readonly Query[]): string {
-  return queries
-    .map((q) => q.id)
-    .sort()
-    .join('\u0000');
-}
-
-/**
  * The planner of inner fold h: the relevance model refitted on `train` (the other folds'
  * core queries) with the run's options, the base planner's configuration and parameters,
  * and α tuned on `train` against `itemView` (in sample, whatever `--alpha-tuning` says: a
@@ -412,63 +365,6 @@ function innerPlanner(
   planner.attachOpposite(itemView);
   tuneAlpha(ctx, planner, itemView, train, ctx.coreRelevant, 'insample');
   return planner;
-}
-
-/** The relevance model of `base` fitted again, with its options, on `queries` and their judgements (the cross-fitted inner planners, the final refit). */
-function refitRelevance(
-  ctx: Ctx,
-  base: KeywordPlanner,
-  queries: readonly Query[],
-  relevant: ReadonlyMap<string, ReadonlySet<string>>,
-): RelevanceModel {
-  const training = queries.map((q) => [queryInput(q), [...(relevant.get(q.id) ?? [])]] as const);
-  return RelevanceModel.fit(ctx.corpus.items, training, (base.relevance as RelevanceModel).options);
-}
-
-/** A generation held in memory, built as the store builds a committed one (the writer's normalisation, the run's analyzer). */
-function memoryView(ctx: Ctx, entries: readonly { id: string; self: string; keywords: string[] }[]): KeywordView {
-  const norm = makeKeywordNormalizer({ memo: 0 });
-  const normalised = entries.map((e) => ({ id: e.id, self: norm.self(e.self), keywords: norm.set(e.keywords).keywords }));
-  return KeywordView.build('item', -1, normalised, { analyzer: ctx.config.analyzer });
-}
-
-// ---------------------------------------------------------------------------------------
-
-async function commitGeneration(
-  ctx: Ctx,
-  side: Side,
-  entries: { id: string; self: string; keywords: string[] }[],
-  meta: Record<string, unknown>,
-  base: number | null,
-): Promise<number> {
-  const w = ctx.store.writer(side, base === null ? { base, mode: 'replace', analyzer: ctx.config.analyzer } : { base, mode: 'replace' });
-  for (const e of entries) w.set(e.id, e.self, e.keywords);
-  return w.commit(meta);
-}
-
-/** Decoding options for indexing: greedy, or sampled at the decode temperature and top-p with a per-entity seed. */
-export function decodeOptions(
-  config: Pick<RunConfig, 'decode' | 'decodeTemperature' | 'topP'>,
-  seed: number,
-): { temperature?: number; topP?: number; rng?: () => number; greedy?: boolean } {
-  return config.decode === 'greedy' ? { greedy: true } : { temperature: config.decodeTemperature, topP: config.topP, rng: createRng(seed) };
-}
-
-function decodeItems(ctx: Ctx, policy: EmbeddedPolicy, step: string): { id: string; self: string; keywords: string[] }[] {
-  const { seed } = ctx.config;
-  ctx.progress.start(`${step}: indexing items`, ctx.corpus.items.length);
-  const out = ctx.corpus.items.map((it) => {
-    const r = policy.decode(itemInput(it), decodeOptions(ctx.config, deriveSeed(seed, step, 'index', it.id)));
-    ctx.progress.tick();
-    return { id: it.id, self: it.title, keywords: r.keywords };
-  });
-  ctx.progress.end();
-  return out;
-}
-
-/** The query generation: the planner's keywords of every core training query, planned as held out. */
-function planQueries(ctx: Ctx, planner: KeywordPlanner): { id: string; self: string; keywords: string[] }[] {
-  return ctx.coreQueries.map((q) => ({ id: q.id, self: q.text, keywords: planner.plan(queryInput(q), { asHeldOut: true }).keywords }));
 }
 
 /**
@@ -596,213 +492,6 @@ function chooseRank(
   return { served: chooseRanker('auto', on), asked, on };
 }
 
-/** α tuned on the core training queries (planned as held out; a seeded sample above sft.ts TUNING_QUERIES) against the attached item generation. */
-function tuneAlpha(
-  ctx: Ctx,
-  planner: KeywordPlanner,
-  itemView: KeywordView,
-  queries: readonly Query[] = ctx.coreQueries,
-  relevant: ReadonlyMap<string, ReadonlySet<string>> = ctx.coreRelevant,
-  how: 'insample' | 'crossfit' = ctx.config.alphaTuning,
-): void {
-  const ordinalsOf = relevantOrdinalsOf(itemView, relevant);
-  const tuning = tuningQueries(queries, ctx.config.seed);
-  if (how === 'insample' || tuning.length < ALPHA_FOLDS) {
-    planner.tuneAlpha(tuning.map(queryInput), ordinalsOf);
-    return;
-  }
-  planner.alpha = crossfitAlpha(ctx, planner, itemView, queries, tuning, ordinalsOf);
-}
-
-/** A query's relevant item ordinals in `itemView` (an empty set for a query without judgements). */
-function relevantOrdinalsOf(
-  itemView: KeywordView,
-  relevant: ReadonlyMap<string, ReadonlySet<string>>,
-): (id: string) => ReadonlySet<number> {
-  const rel = relevantOrdinals(itemView, relevant);
-  const none = new Set<number>();
-  return (id) => rel.get(id) ?? none;
-}
-
-/** Inner folds of the cross-fitted α (`--alpha-tuning crossfit`). */
-const ALPHA_FOLDS = DEFAULTS.run.alphaFolds;
-
-/** The inner folds of the cross-fitted α: `queries` shuffled by the run's seed, dealt round-robin into ALPHA_FOLDS folds. */
-export function alphaFolds<Q>(queries: readonly Q[], seed: number): Q[][] {
-  const order = shuffle(queries, createRng(deriveSeed(seed, 'alpha-folds')));
-  const folds: Q[][] = Array.from({ length: ALPHA_FOLDS }, () => []);
-  order.forEach((q, i) => folds[i % ALPHA_FOLDS].push(q));
-  return folds;
-}
-
-/**
- * α cross-fitted (`--alpha-tuning crossfit`): `queries` fall in ALPHA_FOLDS inner folds
- * (alphaFolds); each fold's tuning queries are planned as held out by a copy of `planner`
- * whose relevance model was refitted without that fold (its configuration, parameters
- * and item index kept), and the grid's α with the highest mean F1 over every tuning query
- * wins (ties: the smaller). The in-sample tuning plans queries with a model fitted on their
- * own judgements; on a few dozen queries that can carry α, and the sets, far from what
- * serves unseen queries. Costs ALPHA_FOLDS model fits per set of queries (cached per run).
- */
-function crossfitAlpha(
-  ctx: Ctx,
-  planner: KeywordPlanner,
-  itemView: KeywordView,
-  queries: readonly Query[],
-  tuning: readonly Query[],
-  ordinalsOf: (id: string) => ReadonlySet<number>,
-): number {
-  const rows = crossfitCurves(ctx, planner, itemView, queries, ordinalsOf, { scoring: new Set(tuning.map((q) => q.id)) });
-  const best = bestColumn(rows);
-  ctx.logger.debug(`α cross-fitted over ${rows.length} queries in ${ALPHA_FOLDS} folds: ${ALPHA_GRID[best]}`);
-  return ALPHA_GRID[best];
-}
-
-/**
- * Out-of-fold α curves: for every inner fold of `queries` (alphaFolds), the F1 at every α
- * of the grid of its queries (those in `scoring`, default all), planned as held out by
- * `planner` over a relevance model fitted without the fold — and without `less(fold)` too,
- * when given (a smaller fit, for the refit test). `curves`: what a fold's queries score
- * under that inner planner (default: their keyword plans' α curves). Rows in fold order.
- * `release`: drop each inner model from the run's cache once its fold is scored (so one is
- * alive at a time; a later use fits it again).
- */
-function crossfitCurves(
-  ctx: Ctx,
-  planner: KeywordPlanner,
-  itemView: KeywordView,
-  queries: readonly Query[],
-  ordinalsOf: (id: string) => ReadonlySet<number>,
-  opts: {
-    scoring?: ReadonlySet<string>;
-    less?: (fold: readonly Query[], rest: readonly Query[]) => readonly Query[];
-    curves?: (inner: KeywordPlanner, scored: readonly Query[]) => Float64Array[];
-    release?: boolean;
-  } = {},
-): Float64Array[] {
-  const rows: Float64Array[] = [];
-  for (const fold of alphaFolds(queries, ctx.config.seed)) {
-    const scored = opts.scoring ? fold.filter((q) => opts.scoring!.has(q.id)) : fold;
-    if (scored.length === 0) continue;
-    const inFold = new Set(fold.map((q) => q.id));
-    let train = queries.filter((q) => !inFold.has(q.id));
-    let left: readonly Query[] = fold;
-    if (opts.less) {
-      const drop = new Set(opts.less(fold, train).map((q) => q.id));
-      train = train.filter((q) => !drop.has(q.id));
-      left = [...fold, ...queries.filter((q) => drop.has(q.id))];
-    }
-    const key = queriesKey(left);
-    const inner = planner.withRelevance(innerModel(ctx, planner, train, key));
-    inner.attachOpposite(itemView);
-    rows.push(...(opts.curves ? opts.curves(inner, scored) : inner.alphaCurves(scored.map(queryInput), ordinalsOf, ALPHA_GRID)));
-    if (opts.release) INNER_RELEVANCE.get(ctx)?.delete(key);
-  }
-  return rows;
-}
-
-/**
- * The cross-fitted tests' rule (the refit test, the set guard): a mean paired gain passes
- * when it is ≥ z standard errors and, for z ≥ 0, not below 0; a gain of 0 up to rounding
- * (1e-12) is a tie, which passes or fails as asked. (The half-rounds' adoptionTest keeps its
- * own exact comparison.)
- */
-function passesZ(mean: number, se: number, z: number, tie: 'pass' | 'fail'): boolean {
-  const sign = tie === 'pass' ? mean >= -1e-12 : mean > 1e-12;
-  return (z < 0 || sign) && mean >= z * se - 1e-12;
-}
-
-/** The column of `rows` with the highest sum (ties: the earlier). */
-function bestColumn(rows: readonly Float64Array[]): number {
-  const sums = new Float64Array(ALPHA_GRID.length);
-  for (const row of rows) for (let g = 0; g < sums.length; g++) sums[g] += row[g];
-  let best = 0;
-  for (let g = 1; g < sums.length; g++) if (sums[g] > sums[best] + 1e-12 * rows.length) best = g;
-  return best;
-}
-
-/**
- * The refit's test (`--refit-test yes`), on the training queries alone: does fitting the
- * relevance model on |dev| more queries help? A cross-fitted learning curve stands in for
- * "core + dev against core", which no query is left to judge: in every inner fold of all
- * training queries, the fold is planned (as held out, against the chosen step's item
- * generation and with its planner parameters) by a model fitted without it and by one
- * fitted without it and without |dev| more queries (a seeded draw); each at its own
- * best α over all folds. The paired per-query gain passes when it is ≥ refitZ standard errors
- * (and ≥ 0 for refitZ ≥ 0). Every training query is judged once, by models that never saw it.
- */
-function refitTest(
-  ctx: Ctx,
-  planner: KeywordPlanner,
-  itemView: KeywordView,
-  training: readonly Query[],
-  relevant: ReadonlyMap<string, ReadonlySet<string>>,
-): NonNullable<RefitStats['test']> {
-  const ordinalsOf = relevantOrdinalsOf(itemView, relevant);
-  const extra = ctx.devQueries.length;
-  const more = crossfitCurves(ctx, planner, itemView, training, ordinalsOf);
-  const fewer = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, {
-    less: (fold, rest) => shuffle(rest, createRng(deriveSeed(ctx.config.seed, 'refit-test', queriesKey(fold)))).slice(0, extra),
-  });
-  const a = bestColumn(more);
-  const b = bestColumn(fewer);
-  const { mean, se } = meanSe(more.map((row, i) => row[a] - fewer[i][b]));
-  // A gain of 0 up to rounding (per-query gains that cancel) is a tie, and a tie passes as a half-round's does.
-  const z = ctx.config.refitZ;
-  const passed = passesZ(mean, se, z, 'pass');
-  ctx.logger.info(
-    `refit test: ${extra} more queries in the fit, gain ${mean.toFixed(4)} ± ${se.toFixed(4)} over ${more.length} training queries: ${passed ? 'refit' : 'the chosen step is served as it is'}`,
-  );
-  return { gain: mean, se, queries: more.length, z, passed };
-}
-
-/**
- * The set guard (`--served-set model|auto`), on the training queries alone: for every inner
- * fold of them (alphaFolds; a seeded sample above sft.ts TUNING_QUERIES is scored), each
- * scored query's F1 under an inner relevance model fitted without the fold — planned with
- * the chosen step's keywords as held out (the curve over α of crossfitCurves), and as the
- * model's own expected-F1 cut by p — each at its best α over all folds. Returns the paired
- * mean gain of the model's sets, its standard error, and the model's α (what the run
- * serves when the model's sets are chosen). Every training query is judged by models that
- * never saw it; no held-out judgement is read.
- */
-function setGuard(
-  ctx: Ctx,
-  planner: KeywordPlanner,
-  itemView: KeywordView,
-  training: readonly Query[],
-  relevant: ReadonlyMap<string, ReadonlySet<string>>,
-): { gain: number; se: number; queries: number; alpha: number } {
-  const ordinalsOf = relevantOrdinalsOf(itemView, relevant);
-  const scoring = new Set(tuningQueries(training, ctx.config.seed).map((q) => q.id));
-  const G = ALPHA_GRID.length;
-  // One pass over the inner folds: each scored query's keyword plans' α curve and, under the
-  // same inner model, its own expected-F1 cut's at every α, side by side in one row. The
-  // inner models are dropped fold by fold unless the refit reuses them (its cross-fitted α
-  // or its test, over the same folds): at a large size each holds up to ~1.25 GB of memos.
-  const rows = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, {
-    scoring,
-    release: ctx.config.alphaTuning !== 'crossfit' && !ctx.config.refitTest,
-    curves: (inner, scored) => {
-      const kw = inner.alphaCurves(scored.map(queryInput), ordinalsOf, ALPHA_GRID);
-      return scored.map((q, i) => {
-        const sorted = sortByP(inner.probabilities(queryInput(q)));
-        const rel = ordinalsOf(q.id);
-        const row = new Float64Array(2 * G);
-        row.set(kw[i]);
-        ALPHA_GRID.forEach((a, g) => (row[G + g] = setF1(sorted.order.subarray(0, expectedF1Cut(sorted, a)), rel)));
-        return row;
-      });
-    },
-  });
-  const keywords = rows.map((r) => r.subarray(0, G));
-  const model = rows.map((r) => r.subarray(G));
-  const a = bestColumn(keywords);
-  const b = bestColumn(model);
-  const { mean, se } = meanSe(model.map((row, i) => row[b] - keywords[i][a]));
-  return { gain: mean, se, queries: model.length, alpha: ALPHA_GRID[b] };
-}
-
 async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
   const { config } = ctx;
   // Only the core training queries (text and judgements) enter SFT.
@@ -876,14 +565,6 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
       queryExamples: ctx.coreQueries.length,
     },
   };
-}
-
-/** Distinct generated keywords of a generation (self keywords excluded). */
-function vocabularySize(view: KeywordView): number {
-  const seen = new Set<number>();
-  const { fwd } = view.data;
-  for (let j = 0; j < fwd.length; j++) seen.add(fwd[j]);
-  return seen.size;
 }
 
 function emptyStats(epochs: number): TrainStats {
@@ -1006,13 +687,6 @@ async function trainPhase<T extends { id: string }>(ctx: Ctx, p: PhaseSpec<T>): 
   }
   stats.meanReward = stats.samples ? rewardSum / stats.samples : 0;
   return stats;
-}
-
-/** The step record of the adopted step a half-round builds on (the last adopted one). */
-function baseStep(done: readonly StepRecord[]): StepRecord {
-  const b = bestStep(done);
-  if (!b) throw cogrError('INTERNAL', 'a half-round needs an adopted SFT step');
-  return b;
 }
 
 /**
@@ -1197,174 +871,4 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
     vocabulary: { item: vocabularySize(newItemView), query: base.vocabulary.query },
     train: stats,
   };
-}
-
-/**
- * The final refit: the step the dev split chose (the last adopted one) made again with
- * every training query, dev ones included — the dev split has done its work once the
- * rounds are decided, and its judgements are training data a search engineer would not
- * leave out of what is served. The relevance model is refitted on all of them with the
- * run's options (the chosen step's planner parameters kept); the items are re-indexed by
- * the chosen step's item policy, its GRPO-trained adoption weights unchanged, with every
- * training query offering its name (so a held-out query can reach a dev query's relevant
- * items with one keyword, as it reaches a core query's); α is tuned on all of them against
- * that index. Nothing is trained and nothing is chosen on held-out queries; the step is
- * not tested (no dev queries remain to test it on) and is what the run serves. The same
- * refit made from the SFT step is measured beside it (`refit.fromSft`): what the run would
- * serve with no round adopted.
- */
-async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
-  const t0 = Date.now();
-  const base = baseStep(done);
-  const sft = done.find((s) => s.phase === 'sft');
-  if (!sft) throw cogrError('INTERNAL', 'the refit needs an SFT step');
-  const training = [...ctx.coreQueries, ...ctx.devQueries];
-  const relevant = relevantOf(ctx, training);
-  let model: RelevanceModel | null = null;
-  const refitFrom = async (from: StepRecord) => {
-    const upTo = done.slice(0, done.indexOf(from) + 1);
-    const plannerRound = generatorRound(upTo, 'query');
-    const itemPolicyRound = generatorRound(upTo, 'item');
-    const chosen = await runPlanner(ctx, plannerRound);
-    if (!model) {
-      ctx.logger.debug('phase refit: relevance fit');
-      ctx.logger.info(`refit: fitting the relevance model on ${training.length} training queries (${ctx.devQueries.length} of them dev)`);
-      model = refitRelevance(ctx, chosen, training, relevant);
-    }
-    const planner = chosen.withRelevance(model);
-    const oldItems = await ctx.store.openView('item', from.itemGeneration);
-    const queryView = await ctx.store.openView('query', from.queryGeneration);
-    planner.attachOpposite(oldItems);
-    const policy = await loadPolicy(ctx.policies, 'item', itemPolicyRound);
-    policy.attachOpposite(queryView);
-    ctx.logger.debug(`phase ${from === base ? REFIT_STEP : `${REFIT_STEP}-from-sft`}: item policy`);
-    policy.attachQuerySide(queryOffers({ items: ctx.corpus.items, queries: training, relevant, config: ctx.config }, planner, queryView));
-    const entries = decodeItems(ctx, policy, from === base ? REFIT_STEP : `${REFIT_STEP}-from-sft`);
-    return { planner, entries, plannerRound, itemPolicyRound };
-  };
-  const tuned = (planner: KeywordPlanner, itemView: KeywordView) => {
-    planner.attachOpposite(itemView);
-    // With --refit-alpha keep the planner keeps the α of the step it was made from.
-    if (ctx.config.refitAlpha === 'tune') tuneAlpha(ctx, planner, itemView, training, relevant);
-    return planner;
-  };
-  // The set guard's choice (`--served-set`): the relevance model's expected-F1 sets at this α instead of the keyword plans.
-  let modelAlpha: number | undefined;
-  let guard: NonNullable<RefitStats['served']>['guard'];
-  const heldOutAs = (planner: KeywordPlanner, itemView: KeywordView, alpha: number | undefined) =>
-    evaluateQueries(
-      itemView,
-      ctx.evalQueries,
-      plannerKeywords(planner, deriveSeed(ctx.config.seed, REFIT_STEP), ctx.config),
-      ctx.corpus,
-      ctx.config.beta,
-      {
-        planner,
-        floor: alpha === undefined ? ctx.floor : { ...ctx.floor, modelAlpha: alpha },
-      },
-    ).metrics;
-  // What is served, and beside it (with --served-set model|auto) the keyword plans' own held-out figures.
-  let keywordMetrics: HeldOutMetrics | null = null;
-  // `served`: the step's own figures (kept for the record), not the refit-from-SFT counterpart's.
-  const heldOut = (planner: KeywordPlanner, itemView: KeywordView, served = true) => {
-    // The keyword plans' figures: what is served without the model's sets, and kept beside them for the step's record.
-    const kw = modelAlpha === undefined || served ? heldOutAs(planner, itemView, undefined) : null;
-    if (served && ctx.config.servedSet !== 'keywords') keywordMetrics = kw;
-    return modelAlpha === undefined ? kw! : heldOutAs(planner, itemView, modelAlpha);
-  };
-  // The record's `served` field (none with --served-set keywords).
-  const servedField = (): { served?: RefitStats['served'] } =>
-    keywordMetrics === null
-      ? {}
-      : {
-          served: {
-            set: modelAlpha === undefined ? 'keywords' : 'model',
-            ...(modelAlpha === undefined ? {} : { alpha: modelAlpha }),
-            ...(guard ? { guard } : {}),
-            keywords: { f1: keywordMetrics.f1, precision: keywordMetrics.precision, recall: keywordMetrics.recall },
-          },
-        };
-  // The chosen step as it is (its planner over its item generation), loaded once for the set guard and the refit test.
-  let chosenStep: { planner: KeywordPlanner; view: KeywordView } | null = null;
-  const loadChosen = async () =>
-    (chosenStep ??= {
-      planner: await runPlanner(ctx, generatorRound(done, 'query')),
-      view: await ctx.store.openView('item', base.itemGeneration),
-    });
-  if (ctx.config.servedSet !== 'keywords') {
-    ctx.logger.debug('phase refit: set guard');
-    ctx.logger.info(`set guard: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
-    const { planner: chosen, view } = await loadChosen();
-    const g = setGuard(ctx, chosen, view, training, relevant);
-    const z = ctx.config.adoptZ;
-    // The model's sets must beat the keyword plans (a tie keeps the keywords, the method's rule) by z standard errors.
-    const passes = passesZ(g.gain, g.se, z, 'fail');
-    if (ctx.config.servedSet === 'auto') guard = { gain: g.gain, se: g.se, queries: g.queries, z };
-    if (ctx.config.servedSet === 'model' || passes) modelAlpha = g.alpha;
-    ctx.logger.info(
-      `set guard: the model's own sets ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)} F1 over the keyword plans on ${g.queries} training queries (cross-fitted): ${modelAlpha === undefined ? 'the keyword plans are served' : `the model's expected-F1 sets are served (α ${g.alpha})`}`,
-    );
-  }
-  let test: RefitStats['test'];
-  // The step record of what the refit serves, and the no-round counterpart beside it.
-  const record = (
-    served: { itemGeneration: number; planner: KeywordPlanner; metrics: HeldOutMetrics; itemVocabulary: number },
-    rounds: { itemPolicyRound: number; plannerRound: number },
-    fromSft: HeldOutMetrics,
-  ): Omit<StepRecord, 'finishedAt' | 'adopted'> => ({
-    step: REFIT_STEP,
-    round,
-    phase: 'refit',
-    itemGeneration: served.itemGeneration,
-    queryGeneration: base.queryGeneration,
-    base: base.step,
-    dev: null,
-    alpha: served.planner.alpha,
-    metrics: served.metrics,
-    vocabulary: { item: served.itemVocabulary, query: base.vocabulary.query },
-    train: null,
-    refit: {
-      queries: training.length,
-      ...rounds,
-      fromSft: { f1: fromSft.f1, precision: fromSft.precision, recall: fromSft.recall },
-      ...(test ? { test } : {}),
-      ...servedField(),
-      seconds: (Date.now() - t0) / 1000,
-    },
-  });
-  if (ctx.config.refitTest) {
-    ctx.logger.debug('phase refit: refit test');
-    ctx.logger.info(`refit test: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
-    const { planner: chosen, view } = await loadChosen();
-    test = refitTest(ctx, chosen, view, training, relevant);
-    if (!test.passed) {
-      // The chosen step served as it is: its item generation, its planner (saved at the refit's round).
-      chosen.attachOpposite(view);
-      await savePlanner(ctx.policies, round, chosen);
-      return record(
-        { itemGeneration: base.itemGeneration, planner: chosen, metrics: heldOut(chosen, view), itemVocabulary: base.vocabulary.item },
-        { itemPolicyRound: generatorRound(done, 'item'), plannerRound: generatorRound(done, 'query') },
-        sft.metrics,
-      );
-    }
-  }
-  const made = await refitFrom(base);
-  const itemGen = await commitGeneration(ctx, 'item', made.entries, { step: REFIT_STEP, round }, base.itemGeneration);
-  const itemView = await ctx.store.openView('item', itemGen);
-  const planner = tuned(made.planner, itemView);
-  await savePlanner(ctx.policies, round, planner);
-  ctx.logger.debug('phase refit: held-out evaluation');
-  const metrics = heldOut(planner, itemView);
-  let fromSft: HeldOutMetrics = metrics;
-  if (base !== sft) {
-    ctx.logger.debug('phase refit: the same refit from the SFT step');
-    const s = await refitFrom(sft);
-    const view = memoryView(ctx, s.entries);
-    fromSft = heldOut(tuned(s.planner, view), view, false);
-  }
-  return record(
-    { itemGeneration: itemGen, planner, metrics, itemVocabulary: vocabularySize(itemView) },
-    { itemPolicyRound: made.itemPolicyRound, plannerRound: made.plannerRound },
-    fromSft,
-  );
 }

@@ -168,7 +168,7 @@ export const RUN_OPTIONS = {
     kind: 'string',
   }),
   /**
-   * The final refit (run.ts refitStep): after the last round, the step the dev split chose
+   * The final refit (refit.ts refitStep): after the last round, the step the dev split chose
    * is refitted on all training queries, dev ones included (their judgements train the
    * relevance model, tune α and offer items keywords), and that refit is what the run
    * serves. Not an identity field: it is one extra step at the end, added to a finished run
@@ -180,7 +180,7 @@ export const RUN_OPTIONS = {
     kind: 'yesno',
   }),
   /**
-   * The refit's test (run.ts refitTest): refit only when a cross-fitted learning curve over
+   * The refit's test (refit.ts refitTest): refit only when a cross-fitted learning curve over
    * the training queries says a fit on |dev| more queries helps (as a half-round's
    * adoption test: gain ≥ 0 and ≥ z standard errors); otherwise the refit step serves the
    * chosen step as it is. Runs written before this field refitted without a test.
@@ -201,7 +201,7 @@ export const RUN_OPTIONS = {
     kind: 'number',
   }),
   /**
-   * The refit's α (run.ts refitStep): 'tune' tunes it again on every training query against
+   * The refit's α (refit.ts refitStep): 'tune' tunes it again on every training query against
    * the refit's item index; 'keep' serves the chosen step's α (the refit from SFT keeps
    * SFT's), as a model refitted on train + dev keeps the hyper-parameters chosen before.
    * Runs written before this field were 'tune'.
@@ -212,7 +212,7 @@ export const RUN_OPTIONS = {
     kind: 'string',
   }),
   /**
-   * What the final refit serves (run.ts setGuard; records.ts RefitStats.served): 'keywords'
+   * What the final refit serves (refit.ts setGuard; records.ts RefitStats.served): 'keywords'
    * — the keyword plans' matched sets (with the floor); 'model' — every query's expected-F1
    * cut of the relevance model's p, no keyword constraint; 'auto' — the model's sets when,
    * over every training query scored by inner models that never saw it, their F1 beats the

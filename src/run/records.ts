@@ -126,7 +126,7 @@ export interface ImportRecord {
 export interface StepRecord {
   step: string;
   round: number;
-  /** 'sft' for the initialisation, the side trained in a half-round, or 'refit' for the final refit (run.ts refitStep). */
+  /** 'sft' for the initialisation, the side trained in a half-round, or 'refit' for the final refit (refit.ts refitStep). */
   phase: 'sft' | Side | 'refit';
   itemGeneration: number;
   queryGeneration: number;
@@ -175,7 +175,7 @@ export interface RefitStats {
   plannerRound: number;
   fromSft: { f1: number; precision: number; recall: number };
   /**
-   * The refit's test (`--refit-test yes`, run.ts refitTest): the cross-fitted gain of |dev|
+   * The refit's test (`--refit-test yes`, refit.ts refitTest): the cross-fitted gain of |dev|
    * more queries in the relevance fit, its standard error, the training queries it paired,
    * the z it was held to (absent in runs made before --refit-z: the run's adoptZ) and
    * whether it passed. Not passed: the step serves the chosen step as it is (its item
@@ -183,7 +183,7 @@ export interface RefitStats {
    */
   test?: { gain: number; se: number; queries: number; z?: number; passed: boolean };
   /**
-   * What the step serves (`--served-set`, run.ts setGuard); absent in runs made before it
+   * What the step serves (`--served-set`, refit.ts setGuard); absent in runs made before it
    * and with 'keywords': the keyword plans. `set` 'model': every query gets the relevance
    * model's expected-F1 cut at `alpha` (ranking.ts servedSet). With 'auto', the guard's
    * cross-fitted figures over the training queries: the model's sets' mean F1 gain over the

@@ -113,7 +113,7 @@ export function stepNames(rounds: number, refit = false): string[] {
   return out;
 }
 
-/** The name of the final refit step (run.ts refitStep). */
+/** The name of the final refit step (refit.ts refitStep). */
 export const REFIT_STEP = 'refit';
 
 /** The values of the `run` sublevel, by key. */

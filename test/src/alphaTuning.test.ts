@@ -1,5 +1,5 @@
 /**
- * The cross-fitted α (`--alpha-tuning crossfit`, src/evolve/run.ts tuneAlpha): the α of
+ * The cross-fitted α (`--alpha-tuning crossfit`, src/evolve/crossfit.ts tuneAlpha): the α of
  * SFT, of the query half-rounds and of the refit is chosen on training queries each
  * planned by a relevance model fitted without its inner fold. Checked on the loop's tiny
  * corpus: the SFT step's α is the one an oracle built here from the stored planner and
@@ -14,7 +14,8 @@ import { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { ALPHA_GRID } from '../../generators/planner/training.ts';
 import { queryInput, relevantOrdinals } from '../../generators/sft.ts';
 import { POLICY_SUBLEVEL } from '../../src/run/policies.ts';
-import { alphaFolds, computeSplit, runCoevolution } from '../../src/evolve/run.ts';
+import { computeSplit, runCoevolution } from '../../src/evolve/run.ts';
+import { alphaFolds } from '../../src/evolve/crossfit.ts';
 import { parseRunConfig, parseStoredConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { coreIds } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';

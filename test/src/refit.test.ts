@@ -1,5 +1,5 @@
 /**
- * The final refit (src/evolve/run.ts refitStep): after the rounds, the step the dev split
+ * The final refit (src/evolve/refit.ts refitStep): after the rounds, the step the dev split
  * chose is made again with every training query (core and dev) — the relevance model
  * refitted on them, the items re-indexed by the step's item policy with all of them
  * offering, α tuned on them — and served. Checked on the loop's tiny corpus: what it

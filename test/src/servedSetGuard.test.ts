@@ -1,5 +1,5 @@
 /**
- * The set guard (`--served-set`, src/evolve/run.ts setGuard): at the final refit the run
+ * The set guard (`--served-set`, src/evolve/refit.ts setGuard): at the final refit the run
  * serves either the keyword plans' matched sets (the CoGR rule, `keywords`) or the
  * relevance model's own expected-F1 sets — always with 'model', with 'auto' (the default)
  * when the model's sets beat the keyword plans by one standard error over every training
