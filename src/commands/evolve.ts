@@ -490,7 +490,7 @@ export function register(program: Command): void {
       .option('--fresh', 'delete the stored run of each fold first (under its database lock)')
       .option(
         '--run-file <path>',
-        "write a TREC run file (qid Q0 docid rank score tag, tag cogr-evolve): for every fold run, each held-out query's served ranking at the fold's final step (its best dev step, as `final` in --json): the whole matched set from that step's item generation with the SFT floor, ordered by the fold's served ranker and scored by it (p, text BM25 or keyword-bag BM25); lines in trec_eval's order (score, then docid); a query whose keywords match nothing and gets no fallback has no lines",
+        "write a TREC run file (qid Q0 docid rank score tag, tag cogr-evolve): for every fold run, each held-out query's served ranking at the fold's final step (its best dev step, as `final` in --json): the whole matched set from that step's item generation with the SFT floor (or the relevance model's own set, where the set guard chose those), ordered by the fold's served ranker and scored by it (p, text BM25 or keyword-bag BM25); lines in trec_eval's order (score, then docid); a query whose keywords match nothing and gets no fallback has no lines",
       ),
     'folder of the per-fold run databases (default: $COGR_HOME/evolve/<dataset>/fold-<k>/db)',
     'evolve',

@@ -10,7 +10,7 @@ import type { Command } from 'commander';
 import { openDb } from '../../index/store/db.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import { stderrLogger } from '../../index/core/log.ts';
-import { servedSet, NO_FLOOR } from '../../generators/planner/ranking.ts';
+import { servedSet } from '../../generators/planner/ranking.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { datasetIdentity } from '../datasets/index.ts';
 import { bm25OnSplit } from '../evolve/baseline.ts';
@@ -18,7 +18,7 @@ import { oracleFigures } from '../evolve/oracle.ts';
 import { cogrHome } from '../home.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { openRun, runPlanner } from '../run/context.ts';
-import { bestServing, readStoredRun, servedRanking } from '../run/state.ts';
+import { bestServing, readStoredRun, servedFloor, servedRanking } from '../run/state.ts';
 import { renderTable } from '../table.ts';
 import { parseIntFlag, withDatasetOptions, type DatasetFlags } from './options.ts';
 
@@ -59,7 +59,7 @@ export function register(program: Command): void {
           const finalView = await run.store.openView('item', best.itemGeneration);
           const finalPlanner = await runPlanner(run, best.plannerRound);
           finalPlanner.attachOpposite(finalView);
-          const floor = sft.floor ?? NO_FLOOR;
+          const floor = servedFloor(stored.steps);
           const served = new Map(
             queries.map((q) => {
               const input = queryInput(q);

@@ -3,16 +3,17 @@
  * bestServing) for the split's held-out queries, as a TREC run (src/trec.ts): each
  * held-out query planned by that step's query planner (greedy, or sampled with the
  * step's seed, as the step was evaluated), its whole matched set retrieved from that
- * step's item generation, the SFT floor added (ranking.ts servedSet) and ordered by the
- * run's served ranker (ranking.ts rankMatched), each item with the ranker's score. A
- * query whose keywords match nothing (and gets no fallback) has no lines.
+ * step's item generation, the SFT floor added — or the relevance model's own set when the
+ * step's set guard chose those (run/state.ts servedFloor, ranking.ts servedSet) — and
+ * ordered by the run's served ranker (ranking.ts rankMatched), each item with the ranker's
+ * score. A query whose keywords match nothing (and gets no fallback) has no lines.
  */
 import { deriveSeed } from '../../index/core/random.ts';
-import { NO_FLOOR, servedList, servedSet } from '../../generators/planner/ranking.ts';
+import { servedList, servedSet } from '../../generators/planner/ranking.ts';
 import type { Ranker } from '../../generators/planner/rankers.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { runPlanner, type RunContext } from '../run/context.ts';
-import { bestServing, rankOf, type StepRecord } from '../run/state.ts';
+import { bestServing, rankOf, servedFloor, type StepRecord } from '../run/state.ts';
 import type { RunQuery } from '../trec.ts';
 import { plannerKeywords } from './evaluate.ts';
 
@@ -26,13 +27,13 @@ export async function finalServedRun(
   const view = await run.store.openView('item', serving.itemGeneration);
   const planner = await runPlanner(run, serving.plannerRound);
   planner.attachOpposite(view);
-  const floor = steps.find((s) => s.phase === 'sft')?.floor ?? NO_FLOOR;
+  const floor = servedFloor(steps);
   const keywordsOf = plannerKeywords(planner, deriveSeed(run.config.seed, serving.step), run.config);
   const queries: RunQuery[] = [];
   for (const q of run.evalQueries) {
     const input = queryInput(q);
     const found = view.search({ self: q.text, keywords: keywordsOf(q) }, { all: true });
-    const served = servedSet(view, found.items, planner, input, { floor: floor.floor, fallback: floor.fallback });
+    const served = servedSet(view, found.items, planner, input, floor);
     const ranked = servedList(served.items, ranker, planner, input, view, floor.backfill ?? 0);
     queries.push({ queryId: q.id, hits: ranked.map((x) => ({ id: x.id, score: x.score })) });
   }

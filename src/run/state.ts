@@ -24,6 +24,7 @@ import type { CogrDb, JsonSublevel } from '../../index/store/db.ts';
 import { cogrError, schemaError } from '../../index/core/errors.ts';
 import type { Corpus, Side } from '../../index/core/types.ts';
 import type { Ranker } from '../../generators/planner/rankers.ts';
+import { NO_FLOOR, type Floor } from '../../generators/planner/ranking.ts';
 import type { F1Point } from '../drift/analyze.ts';
 import { parseStoredConfig, type RunConfig } from './config.ts';
 import { checkRunData, dataFingerprint, parseFingerprint, type DataFingerprint } from './fingerprint.ts';
@@ -307,6 +308,20 @@ export function bestServing(
   if (!best) return null;
   const plannerRound = generatorRound(steps.slice(0, steps.indexOf(best) + 1), 'query');
   return { step: best.step, round: best.round, itemGeneration: best.itemGeneration, queryGeneration: best.queryGeneration, plannerRound };
+}
+
+/**
+ * The floor that a run's served sets get (ranking.ts servedSet), for its serving step
+ * (bestServing): the SFT step's floor and backfill depth (none for runs written before
+ * floors); when that step is a refit whose set guard chose the relevance model's own sets,
+ * their α as well, so the sets are the model's, as the step was measured.
+ */
+export function servedFloor(steps: readonly StepRecord[]): Floor {
+  const f = steps.find((s) => s.phase === 'sft')?.floor;
+  const floor: Floor = f ? { floor: f.floor, fallback: f.fallback, backfill: f.backfill ?? 0 } : NO_FLOOR;
+  const best = bestStep(steps);
+  const served = best?.phase === 'refit' ? best.refit?.served : undefined;
+  return served?.set === 'model' && served.alpha !== undefined ? { ...floor, modelAlpha: served.alpha } : floor;
 }
 
 /** The run stored in a database; NOT_FOUND when it holds none. */

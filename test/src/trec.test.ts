@@ -365,4 +365,39 @@ describe('cogr evolve --run-file (MED, one small fold)', () => {
     expect(refused.code).toBe(2);
     expect(refused.err).toContain('--backfill needs --rank model|text');
   }, 600_000);
+
+  it("with the relevance model's own sets served (--served-set model), the run file holds those sets: its figures are still the final step's", () => {
+    const cli = join(__dirname, '../../bin/cogr.mjs');
+    const env = { ...process.env, COGR_HOME: join(dir, 'home-evolve-model') };
+    const runFile = join(dir, 'evolve-model.run');
+    const args = ['evolve', '--dataset', 'med', '--folds', '5', '--fold', '0', '--rounds', '1', '--group-size', '4'];
+    args.push('--query-epochs', '1', '--item-epochs', '1', '--workers', '1', '--served-set', 'model', '--quiet', '--json');
+    const r = spawnSync(process.execPath, [cli, ...args, '--run-file', runFile], { encoding: 'utf8', env });
+    expect(r.status, r.stderr).toBe(0);
+    const summary = JSON.parse(r.stdout);
+    expect(summary.perFold[0].final.served_set.set).toBe('model');
+    // The model's sets differ from the keyword plans' here, so a file of the keyword plans' sets could not pass the check below.
+    expect(summary.perFold[0].final.served_set.keywords.f1).not.toBeCloseTo(summary.final.f1, 6);
+    const lines = readFileSync(runFile, 'utf8').trimEnd().split('\n');
+    const inFile = new Set(lines.map((l) => l.split(' ')[0]));
+    const evAll = spawnSync(process.execPath, [cli, 'eval', '--run', runFile, '--dataset', 'med', '--json', '--per-query'], {
+      encoding: 'utf8',
+      env,
+    });
+    expect(evAll.status, evAll.stderr).toBe(0);
+    // Fold 0 holds out 6 of MED's 30 judged queries; the means are over all 6.
+    const perAll = (JSON.parse(evAll.stdout).perQuery as { queryId: string; ranked: Record<string, number> }[]).filter((q) =>
+      inFile.has(q.queryId),
+    );
+    expect(perAll.reduce((a, q) => a + q.ranked['ndcg@10'], 0) / 6).toBeCloseTo(summary.final.ndcg10, 12);
+    const setFile = join(dir, 'evolve-model-set.run');
+    writeFileSync(setFile, lines.filter((l) => Number(l.split(' ')[4]) >= -1).join('\n') + '\n');
+    const ev = spawnSync(process.execPath, [cli, 'eval', '--run', setFile, '--dataset', 'med', '--json', '--per-query'], {
+      encoding: 'utf8',
+      env,
+    });
+    expect(ev.status, ev.stderr).toBe(0);
+    const per = (JSON.parse(ev.stdout).perQuery as { queryId: string; set: { f1: number } }[]).filter((q) => inFile.has(q.queryId));
+    expect(per.reduce((a, q) => a + q.set.f1, 0) / 6).toBeCloseTo(summary.final.f1, 12);
+  }, 600_000);
 });
