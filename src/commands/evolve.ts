@@ -23,12 +23,19 @@ import { writeDriftReport } from '../drift/fromStore.ts';
 import { DEFAULTS } from '../../index/core/defaults.ts';
 import { stderrLogger } from '../../index/core/log.ts';
 import type { Corpus } from '../../index/core/types.ts';
-import { baselineIndexes, splitBaselines, type SplitBaseline, type SplitBaselines } from '../evolve/baseline.ts';
+import {
+  baselineIndexes,
+  pairedWithBm25,
+  splitBaselines,
+  type QueryPair,
+  type SplitBaseline,
+  type SplitBaselines,
+} from '../evolve/baseline.ts';
 import { parseRunConfig, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
 import { datasetIdentity } from '../datasets/index.ts';
-import { adoptedOnTie, bestStep, f1Points, isHalfRound, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
+import { adoptedOnTie, bestStep, f1Points, isHalfRound, meanSe, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
 import { finalServedRun } from '../evolve/runFile.ts';
 import { runContext } from '../run/context.ts';
 import { writeRunFile, type RunQuery } from '../trec.ts';
@@ -258,6 +265,42 @@ interface FoldOutcome {
   devQueries: number;
   baselines: SplitBaselines;
   steps: StepRecord[];
+  /** Each held-out query's final figures beside BM25's (evolve/baseline.ts pairedWithBm25); absent: not measured. */
+  pairs?: QueryPair[];
+}
+
+/**
+ * The paired comparison with BM25 over every held-out query of the folds (each query once):
+ * the mean per-query difference of final − BM25 in F1 and in nDCG@10, with its standard
+ * error, and on how many queries final is above, level and below in F1. Null unless every
+ * fold has its pairs.
+ */
+function pairedSummary(folds: readonly FoldOutcome[]) {
+  if (folds.length === 0 || !folds.every((f) => f.pairs)) return null;
+  const pairs = folds.flatMap((f) => f.pairs!);
+  const f1 = meanSe(pairs.map((p) => p.f1.cogr - p.f1.bm25));
+  const ndcg10 = meanSe(pairs.map((p) => p.ndcg10.cogr - p.ndcg10.bm25));
+  const eps = 1e-12;
+  return {
+    queries: pairs.length,
+    f1: { gain: f1.mean, se: f1.se },
+    ndcg10: { gain: ndcg10.mean, se: ndcg10.se },
+    f1_queries: {
+      above: pairs.filter((p) => p.f1.cogr > p.f1.bm25 + eps).length,
+      level: pairs.filter((p) => Math.abs(p.f1.cogr - p.f1.bm25) <= eps).length,
+      below: pairs.filter((p) => p.f1.cogr < p.f1.bm25 - eps).length,
+    },
+  };
+}
+
+/** One line on the paired comparison (pairedSummary), or null without it. */
+export function pairedLine(p: ReturnType<typeof pairedSummary>): string | null {
+  if (!p) return null;
+  const pm = (g: { gain: number; se: number }) => `${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)}`;
+  return (
+    `final − BM25 over the ${p.queries} held-out queries, paired per query (mean ± standard error): F1 ${pm(p.f1)}, nDCG@10 ${pm(p.ndcg10)}; ` +
+    `F1 above BM25's on ${p.f1_queries.above}, level on ${p.f1_queries.level}, below on ${p.f1_queries.below}`
+  );
 }
 
 /** Means over all held-out queries (folds weighted by their number of held-out queries). */
@@ -321,6 +364,7 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
     return b.phase === 'refit' ? (f.steps.find((s) => s.step === b.base) ?? b) : b;
   };
   const refitted = folds.length > 0 && folds.every((f) => bestOf(f).phase === 'refit');
+  const paired = pairedSummary(folds);
   const final =
     folds.length && stepCount > 0
       ? {
@@ -377,6 +421,8 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
     rounds,
     final,
     foldsAboveBaseline: folds.filter((f) => bestOf(f).metrics.f1 > f.baselines.bm25.f1).length,
+    // Final against BM25, paired over every held-out query (absent when a fold was not measured so).
+    ...(paired ? { final_vs_bm25: paired } : {}),
     perFold: folds.map((f) => {
       const b = bestOf(f);
       return {
@@ -522,15 +568,18 @@ export function register(program: Command): void {
       try {
         const res = await runOne(db, corpus, config, flags);
         const run = runContext(db, corpus, res.config, res.split);
+        const baselines = await splitBaselines(run, indexes, res.steps);
+        // The served sets and lists of the fold's final step: the paired comparison with BM25, and the run file.
+        const served = await finalServedRun(run, res.steps);
         outcomes.push({
           fold: k,
           evalQueries: res.split.eval.length,
           devQueries: res.split.dev.length,
-          baselines: await splitBaselines(run, indexes, res.steps),
+          baselines,
           steps: res.steps,
+          ...(served.step === null ? {} : { pairs: pairedWithBm25(corpus, res.split, served, indexes.bm25, baselines.bm25.cutoff) }),
         });
         if (flags.runFile !== undefined) {
-          const served = await finalServedRun(run, res.steps);
           runQueries.push(...served.queries);
           stderrLogger.info(
             `fold ${k}: run file: ${served.queries.length} held-out queries at step ${served.step ?? '(none)'}, ranked by ${served.ranker}`,
@@ -626,5 +675,7 @@ export function register(program: Command): void {
           { right: [0, 3, 4, 5, 6, 9, 10] },
         ),
     );
+    const line = pairedLine(summary.final_vs_bm25 ?? null);
+    if (line) process.stdout.write(`\n${line}\n`);
   });
 }

@@ -66,6 +66,51 @@ export function bm25OnSplit(
   return rankedOnSplit(corpus, split, (text, limit) => bm25.search(text, limit), maxCutoff);
 }
 
+/** One held-out query's figures: the run's served set and list beside BM25's at the split's tuned cut-off. */
+export interface QueryPair {
+  queryId: string;
+  f1: { cogr: number; bm25: number };
+  ndcg10: { cogr: number; bm25: number };
+}
+
+/**
+ * Each held-out query of the split, in split order: F1 of the run's served set and nDCG@10
+ * of its served list (runFile.ts finalServedRun; a query it has no lines for counts as
+ * empty), beside F1 of BM25's top `cutoff` (the split baseline's, bm25OnSplit) and nDCG@10
+ * of BM25's ranking. Their means over the split are the run's final figures and the BM25
+ * baseline's; the pairs give the paired comparison `cogr evolve` reports.
+ */
+export function pairedWithBm25(
+  corpus: Corpus,
+  split: RunSplit,
+  served: { queries: readonly { queryId: string; hits: readonly ScoredId[] }[]; sets: ReadonlyMap<string, readonly string[]> },
+  bm25: Bm25Index,
+  cutoff: number,
+  maxCutoff: number = DEFAULTS.baseline.maxCutoff,
+): QueryPair[] {
+  const text = new Map(corpus.queries.map((q) => [q.id, q.text]));
+  const hits = new Map(served.queries.map((q) => [q.queryId, q.hits]));
+  const cogr = evaluateRun(
+    split.eval.map((id) => {
+      const h = hits.get(id) ?? [];
+      return { queryId: id, ranked: h.map((x) => x.id), scores: h.map((x) => x.score), matched: served.sets.get(id) ?? [] };
+    }),
+    corpus,
+  );
+  const base = evaluateRun(
+    split.eval.map((id) => {
+      const r = trecOrder(bm25.search(text.get(id) ?? '', maxCutoff)).map((h) => h.id);
+      return { queryId: id, ranked: r, matched: r.slice(0, cutoff) };
+    }),
+    corpus,
+  );
+  return split.eval.map((id, i) => ({
+    queryId: id,
+    f1: { cogr: cogr.perQuery[i].set?.f1 ?? 0, bm25: base.perQuery[i].set?.f1 ?? 0 },
+    ndcg10: { cogr: cogr.perQuery[i].ranked['ndcg@10'] ?? 0, bm25: base.perQuery[i].ranked['ndcg@10'] ?? 0 },
+  }));
+}
+
 /** The text indexes the baselines of several splits of one corpus share. */
 export interface BaselineIndexes {
   bm25: Bm25Index;

@@ -20,10 +20,12 @@ import { plannerKeywords } from './evaluate.ts';
 export async function finalServedRun(
   run: RunContext,
   steps: readonly StepRecord[],
-): Promise<{ step: string | null; ranker: Ranker; queries: RunQuery[] }> {
+): Promise<{ step: string | null; ranker: Ranker; queries: RunQuery[]; sets: Map<string, string[]> }> {
   const serving = bestServing(steps);
   const ranker = rankOf(steps);
-  if (!serving) return { step: null, ranker, queries: [] };
+  // Each held-out query's served set (its ids, in search order), the list's head before the backfill.
+  const sets = new Map<string, string[]>();
+  if (!serving) return { step: null, ranker, queries: [], sets };
   const view = await run.store.openView('item', serving.itemGeneration);
   const planner = await runPlanner(run, serving.plannerRound);
   planner.attachOpposite(view);
@@ -36,6 +38,10 @@ export async function finalServedRun(
     const served = servedSet(view, found.items, planner, input, floor);
     const ranked = servedList(served.items, ranker, planner, input, view, floor.backfill ?? 0);
     queries.push({ queryId: q.id, hits: ranked.map((x) => ({ id: x.id, score: x.score })) });
+    sets.set(
+      q.id,
+      served.items.map((x) => x.id),
+    );
   }
-  return { step: serving.step, ranker, queries };
+  return { step: serving.step, ranker, queries, sets };
 }

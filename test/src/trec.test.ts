@@ -304,6 +304,13 @@ describe('cogr evolve --run-file (MED, one small fold)', () => {
     expect(r.status, r.stderr).toBe(0);
     const summary = JSON.parse(r.stdout);
     expect(readFileSync(runFile, 'utf8').split('\n')[0]).toMatch(/^\S+ Q0 \S+ 1 \S+ cogr-evolve$/);
+    // The paired comparison with BM25: every held-out query once; its mean differences are the differences of the means.
+    const paired = summary.final_vs_bm25;
+    expect(paired.queries).toBe(6);
+    expect(paired.f1_queries.above + paired.f1_queries.level + paired.f1_queries.below).toBe(6);
+    expect(paired.f1.gain).toBeCloseTo(summary.final.f1 - summary.baseline.f1, 12);
+    expect(paired.ndcg10.gain).toBeCloseTo(summary.final.ndcg10 - summary.baseline.ndcg10, 12);
+    expect(paired.f1.se).toBeGreaterThan(0);
     const queries = new Set(
       readFileSync(runFile, 'utf8')
         .trimEnd()
