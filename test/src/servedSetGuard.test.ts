@@ -20,6 +20,11 @@ import { configDifferences, parseRunConfig, parseStoredConfig, type RunConfigInp
 import { loadPlanner, policyStore } from '../../src/run/policies.ts';
 import type { StepRecord } from '../../src/run/state.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
+import { buildSearchServer } from '../../src/server/app.ts';
+import { KeywordWorkerPool } from '../../src/server/keywordPool.ts';
+import { keywordSourceFactory } from '../../src/server/keywordSources.ts';
+import { LiveSnapshot } from '../../src/server/state.ts';
+import { silentLogger } from '../../index/core/log.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { tempDbs } from '../fixtures/tempDb.ts';
 import { scrambledHeldOut } from '../fixtures/synthCorpus.ts';
@@ -143,6 +148,44 @@ describe('the set guard (--served-set)', () => {
     const load = (path: string) => storeSnapshotLoader({ dbPath: path, round: 'best', corpus: corpus(), keywordSource: () => null }).load();
     expect((await load(model.path)).ranking.floor.modelAlpha).toBe(model.refit.refit!.served!.alpha);
     expect((await load(keywords.path)).ranking.floor.modelAlpha).toBeUndefined();
+  });
+
+  it("cogr serve over HTTP answers every held-out query with the model's set: their F1 is the run's final F1", async () => {
+    const model = await run({ ...CONFIG, servedSet: 'model' });
+    const data = corpus();
+    const pool = new KeywordWorkerPool({ size: 1 });
+    const keywordSource = keywordSourceFactory(
+      'embedded',
+      () => ({}) as never,
+      silentLogger,
+      () => pool,
+    );
+    const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: model.path, round: 'best', corpus: data, keywordSource }));
+    await live.reload();
+    const app = buildSearchServer({ live, limits: { keywordBudgetMs: 60_000 } });
+    try {
+      const base = await app.listen({ host: '127.0.0.1', port: 0 });
+      const byId = new Map(data.queries.map((q) => [q.id, q]));
+      const f1 = [];
+      for (const id of model.res.split.eval) {
+        const r = (await (await fetch(`${base}/v1/search?q=${encodeURIComponent(byId.get(id)!.text)}&k=1000`)).json()) as {
+          matched: number;
+          items: { id: string }[];
+          ranking: { modelAlpha?: number };
+        };
+        expect(r.ranking.modelAlpha).toBe(model.refit.refit!.served!.alpha);
+        const set = new Set(r.items.slice(0, r.matched).map((h) => h.id));
+        const rel = data.relevant.get(id) ?? new Set<string>();
+        const hits = [...set].filter((x) => rel.has(x)).length;
+        f1.push(hits === 0 ? 0 : (2 * hits) / (set.size + rel.size));
+      }
+      expect(f1.reduce((a, b) => a + b, 0) / f1.length).toBeCloseTo(model.refit.metrics.f1, 12);
+      // The keyword plans' figures differ, so this could not pass with their sets.
+      expect(model.refit.refit!.served!.keywords.f1).not.toBeCloseTo(model.refit.metrics.f1, 6);
+    } finally {
+      await app.close();
+      await pool.close();
+    }
   });
 
   it('a run without the final refit never used the option: a resume asking another one is not refused', () => {
