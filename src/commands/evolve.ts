@@ -270,14 +270,13 @@ interface FoldOutcome {
 }
 
 /**
- * The paired comparison with BM25 over every held-out query of the folds (each query once):
- * the mean per-query difference of final − BM25 in F1 and in nDCG@10, with its standard
- * error, and on how many queries final is above, level and below in F1. Null unless every
- * fold has its pairs.
+ * The paired comparison with BM25 over held-out queries (each once; evolve/baseline.ts
+ * pairedWithBm25): the mean per-query difference of final − BM25 in F1 and in nDCG@10, with
+ * its standard error, and on how many queries final is above, level and below in F1. Null
+ * without pairs (a fold not measured so, or no query).
  */
-function pairedSummary(folds: readonly FoldOutcome[]) {
-  if (folds.length === 0 || !folds.every((f) => f.pairs)) return null;
-  const pairs = folds.flatMap((f) => f.pairs!);
+function pairedSummary(pairs: readonly QueryPair[] | null) {
+  if (pairs === null || pairs.length === 0) return null;
   const f1 = meanSe(pairs.map((p) => p.f1.cogr - p.f1.bm25));
   const ndcg10 = meanSe(pairs.map((p) => p.ndcg10.cogr - p.ndcg10.bm25));
   const eps = 1e-12;
@@ -364,7 +363,7 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
     return b.phase === 'refit' ? (f.steps.find((s) => s.step === b.base) ?? b) : b;
   };
   const refitted = folds.length > 0 && folds.every((f) => bestOf(f).phase === 'refit');
-  const paired = pairedSummary(folds);
+  const paired = pairedSummary(folds.length > 0 && folds.every((f) => f.pairs) ? folds.flatMap((f) => f.pairs!) : null);
   const final =
     folds.length && stepCount > 0
       ? {
@@ -490,9 +489,15 @@ export function register(program: Command): void {
     const db = await openRunDb(dbPath, flags.fresh ?? false);
     let res: RunResult;
     let baselines: SplitBaselines;
+    let paired: ReturnType<typeof pairedSummary> = null;
     try {
       res = await runOne(db, corpus, config, flags, reportPath);
-      baselines = await splitBaselines(runContext(db, corpus, res.config, res.split), undefined, res.steps);
+      const run = runContext(db, corpus, res.config, res.split);
+      const indexes = baselineIndexes(corpus);
+      baselines = await splitBaselines(run, indexes, res.steps);
+      // The result against BM25, paired over the held-out queries.
+      const served = await finalServedRun(run, res.steps);
+      if (served.step !== null) paired = pairedSummary(pairedWithBm25(corpus, res.split, served, indexes.bm25, baselines.bm25.cutoff));
     } finally {
       await db.close();
     }
@@ -508,6 +513,7 @@ export function register(program: Command): void {
           split: { train: res.split.train.length, eval: res.split.eval.length },
           baseline,
           baselines,
+          ...(paired ? { final_vs_bm25: paired } : {}),
           steps: res.steps,
           seconds,
         }) + '\n',
@@ -524,6 +530,8 @@ export function register(program: Command): void {
     if (why) process.stdout.write(`\n${why}\n`);
     const guard = servedSetSummary(res.steps);
     if (guard) process.stdout.write(`${why ? '' : '\n'}${guard}\n`);
+    const line = pairedLine(paired);
+    if (line) process.stdout.write(`${why || guard ? '' : '\n'}${line}\n`);
     process.stdout.write(
       `\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the ${res.steps.some((s) => s.phase === 'refit') ? 'refit of the best dev step' : 'best dev step'}\n`,
     );

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { adoptionSummary, servedSetSummary } from '../../src/commands/evolve.ts';
+import { adoptionSummary, pairedLine, servedSetSummary } from '../../src/commands/evolve.ts';
 import { adoptedOnTie, adoptionTest, type DevMetrics, type StepRecord } from '../../src/run/state.ts';
 
 const step = (name: string, phase: StepRecord['phase'], adopted: boolean, gain?: number, se?: number): StepRecord =>
@@ -97,5 +97,20 @@ describe("the demo says what the final refit's set guard served, and on what fig
   it('nothing to say without a refit or with --served-set keywords', () => {
     expect(servedSetSummary([step('sft', 'sft', true)])).toBeNull();
     expect(servedSetSummary([step('sft', 'sft', true), refit()])).toBeNull();
+  });
+});
+
+describe('the result against BM25, paired per held-out query', () => {
+  it('says the mean differences with their standard errors and the queries above, level and below', () => {
+    const p = {
+      queries: 65,
+      f1: { gain: 0.0154, se: 0.0128 },
+      ndcg10: { gain: -0.0021, se: 0.0208 },
+      f1_queries: { above: 21, level: 18, below: 26 },
+    };
+    expect(pairedLine(p)).toBe(
+      "final − BM25 over the 65 held-out queries, paired per query (mean ± standard error): F1 +0.0154 ± 0.0128, nDCG@10 -0.0021 ± 0.0208; F1 above BM25's on 21, level on 18, below on 26",
+    );
+    expect(pairedLine(null)).toBeNull();
   });
 });
