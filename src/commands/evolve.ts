@@ -25,9 +25,11 @@ import { stderrLogger } from '../../index/core/log.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import {
   baselineIndexes,
-  pairedWithBm25,
+  rankedFigures,
+  servedFigures,
   splitBaselines,
-  type QueryPair,
+  type BaselineIndexes,
+  type PerQueryFigures,
   type SplitBaseline,
   type SplitBaselines,
 } from '../evolve/baseline.ts';
@@ -265,41 +267,114 @@ interface FoldOutcome {
   devQueries: number;
   baselines: SplitBaselines;
   steps: StepRecord[];
-  /** Each held-out query's final figures beside BM25's (evolve/baseline.ts pairedWithBm25); absent: not measured. */
-  pairs?: QueryPair[];
+  /** Each held-out query's figures, the final step's beside the references' (heldOutFigures); absent: not measured. */
+  figures?: HeldOutFigures;
+}
+
+/** Each held-out query's F1 and nDCG@10 (in split order): the final step's, BM25's, BM25 + RM3's and the SFT step's (null before SFT is stored). */
+interface HeldOutFigures {
+  final: PerQueryFigures;
+  bm25: PerQueryFigures;
+  rm3: PerQueryFigures;
+  sft: PerQueryFigures | null;
 }
 
 /**
- * The paired comparison with BM25 over held-out queries (each once; evolve/baseline.ts
- * pairedWithBm25): the mean per-query difference of final − BM25 in F1 and in nDCG@10, with
- * its standard error, and on how many queries final is above, level and below in F1. Null
- * without pairs (a fold not measured so, or no query).
+ * A split's held-out figures per query: the final step's served sets and lists (`served`:
+ * runFile.ts finalServedRun), the SFT step's served as it was evaluated, and BM25's and
+ * BM25 + RM3's at the split's tuned cut-offs (evolve/baseline.ts). Null without a final step.
  */
-function pairedSummary(pairs: readonly QueryPair[] | null) {
-  if (pairs === null || pairs.length === 0) return null;
-  const f1 = meanSe(pairs.map((p) => p.f1.cogr - p.f1.bm25));
-  const ndcg10 = meanSe(pairs.map((p) => p.ndcg10.cogr - p.ndcg10.bm25));
-  const eps = 1e-12;
+async function heldOutFigures(
+  run: ReturnType<typeof runContext>,
+  steps: readonly StepRecord[],
+  baselines: SplitBaselines,
+  indexes: BaselineIndexes,
+  served: Awaited<ReturnType<typeof finalServedRun>>,
+): Promise<HeldOutFigures | null> {
+  if (served.step === null) return null;
+  const { corpus, split } = run;
+  const sft = steps.find((s) => s.phase === 'sft');
   return {
-    queries: pairs.length,
-    f1: { gain: f1.mean, se: f1.se },
-    ndcg10: { gain: ndcg10.mean, se: ndcg10.se },
-    f1_queries: {
-      above: pairs.filter((p) => p.f1.cogr > p.f1.bm25 + eps).length,
-      level: pairs.filter((p) => Math.abs(p.f1.cogr - p.f1.bm25) <= eps).length,
-      below: pairs.filter((p) => p.f1.cogr < p.f1.bm25 - eps).length,
-    },
+    final: servedFigures(corpus, split, served),
+    bm25: rankedFigures(corpus, split, (text, limit) => indexes.bm25.search(text, limit), baselines.bm25.cutoff),
+    rm3: rankedFigures(corpus, split, (text, limit) => indexes.rm3.search(text, limit), baselines.rm3.cutoff),
+    sft: sft ? servedFigures(corpus, split, await finalServedRun(run, steps, sft)) : null,
   };
 }
 
-/** One line on the paired comparison (pairedSummary), or null without it. */
-export function pairedLine(p: ReturnType<typeof pairedSummary>): string | null {
-  if (!p) return null;
+/**
+ * The final step against a reference, paired over held-out queries (each once): the mean
+ * per-query difference, final − reference, in F1 and in nDCG@10, with its standard error,
+ * and on how many queries final's F1 is above, level and below the reference's. Null
+ * without queries.
+ */
+function pairedSummary(a: PerQueryFigures, b: PerQueryFigures) {
+  if (a.f1.length === 0) return null;
+  const f1 = meanSe(a.f1.map((x, i) => x - b.f1[i]));
+  const ndcg10 = meanSe(a.ndcg10.map((x, i) => x - b.ndcg10[i]));
+  const eps = 1e-12;
+  return {
+    queries: a.f1.length,
+    f1: { gain: f1.mean, se: f1.se },
+    ndcg10: { gain: ndcg10.mean, se: ndcg10.se },
+    f1_queries: {
+      above: a.f1.filter((x, i) => x > b.f1[i] + eps).length,
+      level: a.f1.filter((x, i) => Math.abs(x - b.f1[i]) <= eps).length,
+      below: a.f1.filter((x, i) => x < b.f1[i] - eps).length,
+    },
+  };
+}
+type Paired = NonNullable<ReturnType<typeof pairedSummary>>;
+
+/** The final step against BM25, BM25 + RM3 and SFT, paired over the held-out queries of every fold (each with its figures). */
+function pairedSummaries(figures: readonly HeldOutFigures[]) {
+  const cat = (pick: (f: HeldOutFigures) => PerQueryFigures) => ({
+    f1: figures.flatMap((f) => pick(f).f1),
+    ndcg10: figures.flatMap((f) => pick(f).ndcg10),
+  });
+  const final = cat((f) => f.final);
+  return {
+    bm25: pairedSummary(
+      final,
+      cat((f) => f.bm25),
+    ),
+    rm3: pairedSummary(
+      final,
+      cat((f) => f.rm3),
+    ),
+    sft: figures.every((f) => f.sft)
+      ? pairedSummary(
+          final,
+          cat((f) => f.sft!),
+        )
+      : null,
+  };
+}
+
+/** The paired comparisons in the JSON summaries: `final_vs_bm25`, `final_vs_rm3`, `final_vs_sft` (each absent without it). */
+function pairedJson(p: ReturnType<typeof pairedSummaries> | null) {
+  return {
+    ...(p?.bm25 ? { final_vs_bm25: p.bm25 } : {}),
+    ...(p?.rm3 ? { final_vs_rm3: p.rm3 } : {}),
+    ...(p?.sft ? { final_vs_sft: p.sft } : {}),
+  };
+}
+
+/** The lines on the paired comparisons (pairedSummaries), none without them. */
+export function pairedLines(p: { bm25: Paired | null; rm3: Paired | null; sft: Paired | null }): string[] {
   const pm = (g: { gain: number; se: number }) => `${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)}`;
-  return (
-    `final − BM25 over the ${p.queries} held-out queries, paired per query (mean ± standard error): F1 ${pm(p.f1)}, nDCG@10 ${pm(p.ndcg10)}; ` +
-    `F1 above BM25's on ${p.f1_queries.above}, level on ${p.f1_queries.level}, below on ${p.f1_queries.below}`
+  const both = (x: Paired) => `F1 ${pm(x.f1)}, nDCG@10 ${pm(x.ndcg10)}`;
+  const out: string[] = [];
+  if (p.bm25)
+    out.push(
+      `final − BM25 over the ${p.bm25.queries} held-out queries, paired per query (mean ± standard error): ${both(p.bm25)}; ` +
+        `F1 above BM25's on ${p.bm25.f1_queries.above}, level on ${p.bm25.f1_queries.level}, below on ${p.bm25.f1_queries.below}`,
+    );
+  const more = [p.rm3 ? `final − BM25 + RM3: ${both(p.rm3)}` : null, p.sft ? `final − SFT: ${both(p.sft)}` : null].filter(
+    (x) => x !== null,
   );
+  if (more.length > 0) out.push(more.join('; '));
+  return out;
 }
 
 /** Means over all held-out queries (folds weighted by their number of held-out queries). */
@@ -363,7 +438,7 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
     return b.phase === 'refit' ? (f.steps.find((s) => s.step === b.base) ?? b) : b;
   };
   const refitted = folds.length > 0 && folds.every((f) => bestOf(f).phase === 'refit');
-  const paired = pairedSummary(folds.length > 0 && folds.every((f) => f.pairs) ? folds.flatMap((f) => f.pairs!) : null);
+  const paired = folds.length > 0 && folds.every((f) => f.figures) ? pairedSummaries(folds.map((f) => f.figures!)) : null;
   const final =
     folds.length && stepCount > 0
       ? {
@@ -420,8 +495,8 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
     rounds,
     final,
     foldsAboveBaseline: folds.filter((f) => bestOf(f).metrics.f1 > f.baselines.bm25.f1).length,
-    // Final against BM25, paired over every held-out query (absent when a fold was not measured so).
-    ...(paired ? { final_vs_bm25: paired } : {}),
+    // Final against BM25, BM25 + RM3 and SFT, paired over every held-out query (absent when a fold was not measured so).
+    ...pairedJson(paired),
     perFold: folds.map((f) => {
       const b = bestOf(f);
       return {
@@ -489,7 +564,7 @@ export function register(program: Command): void {
     const db = await openRunDb(dbPath, flags.fresh ?? false);
     let res: RunResult;
     let baselines: SplitBaselines;
-    let paired: ReturnType<typeof pairedSummary> = null;
+    let paired: ReturnType<typeof pairedSummaries> | null = null;
     try {
       res = await runOne(db, corpus, config, flags, reportPath);
       const run = runContext(db, corpus, res.config, res.split);
@@ -497,7 +572,8 @@ export function register(program: Command): void {
       baselines = await splitBaselines(run, indexes, res.steps);
       // The result against BM25, paired over the held-out queries.
       const served = await finalServedRun(run, res.steps);
-      if (served.step !== null) paired = pairedSummary(pairedWithBm25(corpus, res.split, served, indexes.bm25, baselines.bm25.cutoff));
+      const figures = await heldOutFigures(run, res.steps, baselines, indexes, served);
+      if (figures) paired = pairedSummaries([figures]);
     } finally {
       await db.close();
     }
@@ -513,7 +589,7 @@ export function register(program: Command): void {
           split: { train: res.split.train.length, eval: res.split.eval.length },
           baseline,
           baselines,
-          ...(paired ? { final_vs_bm25: paired } : {}),
+          ...pairedJson(paired),
           steps: res.steps,
           seconds,
         }) + '\n',
@@ -530,8 +606,8 @@ export function register(program: Command): void {
     if (why) process.stdout.write(`\n${why}\n`);
     const guard = servedSetSummary(res.steps);
     if (guard) process.stdout.write(`${why ? '' : '\n'}${guard}\n`);
-    const line = pairedLine(paired);
-    if (line) process.stdout.write(`${why || guard ? '' : '\n'}${line}\n`);
+    const lines = paired ? pairedLines(paired) : [];
+    if (lines.length > 0) process.stdout.write(`${why || guard ? '' : '\n'}${lines.join('\n')}\n`);
     process.stdout.write(
       `\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the ${res.steps.some((s) => s.phase === 'refit') ? 'refit of the best dev step' : 'best dev step'}\n`,
     );
@@ -577,15 +653,16 @@ export function register(program: Command): void {
         const res = await runOne(db, corpus, config, flags);
         const run = runContext(db, corpus, res.config, res.split);
         const baselines = await splitBaselines(run, indexes, res.steps);
-        // The served sets and lists of the fold's final step: the paired comparison with BM25, and the run file.
+        // The served sets and lists of the fold's final step: the paired comparisons, and the run file.
         const served = await finalServedRun(run, res.steps);
+        const figures = await heldOutFigures(run, res.steps, baselines, indexes, served);
         outcomes.push({
           fold: k,
           evalQueries: res.split.eval.length,
           devQueries: res.split.dev.length,
           baselines,
           steps: res.steps,
-          ...(served.step === null ? {} : { pairs: pairedWithBm25(corpus, res.split, served, indexes.bm25, baselines.bm25.cutoff) }),
+          ...(figures ? { figures } : {}),
         });
         if (flags.runFile !== undefined) {
           runQueries.push(...served.queries);
@@ -683,7 +760,9 @@ export function register(program: Command): void {
           { right: [0, 3, 4, 5, 6, 9, 10] },
         ),
     );
-    const line = pairedLine(summary.final_vs_bm25 ?? null);
-    if (line) process.stdout.write(`\n${line}\n`);
+    const lines = summary.final_vs_bm25
+      ? pairedLines({ bm25: summary.final_vs_bm25, rm3: summary.final_vs_rm3 ?? null, sft: summary.final_vs_sft ?? null })
+      : [];
+    if (lines.length > 0) process.stdout.write(`\n${lines.join('\n')}\n`);
   });
 }

@@ -66,49 +66,60 @@ export function bm25OnSplit(
   return rankedOnSplit(corpus, split, (text, limit) => bm25.search(text, limit), maxCutoff);
 }
 
-/** One held-out query's figures: the run's served set and list beside BM25's at the split's tuned cut-off. */
-export interface QueryPair {
-  queryId: string;
-  f1: { cogr: number; bm25: number };
-  ndcg10: { cogr: number; bm25: number };
+/** F1 of the served set and nDCG@10 of the served list of every held-out query of a split, in split order. */
+export interface PerQueryFigures {
+  f1: number[];
+  ndcg10: number[];
 }
 
 /**
- * Each held-out query of the split, in split order: F1 of the run's served set and nDCG@10
- * of its served list (runFile.ts finalServedRun; a query it has no lines for counts as
- * empty), beside F1 of BM25's top `cutoff` (the split baseline's, bm25OnSplit) and nDCG@10
- * of BM25's ranking. Their means over the split are the run's final figures and the BM25
- * baseline's; the pairs give the paired comparison `cogr evolve` reports.
+ * The per-query figures of a run's served sets and lists (runFile.ts finalServedRun, for
+ * the final step or another): a query it has no lines for counts as empty. Their means
+ * are the step's held-out F1 and served nDCG@10.
  */
-export function pairedWithBm25(
+export function servedFigures(
   corpus: Corpus,
   split: RunSplit,
   served: { queries: readonly { queryId: string; hits: readonly ScoredId[] }[]; sets: ReadonlyMap<string, readonly string[]> },
-  bm25: Bm25Index,
+): PerQueryFigures {
+  const hits = new Map(served.queries.map((q) => [q.queryId, q.hits]));
+  return figuresOf(
+    evaluateRun(
+      split.eval.map((id) => {
+        const h = hits.get(id) ?? [];
+        return { queryId: id, ranked: h.map((x) => x.id), scores: h.map((x) => x.score), matched: served.sets.get(id) ?? [] };
+      }),
+      corpus,
+    ),
+  );
+}
+
+/**
+ * The per-query figures of a text ranking on the split (BM25, BM25 + RM3): F1 of its top
+ * `cutoff` (the split baseline's tuned cut-off, rankedOnSplit) and nDCG@10 of its ranking.
+ * Their means are the split baseline's.
+ */
+export function rankedFigures(
+  corpus: Corpus,
+  split: RunSplit,
+  rank: TextRanking,
   cutoff: number,
   maxCutoff: number = DEFAULTS.baseline.maxCutoff,
-): QueryPair[] {
+): PerQueryFigures {
   const text = new Map(corpus.queries.map((q) => [q.id, q.text]));
-  const hits = new Map(served.queries.map((q) => [q.queryId, q.hits]));
-  const cogr = evaluateRun(
-    split.eval.map((id) => {
-      const h = hits.get(id) ?? [];
-      return { queryId: id, ranked: h.map((x) => x.id), scores: h.map((x) => x.score), matched: served.sets.get(id) ?? [] };
-    }),
-    corpus,
+  return figuresOf(
+    evaluateRun(
+      split.eval.map((id) => {
+        const r = trecOrder(rank(text.get(id) ?? '', maxCutoff)).map((h) => h.id);
+        return { queryId: id, ranked: r, matched: r.slice(0, cutoff) };
+      }),
+      corpus,
+    ),
   );
-  const base = evaluateRun(
-    split.eval.map((id) => {
-      const r = trecOrder(bm25.search(text.get(id) ?? '', maxCutoff)).map((h) => h.id);
-      return { queryId: id, ranked: r, matched: r.slice(0, cutoff) };
-    }),
-    corpus,
-  );
-  return split.eval.map((id, i) => ({
-    queryId: id,
-    f1: { cogr: cogr.perQuery[i].set?.f1 ?? 0, bm25: base.perQuery[i].set?.f1 ?? 0 },
-    ndcg10: { cogr: cogr.perQuery[i].ranked['ndcg@10'] ?? 0, bm25: base.perQuery[i].ranked['ndcg@10'] ?? 0 },
-  }));
+}
+
+function figuresOf(ev: ReturnType<typeof evaluateRun>): PerQueryFigures {
+  return { f1: ev.perQuery.map((q) => q.set?.f1 ?? 0), ndcg10: ev.perQuery.map((q) => q.ranked['ndcg@10'] ?? 0) };
 }
 
 /** The text indexes the baselines of several splits of one corpus share. */

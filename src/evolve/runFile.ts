@@ -13,15 +13,23 @@ import { servedList, servedSet } from '../../generators/planner/ranking.ts';
 import type { Ranker } from '../../generators/planner/rankers.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { runPlanner, type RunContext } from '../run/context.ts';
-import { bestServing, rankOf, servedFloor, type StepRecord } from '../run/state.ts';
+import { bestServing, generatorRound, rankOf, servedFloor, type StepRecord } from '../run/state.ts';
 import type { RunQuery } from '../trec.ts';
 import { plannerKeywords } from './evaluate.ts';
 
 export async function finalServedRun(
   run: RunContext,
   steps: readonly StepRecord[],
+  /** Another stored step to serve as the final step is served (its generations, planner and floor); default the final step. */
+  at?: StepRecord,
 ): Promise<{ step: string | null; ranker: Ranker; queries: RunQuery[]; sets: Map<string, string[]> }> {
-  const serving = bestServing(steps);
+  const serving = at
+    ? {
+        step: at.step,
+        itemGeneration: at.itemGeneration,
+        plannerRound: generatorRound(steps.slice(0, steps.indexOf(at) + 1), 'query'),
+      }
+    : bestServing(steps);
   const ranker = rankOf(steps);
   // Each held-out query's served set (its ids, in search order), the list's head before the backfill.
   const sets = new Map<string, string[]>();
@@ -29,7 +37,7 @@ export async function finalServedRun(
   const view = await run.store.openView('item', serving.itemGeneration);
   const planner = await runPlanner(run, serving.plannerRound);
   planner.attachOpposite(view);
-  const floor = servedFloor(steps);
+  const floor = at ? servedFloor(steps, at) : servedFloor(steps);
   const keywordsOf = plannerKeywords(planner, deriveSeed(run.config.seed, serving.step), run.config);
   const queries: RunQuery[] = [];
   for (const q of run.evalQueries) {

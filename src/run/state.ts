@@ -312,15 +312,14 @@ export function bestServing(
 
 /**
  * The floor that a run's served sets get (ranking.ts servedSet), for its serving step
- * (bestServing): the SFT step's floor and backfill depth (none for runs written before
+ * (bestServing), or for `step`: the SFT step's floor and backfill depth (none for runs written before
  * floors); when that step is a refit whose set guard chose the relevance model's own sets,
  * their α as well, so the sets are the model's, as the step was measured.
  */
-export function servedFloor(steps: readonly StepRecord[]): Floor {
+export function servedFloor(steps: readonly StepRecord[], step: StepRecord | null = bestStep(steps)): Floor {
   const f = steps.find((s) => s.phase === 'sft')?.floor;
   const floor: Floor = f ? { floor: f.floor, fallback: f.fallback, backfill: f.backfill ?? 0 } : NO_FLOOR;
-  const best = bestStep(steps);
-  const served = best?.phase === 'refit' ? best.refit?.served : undefined;
+  const served = step?.phase === 'refit' ? step.refit?.served : undefined;
   return served?.set === 'model' && served.alpha !== undefined ? { ...floor, modelAlpha: served.alpha } : floor;
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { adoptionSummary, pairedLine, servedSetSummary } from '../../src/commands/evolve.ts';
+import { adoptionSummary, pairedLines, servedSetSummary } from '../../src/commands/evolve.ts';
 import { adoptedOnTie, adoptionTest, type DevMetrics, type StepRecord } from '../../src/run/state.ts';
 
 const step = (name: string, phase: StepRecord['phase'], adopted: boolean, gain?: number, se?: number): StepRecord =>
@@ -100,17 +100,23 @@ describe("the demo says what the final refit's set guard served, and on what fig
   });
 });
 
-describe('the result against BM25, paired per held-out query', () => {
-  it('says the mean differences with their standard errors and the queries above, level and below', () => {
-    const p = {
-      queries: 65,
-      f1: { gain: 0.0154, se: 0.0128 },
-      ndcg10: { gain: -0.0021, se: 0.0208 },
-      f1_queries: { above: 21, level: 18, below: 26 },
-    };
-    expect(pairedLine(p)).toBe(
+describe('the result against BM25, BM25 + RM3 and SFT, paired per held-out query', () => {
+  const paired = (gain: number, se: number, ndcg: number) => ({
+    queries: 65,
+    f1: { gain, se },
+    ndcg10: { gain: ndcg, se: 0.0208 },
+    f1_queries: { above: 21, level: 18, below: 26 },
+  });
+  it('says the mean differences with their standard errors, and the queries above, level and below BM25', () => {
+    expect(
+      pairedLines({ bm25: paired(0.0154, 0.0128, -0.0021), rm3: paired(0.0286, 0.0131, 0.0263), sft: paired(0.0006, 0.0042, -0.005) }),
+    ).toEqual([
       "final − BM25 over the 65 held-out queries, paired per query (mean ± standard error): F1 +0.0154 ± 0.0128, nDCG@10 -0.0021 ± 0.0208; F1 above BM25's on 21, level on 18, below on 26",
-    );
-    expect(pairedLine(null)).toBeNull();
+      'final − BM25 + RM3: F1 +0.0286 ± 0.0131, nDCG@10 +0.0263 ± 0.0208; final − SFT: F1 +0.0006 ± 0.0042, nDCG@10 -0.0050 ± 0.0208',
+    ]);
+  });
+  it('leaves out what was not measured', () => {
+    expect(pairedLines({ bm25: paired(0.01, 0.01, 0), rm3: null, sft: null })).toHaveLength(1);
+    expect(pairedLines({ bm25: null, rm3: null, sft: null })).toEqual([]);
   });
 });

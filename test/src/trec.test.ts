@@ -311,6 +311,12 @@ describe('cogr evolve --run-file (MED, one small fold)', () => {
     expect(paired.f1.gain).toBeCloseTo(summary.final.f1 - summary.baseline.f1, 12);
     expect(paired.ndcg10.gain).toBeCloseTo(summary.final.ndcg10 - summary.baseline.ndcg10, 12);
     expect(paired.f1.se).toBeGreaterThan(0);
+    // The same against BM25 + RM3 and against the SFT step (served as it was evaluated).
+    expect(summary.final_vs_rm3.f1.gain).toBeCloseTo(summary.final.f1 - summary.baselines.rm3.f1, 12);
+    expect(summary.final_vs_rm3.ndcg10.gain).toBeCloseTo(summary.final.ndcg10 - summary.baselines.rm3.ndcg10, 12);
+    const sft = summary.rounds.find((r: { step: string }) => r.step === 'sft');
+    expect(summary.final_vs_sft.f1.gain).toBeCloseTo(summary.final.f1 - sft.f1, 12);
+    expect(summary.final_vs_sft.ndcg10.gain).toBeCloseTo(summary.final.ndcg10 - sft.ndcg10, 12);
     const queries = new Set(
       readFileSync(runFile, 'utf8')
         .trimEnd()
