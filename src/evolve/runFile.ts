@@ -37,7 +37,7 @@ export async function finalServedRun(
   const view = await run.store.openView('item', serving.itemGeneration);
   const planner = await runPlanner(run, serving.plannerRound);
   planner.attachOpposite(view);
-  const floor = at ? servedFloor(steps, at) : servedFloor(steps);
+  const floor = servedFloor(steps, at);
   const keywordsOf = plannerKeywords(planner, deriveSeed(run.config.seed, serving.step), run.config);
   const queries: RunQuery[] = [];
   for (const q of run.evalQueries) {
