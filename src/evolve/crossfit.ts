@@ -90,7 +90,10 @@ function crossfitAlpha(
   tuning: readonly Query[],
   ordinalsOf: (id: string) => ReadonlySet<number>,
 ): number {
-  const rows = crossfitCurves(ctx, planner, itemView, queries, ordinalsOf, { scoring: new Set(tuning.map((q) => q.id)) });
+  const rows = crossfitCurves(ctx, planner, itemView, queries, ordinalsOf, {
+    scoring: new Set(tuning.map((q) => q.id)),
+    label: 'α cross-fitted',
+  });
   const best = bestColumn(rows);
   ctx.logger.debug(`α cross-fitted over ${rows.length} queries in ${ALPHA_FOLDS} folds: ${ALPHA_GRID[best]}`);
   return ALPHA_GRID[best];
@@ -103,7 +106,8 @@ function crossfitAlpha(
  * when given (a smaller fit, for the refit test). `curves`: what a fold's queries score
  * under that inner planner (default: their keyword plans' α curves). Rows in fold order.
  * `release`: drop each inner model from the run's cache once its fold is scored (so one is
- * alive at a time; a later use fits it again).
+ * alive at a time; a later use fits it again). `label`: log a line per fold under it (the
+ * fit's and the scoring's counts and times: at a large size each fold takes minutes).
  */
 export function crossfitCurves(
   ctx: Ctx,
@@ -116,10 +120,12 @@ export function crossfitCurves(
     less?: (fold: readonly Query[], rest: readonly Query[]) => readonly Query[];
     curves?: (inner: KeywordPlanner, scored: readonly Query[]) => Float64Array[];
     release?: boolean;
+    label?: string;
   } = {},
 ): Float64Array[] {
   const rows: Float64Array[] = [];
-  for (const fold of alphaFolds(queries, ctx.config.seed)) {
+  const folds = alphaFolds(queries, ctx.config.seed);
+  for (const [i, fold] of folds.entries()) {
     const scored = opts.scoring ? fold.filter((q) => opts.scoring!.has(q.id)) : fold;
     if (scored.length === 0) continue;
     const inFold = new Set(fold.map((q) => q.id));
@@ -131,10 +137,19 @@ export function crossfitCurves(
       left = [...fold, ...queries.filter((q) => drop.has(q.id))];
     }
     const key = queriesKey(left);
+    const t0 = Date.now();
     const inner = planner.withRelevance(innerModel(ctx, planner, train, key));
     inner.attachOpposite(itemView);
+    const t1 = Date.now();
     rows.push(...(opts.curves ? opts.curves(inner, scored) : inner.alphaCurves(scored.map(queryInput), ordinalsOf, ALPHA_GRID)));
     if (opts.release) INNER_RELEVANCE.get(ctx)?.delete(key);
+    if (opts.label) {
+      const t2 = Date.now();
+      ctx.logger.info(
+        `${opts.label}: inner fold ${i + 1}/${folds.length}: relevance model on ${train.length} queries ready in ${seconds(t1 - t0)}, ` +
+          `${scored.length} queries scored in ${seconds(t2 - t1)} (${((1000 * scored.length) / Math.max(1, t2 - t1)).toFixed(1)}/s)`,
+      );
+    }
   }
   return rows;
 }
@@ -157,4 +172,9 @@ export function bestColumn(rows: readonly Float64Array[]): number {
   let best = 0;
   for (let g = 1; g < sums.length; g++) if (sums[g] > sums[best] + 1e-12 * rows.length) best = g;
   return best;
+}
+
+/** A duration in ms as seconds, one decimal. */
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
 }

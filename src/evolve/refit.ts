@@ -48,8 +48,9 @@ function refitTest(
 ): NonNullable<RefitStats['test']> {
   const ordinalsOf = relevantOrdinalsOf(itemView, relevant);
   const extra = ctx.devQueries.length;
-  const more = crossfitCurves(ctx, planner, itemView, training, ordinalsOf);
+  const more = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, { label: 'refit test (all training queries)' });
   const fewer = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, {
+    label: `refit test (${extra} fewer)`,
     less: (fold, rest) => shuffle(rest, createRng(deriveSeed(ctx.config.seed, 'refit-test', queriesKey(fold)))).slice(0, extra),
   });
   const a = bestColumn(more);
@@ -89,6 +90,7 @@ function setGuard(
   // inner models are dropped fold by fold unless the refit reuses them (its cross-fitted α
   // or its test, over the same folds): at a large size each holds up to ~1.25 GB of memos.
   const rows = crossfitCurves(ctx, planner, itemView, training, ordinalsOf, {
+    label: 'set guard',
     scoring,
     release: ctx.config.alphaTuning !== 'crossfit' && !ctx.config.refitTest,
     curves: (inner, scored) => {
