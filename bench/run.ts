@@ -18,6 +18,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchModule>> = {
   cli: () => import('./cli.ts'),
   crosscheck: () => import('./crosscheck.ts'),
   evolve: () => import('./evolve.ts'),
+  cut: () => import('./cut.ts'),
 };
 
 const [name, ...args] = process.argv.slice(2);

@@ -17,7 +17,7 @@
 import type { KeywordView, ScoredEntity } from '../../index/view/view.ts';
 import type { GenerateInput } from '../types.ts';
 import type { KeywordPlanner } from './planner.ts';
-import { expectedF1Cut, sortByP } from './expectedCut.ts';
+import { expectedF1Top } from './expectedCut.ts';
 import { topByP } from './queryContext.ts';
 import type { Ranker } from './rankers.ts';
 
@@ -119,14 +119,12 @@ function modelSet(
   input: GenerateInput,
   alpha: number,
 ): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
-  const sorted = sortByP(planner.probabilities(input));
-  const k = expectedF1Cut(sorted, alpha);
   const keywordScore = new Map(matched.map((x) => [x.ordinal, x.score]));
-  const items: ScoredEntity[] = [];
-  for (let i = 0; i < k; i++) {
-    const e = sorted.order[i];
-    items.push({ id: view.id(e), ordinal: e, score: keywordScore.get(e) ?? 0 });
-  }
+  const items: ScoredEntity[] = expectedF1Top(planner.probabilities(input), alpha).map((e) => ({
+    id: view.id(e),
+    ordinal: e,
+    score: keywordScore.get(e) ?? 0,
+  }));
   return { items, fallback: null, added: items.filter((x) => !keywordScore.has(x.ordinal)).length };
 }
 

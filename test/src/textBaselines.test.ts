@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../index/core/types.ts';
 import { Rm3Index } from '../../src/baseline/rm3.ts';
-import { expectedF1Cut, sortByP } from '../../generators/planner/expectedCut.ts';
+import { expectedF1Cut, expectedF1Top, sortByP } from '../../generators/planner/expectedCut.ts';
+import { createRng } from '../../index/core/random.ts';
 
 const close = (a: number, b: number): void => expect(a).toBeCloseTo(b, 12);
 
@@ -78,5 +79,32 @@ describe('the model baseline: expected-F1 cut over items sorted by p, by hand', 
     expect(expectedF1Cut(s, 1)).toBe(2);
     // α = 4: k=1 1.8/8.6 = 0.209, k=2 3.0/9.6 = 0.3125, k=3 3.6/10.6 = 0.3396, k=4 3.8/11.6 = 0.3276
     expect(expectedF1Cut(s, 4)).toBe(3);
+    // Without sorting every item: the same items, best first.
+    expect(expectedF1Top(Float64Array.from([0.3, 0.9, 0.1, 0.6]), 1)).toEqual([1, 3]);
+    expect(expectedF1Top(Float64Array.from([0.3, 0.9, 0.1, 0.6]), 4)).toEqual([1, 3, 0]);
+    expect(expectedF1Top(new Float64Array(0), 1)).toEqual([]);
+  });
+
+  it("expectedF1Top gives the full sort's cut on seeded random p: sizes across its window steps, ties, heavy tails, every α of the grid", () => {
+    const rng = createRng(20261205);
+    const shapes: ((u: number) => number)[] = [
+      (u) => u,
+      (u) => u ** 8,
+      (u) => Math.round(u * 20) / 20, // many ties
+      (u) => 1 / (1 + Math.exp(12 * u - 2)), // a logistic p: a few likely items, a long tail
+      (u) => (u < 0.01 ? 0.9 : 1e-4 * u),
+    ];
+    let cases = 0;
+    for (const n of [1, 2, 5, 63, 64, 65, 255, 256, 257, 1000, 5000])
+      for (const shape of shapes)
+        for (let rep = 0; rep < 4; rep++) {
+          const p = Float64Array.from({ length: n }, () => shape(rng()));
+          const sorted = sortByP(p);
+          for (const alpha of [0.125, 0.177, 0.25, 0.354, 0.5, 0.707, 1, 1.41, 2, 2.83, 4]) {
+            expect(expectedF1Top(p, alpha)).toEqual(Array.from(sorted.order.subarray(0, expectedF1Cut(sorted, alpha))));
+            cases++;
+          }
+        }
+    expect(cases).toBe(11 * 5 * 4 * 11);
   });
 });
