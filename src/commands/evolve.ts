@@ -360,6 +360,13 @@ function pairedJson(p: ReturnType<typeof pairedSummaries> | null) {
   };
 }
 
+/** Whether a paired F1 difference is more than two standard errors either way, in words. */
+function beyondNoise(g: { gain: number; se: number }, reference: string): string {
+  if (g.gain > 2 * g.se) return `above ${reference} by more than two standard errors`;
+  if (g.gain < -2 * g.se) return `below ${reference} by more than two standard errors`;
+  return `within two standard errors of ${reference} (more judged queries would tell them apart)`;
+}
+
 /** The lines on the paired comparisons (pairedSummaries), none without them. */
 export function pairedLines(p: { bm25: Paired | null; rm3: Paired | null; sft: Paired | null }): string[] {
   const pm = (g: { gain: number; se: number }) => `${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)}`;
@@ -368,7 +375,8 @@ export function pairedLines(p: { bm25: Paired | null; rm3: Paired | null; sft: P
   if (p.bm25)
     out.push(
       `final − BM25 over the ${p.bm25.queries} held-out queries, paired per query (mean ± standard error): ${both(p.bm25)}; ` +
-        `F1 above BM25's on ${p.bm25.f1_queries.above}, level on ${p.bm25.f1_queries.level}, below on ${p.bm25.f1_queries.below}`,
+        `F1 above BM25's on ${p.bm25.f1_queries.above}, level on ${p.bm25.f1_queries.level}, below on ${p.bm25.f1_queries.below}: ` +
+        beyondNoise(p.bm25.f1, 'BM25'),
     );
   const more = [p.rm3 ? `final − BM25 + RM3: ${both(p.rm3)}` : null, p.sft ? `final − SFT: ${both(p.sft)}` : null].filter(
     (x) => x !== null,

@@ -111,9 +111,17 @@ describe('the result against BM25, BM25 + RM3 and SFT, paired per held-out query
     expect(
       pairedLines({ bm25: paired(0.0154, 0.0128, -0.0021), rm3: paired(0.0286, 0.0131, 0.0263), sft: paired(0.0006, 0.0042, -0.005) }),
     ).toEqual([
-      "final − BM25 over the 65 held-out queries, paired per query (mean ± standard error): F1 +0.0154 ± 0.0128, nDCG@10 -0.0021 ± 0.0208; F1 above BM25's on 21, level on 18, below on 26",
+      "final − BM25 over the 65 held-out queries, paired per query (mean ± standard error): F1 +0.0154 ± 0.0128, nDCG@10 -0.0021 ± 0.0208; F1 above BM25's on 21, level on 18, below on 26: within two standard errors of BM25 (more judged queries would tell them apart)",
       'final − BM25 + RM3: F1 +0.0286 ± 0.0131, nDCG@10 +0.0263 ± 0.0208; final − SFT: F1 +0.0006 ± 0.0042, nDCG@10 -0.0050 ± 0.0208',
     ]);
+  });
+  it('says when the F1 difference is beyond two standard errors, either way', () => {
+    expect(pairedLines({ bm25: paired(0.037, 0.009, 0.04), rm3: null, sft: null })[0]).toMatch(
+      /: above BM25 by more than two standard errors$/,
+    );
+    expect(pairedLines({ bm25: paired(-0.05, 0.02, 0), rm3: null, sft: null })[0]).toMatch(
+      /: below BM25 by more than two standard errors$/,
+    );
   });
   it('leaves out what was not measured', () => {
     expect(pairedLines({ bm25: paired(0.01, 0.01, 0), rm3: null, sft: null })).toHaveLength(1);
