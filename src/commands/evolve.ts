@@ -25,10 +25,8 @@ import { stderrLogger } from '../../index/core/log.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import {
   baselineIndexes,
-  rankedFigures,
   servedFigures,
   splitBaselines,
-  type BaselineIndexes,
   type PerQueryFigures,
   type SplitBaseline,
   type SplitBaselines,
@@ -39,7 +37,7 @@ import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
 import { datasetIdentity } from '../datasets/index.ts';
 import { adoptedOnTie, bestStep, f1Points, isHalfRound, meanSe, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
 import { finalServedRun } from '../evolve/runFile.ts';
-import { runContext } from '../run/context.ts';
+import { runContext, type RunContext } from '../run/context.ts';
 import { writeRunFile, type RunQuery } from '../trec.ts';
 import { cogrHome } from '../home.ts';
 import { createProgress } from '../progress.ts';
@@ -282,13 +280,13 @@ interface HeldOutFigures {
 /**
  * A split's held-out figures per query: the final step's served sets and lists (`served`:
  * runFile.ts finalServedRun), the SFT step's served as it was evaluated, and BM25's and
- * BM25 + RM3's at the split's tuned cut-offs (evolve/baseline.ts). Null without a final step.
+ * BM25 + RM3's at the split's tuned cut-offs (`text`: evolve/baseline.ts splitBaselines).
+ * Null without a final step.
  */
 async function heldOutFigures(
-  run: ReturnType<typeof runContext>,
+  run: RunContext,
   steps: readonly StepRecord[],
-  baselines: SplitBaselines,
-  indexes: BaselineIndexes,
+  text: { bm25: PerQueryFigures; rm3: PerQueryFigures },
   served: Awaited<ReturnType<typeof finalServedRun>>,
 ): Promise<HeldOutFigures | null> {
   if (served.step === null) return null;
@@ -296,8 +294,8 @@ async function heldOutFigures(
   const sft = steps.find((s) => s.phase === 'sft');
   return {
     final: servedFigures(corpus, split, served),
-    bm25: rankedFigures(corpus, split, (text, limit) => indexes.bm25.search(text, limit), baselines.bm25.cutoff),
-    rm3: rankedFigures(corpus, split, (text, limit) => indexes.rm3.search(text, limit), baselines.rm3.cutoff),
+    bm25: text.bm25,
+    rm3: text.rm3,
     sft: sft ? servedFigures(corpus, split, await finalServedRun(run, steps, sft)) : null,
   };
 }
@@ -369,8 +367,7 @@ function beyondNoise(g: { gain: number; se: number }, reference: string): string
 
 /** The lines on the paired comparisons (pairedSummaries), none without them. */
 export function pairedLines(p: { bm25: Paired | null; rm3: Paired | null; sft: Paired | null }): string[] {
-  const pm = (g: { gain: number; se: number }) => `${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} ± ${g.se.toFixed(4)}`;
-  const both = (x: Paired) => `F1 ${pm(x.f1)}, nDCG@10 ${pm(x.ndcg10)}`;
+  const both = (x: Paired) => `F1 ${gainPm(x.f1)}, nDCG@10 ${gainPm(x.ndcg10)}`;
   const out: string[] = [];
   if (p.bm25)
     out.push(
@@ -576,11 +573,10 @@ export function register(program: Command): void {
     try {
       res = await runOne(db, corpus, config, flags, reportPath);
       const run = runContext(db, corpus, res.config, res.split);
-      const indexes = baselineIndexes(corpus);
-      baselines = await splitBaselines(run, indexes, res.steps);
-      // The result against BM25, paired over the held-out queries.
-      const served = await finalServedRun(run, res.steps);
-      const figures = await heldOutFigures(run, res.steps, baselines, indexes, served);
+      const split = await splitBaselines(run, baselineIndexes(corpus), res.steps);
+      baselines = split.baselines;
+      // The result against BM25, BM25 + RM3 and SFT, paired over the held-out queries.
+      const figures = await heldOutFigures(run, res.steps, split.figures, await finalServedRun(run, res.steps));
       if (figures) paired = pairedSummaries([figures]);
     } finally {
       await db.close();
@@ -660,10 +656,10 @@ export function register(program: Command): void {
       try {
         const res = await runOne(db, corpus, config, flags);
         const run = runContext(db, corpus, res.config, res.split);
-        const baselines = await splitBaselines(run, indexes, res.steps);
+        const { baselines, figures: text } = await splitBaselines(run, indexes, res.steps);
         // The served sets and lists of the fold's final step: the paired comparisons, and the run file.
         const served = await finalServedRun(run, res.steps);
-        const figures = await heldOutFigures(run, res.steps, baselines, indexes, served);
+        const figures = await heldOutFigures(run, res.steps, text, served);
         outcomes.push({
           fold: k,
           evalQueries: res.split.eval.length,

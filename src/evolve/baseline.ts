@@ -31,6 +31,16 @@ export function rankedOnSplit(
   rank: TextRanking,
   maxCutoff: number = DEFAULTS.baseline.maxCutoff,
 ): SplitBaseline {
+  return rankedWithFigures(corpus, split, rank, maxCutoff).baseline;
+}
+
+/** rankedOnSplit, and each held-out query's figures (in split order) whose means it reports. */
+function rankedWithFigures(
+  corpus: Corpus,
+  split: RunSplit,
+  rank: TextRanking,
+  maxCutoff: number,
+): { baseline: SplitBaseline; figures: PerQueryFigures } {
   const text = new Map(corpus.queries.map((q) => [q.id, q.text]));
   const ranked = new Map<string, string[]>();
   for (const id of [...split.train, ...split.eval])
@@ -46,13 +56,16 @@ export function rankedOnSplit(
   });
   const ev = evaluateRun(entries, corpus);
   return {
-    cutoff,
-    trainF1,
-    f1: ev.set?.f1 ?? 0,
-    precision: ev.set?.precision ?? 0,
-    recall: ev.set?.recall ?? 0,
-    ndcg10: ev.ranked['ndcg@10'] ?? 0,
-    map: ev.ranked['ap@1000'] ?? 0,
+    baseline: {
+      cutoff,
+      trainF1,
+      f1: ev.set?.f1 ?? 0,
+      precision: ev.set?.precision ?? 0,
+      recall: ev.set?.recall ?? 0,
+      ndcg10: ev.ranked['ndcg@10'] ?? 0,
+      map: ev.ranked['ap@1000'] ?? 0,
+    },
+    figures: figuresOf(ev),
   };
 }
 
@@ -94,30 +107,6 @@ export function servedFigures(
   );
 }
 
-/**
- * The per-query figures of a text ranking on the split (BM25, BM25 + RM3): F1 of its top
- * `cutoff` (the split baseline's tuned cut-off, rankedOnSplit) and nDCG@10 of its ranking.
- * Their means are the split baseline's.
- */
-export function rankedFigures(
-  corpus: Corpus,
-  split: RunSplit,
-  rank: TextRanking,
-  cutoff: number,
-  maxCutoff: number = DEFAULTS.baseline.maxCutoff,
-): PerQueryFigures {
-  const text = new Map(corpus.queries.map((q) => [q.id, q.text]));
-  return figuresOf(
-    evaluateRun(
-      split.eval.map((id) => {
-        const r = trecOrder(rank(text.get(id) ?? '', maxCutoff)).map((h) => h.id);
-        return { queryId: id, ranked: r, matched: r.slice(0, cutoff) };
-      }),
-      corpus,
-    ),
-  );
-}
-
 function figuresOf(ev: ReturnType<typeof evaluateRun>): PerQueryFigures {
   return { f1: ev.perQuery.map((q) => q.set?.f1 ?? 0), ndcg10: ev.perQuery.map((q) => q.ranked['ndcg@10'] ?? 0) };
 }
@@ -147,20 +136,24 @@ export interface SplitBaselines {
 /**
  * The baselines of a run's split; the model baseline uses the relevance model of the run's
  * final refit when `steps` has one (fitted on every training query, as what is served),
- * else the SFT step's (its round-0 planner, core training queries).
+ * else the SFT step's (its round-0 planner, core training queries). Beside them, each
+ * held-out query's figures under BM25 and BM25 + RM3 (for the paired comparisons).
  */
 export async function splitBaselines(
   run: RunContext,
   indexes: BaselineIndexes = baselineIndexes(run.corpus),
   steps: readonly StepRecord[] = [],
-): Promise<SplitBaselines> {
+): Promise<{ baselines: SplitBaselines; figures: { bm25: PerQueryFigures; rm3: PerQueryFigures } }> {
   const { corpus, split } = run;
-  const bm25 = bm25OnSplit(corpus, split, DEFAULTS.baseline.maxCutoff, indexes.bm25);
-  const rm3 = rankedOnSplit(corpus, split, (text, limit) => indexes.rm3.search(text, limit));
-  if (!(await listPolicyRounds(run.policies, 'planner')).includes(0)) return { bm25, rm3, model: null };
+  const max = DEFAULTS.baseline.maxCutoff;
+  const bm25 = rankedWithFigures(corpus, split, (text, limit) => indexes.bm25.search(text, limit), max);
+  const rm3 = rankedWithFigures(corpus, split, (text, limit) => indexes.rm3.search(text, limit), max);
+  const figures = { bm25: bm25.figures, rm3: rm3.figures };
+  if (!(await listPolicyRounds(run.policies, 'planner')).includes(0))
+    return { baselines: { bm25: bm25.baseline, rm3: rm3.baseline, model: null }, figures };
   const refit = steps.find((s) => s.phase === 'refit');
   const planner = await runPlanner(run, refit ? refit.round : 0);
   const train = refit ? [...run.coreQueries, ...run.devQueries] : run.coreQueries;
   const { entries: _e, ...model } = modelOnQueries(planner.relevance as RelevanceModel, corpus, train, run.evalQueries);
-  return { bm25, rm3, model };
+  return { baselines: { bm25: bm25.baseline, rm3: rm3.baseline, model }, figures };
 }

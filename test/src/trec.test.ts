@@ -272,6 +272,24 @@ describe('run files and qrels on the built CLI (MED)', () => {
   });
 });
 
+/** `cogr eval --per-query` of a run file on MED: the queries in `only`, each with its ranked metrics and set figures. */
+function evalPerQuery(cli: string, env: NodeJS.ProcessEnv, runFile: string, only: ReadonlySet<string>) {
+  const ev = spawnSync(process.execPath, [cli, 'eval', '--run', runFile, '--dataset', 'med', '--json', '--per-query'], {
+    encoding: 'utf8',
+    env,
+  });
+  expect(ev.status, ev.stderr).toBe(0);
+  return (JSON.parse(ev.stdout).perQuery as { queryId: string; ranked: Record<string, number>; set: { f1: number } }[]).filter((q) =>
+    only.has(q.queryId),
+  );
+}
+
+/** The served sets of a run file's lists (the lines above the backfill, whose scores are below −1), written to `out`. */
+function servedSetsFile(lines: readonly string[], out: string): string {
+  writeFileSync(out, lines.filter((l) => Number(l.split(' ')[4]) >= -1).join('\n') + '\n');
+  return out;
+}
+
 describe('cogr evolve --run-file (MED, one small fold)', () => {
   it("the run file's figures are the final step's: set F1 of the whole served lists, served nDCG@10", () => {
     const cli = join(__dirname, '../../bin/cogr.mjs');
@@ -328,28 +346,14 @@ describe('cogr evolve --run-file (MED, one small fold)', () => {
     expect(queries.size).toBeGreaterThan(0);
     expect(queries.size).toBeLessThanOrEqual(heldOut);
     // Evaluate the file over the fold's held-out queries only.
-    const ev = spawnSync(process.execPath, [cli, 'eval', '--run', runFile, '--dataset', 'med', '--json', '--per-query'], {
-      encoding: 'utf8',
-      env,
-    });
-    expect(ev.status, ev.stderr).toBe(0);
-    const per = (JSON.parse(ev.stdout).perQuery as { queryId: string; ranked: Record<string, number>; set: { f1: number } }[]).filter((q) =>
-      queries.has(q.queryId),
-    );
+    const per = evalPerQuery(cli, env, runFile, queries);
     expect(per.length).toBe(queries.size);
     const mean = (f: (q: (typeof per)[number]) => number) => per.reduce((s, q) => s + f(q), 0) / heldOut;
     expect(mean((q) => q.ranked['ndcg@10'])).toBeCloseTo(summary.final.ndcg10, 12);
     // The served list is the served set, then the backfill (scores below −1): the set alone, cut at that score, gives the run's F1.
     const lines = readFileSync(runFile, 'utf8').trimEnd().split('\n');
     expect(lines.some((l) => Number(l.split(' ')[4]) < -1)).toBe(true);
-    const setFile = join(dir, 'evolve-set.run');
-    writeFileSync(setFile, lines.filter((l) => Number(l.split(' ')[4]) >= -1).join('\n') + '\n');
-    const evSet = spawnSync(process.execPath, [cli, 'eval', '--run', setFile, '--dataset', 'med', '--json', '--per-query'], {
-      encoding: 'utf8',
-      env,
-    });
-    expect(evSet.status, evSet.stderr).toBe(0);
-    const perSet = (JSON.parse(evSet.stdout).perQuery as { queryId: string; set: { f1: number } }[]).filter((q) => queries.has(q.queryId));
+    const perSet = evalPerQuery(cli, env, servedSetsFile(lines, join(dir, 'evolve-set.run')), queries);
     expect(perSet.reduce((a, q) => a + q.set.f1, 0) / heldOut).toBeCloseTo(summary.final.f1, 12);
 
     // `index search --rank model --backfill n` over the run's store: the matched set ranked by p, then other items by p (scores below −1).
@@ -393,24 +397,10 @@ describe('cogr evolve --run-file (MED, one small fold)', () => {
     expect(summary.perFold[0].final.served_set.keywords.f1).not.toBeCloseTo(summary.final.f1, 6);
     const lines = readFileSync(runFile, 'utf8').trimEnd().split('\n');
     const inFile = new Set(lines.map((l) => l.split(' ')[0]));
-    const evAll = spawnSync(process.execPath, [cli, 'eval', '--run', runFile, '--dataset', 'med', '--json', '--per-query'], {
-      encoding: 'utf8',
-      env,
-    });
-    expect(evAll.status, evAll.stderr).toBe(0);
     // Fold 0 holds out 6 of MED's 30 judged queries; the means are over all 6.
-    const perAll = (JSON.parse(evAll.stdout).perQuery as { queryId: string; ranked: Record<string, number> }[]).filter((q) =>
-      inFile.has(q.queryId),
-    );
+    const perAll = evalPerQuery(cli, env, runFile, inFile);
     expect(perAll.reduce((a, q) => a + q.ranked['ndcg@10'], 0) / 6).toBeCloseTo(summary.final.ndcg10, 12);
-    const setFile = join(dir, 'evolve-model-set.run');
-    writeFileSync(setFile, lines.filter((l) => Number(l.split(' ')[4]) >= -1).join('\n') + '\n');
-    const ev = spawnSync(process.execPath, [cli, 'eval', '--run', setFile, '--dataset', 'med', '--json', '--per-query'], {
-      encoding: 'utf8',
-      env,
-    });
-    expect(ev.status, ev.stderr).toBe(0);
-    const per = (JSON.parse(ev.stdout).perQuery as { queryId: string; set: { f1: number } }[]).filter((q) => inFile.has(q.queryId));
+    const per = evalPerQuery(cli, env, servedSetsFile(lines, join(dir, 'evolve-model-set.run')), inFile);
     expect(per.reduce((a, q) => a + q.set.f1, 0) / 6).toBeCloseTo(summary.final.f1, 12);
   }, 600_000);
 });
