@@ -15,6 +15,8 @@ import type { IndexEntry, Item, Query } from '../index/core/types.ts';
 import { createRng, deriveSeed, shuffle } from '../index/core/random.ts';
 import { KeywordView } from '../index/view/view.ts';
 import { EmbeddedPolicy, type SftReport } from './policy/model.ts';
+import { carriedTopM, type VocabularyOptions } from './policy/vocabulary.ts';
+import { makeKeywordNormalizer } from '../index/text/normalize.ts';
 import type { PlannerConfig } from './planner/config.ts';
 import { KeywordPlanner } from './planner/planner.ts';
 import { RelevanceModel, type RelevanceFit, type RelevanceOptions } from './planner/relevance.ts';
@@ -70,6 +72,12 @@ export interface SftRunOptions {
   analyzer?: AnalyzerName;
   relevance?: Partial<Omit<RelevanceOptions, 'analyzer'>>;
   planner?: Partial<PlannerConfig>;
+  /**
+   * The shared vocabulary (generators/policy/vocabulary.ts): the item policy's candidates are
+   * its phrases and the base keywords of every item are carried by at least `minCarriers`
+   * items; null (or absent): the open vocabulary of runs stored before it.
+   */
+  vocabulary?: { minCarriers: number; options?: Partial<VocabularyOptions> } | null;
   logger?: Logger;
   progress?: (label: string) => void;
 }
@@ -114,21 +122,34 @@ export function runSft(opts: SftRunOptions): SftResult {
   const planner = new KeywordPlanner(relevance, { maxKeywords: opts.kMax ?? K_MAX, ...opts.planner });
   const itemPolicy = new EmbeddedPolicy('item', opts.kMax ? { kMax: opts.kMax } : {});
   itemPolicy.fitStats(items.map(itemInput));
+  const shared = opts.vocabulary ?? null;
+  if (shared) {
+    opts.progress?.('building the shared vocabulary');
+    const v = itemPolicy.fitVocabulary(items.map(itemInput), analyzer, shared.options);
+    log.info('sft: shared vocabulary', { phrases: v.size, items: v.items, ...v.options });
+  }
   const Ms = typeof opts.M === 'number' ? [opts.M] : [...(opts.M ?? DEFAULTS.sft.itemKeywordsGrid)];
   const maxM = Math.max(...Ms);
   const ranked = new Map<string, string[]>();
-  for (const it of items) ranked.set(it.id, itemPolicy.rank(itemInput(it), maxM));
+  // Under the shared vocabulary a list is refilled from further down when a keyword is struck (carriedTopM).
+  for (const it of items) ranked.set(it.id, itemPolicy.rank(itemInput(it), shared ? 2 * maxM : maxM));
+  const norm = makeKeywordNormalizer({ analyzer });
+  const topM = (M: number): Map<string, string[]> =>
+    shared ? carriedTopM(ranked, M, shared.minCarriers, norm.key) : new Map([...ranked].map(([id, ks]) => [id, ks.slice(0, M)]));
   const inputs = trainQueries.map(queryInput);
   // Above TUNING_QUERIES training queries, M and α are chosen on a seeded sample of them.
   const tuning = tuningQueries(inputs, seed);
   let best = { M: Ms[0], f1: -Infinity, view: null as KeywordView | null };
   const mCurve: [number, number][] = [];
+  const assignments = new Map<number, Map<string, string[]>>();
   for (const M of Ms) {
     opts.progress?.(`trying M = ${M} keywords per item`);
+    const assigned = topM(M);
+    assignments.set(M, assigned);
     const view = KeywordView.build(
       'item',
       0,
-      items.map((it) => ({ id: it.id, self: it.title, keywords: ranked.get(it.id)!.slice(0, M) })),
+      items.map((it) => ({ id: it.id, self: it.title, keywords: assigned.get(it.id)! })),
       { analyzer },
     );
     planner.attachOpposite(view);
@@ -137,8 +158,7 @@ export function runSft(opts: SftRunOptions): SftResult {
     mCurve.push([M, t.f1]);
     if (t.f1 > best.f1 + 1e-12) best = { M, f1: t.f1, view };
   }
-  const itemKeywords = new Map<string, string[]>();
-  for (const [id, ks] of ranked) itemKeywords.set(id, ks.slice(0, best.M));
+  const itemKeywords = assignments.get(best.M)!;
   log.info('sft: base item keywords', { items: items.length, M: best.M, trainF1: best.f1 });
   log.debug('phase sft: α tuning (base keywords)');
   planner.attachOpposite(best.view);

@@ -28,6 +28,9 @@ export interface RelevanceSource {
   setWeights(w: ArrayLike<number>): void;
   /** idf of an analysed word over the items' text. */
   wordIdf(word: string): number;
+  /** The items (the source's ordinals, ascending) whose text holds an analysed word, and how many items there are (relatedness, related.ts). */
+  wordItems?(word: string): Int32Array;
+  readonly size?: number;
   /** The analysed words of a text as wordIdf knows them (default: index/text/analyzer.ts textTokens with `analyzer`). */
   textWords?(text: string): string[];
   /** The feature column of the normalised text BM25 the text ranking reads (default TEXT_SCORE_COLUMN). */
@@ -62,9 +65,30 @@ export interface PlannerConfig {
    * log-probabilities stay exact.
    */
   maxCandidates: number;
+  /**
+   * The shared vocabulary's rules for the planned keywords (generators/policy/vocabulary.ts):
+   * a candidate must be carried by at least this many items (0: any, as planners saved before
+   * it), so a query keyword names a group of items, never one.
+   */
+  minCarriers: number;
+  /**
+   * A candidate must be related to the query (related.ts): share an analysed word with it, or
+   * co-occur with one of its words in the items' texts with NPMI at least this (null: any
+   * keyword, as planners saved before it).
+   */
+  relatedness: number | null;
+  /** A query over the keyword limits starts its keywords with its label (its highest-idf words), which items can adopt (planners saved before the shared vocabulary); off: no label. */
+  labels: boolean;
+  /** A query whose text holds an item's title (2+ words) starts its keywords with that title, so a query naming an item finds it (the shared vocabulary; off for planners saved before it). */
+  names: boolean;
 }
 
 /** The planner's defaults, from index/core/defaults.ts (`DEFAULTS.planner`, K_max). */
+/**
+ * The planner's defaults, from index/core/defaults.ts (`DEFAULTS.planner`, K_max). The shared
+ * vocabulary's rules are off here — a saved planner without them plans as it did — and a run
+ * sets them (src/run/config.ts `vocabulary`).
+ */
 export const DEFAULT_PLANNER: PlannerConfig = (({ topItems, lambda, epsilon, grpoParams, l2, cacheBytes, maxCandidates }) => ({
   topItems,
   maxKeywords: K_MAX,
@@ -74,4 +98,8 @@ export const DEFAULT_PLANNER: PlannerConfig = (({ topItems, lambda, epsilon, grp
   l2,
   cacheBytes,
   maxCandidates,
+  minCarriers: 0,
+  relatedness: null,
+  labels: true,
+  names: false,
 }))(DEFAULTS.planner);

@@ -119,9 +119,11 @@ export function runPlan(planner: PlanParts, input: GenerateInput, opts: PlanOpti
     }
     const termKey = config.grpoParams !== 'global' ? (c: number) => view.keyword(cand[c]) : null;
     const weights = sums ? { sums, alpha } : null;
-    const forced = opts.forced ? opts.forced.filter((k) => normalizeKeyword(k) !== label) : null;
-    const chosen: string[] = label ? [label] : [];
-    const K = Math.max(0, config.maxKeywords - (label ? 1 : 0));
+    // The plan starts with the query's label (labels) and the items' titles its text holds (names).
+    const prefix = label ? [label, ...ctx.names] : [...ctx.names];
+    const forced = opts.forced ? opts.forced.filter((k) => !prefix.includes(normalizeKeyword(k) ?? '')) : null;
+    const chosen: string[] = [...prefix];
+    const K = Math.max(0, config.maxKeywords - prefix.length);
     let logProb = scoring ? 0 : Number.NaN;
     const score = new Float64Array(C);
     const ex = new Float64Array(C);

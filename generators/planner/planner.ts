@@ -110,7 +110,7 @@ export class KeywordPlanner implements KeywordGenerator {
 
   /** The query's label: null when its own string is within the keyword limits, else its 8 highest-idf content words in order. */
   label(text: string): string | null {
-    return queryLabel(this.relevance, text);
+    return this.config.labels ? queryLabel(this.relevance, text) : null;
   }
 
   /**

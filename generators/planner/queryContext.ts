@@ -14,6 +14,10 @@ import type { KeywordView } from '../../index/view/view.ts';
 import { STOP_WORDS } from '../policy/stopwords.ts';
 import type { PlannerConfig, RelevanceSource } from './config.ts';
 import { TEXT_SCORE_COLUMN } from './relevance.ts';
+import { Relatedness } from './related.ts';
+
+/** Longest run of query words looked up as an item's title. */
+const MAX_NAME_WORDS = 32;
 
 /** No keyword ordinal. */
 const NONE = -1;
@@ -31,6 +35,9 @@ export interface QueryContext {
   selfO: number;
   labelO: number;
   label: string | null;
+  /** Items' titles (2+ words) the query's text holds, as keyword ordinals and surface forms: the plan starts with them (config `names`). */
+  namesO: number[];
+  names: string[];
   /** The starting state per mode (0: planned as held out, 1: with its own {q} and label): U₀ and every candidate's (Σp, count) outside it. */
   start: [StartState | null, StartState | null];
 }
@@ -83,16 +90,23 @@ export class PlannerContexts {
   stampEpoch = 0;
   private readonly contexts = new Map<string, QueryContext>();
   private cacheBytes = 0;
+  private titles: Uint8Array | null = null;
+  private related: Relatedness | null = null;
 
   constructor(
     private readonly relevance: RelevanceSource,
     private readonly config: PlannerConfig,
-  ) {}
+  ) {
+    const r = relevance;
+    if (config.relatedness !== null && r.wordItems && r.textWords)
+      this.related = new Relatedness(r as RelevanceSource & { wordItems(word: string): Int32Array }, r.size ?? 0);
+  }
 
   /** Attach the frozen item index (clears per-query probabilities, candidates and start states). */
   attach(view: KeywordView | null): void {
     this.view = view;
     this.viewToModel = null;
+    this.titles = null;
     for (const c of this.contexts.values()) {
       c.p = null;
       c.textScores = null;
@@ -122,7 +136,7 @@ export class PlannerContexts {
   /** Per-query features, probabilities (over view ordinals) and candidates, cached. */
   get(q: { id: string; text: string }): QueryContext {
     const c = this.scored(q);
-    if (!c.cands) c.cands = this.candidates(q.text, c.p!, c.selfO, c.labelO);
+    if (!c.cands) c.cands = this.candidates(q.text, c.p!, [c.selfO, c.labelO, ...c.namesO]);
     return c;
   }
 
@@ -144,7 +158,7 @@ export class PlannerContexts {
         this.contexts.clear();
         this.cacheBytes = 0;
       }
-      const label = queryLabel(this.relevance, q.text);
+      const label = this.config.labels ? queryLabel(this.relevance, q.text) : null;
       c = {
         text: q.text,
         p: null,
@@ -155,6 +169,8 @@ export class PlannerContexts {
         selfO: NONE,
         labelO: NONE,
         label,
+        namesO: [],
+        names: [],
         start: [null, null],
       };
       this.contexts.set(key, c);
@@ -181,6 +197,10 @@ export class PlannerContexts {
       c.start = [null, null];
       c.selfO = this.selfOrdinal(q.text);
       c.labelO = c.label ? this.ordinalOf(c.label) : NONE;
+      if (this.config.names) {
+        c.namesO = this.namesIn(q.text, c.selfO);
+        c.names = c.namesO.map((o) => view.surface(o));
+      }
     }
     return c;
   }
@@ -216,15 +236,21 @@ export class PlannerContexts {
     return o.length ? o[0] : NONE;
   }
 
-  /** Candidate keyword ordinals: keywords and titles of the top-T items by p, and the query's own 1–3-grams; own {q} and label excluded. */
-  private candidates(text: string, p: Float64Array, selfO: number, labelO: number): Int32Array {
+  /**
+   * Candidate keyword ordinals: keywords and titles of the top-T items by p, and the query's
+   * own 1–3-grams; its own {q}, label and names excluded. Under the shared vocabulary's rules
+   * (config `minCarriers`, `relatedness`): only keywords at least that many items carry, no
+   * item's title, and only keywords related to the query (related.ts).
+   */
+  private candidates(text: string, p: Float64Array, own: readonly number[]): Int32Array {
     const view = this.requireView();
     const d = view.data;
     const n = view.size;
+    const vocab = this.config.minCarriers > 0;
     const out = new Set<number>();
     for (const e of topByP(p, Math.min(this.config.topItems, n))) {
       for (let j = d.fwdOff[e]; j < d.fwdOff[e + 1]; j++) out.add(d.fwd[j]);
-      if (d.self[e] >= 0) out.add(d.self[e]);
+      if (d.self[e] >= 0 && !vocab) out.add(d.self[e]);
     }
     const ws = words(text);
     for (let i = 0; i < ws.length; i++) {
@@ -235,9 +261,18 @@ export class PlannerContexts {
         if (o >= 0) out.add(o);
       }
     }
-    out.delete(selfO);
-    out.delete(labelO);
+    for (const o of own) out.delete(o);
     let list = [...out];
+    if (vocab) {
+      const titles = this.selfKeys();
+      const min = this.config.minCarriers;
+      list = list.filter((k) => titles[k] === 0 && d.postOff[k + 1] - d.postOff[k] >= min);
+    }
+    const tau = this.config.relatedness;
+    if (tau !== null && this.related) {
+      const rel = this.related.forQuery(text);
+      list = list.filter((k) => rel(view.surface(k)) >= tau);
+    }
     const cap = this.config.maxCandidates;
     if (cap > 0 && list.length > cap) {
       const mean = (k: number) => {
@@ -251,6 +286,38 @@ export class PlannerContexts {
     return Int32Array.from(list).sort();
   }
 
+  /** Per keyword ordinal of the attached view, 1 when it is some item's title ({i}) and no item's keyword. */
+  private selfKeys(): Uint8Array {
+    if (this.titles) return this.titles;
+    const d = this.requireView().data;
+    const t = new Uint8Array(this.requireView().numKeywords);
+    for (let e = 0; e < d.self.length; e++) if (d.self[e] >= 0) t[d.self[e]] = 1;
+    for (let j = 0; j < d.fwd.length; j++) t[d.fwd[j]] = 0;
+    this.titles = t;
+    return t;
+  }
+
+  /**
+   * The items' titles of two to KEYWORD_MAX_WORDS words that the query's text holds as a run
+   * of its words (by match key), longest first, none inside another; not the query's own {q}.
+   */
+  private namesIn(text: string, selfO: number): number[] {
+    const view = this.requireView();
+    const ws = words(text).slice(0, MAX_NAME_WORDS);
+    const titles = this.selfKeys();
+    const found: { o: number; i: number; m: number }[] = [];
+    for (let m = Math.min(ws.length, KEYWORD_MAX_WORDS); m >= 2; m--) {
+      for (let i = 0; i + m <= ws.length; i++) {
+        if (found.some((f) => i >= f.i && i + m <= f.i + f.m)) continue;
+        const o = view.probeKeywordOrdinals({ self: ws.slice(i, i + m).join(' '), keywords: [] })[0];
+        if (o === undefined || o === selfO || titles[o] !== 1 || found.some((f) => f.o === o)) continue;
+        if (normalizeKeyword(view.surface(o)) === null) continue;
+        found.push({ o, i, m });
+      }
+    }
+    return found.map((f) => f.o);
+  }
+
   /** U₀ and the candidates' (Σp, count) outside it, per mode (cached with the candidates). */
   startState(ctx: QueryContext, asHeldOut: boolean): StartState {
     const mode = asHeldOut ? 0 : 1;
@@ -261,16 +328,15 @@ export class PlannerContexts {
     const inU = this.inU;
     const U: number[] = [];
     let S0 = 0;
-    if (!asHeldOut) {
-      for (const o of [ctx.selfO, ctx.labelO]) {
-        if (o < 0) continue;
-        for (let j = d.postOff[o]; j < d.postOff[o + 1]; j++) {
-          const e = d.post[j];
-          if (inU[e]) continue;
-          inU[e] = 1;
-          U.push(e);
-          S0 += p[e];
-        }
+    // Held out: the query's own {q} and label are not in U₀ (the names of other items are).
+    for (const o of asHeldOut ? ctx.namesO : [ctx.selfO, ctx.labelO, ...ctx.namesO]) {
+      if (o < 0) continue;
+      for (let j = d.postOff[o]; j < d.postOff[o + 1]; j++) {
+        const e = d.post[j];
+        if (inU[e]) continue;
+        inU[e] = 1;
+        U.push(e);
+        S0 += p[e];
       }
     }
     const cand = ctx.cands!;

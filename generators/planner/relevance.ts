@@ -463,6 +463,10 @@ export class RelevanceModel {
   textWords(text: string): string[] {
     return this.itemIndex.tokens(text);
   }
+  /** The items (ordinals, ascending) whose text holds an analysed word. */
+  wordItems(word: string): Int32Array {
+    return this.itemIndex.docsOf(word);
+  }
   /** idf of an analysed word over the item texts. */
   wordIdf(word: string): number {
     return this.itemIndex.idfOf(word);

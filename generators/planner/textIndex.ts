@@ -93,6 +93,12 @@ export class TextIndex {
     return o === undefined ? bm25Idf(this.size, 0) : this.idf[o];
   }
 
+  /** The documents (ascending) that hold an analysed word (empty when none does). */
+  docsOf(word: string): Int32Array {
+    const o = this.vocab.get(word);
+    return o === undefined ? new Int32Array(0) : this.postDoc.subarray(this.postOff[o], this.postOff[o + 1]);
+  }
+
   /** Distinct word ordinals of a text that occur in the collection. */
   terms(text: string): number[] {
     const out = new Set<number>();

@@ -2,8 +2,9 @@
  * Candidate keywords and their features for the embedded (item-side) policy.
  *
  * The 1–3-word n-grams of title + text (text cut to ITEM_TEXT_BUDGET) with no stop word at
- * either edge, plus the normalised title; at most `maxItemCandidates`, chosen by a fixed
- * tf·idf prior. With a query side attached (the item half-rounds), also the keywords the
+ * either edge, plus the normalised title — or, with a shared vocabulary (vocabulary.ts, the
+ * default of new runs), only the n-grams in it and no title; at most `maxItemCandidates`,
+ * chosen by a fixed tf·idf prior. With a query side attached (the item half-rounds), also the keywords the
  * frozen query generation offers the item — those of training queries that judge it
  * relevant or rank it high — with their own dense features (qJudged, qRanked, qPrec,
  * fromQuery). (The query side is the query planner, generators/planner.)
@@ -17,6 +18,7 @@ import { ITEM_TEXT_BUDGET } from '../prompts.ts';
 import type { GenerateInput } from '../types.ts';
 import type { OppositeIndex } from './opposite.ts';
 import { STOP_WORDS } from './stopwords.ts';
+import type { Vocabulary } from './vocabulary.ts';
 
 export const DENSE = [
   'len1', // 1-word keyword
@@ -122,6 +124,25 @@ function stableWord(w: string): boolean {
   return v;
 }
 
+/**
+ * Tokens that cannot start or end a keyword of the shared vocabulary (vocabulary.ts) beside
+ * the stop words: `num`, the placeholder some preprocessed collections (NFCorpus) put for
+ * every number. A word without a letter (a number, an item id) cannot be in one at all.
+ */
+const PLACEHOLDERS: ReadonlySet<string> = new Set(['num']);
+const LETTER = /\p{L}/u;
+const LETTERS = new Map<string, boolean>();
+function hasLetter(w: string): boolean {
+  let v = LETTERS.get(w);
+  if (v === undefined) {
+    v = LETTER.test(w);
+    if (LETTERS.size >= 1_000_000) LETTERS.clear();
+    LETTERS.set(w, v);
+  }
+  return v;
+}
+
+/** The 1–maxN-grams of a word sequence into `into` (tf, first position, whether in the title). `strict`: the shared vocabulary's rules (no word without a letter; no placeholder at an edge). */
 function ngrams(
   words: string[],
   maxN: number,
@@ -129,17 +150,20 @@ function ngrams(
   offset: number,
   inTitle: boolean,
   idfOf: (w: string) => number,
+  strict: boolean,
 ): void {
   const maxWords = Math.min(maxN, KEYWORD_MAX_WORDS);
+  const edge = (w: string) => STOP_WORDS.has(w) || (strict && PLACEHOLDERS.has(w));
   for (let i = 0; i < words.length; i++) {
-    if (STOP_WORDS.has(words[i])) continue;
+    if (edge(words[i]) || (strict && !hasLetter(words[i]))) continue;
     let k = '';
     let stable = true;
     for (let n = 1; n <= maxN && i + n <= words.length; n++) {
       const last = words[i + n - 1];
+      if (strict && !hasLetter(last)) break;
       k = n === 1 ? last : k + ' ' + last;
       stable &&= stableWord(last);
-      if (STOP_WORDS.has(last)) continue;
+      if (edge(last)) continue;
       let key: string | null = k;
       if (!stable || n > maxWords || k.length > KEYWORD_MAX_CHARS) key = normalizeKeyword(k);
       if (key === null) continue;
@@ -157,6 +181,22 @@ function ngrams(
   }
 }
 
+/** An item's n-grams (title and text, the text cut to ITEM_TEXT_BUDGET) with their counts and content words (stop words and placeholders out). */
+export function itemGrams(
+  input: GenerateInput,
+  maxN: number,
+  strict: boolean,
+): Map<string, { tf: number; words: string[]; content: string[] }> {
+  const { title, text } = inputWords(input);
+  const grams = new Map<string, Gram>();
+  ngrams(title, maxN, grams, 0, true, () => 0, strict);
+  ngrams(text, maxN, grams, title.length, false, () => 0, strict);
+  const out = new Map<string, { tf: number; words: string[]; content: string[] }>();
+  for (const [k, g] of grams)
+    out.set(k, { tf: g.tf, words: g.words, content: g.words.filter((w) => !STOP_WORDS.has(w) && !PLACEHOLDERS.has(w)) });
+  return out;
+}
+
 /** Candidates with dense features for one item. */
 export function extractCandidates(
   input: GenerateInput,
@@ -164,7 +204,9 @@ export function extractCandidates(
   stats: WordStats | null,
   opposite: OppositeIndex | null,
   querySide: QuerySide | null = null,
+  vocabulary: Vocabulary | null = null,
 ): RawCandidate[] {
+  const strict = vocabulary !== null;
   const { title, text } = inputWords(input);
   const all = [...title, ...text];
   const len = Math.max(1, all.length);
@@ -176,9 +218,11 @@ export function extractCandidates(
     return v;
   };
   const grams = new Map<string, Gram>();
-  ngrams(title, cfg.maxNgram, grams, 0, true, idfOf);
-  ngrams(text, cfg.maxNgram, grams, title.length, false, idfOf);
-  const self = selfKeyword(input);
+  ngrams(title, cfg.maxNgram, grams, 0, true, idfOf, strict);
+  ngrams(text, cfg.maxNgram, grams, title.length, false, idfOf, strict);
+  // With a shared vocabulary, only its phrases; the title is not a keyword (it is {i}, matched by the rule).
+  if (vocabulary) for (const k of [...grams.keys()]) if (!vocabulary.has(k)) grams.delete(k);
+  const self = vocabulary ? '' : selfKeyword(input);
   const out = new Map<string, Float64Array>();
   const meanIdf = (k: string) => {
     const ws = keywordWords(k);
@@ -235,7 +279,7 @@ export function extractCandidates(
   }
   if (querySide) {
     for (const o of querySide.offers(input.id).slice(0, cfg.maxQuerySide)) {
-      if (normalizeKeyword(o.keyword) !== o.keyword) continue;
+      if (normalizeKeyword(o.keyword) !== o.keyword || (vocabulary && !vocabulary.has(o.keyword))) continue;
       const f = base(o.keyword);
       f[DI.qJudged] = Math.log1p(o.judged);
       f[DI.qRanked] = Math.log1p(o.ranked);

@@ -26,6 +26,8 @@ import { OppositeIndex } from './opposite.ts';
 import { PolicyParams, sequenceOf, type CandidateSet, type PolicyConfig } from './params.ts';
 import { greedySequence, sampleSequence, sequenceLogProb } from './sampling.ts';
 import { checkPolicyJSON, loadWeights, policyToJSON, statsFromJSON, type PolicyJSON } from './serialize.ts';
+import { Vocabulary, type VocabularyOptions } from './vocabulary.ts';
+import type { AnalyzerName } from '../../index/text/analyzer.ts';
 import {
   grpoUpdate,
   trainSft,
@@ -54,6 +56,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
   private opposite: OppositeIndex | null = null;
   private querySide: QuerySide | null = null;
   private stats: WordStats | null = null;
+  private vocab: Vocabulary | null = null;
   private cache = new Map<string, CandidateSet>();
 
   constructor(side: Side, config: Partial<PolicyConfig> = {}) {
@@ -111,6 +114,19 @@ export class EmbeddedPolicy implements KeywordGenerator {
     this.stats = { n: inputs.length, df };
     this.cache.clear();
   }
+  /**
+   * Fit the shared vocabulary on the items (vocabulary.ts): from now on the candidates are its
+   * phrases only. Clears the candidate cache.
+   */
+  fitVocabulary(inputs: readonly GenerateInput[], analyzer: AnalyzerName, opts: Partial<VocabularyOptions> = {}): Vocabulary {
+    this.vocab = Vocabulary.build(inputs, analyzer, opts);
+    this.cache.clear();
+    return this.vocab;
+  }
+  /** The shared vocabulary the candidates are drawn from (null: open, every n-gram and the title, as runs stored before it). */
+  get vocabulary(): Vocabulary | null {
+    return this.vocab;
+  }
   /** Drop the cached candidate sets and features (they are rebuilt on demand). */
   clearCache(): void {
     this.cache.clear();
@@ -125,7 +141,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
     const title = input.title ?? '';
     let cs = this.cache.get(key);
     if (cs && cs.text === input.text && cs.title === title) return cs;
-    const raw = extractCandidates(input, this.config, this.stats, this.opposite, this.querySide);
+    const raw = extractCandidates(input, this.config, this.stats, this.opposite, this.querySide, this.vocab);
     const n = raw.length;
     const dense = new Float64Array(n * D);
     const spOff = new Int32Array(n + 1);
@@ -243,7 +259,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
 
   // ---------- persistence ----------
   toJSON(): PolicyJSON {
-    return policyToJSON(this.side, this.config, this.params, this.stats);
+    return policyToJSON(this.side, this.config, this.params, this.stats, this.vocab);
   }
 
   static fromJSON(json: unknown): EmbeddedPolicy {
@@ -251,6 +267,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
     const p = new EmbeddedPolicy(j.side, j.config ?? {});
     loadWeights(p.params, j);
     p.stats = statsFromJSON(j);
+    p.vocab = j.vocabulary ? Vocabulary.fromJSON(j.vocabulary) : null;
     return p;
   }
 

@@ -7,6 +7,7 @@ import { cogrError } from '../../index/core/errors.ts';
 import type { Side } from '../../index/core/types.ts';
 import { D, type WordStats } from './candidates.ts';
 import { STOP_A, STOP_B, type PolicyConfig, type PolicyParams } from './params.ts';
+import type { Vocabulary, VocabularyJSON } from './vocabulary.ts';
 
 export const POLICY_FORMAT = 'cogr-embedded-policy';
 /**
@@ -14,7 +15,12 @@ export const POLICY_FORMAT = 'cogr-embedded-policy';
  * went, four query-side features for the item side came (qJudged, qRanked, qPrec,
  * fromQuery).
  */
-export const POLICY_VERSION = 3;
+export const POLICY_VERSION = 4;
+/**
+ * 4: the shared vocabulary (vocabulary.ts) the candidates are drawn from, or null for an open
+ * one. Version 3 documents are read as version 4 with an open vocabulary (what they ran with).
+ */
+const READS = [3, 4];
 
 export interface PolicyJSON {
   format: typeof POLICY_FORMAT;
@@ -25,9 +31,16 @@ export interface PolicyJSON {
   stop: [number, number];
   sparse: [string, number][];
   stats: { n: number; df: [string, number][] } | null;
+  vocabulary?: VocabularyJSON | null;
 }
 
-export function policyToJSON(side: Side, config: PolicyConfig, params: PolicyParams, stats: WordStats | null): PolicyJSON {
+export function policyToJSON(
+  side: Side,
+  config: PolicyConfig,
+  params: PolicyParams,
+  stats: WordStats | null,
+  vocabulary: Vocabulary | null,
+): PolicyJSON {
   return {
     format: POLICY_FORMAT,
     version: POLICY_VERSION,
@@ -37,6 +50,7 @@ export function policyToJSON(side: Side, config: PolicyConfig, params: PolicyPar
     stop: [params.w[STOP_B], params.w[STOP_A]],
     sparse: params.sparse(),
     stats: stats ? { n: stats.n, df: [...stats.df.entries()] } : null,
+    vocabulary: vocabulary ? vocabulary.toJSON() : null,
   };
 }
 
@@ -45,10 +59,10 @@ export function checkPolicyJSON(json: unknown): PolicyJSON {
   const j = json as Partial<PolicyJSON> | null;
   if (!j || typeof j !== 'object' || j.format !== POLICY_FORMAT)
     throw cogrError('DATA_FORMAT', `not an embedded policy (format field is not "${POLICY_FORMAT}")`);
-  if (j.version !== POLICY_VERSION)
+  if (!READS.includes(j.version as number))
     throw cogrError(
       'DB_VERSION',
-      `embedded policy has format version ${String(j.version)}; this cogr reads version ${POLICY_VERSION} only (retrain with cogr sft)`,
+      `embedded policy has format version ${String(j.version)}; this cogr reads versions ${READS.join(' and ')} only (retrain with cogr sft)`,
     );
   if (j.side !== 'item' || !Array.isArray(j.dense) || j.dense.length !== D || !Array.isArray(j.sparse) || !Array.isArray(j.stop))
     throw cogrError('DATA_FORMAT', 'embedded policy JSON is malformed (side "item", dense, stop or sparse)');

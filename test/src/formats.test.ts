@@ -18,7 +18,7 @@ import { POLICY_VERSION } from '../../generators/policy/serialize.ts';
 import { policyStore } from '../../src/run/policies.ts';
 import { publishedPolicyStore } from '../../src/run/published.ts';
 import { readRunAt, readStoredRun, RUN_STATE_VERSION, RUN_SUBLEVEL } from '../../src/run/state.ts';
-import { formatSummary } from '../fixtures/formats/summary.ts';
+import { formatSummary, POLICY_PROBE } from '../fixtures/formats/summary.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
 const FIXTURES = join(__dirname, '../fixtures/formats');
@@ -141,18 +141,26 @@ describe('committed databases', () => {
 
 describe('committed policy files', () => {
   const files = readdirSync(FIXTURES).filter((f) => /^policy-v\d+\.json$/.test(f));
-  const expected = JSON.parse(readFileSync(join(FIXTURES, `${CURRENT}.expected.json`), 'utf8')) as { decodes: Record<string, unknown> };
+  const read = (v: number) => JSON.parse(readFileSync(join(FIXTURES, `policy-v${v}.json`), 'utf8'));
   it('there is one of the current version, and it decodes as the policy it was saved from', () => {
     expect(files).toContain(`policy-v${POLICY_VERSION}.json`);
-    const p = EmbeddedPolicy.fromJSON(JSON.parse(readFileSync(join(FIXTURES, `policy-v${POLICY_VERSION}.json`), 'utf8')));
+    const p = EmbeddedPolicy.fromJSON(read(POLICY_VERSION));
     expect(p.side).toBe('item');
-    const d = p.decode({ id: 'probe', title: 't0w3 t0w0 study', text: 't0w0 t0w0 t0w4 t0w5 results patients' }, { greedy: true });
-    expect(json(d)).toEqual(expected.decodes['item:1']);
+    expect(p.vocabulary).not.toBeNull();
+    const expected = JSON.parse(readFileSync(join(FIXTURES, `policy-v${POLICY_VERSION}.expected.json`), 'utf8')) as { decode: unknown };
+    expect(json(p.decode(POLICY_PROBE, { greedy: true }))).toEqual(expected.decode);
+  });
+  it('a version 3 policy (before the shared vocabulary) is read with an open vocabulary and decodes as it did', () => {
+    const expected = JSON.parse(readFileSync(join(FIXTURES, `${CURRENT}.expected.json`), 'utf8')) as { decodes: Record<string, unknown> };
+    const p = EmbeddedPolicy.fromJSON(read(3));
+    expect(p.vocabulary).toBeNull();
+    expect(json(p.decode(POLICY_PROBE, { greedy: true }))).toEqual(expected.decodes['item:1']);
   });
   it('a policy of another version is refused with the version message', () => {
-    const j = JSON.parse(readFileSync(join(FIXTURES, `policy-v${POLICY_VERSION}.json`), 'utf8'));
-    expect(() => EmbeddedPolicy.fromJSON({ ...j, version: POLICY_VERSION + 1 })).toThrow(
-      `embedded policy has format version ${POLICY_VERSION + 1}; this cogr reads version ${POLICY_VERSION} only (retrain with cogr sft)`,
-    );
+    const j = read(POLICY_VERSION);
+    for (const version of [2, POLICY_VERSION + 1])
+      expect(() => EmbeddedPolicy.fromJSON({ ...j, version })).toThrow(
+        `embedded policy has format version ${version}; this cogr reads versions 3 and ${POLICY_VERSION} only (retrain with cogr sft)`,
+      );
   });
 });
