@@ -75,7 +75,7 @@ export const DEFAULTS = deepFreeze({
      * 'model' (the relevance model's expected-F1 sets) or 'auto' (the model's sets when, over
      * every training query cross-fitted, they beat the keyword plans by one standard error).
      */
-    servedSet: 'auto' as 'keywords' | 'model' | 'auto',
+    servedSet: 'keywords' as 'keywords' | 'model' | 'auto',
     /** The served set's floor: fallback (top c by p when nothing matches), auto (and top m by p added to every set), none; c and m chosen on training queries. */
     floor: 'fallback' as 'fallback' | 'auto' | 'none',
     /** The floors m tried (0 = none) and the largest fallback c. */
@@ -83,7 +83,17 @@ export const DEFAULTS = deepFreeze({
     fallbackMaxCutoff: 100,
     /** The served list's depth: the served set, then the other items in the ranker's order (the depth of the baselines' runs). */
     backfill: 1000,
-    itemQuerySide: 'labels' as 'labels' | 'keywords',
+    /** What the query side offers items in item half-rounds: the keywords of the training queries that judge them relevant or rank them high ('labels', their names, needs the open vocabulary). */
+    itemQuerySide: 'keywords' as 'labels' | 'keywords',
+    /**
+     * The shared vocabulary (generators/policy/vocabulary.ts): keywords are phrases several
+     * items hold; a keyword of the index, or of a query's plan, is carried by at least
+     * minCarriers items; a planned keyword shares a word with its query or co-occurs with one
+     * at NPMI ≥ relatedness (generators/planner/related.ts).
+     */
+    vocabulary: 'shared' as 'shared' | 'open',
+    minCarriers: 3,
+    relatedness: 0.7,
     itemRankDepth: 20,
     clip: 0.2,
     klCoef: 0,
@@ -97,7 +107,7 @@ export const DEFAULTS = deepFreeze({
    * or, by default, the M of itemKeywordsGrid with the best training F1), N per pooled
    * query target (the paper's LLM targets).
    */
-  sft: { itemKeywords: 10, itemKeywordsGrid: [5, 10, 20], queryKeywords: 15, lr: 0.1 },
+  sft: { itemKeywords: 10, itemKeywordsGrid: [5, 10, 20, 30], queryKeywords: 15, lr: 0.1 },
   /** The demo: the paper's settings scaled to finish in well under a minute on 2 cores. */
   demo: { dataset: 'nfcorpus', rounds: 2, queryEpochs: 2, itemEpochs: 2, sftEpochs: 5 },
   /** The query planner (generators/planner/planner.ts). */

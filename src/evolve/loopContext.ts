@@ -10,6 +10,7 @@ import { makeKeywordNormalizer } from '../../index/text/normalize.ts';
 import type { Query, Side } from '../../index/core/types.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
+import { carriedOnly } from '../../generators/policy/vocabulary.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { itemInput, queryInput, relevantOrdinals } from '../../generators/sft.ts';
@@ -76,6 +77,10 @@ export function decodeOptions(
   return config.decode === 'greedy' ? { greedy: true } : { temperature: config.decodeTemperature, topP: config.topP, rng: createRng(seed) };
 }
 
+/**
+ * An item generation: every item's keywords decoded by the policy; under the shared
+ * vocabulary, only those at least `minCarriers` items carry (vocabulary.ts carriedOnly).
+ */
 export function decodeItems(ctx: Ctx, policy: EmbeddedPolicy, step: string): { id: string; self: string; keywords: string[] }[] {
   const { seed } = ctx.config;
   ctx.progress.start(`${step}: indexing items`, ctx.corpus.items.length);
@@ -85,7 +90,8 @@ export function decodeItems(ctx: Ctx, policy: EmbeddedPolicy, step: string): { i
     return { id: it.id, self: it.title, keywords: r.keywords };
   });
   ctx.progress.end();
-  return out;
+  if (ctx.config.vocabulary !== 'shared') return out;
+  return carriedOnly(out, ctx.config.minCarriers, makeKeywordNormalizer({ analyzer: ctx.config.analyzer }).key);
 }
 
 /** The query generation: the planner's keywords of every core training query, planned as held out. */

@@ -57,6 +57,7 @@ import { silentProgress, type ProgressSink } from '../progress.ts';
 import {
   configDifferences,
   parseRunConfig,
+  plannerVocabulary,
   scorerOptions,
   sftItemKeywordGrid,
   type RunConfig,
@@ -90,6 +91,7 @@ import { setF1Curve } from '../metrics.ts';
 import { type Ctx, memoryView, commitGeneration, decodeItems, planQueries, vocabularySize, baseStep } from './loopContext.ts';
 import { innerModel, queriesKey, tuneAlpha } from './crossfit.ts';
 import { refitStep } from './refit.ts';
+import { auditItems } from '../drift/keywordAudit.ts';
 
 export interface RunOptions {
   logger?: Logger;
@@ -99,6 +101,8 @@ export interface RunOptions {
   maxSteps?: number;
   /** Called after each committed step. */
   onStep?: (rec: StepRecord) => void;
+  /** The collection the split is drawn from when it is not `corpus` (`--new-items`: the whole collection, so the folds are its folds). */
+  splitCorpus?: Corpus;
 }
 
 export interface RunResult {
@@ -166,13 +170,14 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
   // The data: a resume on other items, queries, judgements (or the split they give) is
   // refused before anything is written; a run stored before fingerprints gets one now.
   const storedSplit = stored ? await state.split() : undefined;
-  const now = dataFingerprint(corpus, computeSplit(corpus, config));
+  const splitFrom = opts.splitCorpus ?? corpus;
+  const now = dataFingerprint(corpus, computeSplit(splitFrom, config));
   const storedData = stored ? await state.data() : undefined;
   if (storedData) checkRunData(db.path, config.dataset, storedData, now);
   await state.setConfig(config);
   let split = storedSplit;
   if (!split) {
-    split = computeSplit(corpus, config);
+    split = computeSplit(splitFrom, config);
     await state.setSplit(split);
   }
   if (!storedData) await state.setData(storedSplit ? dataFingerprint(corpus, storedSplit) : now);
@@ -513,7 +518,13 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
       textAnalysis: config.relevanceAnalysis,
       embeddings: config.embeddingsModel,
     },
-    planner: { topItems: config.plannerTopItems, lambda: config.plannerLambda, grpoParams: config.plannerParams },
+    planner: {
+      topItems: config.plannerTopItems,
+      lambda: config.plannerLambda,
+      grpoParams: config.plannerParams,
+      ...plannerVocabulary(config),
+    },
+    vocabulary: config.vocabulary === 'shared' ? { minCarriers: config.minCarriers } : null,
     logger: ctx.logger,
     progress: (label) => ctx.logger.info(`sft: ${label}`),
   });
@@ -553,6 +564,7 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
     alpha: sft.planner.alpha,
     metrics,
     vocabulary: { item: vocabularySize(itemView), query: vocabularySize(queryView) },
+    itemKeywords: auditItems(itemView),
     train: null,
     sft: {
       epochs: config.sftEpochs,
@@ -765,6 +777,7 @@ async function queryStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<O
     alpha: planner.alpha,
     metrics,
     vocabulary: { item: base.vocabulary.item, query: vocabularySize(queryView) },
+    itemKeywords: auditItems(itemView),
     train: stats,
   };
 }
@@ -869,6 +882,7 @@ async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Om
     ...(trainEval ? { trainEval } : {}),
     metrics,
     vocabulary: { item: vocabularySize(newItemView), query: base.vocabulary.query },
+    itemKeywords: auditItems(newItemView),
     train: stats,
   };
 }

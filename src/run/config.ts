@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
 import { ANALYZERS, DEFAULT_ANALYZER } from '../../index/text/analyzer.ts';
 import { TEXT_ANALYSES } from '../../index/text/english.ts';
-import { schemaError } from '../../index/core/errors.ts';
+import { cogrError, schemaError } from '../../index/core/errors.ts';
 import type { ScorerOptions } from '../../rewards/scorer.ts';
 import { RANKERS } from '../../generators/planner/rankers.ts';
 
@@ -59,6 +59,18 @@ export const RUN_OPTIONS = {
     help: `share of judged queries held out (default ${r.evalFraction})`,
     kind: 'number',
     only: 'demo',
+  }),
+  /**
+   * A seeded share of the items kept out of the run entirely (its SFT, rounds, indexes and
+   * relevance model never see them or their judgements), keyworded at the end by the final
+   * item generator from their text alone and added to the index (`cogr evolve`'s new_items
+   * report, src/evolve/newItems.ts). 0: none.
+   */
+  newItems: opt(z.number().min(0).lt(1).default(0), true, {
+    flag: '--new-items <fraction>',
+    help: 'a seeded share of the items kept out of training entirely, keyworded at the end by the final item generator from their text alone; reports their recall beside the others (default 0: none)',
+    kind: 'number',
+    only: 'evolve',
   }),
   rounds: opt(z.number().int().min(0).max(50).default(r.rounds), false, {
     flag: '--rounds <n>',
@@ -298,6 +310,29 @@ export const RUN_OPTIONS = {
     help: `what the query side offers items: labels (the names of training queries) | keywords (all their keywords) (default ${r.itemQuerySide})`,
     kind: 'string',
   }),
+  /**
+   * The keywords' vocabulary (generators/policy/vocabulary.ts): 'shared' (item keywords are
+   * phrases that several items' texts hold; the query planner plans only keywords that
+   * `minCarriers` items carry and that are related to the query; no query labels, no item
+   * titles as keywords) or 'open' (any n-gram and the title; runs stored before it).
+   */
+  vocabulary: opt(z.enum(['shared', 'open']).default(r.vocabulary), true, {
+    flag: '--vocabulary <kind>',
+    help: `the keywords' vocabulary: shared (phrases several items hold, planned only when ${r.minCarriers}+ items carry them and related to the query) | open (any n-gram or title, as runs stored before it) (default ${r.vocabulary})`,
+    kind: 'string',
+  }),
+  /** With the shared vocabulary: the fewest items that carry a keyword of the index (and of a plan). */
+  minCarriers: opt(z.number().int().min(2).max(1000).default(r.minCarriers), true, {
+    flag: '--min-carriers <n>',
+    help: `shared vocabulary: the fewest items that carry any keyword of the index or of a query's plan (default ${r.minCarriers})`,
+    kind: 'int',
+  }),
+  /** With the shared vocabulary: the least NPMI of a planned keyword with a query word when it shares none (generators/planner/related.ts). */
+  relatedness: opt(z.number().min(-1).max(1).default(r.relatedness), true, {
+    flag: '--relatedness <npmi>',
+    help: `shared vocabulary: a planned keyword that shares no word with the query must co-occur with one of its words in the items' texts with at least this NPMI (-1: any; default ${r.relatedness})`,
+    kind: 'number',
+  }),
   /** A training query "ranks an item high" when the item is among its top this-many by relevance. */
   itemRankDepth: opt(z.number().int().min(0).max(1000).default(r.itemRankDepth), true),
   workers: opt(z.number().int().min(1).max(64).optional(), false, {
@@ -363,6 +398,8 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
   relevanceQueryTf: false,
   relevanceRm3: false,
   relevanceAnalysis: 'wink',
+  vocabulary: 'open',
+  itemQuerySide: 'labels',
   // Not an identity field: a resume adds the refit as asked; a stored config without it was made without one.
   refit: false,
 };
@@ -381,7 +418,24 @@ export type RunConfigInput = z.input<typeof RunConfigSchema>;
 export function parseRunConfig(input: unknown): RunConfig {
   const r = RunConfigSchema.safeParse(input);
   if (!r.success) throw schemaError('INVALID_ARGUMENT', r.error, { what: 'run config' });
+  if (r.data.vocabulary === 'shared' && r.data.itemQuerySide === 'labels')
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      'run config: itemQuerySide: labels (the names of training queries) are not keywords of the shared vocabulary; use keywords, or vocabulary open',
+    );
   return r.data;
+}
+
+/** The query planner's vocabulary rules of a run (generators/planner/config.ts): the shared vocabulary's, or none (open). */
+export function plannerVocabulary(config: Pick<RunConfig, 'vocabulary' | 'minCarriers' | 'relatedness'>): {
+  minCarriers: number;
+  relatedness: number | null;
+  labels: boolean;
+  names: boolean;
+} {
+  return config.vocabulary === 'shared'
+    ? { minCarriers: config.minCarriers, relatedness: config.relatedness, labels: false, names: true }
+    : { minCarriers: 0, relatedness: null, labels: true, names: false };
 }
 
 /**

@@ -22,7 +22,15 @@ import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { tempDbs } from '../fixtures/tempDb.ts';
 import { scrambledHeldOut, synthCorpus } from '../fixtures/synthCorpus.ts';
 
-const CONFIG: RunConfigInput = { ...LOOP_TEST_CONFIG, rounds: 1, refit: true, alphaTuning: 'crossfit' };
+// The open vocabulary of runs before the shared one: the fixture facts below (the two α differ) hold there.
+const CONFIG: RunConfigInput = {
+  ...LOOP_TEST_CONFIG,
+  rounds: 1,
+  refit: true,
+  alphaTuning: 'crossfit',
+  vocabulary: 'open',
+  itemQuerySide: 'labels',
+};
 
 const tempDb = tempDbs('cogr-alpha-');
 
