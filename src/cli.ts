@@ -44,6 +44,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: () => import('./commands/datasets.ts'),
   },
   {
+    name: 'audit',
+    description: "are a run's keywords language or addresses: what its query and item keywords match, and how they relate to the query",
+    load: () => import('./commands/audit.ts'),
+  },
+  {
     name: 'oracle',
     description: 'ceiling analysis on the stored k-fold run: oracle query side, oracle item side, perfectly ordered served set',
     load: () => import('./commands/oracle.ts'),

@@ -34,6 +34,8 @@ import {
 import { parseRunConfig, type RunConfig, type RunConfigInput } from '../run/config.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
+import { auditLine, poolAudits, stepAudit } from '../drift/keywordAudit.ts';
+import { newItemIds, newItemsFold, newItemsSummary, withoutItems, type NewItemsFold } from '../evolve/newItems.ts';
 import { datasetIdentity } from '../datasets/index.ts';
 import { adoptedOnTie, bestStep, f1Points, isHalfRound, meanSe, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
 import { finalServedRun } from '../evolve/runFile.ts';
@@ -116,10 +118,18 @@ async function withEmbeddings(flags: RunFlags, corpus: Corpus): Promise<Partial<
   return { embeddingsModel: v.model };
 }
 
-async function runOne(db: CogrDb, corpus: Corpus, config: RunConfig, flags: RunFlags, reportPath?: string): Promise<RunResult> {
+async function runOne(
+  db: CogrDb,
+  corpus: Corpus,
+  config: RunConfig,
+  flags: RunFlags,
+  reportPath?: string,
+  splitCorpus?: Corpus,
+): Promise<RunResult> {
   const res = await runCoevolution(db, corpus, config, {
     logger: stderrLogger,
     progress: createProgress({ enabled: !flags.quiet }),
+    ...(splitCorpus ? { splitCorpus } : {}),
   });
   if (reportPath) {
     // The charts: held-out F1 per half-round and the vocabularies' drift, one HTML file.
@@ -257,6 +267,24 @@ export function servedSetSummary(steps: readonly StepRecord[]): string | null {
   return served.set === 'model'
     ? `set guard: the relevance model's own sets are served (α ${served.alpha}): ${figures}`
     : `set guard: the keyword plans are served; the model's own sets would give ${figures} (they must beat them by ${g.z} standard error${g.z === 1 ? '' : 's'})`;
+}
+
+/** The keyword audit lines of a run: at SFT and at the result (none for steps stored before audits). */
+export function keywordLines(sft: StepRecord | undefined, result: StepRecord | null): string[] {
+  const out: string[] = [];
+  const a = sft ? stepAudit(sft) : null;
+  if (a) out.push(`keywords at SFT: ${auditLine(a)}`);
+  const b = result ? stepAudit(result) : null;
+  if (b && result !== sft) out.push(`keywords at the result: ${auditLine(b)}`);
+  return out;
+}
+
+/** The --new-items line: recall of the held-out queries' relevant new items beside the others', and BM25's. */
+function newItemsLine(n: ReturnType<typeof newItemsSummary>): string {
+  return (
+    `new items (${n.items}, ${(100 * n.fraction).toFixed(0)} % kept out of training): recall of the held-out queries' ${n.relevant_new} relevant new items ${f4(n.recall_new)} against ${f4(n.recall_old)} of the other ${n.relevant_old} ` +
+    `(ratio ${n.recall_old > 0 ? (n.recall_new / n.recall_old).toFixed(2) : '—'}), F1 ${f4(n.f1)} over every item; BM25 ${f4(n.bm25.recall_new)} / ${f4(n.bm25.recall_old)}, F1 ${f4(n.bm25.f1)}`
+  );
 }
 
 interface FoldOutcome {
@@ -434,6 +462,8 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
       adopted: folds.filter((f) => f.steps[i].adopted).length,
       // Of those, the folds where no paired dev query changed (adopted with no evidence either way).
       adoptedOnTie: folds.filter((f) => adoptedOnTie(f.steps[i])).length,
+      // Language or addresses: the held-out queries' keywords and the item generation (src/drift/keywordAudit.ts).
+      keywords: poolAudits(folds.map((f) => stepAudit(f.steps[i]))),
     };
   });
   const bestOf = (f: FoldOutcome) => bestStep(f.steps) ?? f.steps[f.steps.length - 1];
@@ -449,6 +479,7 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
       ? {
           ...metricsOf((f) => served(f, bestOf(f))),
           rank: folds.map((f) => rankOf(f.steps)),
+          keywords: poolAudits(folds.map((f) => stepAudit(bestOf(f)))),
           dev_f1: weightedMean(folds.map((f) => ({ w: chosenOf(f).dev?.queries ?? 0, v: chosenOf(f).dev?.f1 ?? 0 }))),
           steps: folds.map((f) => bestOf(f).step),
           ...(refitted
@@ -541,6 +572,7 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
           alpha: s.alpha ?? null,
           ...s.metrics,
           vocabulary: s.vocabulary,
+          ...(s.itemKeywords ? { itemKeywords: s.itemKeywords } : {}),
         })),
       };
     }),
@@ -610,7 +642,13 @@ export function register(program: Command): void {
     if (why) process.stdout.write(`\n${why}\n`);
     const guard = servedSetSummary(res.steps);
     if (guard) process.stdout.write(`${why ? '' : '\n'}${guard}\n`);
-    const lines = paired ? pairedLines(paired) : [];
+    const lines = [
+      ...(paired ? pairedLines(paired) : []),
+      ...keywordLines(
+        res.steps.find((s) => s.phase === 'sft'),
+        bestStep(res.steps),
+      ),
+    ];
     if (lines.length > 0) process.stdout.write(`${why || guard ? '' : '\n'}${lines.join('\n')}\n`);
     process.stdout.write(
       `\nfinished in ${seconds.toFixed(0)} s; charts (F1 per round, vocabulary drift): ${reportPath}; next: 'cogr serve' serves the ${res.steps.some((s) => s.phase === 'refit') ? 'refit of the best dev step' : 'best dev step'}\n`,
@@ -645,7 +683,12 @@ export function register(program: Command): void {
     const dense = await withEmbeddings(flags, corpus);
     const configs = which.map((k) => parseRunConfig({ ...base, ...dense, fold: k }));
     for (const c of configs) computeSplit(corpus, c);
-    const indexes = baselineIndexes(corpus);
+    // --new-items: the run sees the collection without them (the folds are still the whole collection's).
+    const newIds = newItemIds(corpus, base.newItems ?? 0, base.seed ?? DEFAULTS.run.seed);
+    const trainCorpus = withoutItems(corpus, newIds);
+    if (newIds.size > 0) stderrLogger.info(`new items: ${newIds.size} of ${corpus.items.length} items kept out of every fold's training`);
+    const newFolds: NewItemsFold[] = [];
+    const indexes = baselineIndexes(trainCorpus);
     const outcomes: FoldOutcome[] = [];
     const runQueries: RunQuery[] = [];
     for (const config of configs) {
@@ -654,8 +697,9 @@ export function register(program: Command): void {
       stderrLogger.info(`fold ${k} (folds 0 to ${folds - 1}): ${dbPath}`);
       const db = await openRunDb(dbPath, flags.fresh ?? false);
       try {
-        const res = await runOne(db, corpus, config, flags);
-        const run = runContext(db, corpus, res.config, res.split);
+        const res = await runOne(db, trainCorpus, config, flags, undefined, newIds.size > 0 ? corpus : undefined);
+        const run = runContext(db, trainCorpus, res.config, res.split);
+        if (newIds.size > 0) newFolds.push(await newItemsFold(run, runContext(db, corpus, res.config, res.split), res.steps, newIds));
         const { baselines, figures: text } = await splitBaselines(run, indexes, res.steps);
         // The served sets and lists of the fold's final step: the paired comparisons, and the run file.
         const served = await finalServedRun(run, res.steps);
@@ -678,7 +722,10 @@ export function register(program: Command): void {
         await db.close();
       }
     }
-    const summary = summarizeFolds(base.dataset, parseRunConfig({ ...base, ...dense }), outcomes);
+    const summary = {
+      ...summarizeFolds(base.dataset, parseRunConfig({ ...base, ...dense }), outcomes),
+      ...(newIds.size > 0 ? { new_items: newItemsSummary(base.newItems ?? 0, newFolds) } : {}),
+    };
     if (flags.runFile !== undefined) {
       const lines = await writeRunFile(flags.runFile, runQueries, 'cogr-evolve');
       stderrLogger.info(`run file ${flags.runFile}: ${runQueries.length} queries, ${lines} lines`);
@@ -767,6 +814,10 @@ export function register(program: Command): void {
     const lines = summary.final_vs_bm25
       ? pairedLines({ bm25: summary.final_vs_bm25, rm3: summary.final_vs_rm3 ?? null, sft: summary.final_vs_sft ?? null })
       : [];
+    const sftKw = summary.rounds[0]?.keywords;
+    if (sftKw) lines.push(`keywords at SFT: ${auditLine(sftKw)}`);
+    if (summary.final?.keywords) lines.push(`keywords at the result: ${auditLine(summary.final.keywords)}`);
+    if (summary.new_items) lines.push(newItemsLine(summary.new_items));
     if (lines.length > 0) process.stdout.write(`\n${lines.join('\n')}\n`);
   });
 }

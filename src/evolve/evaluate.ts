@@ -15,6 +15,7 @@ import { servedList, servedSet, type Floor, type RankingMetrics } from '../../ge
 import { RANKERS, type Ranker } from '../../generators/planner/rankers.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
+import { auditQueries, keywordMatches, type AuditedQuery } from '../drift/keywordAudit.ts';
 import type { RunConfig } from '../run/config.ts';
 import type { HeldOutMetrics } from '../run/state.ts';
 
@@ -70,6 +71,7 @@ export function evaluateQueries(
   let kwTotal = 0;
   let matchedTotal = 0;
   let fallbacks = 0;
+  const audited: AuditedQuery[] = [];
   for (const q of queries) {
     let keywords = keywordsOf(q);
     const own = rankWith?.ownNames?.(q);
@@ -78,6 +80,7 @@ export function evaluateQueries(
       keywords = keywords.filter((k) => !drop.has(normalizeKeyword(k)));
     }
     kwTotal += keywords.length;
+    audited.push({ text: q.text, keywords, matches: keywords.map((k) => keywordMatches(itemView, k)) });
     const found = itemView.search(own ? { keywords } : { self: q.text, keywords }, { all: true });
     const served = rankWith?.floor ? servedSet(itemView, found.items, rankWith.planner, queryInput(q), rankWith.floor) : null;
     if (served?.fallback) fallbacks++;
@@ -112,6 +115,7 @@ export function evaluateQueries(
     meanMatched: matchedTotal / n,
     meanKeywords: kwTotal / n,
     ranked: { ...ev.ranked },
+    keywords: auditQueries(audited),
   };
   if (rankWith?.floor) metrics.fallbacks = fallbacks;
   if (rankWith && !rankWith.noRankings) {

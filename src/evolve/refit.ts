@@ -3,6 +3,7 @@
  * training query, with its two cross-fitted checks on the training queries alone — the refit
  * test (`--refit-test`) and the set guard (`--served-set`).
  */
+import { auditItems, type ItemKeywordAudit } from '../drift/keywordAudit.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import { createRng, deriveSeed, shuffle } from '../../index/core/random.ts';
 import type { Query } from '../../index/core/types.ts';
@@ -222,7 +223,13 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
   let test: RefitStats['test'];
   // The step record of what the refit serves, and the no-round counterpart beside it.
   const record = (
-    served: { itemGeneration: number; planner: KeywordPlanner; metrics: HeldOutMetrics; itemVocabulary: number },
+    served: {
+      itemGeneration: number;
+      planner: KeywordPlanner;
+      metrics: HeldOutMetrics;
+      itemVocabulary: number;
+      itemKeywords: ItemKeywordAudit;
+    },
     rounds: { itemPolicyRound: number; plannerRound: number },
     fromSft: HeldOutMetrics,
   ): Omit<StepRecord, 'finishedAt' | 'adopted'> => ({
@@ -236,6 +243,7 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
     alpha: served.planner.alpha,
     metrics: served.metrics,
     vocabulary: { item: served.itemVocabulary, query: base.vocabulary.query },
+    itemKeywords: served.itemKeywords,
     train: null,
     refit: {
       queries: training.length,
@@ -256,7 +264,13 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
       chosen.attachOpposite(view);
       await savePlanner(ctx.policies, round, chosen);
       return record(
-        { itemGeneration: base.itemGeneration, planner: chosen, metrics: heldOut(chosen, view), itemVocabulary: base.vocabulary.item },
+        {
+          itemGeneration: base.itemGeneration,
+          planner: chosen,
+          metrics: heldOut(chosen, view),
+          itemVocabulary: base.vocabulary.item,
+          itemKeywords: auditItems(view),
+        },
         { itemPolicyRound: generatorRound(done, 'item'), plannerRound: generatorRound(done, 'query') },
         sft.metrics,
       );
@@ -277,7 +291,7 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
     fromSft = heldOut(tuned(s.planner, view), view, false);
   }
   return record(
-    { itemGeneration: itemGen, planner, metrics, itemVocabulary: vocabularySize(itemView) },
+    { itemGeneration: itemGen, planner, metrics, itemVocabulary: vocabularySize(itemView), itemKeywords: auditItems(itemView) },
     { itemPolicyRound: made.itemPolicyRound, plannerRound: made.plannerRound },
     fromSft,
   );

@@ -7,6 +7,8 @@ import type { Side } from '../../index/core/types.ts';
 import type { RankingMetrics } from '../../generators/planner/ranking.ts';
 import type { Ranker } from '../../generators/planner/rankers.ts';
 
+import type { ItemKeywordAudit, QueryKeywordAudit } from '../drift/keywordAudit.ts';
+
 export interface HeldOutMetrics {
   queries: number;
   f1: number;
@@ -23,6 +25,8 @@ export interface HeldOutMetrics {
   ranked: Record<string, number>;
   /** Queries whose keywords matched nothing and got the floor's fallback set instead (absent without a floor). */
   fallbacks?: number;
+  /** The keyword audit of these queries' keywords against the item generation (src/drift/keywordAudit.ts; absent in runs written before it). */
+  keywords?: QueryKeywordAudit;
   /** nDCG@10, MAP and MRR@10 of the same matched sets under every ranker (generators/planner/ranking.ts); absent in runs written before rankers. */
   rankings?: Record<Ranker, RankingMetrics>;
 }
@@ -150,6 +154,8 @@ export interface StepRecord {
   alpha?: number;
   metrics: HeldOutMetrics;
   vocabulary: { item: number; query: number };
+  /** The keyword audit of the step's item generation (src/drift/keywordAudit.ts; absent in runs written before it). */
+  itemKeywords?: ItemKeywordAudit;
   /** The GRPO half-round's statistics; null for the SFT step. */
   train: TrainStats | null;
   /** The SFT step's statistics (SFT step only). */
