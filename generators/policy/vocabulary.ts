@@ -31,7 +31,7 @@ export interface VocabularyOptions {
   maxNgram: number;
 }
 
-export const DEFAULT_VOCABULARY: VocabularyOptions = { minItems: 3, maxShare: 0.2, cohesion: 0.15, maxNgram: 3 };
+export const DEFAULT_VOCABULARY: VocabularyOptions = { minItems: 3, maxShare: 0.1, cohesion: 0.15, maxNgram: 3 };
 
 export interface VocabularyJSON {
   options: VocabularyOptions;

@@ -107,7 +107,7 @@ export const DEFAULTS = deepFreeze({
    * or, by default, the M of itemKeywordsGrid with the best training F1), N per pooled
    * query target (the paper's LLM targets).
    */
-  sft: { itemKeywords: 10, itemKeywordsGrid: [5, 10, 20, 30], queryKeywords: 15, lr: 0.1 },
+  sft: { itemKeywords: 10, itemKeywordsGrid: [5, 10, 20], queryKeywords: 15, lr: 0.1 },
   /** The demo: the paper's settings scaled to finish in well under a minute on 2 cores. */
   demo: { dataset: 'nfcorpus', rounds: 2, queryEpochs: 2, itemEpochs: 2, sftEpochs: 5 },
   /** The query planner (generators/planner/planner.ts). */
