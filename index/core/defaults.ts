@@ -184,6 +184,8 @@ export const DEFAULTS = deepFreeze({
     timeoutCheckMs: 1_000,
     maxConnections: 10_000,
     fdReserve: 128,
+    /** Arrays and objects a JSON body may nest (checked on its bytes as they arrive, before parsing). */
+    maxJsonDepth: 64,
   },
   /**
    * OpenAI-compatible endpoints. The deadline of an attempt counts from sending, so a server
