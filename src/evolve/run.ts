@@ -187,6 +187,9 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
     signal: opts.signal,
   };
   try {
+    // A writer killed between a commit and its files left a generation unpublished: publish it
+    // now (a finished run's resume commits nothing, so its first write would never come).
+    await ctx.store.recover();
     // The final refit needs dev queries to add (without them it would refit on the same judgements).
     const names = stepNames(config.rounds, config.refit && ctx.devQueries.length > 0);
     let done = await state.steps();
