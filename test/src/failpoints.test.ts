@@ -157,3 +157,20 @@ describe('import-generation killed at each step boundary', () => {
     expect(published(db).item).toEqual(reference.generations.item);
   });
 });
+
+describe('index import killed at each step boundary', () => {
+  for (const fp of ['store.commit:before-publish', 'store.publish:before-manifest']) {
+    it(`killed at ${fp}: the re-run publishes the generation and commits no other`, () => {
+      const db = copyOfRun(`index-${fp.replace(/[^a-z]+/g, '-')}`);
+      const before = published(db).item;
+      const args = ['index', 'import', '--side', 'item', '--from', join(dir, 'item-keywords.jsonl'), '--json'];
+      expect(cogr(db, args, fp).signal).toBe('SIGKILL');
+      const again = cogr(db, args);
+      expect(again.status, again.stderr).toBe(0);
+      const next = Math.max(...before) + 1;
+      expect(JSON.parse(again.stdout)).toMatchObject({ generation: next, reused: true });
+      expect(published(db).item).toEqual([...before, next]);
+      expect(verify(db).code).toBe(0);
+    });
+  }
+});
