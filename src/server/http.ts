@@ -260,12 +260,17 @@ export function decodeJsonBody(body: Uint8Array, contentType?: string): string {
 export interface JsonLimits {
   /** Arrays and objects nested deeper than this are refused (default DEFAULTS.http.maxJsonDepth). */
   maxDepth?: number;
-  /** An array with more entries than this is refused (default: none beyond the body limit). */
-  maxArrayLength?: number;
+  /** An array with more entries, or an object with more keys, than this is refused (default: none beyond the body limit). */
+  maxEntries?: number;
+  /** A string (decoded) longer than this is refused, as soon as it is (default: none beyond the body limit). */
+  maxStringLength?: number;
 }
 
-/** Characters parsed between two turns of the event loop: a body never holds the loop for more than a few milliseconds. */
+/** Characters parsed between two turns of the event loop, at most, and the time: a body never holds the loop for more than a few milliseconds. */
 const PARSE_SLICE = 64 * 1024;
+const PARSE_SLICE_MS = 4;
+/** Characters of a string searched at once for its end or next escape. */
+const STRING_WINDOW = 4096;
 
 function tooDeep(maxDepth: number): CogrError {
   return cogrError('INVALID_BODY', `body: arrays and objects nested deeper than ${maxDepth} levels`, { field: 'body', limit: maxDepth });
@@ -306,8 +311,9 @@ interface Frame {
   array: boolean;
   /** Its key or index in its parent (null at the root). */
   part: string | number | null;
-  /** Inside an object: the key whose value comes next. */
+  /** Inside an object: the key whose value comes next, and the keys read so far. */
   key: string;
+  keys: number;
 }
 
 const enum Want {
@@ -327,7 +333,7 @@ const ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b
  * says whether it is done, so a caller can give the event loop a turn in between. In the
  * same pass it refuses a key repeated in one object (JSON.parse keeps the last value
  * silently), a `__proto__` key and a `constructor` key holding a `prototype` (prototype
- * pollution), nesting deeper than `maxDepth` and arrays longer than `maxArrayLength`. Values
+ * pollution), nesting deeper than `maxDepth`, arrays or objects of more than `maxEntries` entries and strings longer than `maxStringLength`. Values
  * are JSON.parse's: numbers through `Number` of their text, strings with every escape
  * decoded (lone surrogates kept).
  */
@@ -335,12 +341,16 @@ class SlicedJsonParser {
   private i = 0;
   private want = Want.Value;
   private readonly stack: Frame[] = [];
+  /** Inside a string: what is decoded so far (null outside one), and whether it is a key. */
+  private strOut: string | null = null;
+  private strKey = false;
   result: unknown = undefined;
 
   constructor(
     private readonly s: string,
     private readonly maxDepth: number,
-    private readonly maxArrayLength: number,
+    private readonly maxEntries: number,
+    private readonly maxString: number,
   ) {}
 
   private fail(what: string): never {
@@ -376,21 +386,38 @@ class SlicedJsonParser {
     this.i = i;
   }
 
-  private readString(): string {
+  /**
+   * Read on in the string being read (`strOut` holds what is decoded so far; its opening
+   * quote is behind) until it ends or `stop` is passed: the string when it ends, undefined
+   * when the slice ran out first (called again, it goes on). A regular expression finds the
+   * next quote, backslash or control character within a window of the text at a time, so a
+   * string of megabytes is read across slices too.
+   */
+  private readString(stop: number): string | undefined {
     const s = this.s;
-    let start = ++this.i;
-    let out = '';
+    const n = s.length;
+    let out = this.strOut!;
+    let start = this.i;
     for (;;) {
-      STRING_STOP.lastIndex = this.i;
-      const m = STRING_STOP.exec(s);
-      if (m === null) {
-        this.i = s.length;
-        this.fail('a string is not closed');
+      if (out.length + (this.i - start) > this.maxString) this.tooLong();
+      if (this.i >= stop) {
+        this.strOut = out + s.slice(start, this.i);
+        return undefined;
       }
-      this.i = m.index;
+      const end = Math.min(n, this.i + STRING_WINDOW);
+      STRING_STOP.lastIndex = 0;
+      const m = STRING_STOP.exec(s.slice(this.i, end));
+      if (m === null) {
+        this.i = end;
+        if (end === n) this.fail('a string is not closed');
+        continue;
+      }
+      this.i += m.index;
       const c = s.charCodeAt(this.i);
       if (c === 0x22) {
         out += s.slice(start, this.i++);
+        if (out.length > this.maxString) this.tooLong();
+        this.strOut = null;
         return out;
       }
       if (c !== 0x5c) this.fail('a control character inside a string must be escaped');
@@ -415,16 +442,53 @@ class SlicedJsonParser {
     }
   }
 
+  /** A key read: its colon, then the checks (prototype pollution, a key repeated). */
+  private gotKey(key: string): void {
+    this.skipSpace();
+    if (this.s.charCodeAt(this.i) !== 0x3a) this.fail('expected ":" after a key');
+    this.i++;
+    const top = this.stack[this.stack.length - 1];
+    if (key === '__proto__') {
+      const field = formatPath([...this.parts(), key], 'body');
+      throw cogrError('INVALID_BODY', `${field}: this key is not allowed (prototype pollution)`, { field });
+    }
+    if (Object.hasOwn(top.value, key)) {
+      const field = formatPath([...this.parts(), key]);
+      throw cogrError('INVALID_BODY', `${field}: duplicate key`, { field });
+    }
+    if (++top.keys > this.maxEntries) this.tooMany();
+    top.key = key;
+    this.want = Want.Value;
+  }
+
+  private startString(key: boolean): void {
+    this.strKey = key;
+    this.strOut = '';
+    this.i++;
+  }
+
+  private tooLong(): never {
+    const top = this.stack[this.stack.length - 1];
+    const at = top === undefined ? [] : this.strKey ? [] : [top.array ? (top.value as unknown[]).length : top.key];
+    const field = formatPath([...this.parts(), ...at]);
+    throw cogrError('INVALID_BODY', `${field}: ${this.strKey ? 'a key' : 'a string'} longer than ${this.maxString} characters`, {
+      field,
+      limit: this.maxString,
+    });
+  }
+
+  private tooMany(): never {
+    const field = formatPath(this.parts());
+    throw cogrError('INVALID_BODY', `${field}: more than ${this.maxEntries} entries`, { field, limit: this.maxEntries });
+  }
+
   /** A finished value: the root, an array entry or an object member. */
   private emit(v: unknown): void {
     const top = this.stack[this.stack.length - 1];
     if (top === undefined) this.result = v;
     else if (top.array) {
       const a = top.value as unknown[];
-      if (a.length >= this.maxArrayLength) {
-        const field = formatPath(this.parts());
-        throw cogrError('INVALID_BODY', `${field}: more than ${this.maxArrayLength} entries`, { field, limit: this.maxArrayLength });
-      }
+      if (a.length >= this.maxEntries) this.tooMany();
       a.push(v);
     } else (top.value as Record<string, unknown>)[top.key] = v;
     this.want = Want.After;
@@ -436,7 +500,7 @@ class SlicedJsonParser {
     const part = top === undefined ? null : top.array ? (top.value as unknown[]).length : top.key;
     const value = array ? [] : {};
     this.emit(value);
-    this.stack.push({ value, array, part, key: '' });
+    this.stack.push({ value, array, part, key: '', keys: 0 });
     this.i++;
     this.want = array ? Want.ValueOrEnd : Want.KeyOrEnd;
   }
@@ -457,7 +521,17 @@ class SlicedJsonParser {
     const s = this.s;
     const n = s.length;
     const stop = this.i + budget;
-    for (;;) {
+    const t0 = performance.now();
+    for (let k = 1; ; k++) {
+      // A slice ends after `budget` characters, or after PARSE_SLICE_MS (keys into a large object cost more than characters say).
+      if ((k & 255) === 0 && performance.now() - t0 > PARSE_SLICE_MS) return false;
+      if (this.strOut !== null) {
+        const v = this.readString(stop);
+        if (v === undefined) return false;
+        if (this.strKey) this.gotKey(v);
+        else this.emit(v);
+        continue;
+      }
       this.skipSpace();
       if (this.i >= stop && this.i < n) return false;
       const c = s.charCodeAt(this.i);
@@ -469,7 +543,7 @@ class SlicedJsonParser {
         case Want.Value:
           if (c === 0x7b) this.open(false);
           else if (c === 0x5b) this.open(true);
-          else if (c === 0x22) this.emit(this.readString());
+          else if (c === 0x22) this.startString(false);
           else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
             NUMBER.lastIndex = this.i;
             const m = NUMBER.exec(s);
@@ -491,25 +565,10 @@ class SlicedJsonParser {
           if (c === 0x7d) this.close();
           else this.want = Want.Key;
           continue;
-        case Want.Key: {
+        case Want.Key:
           if (c !== 0x22) this.fail('expected a key (a string)');
-          const key = this.readString();
-          this.skipSpace();
-          if (s.charCodeAt(this.i) !== 0x3a) this.fail('expected ":" after a key');
-          this.i++;
-          const top = this.stack[this.stack.length - 1];
-          if (key === '__proto__') {
-            const field = formatPath([...this.parts(), key], 'body');
-            throw cogrError('INVALID_BODY', `${field}: this key is not allowed (prototype pollution)`, { field });
-          }
-          if (Object.hasOwn(top.value, key)) {
-            const field = formatPath([...this.parts(), key]);
-            throw cogrError('INVALID_BODY', `${field}: duplicate key`, { field });
-          }
-          top.key = key;
-          this.want = Want.Value;
+          this.startString(true);
           continue;
-        }
         case Want.After: {
           const top = this.stack[this.stack.length - 1];
           if (top === undefined) {
@@ -537,7 +596,12 @@ class SlicedJsonParser {
  */
 export async function parseJsonBody(text: string, limits: JsonLimits = {}): Promise<unknown> {
   if (text.length === 0) throw cogrError('INVALID_BODY', 'body: empty (send a JSON object)');
-  const p = new SlicedJsonParser(text, limits.maxDepth ?? DEFAULTS.http.maxJsonDepth, limits.maxArrayLength ?? Infinity);
+  const p = new SlicedJsonParser(
+    text,
+    limits.maxDepth ?? DEFAULTS.http.maxJsonDepth,
+    limits.maxEntries ?? Infinity,
+    limits.maxStringLength ?? Infinity,
+  );
   while (!p.run(PARSE_SLICE)) await new Promise<void>((resolve) => setImmediate(resolve));
   return p.result;
 }

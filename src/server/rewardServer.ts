@@ -335,8 +335,8 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
   const schemas = rewardSchemas(limits);
   const app = createApp({
     bodyLimit: limits.bodyLimit,
-    // No array of a valid body is longer: the schema's checks stay bounded whatever the body.
-    json: { maxArrayLength: Math.max(limits.maxBatch, MAX_KEYWORDS) },
+    // No array, object or string of a valid body is larger: parsing and the schema's checks stay bounded whatever the body.
+    json: { maxEntries: Math.max(limits.maxBatch, MAX_KEYWORDS), maxStringLength: limits.maxTextLength },
     log,
     metrics,
     ...(opts.connections ? { connections: opts.connections } : {}),

@@ -236,6 +236,14 @@ describe('JSON bodies', () => {
         },
       ),
     );
+    // Strings read across slices and windows: long, with escapes and surrogates everywhere.
+    const long = Array.from(
+      { length: 30_000 },
+      (_, i) => ['abc', '\u00e9', '\n', '\ud83d\ude00', '"', '\\', 'x'.repeat(i % 50)][i % 7],
+    ).join('');
+    const big = JSON.stringify({ a: long, b: [long, { c: long }] });
+    expect(big.length).toBeGreaterThan(200_000);
+    expect(await parseJsonBody(big)).toEqual(JSON.parse(big));
     // Any text: parsed alike, or refused by both (a malformed number, string, escape, literal, trailing text ...).
     const pieces = fc.constantFrom(
       '{',

@@ -265,6 +265,23 @@ describe('hostile bodies (issue 50): the token first, the depth as bytes arrive,
     expect(Math.max(...health)).toBeLessThan(500);
   });
 
+  it('refuses arrays, objects and strings larger than any valid body holds, as they are parsed', async () => {
+    const cases: [string, string][] = [
+      [`{"query":[${Array(20_000).fill('1').join(',')}],"labels":[]}`, 'query: more than 10000 entries'],
+      [`{${Array.from({ length: 20_000 }, (_, i) => `"k${i}":1`).join(',')}}`, '(root): more than 10000 entries'],
+      [`{"query":["${'\\u0041'.repeat(70_000)}"],"labels":["q1"]}`, 'query[0]: a string longer than 65536 characters'],
+    ];
+    for (const [body, message] of cases) {
+      const r = await fetch(`${base}/get_reward`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer tok' },
+        body,
+      });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as any).error.message).toBe(message);
+    }
+  });
+
   it('text/plain is 415, as documented', async () => {
     const r = await fetch(`${base}/get_reward`, {
       method: 'POST',
