@@ -708,8 +708,16 @@ export function createApp(opts: AppOptions): FastifyInstance {
   app.addContentTypeParser('application/json', (req: FastifyRequest, payload: Readable) =>
     readJsonBody(req, payload, opts.bodyLimit, json),
   );
-  app.setErrorHandler((err: unknown, _req, reply) => {
-    if (err instanceof CogrError) return sendError(reply, err, err.details?.status === 415 ? 415 : err.status);
+  app.setErrorHandler((err: unknown, req, reply) => {
+    if (err instanceof CogrError) {
+      // A body refused while it arrives (too deep, not UTF-8, malformed): fastify closes the
+      // connection, and a client still sending (most do not read before they have sent)
+      // would see a reset instead of the answer. A body of a declared length within the
+      // limit is read to its end and dropped instead, as one without the token is.
+      const declared = Number(req.headers['content-length']);
+      if (err.code === 'INVALID_BODY' && declared <= opts.bodyLimit) reply.removeHeader('connection');
+      return sendError(reply, err, err.details?.status === 415 ? 415 : err.status);
+    }
     const e = err as { code?: string; statusCode?: number; message?: string };
     if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e.statusCode === 413) {
       return sendError(

@@ -207,6 +207,34 @@ function rawExchange(url: string, head: string, parts: Buffer[]): Promise<{ stat
   });
 }
 
+/** One request whose body is written whole before the answer is read (as Python's http.client does): the answer, or the socket error that came instead. */
+function sendAllThenRead(url: string, head: string, body: Buffer): Promise<{ status: number; error: string | null }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const sock = connect(Number(port), hostname);
+    let buf = '';
+    let written = false;
+    let status = 0;
+    const done = (error: string | null) => {
+      sock.destroy();
+      resolve({ status, error });
+    };
+    sock.on('error', (e) => done((e as NodeJS.ErrnoException).code ?? e.message));
+    sock.on('data', (d: Buffer) => {
+      buf += d.toString('latin1');
+      const m = /^HTTP\/1\.1 (\d+)[^]*?\r\n\r\n/.exec(buf);
+      if (m) status = Number(m[1]);
+      if (m && written) done(null);
+    });
+    sock.write(head);
+    sock.write(body, (e) => {
+      if (e) return done((e as NodeJS.ErrnoException).code ?? e.message);
+      written = true;
+      if (status) done(null);
+    });
+  });
+}
+
 describe('hostile bodies (issue 50): the token first, the depth as bytes arrive, the loop never held', () => {
   const deep = (n: number) => `{"query":${'['.repeat(n)}${']'.repeat(n)},"labels":[]}`;
   const headFor = (path: string, length: number, token: string | null) =>
@@ -279,6 +307,17 @@ describe('hostile bodies (issue 50): the token first, the depth as bytes arrive,
       });
       expect(r.status).toBe(400);
       expect(((await r.json()) as any).error.message).toBe(message);
+    }
+  });
+
+  it('a client that sends the whole body before reading gets the answer, not a reset', async () => {
+    const body = Buffer.from(deep(2_000_000));
+    for (const [token, status] of [
+      [null, 401],
+      ['tok', 400],
+    ] as const) {
+      const r = await sendAllThenRead(base, headFor('/get_reward', body.length, token), body);
+      expect(r).toEqual({ status, error: null });
     }
   });
 
