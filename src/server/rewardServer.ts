@@ -333,6 +333,10 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
   const metrics = opts.metrics ?? createServerMetrics();
   const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta }, opts.withheld);
   const schemas = rewardSchemas(limits);
+  // zod compiles and V8 optimises a schema's checks over its first uses (~100 ms, then ~30,
+  // for a full batch): paid here at start, not inside the first requests.
+  const full = Array.from({ length: limits.maxBatch }, () => 'x');
+  for (let k = 0; k < 3; k++) schemas.getReward.safeParse({ query: full, prompts: full, labels: full });
   const app = createApp({
     bodyLimit: limits.bodyLimit,
     // No array, object or string of a valid body is larger: parsing and the schema's checks stay bounded whatever the body.
