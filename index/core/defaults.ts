@@ -149,6 +149,15 @@ export const DEFAULTS = deepFreeze({
   },
   /** The BM25 baseline's cut-off search; the text analysis of the BM25 and RM3 baselines (index/text/english.ts: `lucene`, Lucene's EnglishAnalyzer chain, or `wink`, unstemmed letter/digit runs). */
   baseline: { maxCutoff: 1000, analysis: 'lucene' as 'lucene' | 'wink' },
+  /**
+   * Words of one text that are analysed: an item's title or text, or a query's text, longer
+   * than maxWords white-space separated words is cut after its maxWords-th word when the
+   * dataset is loaded (src/datasets/common.ts CorpusBuilder); the words dropped are counted
+   * and logged with the file and line, in `datasets add` and in every run that loads it.
+   * Lucene's old per-field cap was 10,000 terms; no text of the shipped collections comes
+   * near 100,000 (NFCorpus's longest is under 10,000).
+   */
+  text: { maxWords: 100_000 },
   /** `cogr serve`. */
   serve: {
     host: '127.0.0.1',
@@ -185,6 +194,8 @@ export const DEFAULTS = deepFreeze({
     timeoutCheckMs: 1_000,
     maxConnections: 10_000,
     fdReserve: 128,
+    /** Arrays and objects a JSON body may nest (checked on its bytes as they arrive, before parsing). */
+    maxJsonDepth: 64,
   },
   /**
    * OpenAI-compatible endpoints. The deadline of an attempt counts from sending, so a server

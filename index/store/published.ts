@@ -33,6 +33,7 @@ import { SIDES, type IndexEntry, type Side } from '../core/types.ts';
 import { KeywordView } from '../view/view.ts';
 import type { ViewData } from '../view/viewBuild.ts';
 import { corrupt, IO_CHUNK, isTemporaryName, readSealedJson, sha256Hex, writeFileAtomic, writeSealedJson } from './sealed.ts';
+import { failpoint } from '../core/failpoint.ts';
 
 /** The folder (inside the database folder) holding the published files. */
 export const PUBLISHED_DIR = 'published';
@@ -287,6 +288,7 @@ export async function publishGeneration(
     vocabulary: data.numKeywords,
     files: [{ name, bytes: parts.reduce((s, p) => s + p.byteLength, 0), sha256: sha256Hex(...parts) }],
   };
+  failpoint('store.publish:before-manifest');
   await writeSealedJson(join(dir, `${stem}.json`), manifest);
   return manifest;
 }

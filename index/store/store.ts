@@ -90,6 +90,7 @@ import {
 } from './layout.ts';
 import { MAX_BATCH_OPS, StagedBatch } from './staged.ts';
 import { WordCounter } from './dfCounter.ts';
+import { failpoint } from '../core/failpoint.ts';
 
 export interface WriterOptions {
   /** Generation to build from: a number, null for empty, or omitted for the latest (empty when none). */
@@ -365,6 +366,16 @@ export class KeywordIndexStore {
     await this.exclusive(() => this.publish(side, generation));
   }
 
+  /**
+   * Complete what a writer killed mid-commit left, as the first write of a store does
+   * (`reconcile`): the cells of an interrupted staged commit dropped, every committed
+   * generation without files published. For a writer that may commit nothing (an idempotent
+   * re-run finding its generation already committed) and must still leave it published.
+   */
+  async recover(): Promise<void> {
+    await this.exclusive(() => this.reconcile());
+  }
+
   // ---- internals -------------------------------------------------------------------
 
   /** @internal Called by IndexWriter.commit: one LevelDB batch, then the generation's files. */
@@ -379,6 +390,7 @@ export class KeywordIndexStore {
       await this.reconcile();
       const { entries, ...res } = await this.withSnapshot((snap) => this.commitLocked(side, opts, changes, meta, snap));
       release();
+      failpoint('store.commit:before-publish');
       await this.publish(side, res.generation, entries ?? undefined);
       return res;
     });

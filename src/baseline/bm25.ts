@@ -29,6 +29,7 @@ import { silentLogger, type Logger } from '../../index/core/log.ts';
 import type { Corpus, Item } from '../../index/core/types.ts';
 import { DEFAULT_CUTOFFS, evaluateRun, setF1Curve, type RankedScores, type RunEntry } from '../metrics.ts';
 import { judgedQueryIds, kFolds } from '../splits.ts';
+import { MIN_ITEMS } from '../datasets/requirements.ts';
 import { DEFAULTS } from '../../index/core/defaults.ts';
 
 /** Lower-case word tokens (letters and digits), English stop words removed (the `wink` analysis). */
@@ -65,7 +66,7 @@ export class Bm25Index {
   readonly analysis: TextAnalysis;
 
   constructor(items: readonly Item[], opts: Bm25Options = {}) {
-    if (items.length < 3) throw cogrError('INVALID_ARGUMENT', `items: BM25 needs at least 3 items, got ${items.length}`);
+    if (items.length < MIN_ITEMS) throw cogrError('INVALID_ARGUMENT', `items: BM25 needs at least ${MIN_ITEMS} items, got ${items.length}`);
     this.engine = bm25();
     this.engine.defineConfig({
       fldWeights: { body: 1 },

@@ -9,6 +9,7 @@ import type { Command } from 'commander';
 import { isCogrError } from '../../index/core/errors.ts';
 import { stderrLogger } from '../../index/core/log.ts';
 import { checkRegistration, listDatasets, loadDataset, parseFormat, registerDataset, unregisterDataset } from '../datasets/index.ts';
+import { trainingShortfalls } from '../datasets/requirements.ts';
 import { judgedQueryIds } from '../splits.ts';
 import { formatQrels } from '../trec.ts';
 import { writeFileAtomic } from '../../index/store/sealed.ts';
@@ -94,6 +95,8 @@ export function register(program: Command): void {
       const abs = checkRegistration(name, path, { ...(format ? { format } : {}), replace });
       const { corpus, format: used, warnings } = await loadDataset(abs, { ...(format ? { format } : {}), logger: stderrLogger });
       const entry = registerDataset(name, abs, format, { replace });
+      // Registered all the same (it can be searched, evaluated, exported), but no run can be made on it: say so now.
+      for (const why of trainingShortfalls(corpus)) stderrLogger.warn(`${why}: demo and evolve will refuse it`);
       process.stdout.write(
         `registered ${entry.name} (${used}) -> ${entry.path}: ${corpus.items.length} items, ${corpus.queries.length} queries, ${judgedQueryIds(corpus).length} judged` +
           (warnings.unknownItemIds + warnings.unknownQueryIds > 0

@@ -5,6 +5,7 @@
  *           commits a new generation from lines {"id", "title"?, "keywords": [...]} and
  *           prints its number. Without --patch the file is the whole generation
  *           (entities absent from it are removed); unchanged entities are not rewritten.
+ *           The same file imported again with the same options commits nothing (importJsonl).
  *   search  --query <raw> --keywords "<kw1>|<kw2>" [--generation g] [--k 10] [--all] [--json]
  *           or --batch <file.jsonl> [--run-file <path>] [--run-tag t]: every line's probe,
  *           written as a TREC run (src/trec.ts)
@@ -17,6 +18,8 @@
  * write through the LevelDB (and its lock); search, explain, list and diff read the
  * published generation files (index/store/published.ts), checked on open, without the lock.
  */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { openDb, type CogrDb } from '../../index/store/db.ts';
@@ -55,21 +58,48 @@ export interface ImportOptions {
 /**
  * Read a JSONL file of {"id", "title"?, "keywords"} lines into a writer and commit.
  * Errors name the file and line: DATA_MISSING, DATA_FORMAT, DUPLICATE_ID.
+ *
+ * Idempotent, as `import-generation` is: the generation's metadata records the file's
+ * SHA-256 (`digest`), path, mode, base and label, and when the side's latest generation is
+ * already this file's import with the same options (a re-run, say after a kill), nothing is
+ * committed and that generation is answered (`reused: true`, published first if a kill left
+ * it without files). Building on it again could only give the same generation.
  */
 export async function importJsonl(
   store: KeywordIndexStore,
   side: Side,
   file: string,
   opts: ImportOptions = {},
-): Promise<{ generation: number; entities: number; changed: number; rejectedKeywords: number }> {
-  const w = store.writer(side, { ...(opts.base !== undefined ? { base: opts.base } : {}), mode: opts.patch ? 'patch' : 'replace' });
+): Promise<{ generation: number; entities: number; changed: number; rejectedKeywords: number; reused: boolean }> {
+  const mode = opts.patch ? 'patch' : 'replace';
+  const w = store.writer(side, { ...(opts.base !== undefined ? { base: opts.base } : {}), mode });
   let entities = 0;
   for (const { value } of jsonlRecords(file, lineSchema, { uniqueId: (v) => v.id })) {
     w.set(value.id, value.title ?? '', value.keywords);
     entities++;
   }
-  const res = await w.commitWithStats({ source: file, ...(opts.meta ?? {}) });
-  return { generation: res.generation, entities, changed: res.changed, rejectedKeywords: res.rejectedKeywords };
+  const digest = createHash('sha256').update(readFileSync(file)).digest('hex');
+  const meta: Record<string, unknown> = {
+    source: file,
+    digest,
+    mode,
+    base: opts.base === undefined ? 'latest' : opts.base,
+    ...(opts.meta ?? {}),
+  };
+  await store.recover();
+  const latest = await store.latest(side);
+  if (latest !== null) {
+    const was = (await store.generationInfo(side, latest)).meta;
+    const same = ['source', 'digest', 'mode', 'label'].every((k) => JSON.stringify(was[k]) === JSON.stringify(meta[k]));
+    if (same && (opts.base === undefined || was.base === opts.base)) {
+      stderrLogger.info(
+        `${file}: ${side} generation ${latest} is already this file's import (sha256 ${digest.slice(0, 12)}); not committed again`,
+      );
+      return { generation: latest, entities, changed: 0, rejectedKeywords: 0, reused: true };
+    }
+  }
+  const res = await w.commitWithStats(meta);
+  return { generation: res.generation, entities, changed: res.changed, rejectedKeywords: res.rejectedKeywords, reused: false };
 }
 
 /** The steps (and imports) of the stored run that use a generation, by name ("step r1-item (the run's best step)"). */

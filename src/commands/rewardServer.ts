@@ -5,13 +5,15 @@
  *   cogr reward-server [--dataset <name|path>] [--db <dir>] [--round latest|<n>]
  *                      [--port 8081] [--host 127.0.0.1] [--token <T>] [--side query|item]
  *                      [--k-max 30] [--watch <seconds>] [--body-limit <bytes>]
- *                      [--include-dev] [--include-held-out]
+ *                      [--include-dev] [--include-held-out] [--strict-labels]
  *
  * When the database holds a co-evolution run, the dataset defaults to the run's and only
  * the run's core training queries are served (coreIds: the training queries outside the
  * dev split): dev queries, which decide adoption, and held-out queries, which measure
- * the result, never reach a trainer through rewards (their ids are NOT_FOUND) unless
- * --include-dev / --include-held-out say otherwise.
+ * the result, never reach a trainer through rewards (their ids are NOT_FOUND, named as
+ * withheld) unless --include-dev / --include-held-out say otherwise. In a /get_reward batch
+ * a label that cannot be scored gets a null reward and an entry in `errors`, the others
+ * their rewards; --strict-labels refuses the batch instead.
  */
 import type { Command } from 'commander';
 import { DEFAULTS } from '../../index/core/defaults.ts';
@@ -30,6 +32,7 @@ interface RewardServerFlags extends ServerFlags {
   dataset?: string;
   includeHeldOut?: boolean;
   includeDev?: boolean;
+  strictLabels?: boolean;
   side: string;
   kMax?: string;
 }
@@ -46,7 +49,10 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
   // Rewards from other judgements than the run's would be served without a word.
   if (run && !flags.dataset) checkPublishedRunData(server.dbPath, run, loaded);
   let corpus = loaded;
+  const withheld = new Map<string, 'dev' | 'held-out'>();
   if (run && !(flags.includeHeldOut && flags.includeDev)) {
+    if (!flags.includeDev) for (const id of run.split.dev) withheld.set(id, 'dev');
+    if (!flags.includeHeldOut) for (const id of run.split.eval) withheld.set(id, 'held-out');
     const core = coreIds(run.split);
     const served = new Set([...core, ...(flags.includeDev ? run.split.dev : []), ...(flags.includeHeldOut ? run.split.eval : [])]);
     corpus = {
@@ -68,6 +74,8 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
     live,
     corpus,
     defaultSide,
+    withheld,
+    strictLabels: flags.strictLabels === true,
     log,
     ...(kMax ? { kMax } : {}),
     ...(server.token ? { token: server.token } : {}),
@@ -91,6 +99,10 @@ export function register(program: Command): void {
       "also serve rewards for the run's dev queries (they decide which half-rounds are adopted: a trainer that sees them biases adoption)",
     )
     .option('--include-held-out', "also serve rewards for the run's held-out queries (leaks their judgements to the trainer)")
+    .option(
+      '--strict-labels',
+      "refuse a whole /get_reward batch (404) when one label cannot be scored (an unknown id, or a withheld dev or held-out query); by default that sample gets a null reward, named in the answer's errors",
+    )
     .option('--side <side>', 'side of a bare label without "query:" / "item:"', 'query')
     .option('--k-max <n>', `keyword budget K_max (default ${DEFAULTS.kMax})`)
     .action(async (flags: RewardServerFlags) => runRewardServer(flags));

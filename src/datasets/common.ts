@@ -19,6 +19,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { z } from 'zod';
+import { DEFAULTS } from '../../index/core/defaults.ts';
 import { cogrError, schemaError } from '../../index/core/errors.ts';
 import type { Logger } from '../../index/core/log.ts';
 import type { Corpus, Item, Query } from '../../index/core/types.ts';
@@ -38,6 +39,9 @@ export interface DatasetWarnings {
   examples: string[];
   /** Queries kept in the corpus that have no relevant item (excluded from evaluation). */
   unjudgedQueries: number;
+  /** Texts cut at DEFAULTS.text.maxWords words (see `capWords`), and the words dropped from them. */
+  cappedTexts?: number;
+  droppedWords?: number;
 }
 
 export interface LoadedDataset {
@@ -161,10 +165,59 @@ interface Judgement {
   where: string;
 }
 
+/** JavaScript's white space (`\s`). */
+function isSpace(c: number): boolean {
+  return (
+    c === 0x20 ||
+    (c >= 0x09 && c <= 0x0d) ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
+/**
+ * A text cut after its `max`-th white-space separated word (the white space after it
+ * dropped too), with the number of words dropped; the text itself when it has no more. One
+ * pass over the characters: linear in the text's length.
+ */
+export function capWords(text: string, max: number): { text: string; dropped: number } {
+  let words = 0;
+  let cut = -1;
+  let inWord = false;
+  for (let i = 0; i < text.length; i++) {
+    if (isSpace(text.charCodeAt(i))) inWord = false;
+    else if (!inWord) {
+      inWord = true;
+      if (++words === max + 1) cut = i;
+    }
+  }
+  if (cut < 0) return { text, dropped: 0 };
+  let end = cut;
+  while (end > 0 && isSpace(text.charCodeAt(end - 1))) end--;
+  return { text: text.slice(0, end), dropped: words - max };
+}
+
 export class CorpusBuilder {
   private readonly items = new Map<string, { item: Item; where: string }>();
-  private readonly queries = new Map<string, { query: Query; where: string }>();
+  private readonly queries = new Map<string, { query: Query; where: string; raw: string }>();
   private readonly judgements: Judgement[] = [];
+  /** Texts cut at the word cap: where, whose, the words dropped. */
+  private readonly capped: { where: string; what: string; dropped: number }[] = [];
+
+  /** `s` cut at DEFAULTS.text.maxWords words, the cut recorded for the warning. */
+  private cap(s: string, where: string, what: string): string {
+    if (s.length <= DEFAULTS.text.maxWords) return s; // fewer characters than the cap has words
+    const c = capWords(s, DEFAULTS.text.maxWords);
+    if (c.dropped > 0) this.capped.push({ where, what, dropped: c.dropped });
+    return c.text;
+  }
 
   /** `where` is "file:line", used in error messages. */
   addItem(item: Item, where: string): void {
@@ -175,7 +228,9 @@ export class CorpusBuilder {
         id: item.id,
       });
     }
-    this.items.set(item.id, { item, where });
+    const title = this.cap(item.title, where, `item ${JSON.stringify(item.id)} title`);
+    const text = this.cap(item.text, where, `item ${JSON.stringify(item.id)} text`);
+    this.items.set(item.id, { item: title === item.title && text === item.text ? item : { ...item, title, text }, where });
   }
 
   /**
@@ -186,12 +241,13 @@ export class CorpusBuilder {
     if (query.id === '') throw cogrError('DATA_FORMAT', `${where}: empty query id`);
     const prev = this.queries.get(query.id);
     if (prev) {
-      if (mergeIdentical && prev.query.text === query.text) return;
+      if (mergeIdentical && prev.raw === query.text) return;
       throw cogrError('DUPLICATE_ID', `${where}: duplicate query id ${JSON.stringify(query.id)} (first at ${prev.where})`, {
         id: query.id,
       });
     }
-    this.queries.set(query.id, { query, where });
+    const text = this.cap(query.text, where, `query ${JSON.stringify(query.id)} text`);
+    this.queries.set(query.id, { query: text === query.text ? query : { ...query, text }, where, raw: query.text });
   }
 
   addJudgement(queryId: string, itemId: string, grade: number, where: string): void {
@@ -262,6 +318,14 @@ export class CorpusBuilder {
         unknownItemIds: warnings.unknownItemIds,
         examples: warnings.examples,
       });
+    }
+    if (this.capped.length > 0) {
+      warnings.cappedTexts = this.capped.length;
+      warnings.droppedWords = this.capped.reduce((a, c) => a + c.dropped, 0);
+      logger?.warn(
+        `${name}: ${this.capped.length} text(s) longer than ${DEFAULTS.text.maxWords} words were cut there (DEFAULTS.text.maxWords); ${warnings.droppedWords} words dropped in all, not analysed`,
+        { texts: this.capped.slice(0, MAX_EXAMPLES).map((c) => `${c.where}: ${c.what}: ${c.dropped} words dropped`) },
+      );
     }
     const corpus: Corpus = {
       name,

@@ -9,13 +9,17 @@
  * commit but before its caller saw the answer, run again) nothing is committed: that
  * generation is evaluated against the current item generation (`reused: true`), and when
  * the run store already holds the record of that very evaluation it is returned as it is,
- * not appended again.
+ * not appended again. Whatever boundary a kill lands on (index/core/failpoint.ts), the re-run
+ * converges: committed generations without files are published first (`store.recover`), the
+ * reused generation is evaluated and recorded, and a record already in the database is
+ * published to run.json again.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import type { CogrDb } from '../../index/store/db.ts';
 import { cogrError } from '../../index/core/errors.ts';
+import { failpoint } from '../../index/core/failpoint.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import { normalizeKeywordSet } from '../../index/text/normalize.ts';
 import { deriveSeed } from '../../index/core/random.ts';
@@ -55,6 +59,8 @@ export async function importGeneration(
 ): Promise<ImportRecord> {
   const run = await openRun(db, corpus);
   const { store, evalQueries } = run;
+  // A run of this command killed between its commit and the generation's files left it unpublished.
+  await store.recover();
   const known = new Set(side === 'item' ? corpus.items.map((i) => i.id) : corpus.queries.map((q) => q.id));
   const lines = readKeywordFile(path, known, side);
   const digest = createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -119,7 +125,11 @@ export async function importGeneration(
     const same = (await state.imports()).find(
       (r) => r.side === side && r.generation === generation && r.digest === digest && r.itemGeneration === itemGeneration,
     );
-    if (same) return same;
+    if (same) {
+      // Killed between the record and run.json: the readers' copy gets it now.
+      await state.publish();
+      return same;
+    }
   }
   const rec: ImportRecord = {
     side,
@@ -133,6 +143,7 @@ export async function importGeneration(
     ...(itemGeneration !== undefined ? { itemGeneration } : {}),
     reused,
   };
+  failpoint('import-generation:before-record');
   await state.appendImport(rec);
   return rec;
 }

@@ -52,6 +52,7 @@ import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
 import { itemScorerData } from '../../rewards/scorer.ts';
 import { RewardPool } from '../../workers/pool.ts';
+import { trainingShortfalls } from '../datasets/requirements.ts';
 import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
 import { silentProgress, type ProgressSink } from '../progress.ts';
 import {
@@ -121,9 +122,9 @@ const ITEM_BATCH = 64;
 
 /** The run's split: held-out queries (a fold or a fraction), and a dev split carved from the training queries. */
 export function computeSplit(corpus: Corpus, config: RunConfig): RunSplit {
+  const short = trainingShortfalls(corpus);
+  if (short.length > 0) throw cogrError('INVALID_ARGUMENT', short.join('; '));
   const ids = judgedQueryIds(corpus);
-  if (ids.length < 2)
-    throw cogrError('INVALID_ARGUMENT', `dataset ${corpus.name} has ${ids.length} judged queries; a run needs at least 2`);
   let s: { train: string[]; eval: string[] };
   if (config.fold >= 0) {
     if (config.fold >= config.folds)
@@ -191,6 +192,9 @@ export async function runCoevolution(db: CogrDb, corpus: Corpus, configInput: Ru
     signal: opts.signal,
   };
   try {
+    // A writer killed between a commit and its files left a generation unpublished: publish it
+    // now (a finished run's resume commits nothing, so its first write would never come).
+    await ctx.store.recover();
     // The final refit needs dev queries to add (without them it would refit on the same judgements).
     const names = stepNames(config.rounds, config.refit && ctx.devQueries.length > 0);
     let done = await state.steps();

@@ -30,6 +30,7 @@ import { parseStoredConfig, type RunConfig } from './config.ts';
 import { checkRunData, dataFingerprint, parseFingerprint, type DataFingerprint } from './fingerprint.ts';
 import { publishRunState, readPublishedRun } from './published.ts';
 import type { DevMetrics, ImportRecord, QuerySetF, RunSplit, StepRecord } from './records.ts';
+import { failpoint } from '../../index/core/failpoint.ts';
 export type {
   HeldOutMetrics,
   DevMetrics,
@@ -141,6 +142,7 @@ export class RunState {
   private async put<K extends keyof RunValues>(key: K, value: RunValues[K]): Promise<void> {
     await this.guard();
     await this.sub.put(key, value);
+    failpoint('run-state:before-publish');
     await this.publish();
   }
 

@@ -15,7 +15,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -108,6 +108,8 @@ export type ConnectionLimits = z.input<typeof ConnectionLimitsSchema>;
 
 export interface AppOptions {
   bodyLimit: number;
+  /** Nesting depth and array length of JSON bodies. */
+  json?: JsonLimits;
   log: Logger;
   metrics: ServerMetrics;
   connections?: ConnectionLimits;
@@ -254,101 +256,398 @@ export function decodeJsonBody(body: Uint8Array, contentType?: string): string {
   }
 }
 
-/**
- * The path of the first key repeated in one object of a JSON text (already known to be
- * valid JSON), e.g. `program.keyword`, or null. JSON.parse keeps the last value silently.
- */
-export function duplicateKeyPath(text: string): string | null {
-  interface Frame {
-    object: boolean;
-    /** The keys seen so far (a Set once there are many). */
-    keys: string[] | Set<string>;
-    /** Inside an object: the current key; the next string is a key. */
-    key: string | null;
-    expectKey: boolean;
-    index: number;
-  }
-  const stack: Frame[] = [];
-  const n = text.length;
-  let i = 0;
-  while (i < n) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22) {
-      let j = i + 1;
-      let escaped = false;
-      for (;;) {
-        const d = text.charCodeAt(j);
-        if (d === 0x5c) {
-          escaped = true;
-          j += 2;
-        } else if (d === 0x22) break;
-        else j++;
-      }
-      const top = stack.length > 0 ? stack[stack.length - 1] : undefined;
-      if (top !== undefined && top.object && top.expectKey) {
-        const key = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
-        const seen = Array.isArray(top.keys) ? top.keys.includes(key) : top.keys.has(key);
-        if (seen) {
-          const path: (string | number)[] = stack.slice(0, -1).map((f) => (f.object ? f.key! : f.index));
-          return formatPath([...path, key]);
-        }
-        if (Array.isArray(top.keys)) {
-          top.keys.push(key);
-          if (top.keys.length > 16) top.keys = new Set(top.keys);
-        } else top.keys.add(key);
-        top.key = key;
-        top.expectKey = false;
-      }
-      i = j + 1;
-    } else if (c === 0x7b || c === 0x5b) {
-      stack.push({ object: c === 0x7b, keys: [], key: null, expectKey: c === 0x7b, index: 0 });
-      i++;
-    } else if (c === 0x7d || c === 0x5d) {
-      stack.pop();
-      i++;
-    } else if (c === 0x2c) {
-      const top = stack[stack.length - 1];
-      if (top.object) top.expectKey = true;
-      else top.index++;
-      i++;
-    } else i++;
-  }
-  return null;
+/** What a JSON body may hold: nesting depth (checked on the raw bytes as they arrive, before any parsing) and entries per array. */
+export interface JsonLimits {
+  /** Arrays and objects nested deeper than this are refused (default DEFAULTS.http.maxJsonDepth). */
+  maxDepth?: number;
+  /** An array with more entries, or an object with more keys, than this is refused (default: none beyond the body limit). */
+  maxEntries?: number;
+  /** A string (decoded) longer than this is refused, as soon as it is (default: none beyond the body limit). */
+  maxStringLength?: number;
+}
+
+/** Characters parsed between two turns of the event loop, at most, and the time: a body never holds the loop for more than a few milliseconds. */
+const PARSE_SLICE = 64 * 1024;
+const PARSE_SLICE_MS = 4;
+/** Characters of a string searched at once for its end or next escape. */
+const STRING_WINDOW = 4096;
+
+function tooDeep(maxDepth: number): CogrError {
+  return cogrError('INVALID_BODY', `body: arrays and objects nested deeper than ${maxDepth} levels`, { field: 'body', limit: maxDepth });
 }
 
 /**
- * A request body as JSON: `INVALID_BODY` naming the parse error, a key repeated in one
- * object (`program.keyword: duplicate key`), a `__proto__` key, or a `constructor` key
- * holding a `prototype` (prototype pollution), wherever it is.
+ * The nesting depth of JSON text, fed its raw bytes chunk by chunk as they arrive: `[` and
+ * `{` outside strings open a level. UTF-8 continuation bytes are never ASCII, so bytes are
+ * read as they come, without decoding. Too deep is an error before the body is complete.
  */
-export function parseJsonBody(text: string): unknown {
+class DepthScan {
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+  constructor(private readonly maxDepth: number) {}
+  feed(chunk: Uint8Array): void {
+    let { depth, inString, escaped } = this;
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i];
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (b === 0x5c) escaped = true;
+        else if (b === 0x22) inString = false;
+      } else if (b === 0x22) inString = true;
+      else if (b === 0x7b || b === 0x5b) {
+        if (++depth > this.maxDepth) throw tooDeep(this.maxDepth);
+      } else if (b === 0x7d || b === 0x5d) depth--;
+    }
+    this.depth = depth;
+    this.inString = inString;
+    this.escaped = escaped;
+  }
+}
+
+interface Frame {
+  /** The container being filled. */
+  value: Record<string, unknown> | unknown[];
+  array: boolean;
+  /** Its key or index in its parent (null at the root). */
+  part: string | number | null;
+  /** Inside an object: the key whose value comes next, and the keys read so far. */
+  key: string;
+  keys: number;
+}
+
+const enum Want {
+  Value,
+  ValueOrEnd,
+  Key,
+  KeyOrEnd,
+  After,
+}
+
+const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+const STRING_STOP = /["\\\u0000-\u001f]/g;
+const ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+
+/**
+ * A JSON text (RFC 8259) parsed in slices: `run(budget)` parses about `budget` characters and
+ * says whether it is done, so a caller can give the event loop a turn in between. In the
+ * same pass it refuses a key repeated in one object (JSON.parse keeps the last value
+ * silently), a `__proto__` key and a `constructor` key holding a `prototype` (prototype
+ * pollution), nesting deeper than `maxDepth`, arrays or objects of more than `maxEntries` entries and strings longer than `maxStringLength`. Values
+ * are JSON.parse's: numbers through `Number` of their text, strings with every escape
+ * decoded (lone surrogates kept).
+ */
+class SlicedJsonParser {
+  private i = 0;
+  private want = Want.Value;
+  private readonly stack: Frame[] = [];
+  /** Inside a string: what is decoded so far (null outside one), and whether it is a key. */
+  private strOut: string | null = null;
+  private strKey = false;
+  result: unknown = undefined;
+
+  constructor(
+    private readonly s: string,
+    private readonly maxDepth: number,
+    private readonly maxEntries: number,
+    private readonly maxString: number,
+  ) {}
+
+  private fail(what: string): never {
+    const s = this.s;
+    if (this.i >= s.length) throw cogrError('INVALID_BODY', `body: not valid JSON (${what}: the body ends early)`, { field: 'body' });
+    let line = 1;
+    let col = 1;
+    for (let k = 0; k < this.i; k++) {
+      if (s.charCodeAt(k) === 0x0a) {
+        line++;
+        col = 1;
+      } else col++;
+    }
+    const c = String.fromCodePoint(s.codePointAt(this.i)!);
+    throw cogrError('INVALID_BODY', `body: not valid JSON (${what}: found ${JSON.stringify(c)} at line ${line} column ${col})`, {
+      field: 'body',
+      offset: this.i,
+    });
+  }
+
+  private parts(): (string | number)[] {
+    return this.stack.slice(1).map((f) => f.part!);
+  }
+
+  private skipSpace(): void {
+    const s = this.s;
+    let i = this.i;
+    for (;;) {
+      const c = s.charCodeAt(i);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+      else break;
+    }
+    this.i = i;
+  }
+
+  /**
+   * Read on in the string being read (`strOut` holds what is decoded so far; its opening
+   * quote is behind) until it ends or `stop` is passed: the string when it ends, undefined
+   * when the slice ran out first (called again, it goes on). A regular expression finds the
+   * next quote, backslash or control character within a window of the text at a time, so a
+   * string of megabytes is read across slices too.
+   */
+  private readString(stop: number): string | undefined {
+    const s = this.s;
+    const n = s.length;
+    let out = this.strOut!;
+    let start = this.i;
+    for (;;) {
+      if (out.length + (this.i - start) > this.maxString) this.tooLong();
+      if (this.i >= stop) {
+        this.strOut = out + s.slice(start, this.i);
+        return undefined;
+      }
+      const end = Math.min(n, this.i + STRING_WINDOW);
+      STRING_STOP.lastIndex = 0;
+      const m = STRING_STOP.exec(s.slice(this.i, end));
+      if (m === null) {
+        this.i = end;
+        if (end === n) this.fail('a string is not closed');
+        continue;
+      }
+      this.i += m.index;
+      const c = s.charCodeAt(this.i);
+      if (c === 0x22) {
+        out += s.slice(start, this.i++);
+        if (out.length > this.maxString) this.tooLong();
+        this.strOut = null;
+        return out;
+      }
+      if (c !== 0x5c) this.fail('a control character inside a string must be escaped');
+      out += s.slice(start, this.i);
+      const e = s[this.i + 1];
+      if (e === 'u') {
+        const hex = s.slice(this.i + 2, this.i + 6);
+        if (!/^[0-9a-fA-F]{4}$/.test(hex)) {
+          this.i++;
+          this.fail('expected four hex digits after \\u');
+        }
+        out += String.fromCharCode(parseInt(hex, 16));
+        this.i += 6;
+      } else if (e !== undefined && Object.hasOwn(ESCAPES, e)) {
+        out += ESCAPES[e];
+        this.i += 2;
+      } else {
+        this.i++;
+        this.fail('not a JSON escape');
+      }
+      start = this.i;
+    }
+  }
+
+  /** A key read: its colon, then the checks (prototype pollution, a key repeated). */
+  private gotKey(key: string): void {
+    this.skipSpace();
+    if (this.s.charCodeAt(this.i) !== 0x3a) this.fail('expected ":" after a key');
+    this.i++;
+    const top = this.stack[this.stack.length - 1];
+    if (key === '__proto__') {
+      const field = formatPath([...this.parts(), key], 'body');
+      throw cogrError('INVALID_BODY', `${field}: this key is not allowed (prototype pollution)`, { field });
+    }
+    if (Object.hasOwn(top.value, key)) {
+      const field = formatPath([...this.parts(), key]);
+      throw cogrError('INVALID_BODY', `${field}: duplicate key`, { field });
+    }
+    if (++top.keys > this.maxEntries) this.tooMany();
+    top.key = key;
+    this.want = Want.Value;
+  }
+
+  private startString(key: boolean): void {
+    this.strKey = key;
+    this.strOut = '';
+    this.i++;
+  }
+
+  private tooLong(): never {
+    const top = this.stack[this.stack.length - 1];
+    const at = top === undefined ? [] : this.strKey ? [] : [top.array ? (top.value as unknown[]).length : top.key];
+    const field = formatPath([...this.parts(), ...at]);
+    throw cogrError('INVALID_BODY', `${field}: ${this.strKey ? 'a key' : 'a string'} longer than ${this.maxString} characters`, {
+      field,
+      limit: this.maxString,
+    });
+  }
+
+  private tooMany(): never {
+    const field = formatPath(this.parts());
+    throw cogrError('INVALID_BODY', `${field}: more than ${this.maxEntries} entries`, { field, limit: this.maxEntries });
+  }
+
+  /** A finished value: the root, an array entry or an object member. */
+  private emit(v: unknown): void {
+    const top = this.stack[this.stack.length - 1];
+    if (top === undefined) this.result = v;
+    else if (top.array) {
+      const a = top.value as unknown[];
+      if (a.length >= this.maxEntries) this.tooMany();
+      a.push(v);
+    } else (top.value as Record<string, unknown>)[top.key] = v;
+    this.want = Want.After;
+  }
+
+  private open(array: boolean): void {
+    if (this.stack.length >= this.maxDepth) throw tooDeep(this.maxDepth);
+    const top = this.stack[this.stack.length - 1];
+    const part = top === undefined ? null : top.array ? (top.value as unknown[]).length : top.key;
+    const value = array ? [] : {};
+    this.emit(value);
+    this.stack.push({ value, array, part, key: '', keys: 0 });
+    this.i++;
+    this.want = array ? Want.ValueOrEnd : Want.KeyOrEnd;
+  }
+
+  private close(): void {
+    const f = this.stack[this.stack.length - 1];
+    if (f.part === 'constructor' && !f.array && Object.hasOwn(f.value, 'prototype')) {
+      const field = formatPath(this.parts(), 'body');
+      throw cogrError('INVALID_BODY', `${field}: this key is not allowed (prototype pollution)`, { field });
+    }
+    this.stack.pop();
+    this.i++;
+    this.want = Want.After;
+  }
+
+  /** Parse on for about `budget` characters; true when the text is parsed whole. */
+  run(budget: number): boolean {
+    const s = this.s;
+    const n = s.length;
+    const stop = this.i + budget;
+    const t0 = performance.now();
+    for (let k = 1; ; k++) {
+      // A slice ends after `budget` characters, or after PARSE_SLICE_MS (keys into a large object cost more than characters say).
+      if ((k & 255) === 0 && performance.now() - t0 > PARSE_SLICE_MS) return false;
+      if (this.strOut !== null) {
+        const v = this.readString(stop);
+        if (v === undefined) return false;
+        if (this.strKey) this.gotKey(v);
+        else this.emit(v);
+        continue;
+      }
+      this.skipSpace();
+      if (this.i >= stop && this.i < n) return false;
+      const c = s.charCodeAt(this.i);
+      switch (this.want) {
+        case Want.ValueOrEnd:
+          if (c === 0x5d) this.close();
+          else this.want = Want.Value;
+          continue;
+        case Want.Value:
+          if (c === 0x7b) this.open(false);
+          else if (c === 0x5b) this.open(true);
+          else if (c === 0x22) this.startString(false);
+          else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+            NUMBER.lastIndex = this.i;
+            const m = NUMBER.exec(s);
+            if (m === null) this.fail('not a number');
+            this.i += m[0].length;
+            this.emit(Number(m[0]));
+          } else if (s.startsWith('true', this.i)) {
+            this.i += 4;
+            this.emit(true);
+          } else if (s.startsWith('false', this.i)) {
+            this.i += 5;
+            this.emit(false);
+          } else if (s.startsWith('null', this.i)) {
+            this.i += 4;
+            this.emit(null);
+          } else this.fail('expected a value');
+          continue;
+        case Want.KeyOrEnd:
+          if (c === 0x7d) this.close();
+          else this.want = Want.Key;
+          continue;
+        case Want.Key:
+          if (c !== 0x22) this.fail('expected a key (a string)');
+          this.startString(true);
+          continue;
+        case Want.After: {
+          const top = this.stack[this.stack.length - 1];
+          if (top === undefined) {
+            if (this.i < n) this.fail('expected the end of the body after the value');
+            return true;
+          }
+          if (c === 0x2c) {
+            this.i++;
+            this.want = top.array ? Want.Value : Want.Key;
+          } else if (c === (top.array ? 0x5d : 0x7d)) this.close();
+          else this.fail(top.array ? 'expected "," or "]"' : 'expected "," or "}"');
+          continue;
+        }
+      }
+    }
+  }
+}
+
+/**
+ * A request body as JSON, parsed in slices with a turn of the event loop between them (an
+ * 8 MB body never holds the loop for more than a few milliseconds): `INVALID_BODY` naming
+ * the parse error with its line and column, a key repeated in one object
+ * (`program.keyword: duplicate key`), a `__proto__` key, a `constructor` key holding a
+ * `prototype` (prototype pollution), nesting deeper than the limit, or an array longer than it.
+ */
+export async function parseJsonBody(text: string, limits: JsonLimits = {}): Promise<unknown> {
   if (text.length === 0) throw cogrError('INVALID_BODY', 'body: empty (send a JSON object)');
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (e) {
-    throw cogrError('INVALID_BODY', `body: not valid JSON (${(e as Error).message})`);
-  }
-  const duplicate = duplicateKeyPath(text);
-  if (duplicate !== null) throw cogrError('INVALID_BODY', `${duplicate}: duplicate key`, { field: duplicate });
-  const stack: { v: unknown; path: string }[] = [{ v: value, path: 'body' }];
-  while (stack.length > 0) {
-    const { v, path } = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    if (Array.isArray(v)) {
-      v.forEach((x, i) => stack.push({ v: x, path: `${path}[${i}]` }));
-      continue;
-    }
-    for (const key of Object.keys(v)) {
-      const child = (v as Record<string, unknown>)[key];
-      const forbidden =
-        key === '__proto__' || (key === 'constructor' && typeof child === 'object' && child !== null && Object.hasOwn(child, 'prototype'));
-      if (forbidden)
-        throw cogrError('INVALID_BODY', `${path}.${key}: this key is not allowed (prototype pollution)`, { field: `${path}.${key}` });
-      stack.push({ v: child, path: `${path}.${key}` });
-    }
-  }
-  return value;
+  const p = new SlicedJsonParser(
+    text,
+    limits.maxDepth ?? DEFAULTS.http.maxJsonDepth,
+    limits.maxEntries ?? Infinity,
+    limits.maxStringLength ?? Infinity,
+  );
+  while (!p.run(PARSE_SLICE)) await new Promise<void>((resolve) => setImmediate(resolve));
+  return p.result;
+}
+
+function tooLarge(limit: number): CogrError {
+  return cogrError('PAYLOAD_TOO_LARGE', `body: larger than the limit of ${limit} bytes`, { limit });
+}
+
+/**
+ * A JSON body read from its stream: refused as soon as it passes the size limit or the
+ * nesting depth (the raw bytes are scanned as they arrive, before anything is parsed), then
+ * decoded as strict UTF-8 and parsed in slices.
+ */
+function readJsonBody(req: FastifyRequest, payload: Readable, bodyLimit: number, limits: JsonLimits): Promise<unknown> {
+  const declared = Number(req.headers['content-length']);
+  if (declared > bodyLimit) return Promise.reject(tooLarge(bodyLimit));
+  const scan = new DepthScan(limits.maxDepth ?? DEFAULTS.http.maxJsonDepth);
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const stop = (e?: unknown): void => {
+      payload.off('data', onData);
+      payload.off('end', onEnd);
+      payload.off('error', stop);
+      if (e !== undefined) reject(e);
+    };
+    const onData = (chunk: Buffer): void => {
+      received += chunk.length;
+      try {
+        if (received > bodyLimit) throw tooLarge(bodyLimit);
+        scan.feed(chunk);
+      } catch (e) {
+        stop(e);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      stop();
+      resolve(Buffer.concat(chunks, received));
+    };
+    payload.on('data', onData);
+    payload.on('end', onEnd);
+    payload.on('error', stop);
+    payload.resume();
+  }).then((body) => parseJsonBody(decodeJsonBody(body, req.headers['content-type']), limits));
 }
 
 /** A fastify instance with the shared error handling and request metrics installed. */
@@ -401,17 +700,24 @@ export function createApp(opts: AppOptions): FastifyInstance {
     opts.metrics.requests.inc({ route, method: req.method, status: String(reply.statusCode) });
     if (t0 !== undefined) opts.metrics.latency.observe(Number(process.hrtime.bigint() - t0) / 1e9, { route });
   });
-  // JSON bodies: strict UTF-8; parse errors say what is wrong; duplicate keys and keys that could pollute prototypes are refused.
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
-    try {
-      done(null, parseJsonBody(decodeJsonBody(body as Buffer, req.headers['content-type'])));
-    } catch (e) {
-      done(e as Error, undefined);
+  // JSON bodies only (any other type, text/plain included, is 415): bounded in size and depth
+  // as the bytes arrive, strict UTF-8, parsed in slices; parse errors say what is wrong;
+  // duplicate keys and keys that could pollute prototypes are refused.
+  app.removeAllContentTypeParsers();
+  const json = opts.json ?? {};
+  app.addContentTypeParser('application/json', (req: FastifyRequest, payload: Readable) =>
+    readJsonBody(req, payload, opts.bodyLimit, json),
+  );
+  app.setErrorHandler((err: unknown, req, reply) => {
+    if (err instanceof CogrError) {
+      // A body refused while it arrives (too deep, not UTF-8, malformed): fastify closes the
+      // connection, and a client still sending (most do not read before they have sent)
+      // would see a reset instead of the answer. A body of a declared length within the
+      // limit is read to its end and dropped instead, as one without the token is.
+      const declared = Number(req.headers['content-length']);
+      if (err.code === 'INVALID_BODY' && declared <= opts.bodyLimit) reply.removeHeader('connection');
+      return sendError(reply, err, err.details?.status === 415 ? 415 : err.status);
     }
-  });
-  app.setErrorHandler((err: unknown, _req, reply) => {
-    if (err instanceof CogrError) return sendError(reply, err, err.details?.status === 415 ? 415 : err.status);
     const e = err as { code?: string; statusCode?: number; message?: string };
     if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e.statusCode === 413) {
       return sendError(
@@ -438,7 +744,11 @@ function sameToken(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-/** A preHandler that requires `Authorization: Bearer <token>` when a token is set. */
+/**
+ * A route's onRequest hook that requires `Authorization: Bearer <token>` when a token is set:
+ * it runs before the body is read, so a request without the token is a 401 whatever its body
+ * (never parsed, never waited for).
+ */
 export function bearerGuard(token: string | undefined) {
   return async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
     if (!token) return;

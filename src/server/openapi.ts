@@ -22,7 +22,7 @@ export interface RouteDoc {
   /** Content type of a non-JSON 200 answer. */
   responseType?: string;
   auth?: boolean;
-  /** Error statuses this route can answer with. */
+  /** Error statuses of the route's own (those every route can answer are added: statusesOf). */
   errors?: number[];
 }
 
@@ -48,11 +48,30 @@ const STATUS_TEXT: Record<number, string> = {
   400: 'a parameter or the body does not validate; the message names the field',
   401: 'a bearer token is missing or wrong',
   404: 'not found',
+  408: 'the request (line, headers and body) did not arrive within the time-out',
   409: 'the database is locked or has another format version',
   413: 'the body is larger than the limit',
-  415: 'the body is not JSON',
+  414: 'a path parameter is longer than the limit',
+  415: 'the body is not JSON (application/json; text/plain included)',
+  417: 'an Expect header other than 100-continue',
+  431: 'the request line and headers are larger than the limit',
   500: 'internal error',
 };
+
+/**
+ * The statuses a route can answer beside its own (src/server/http.ts answers them before
+ * any route runs): any request can be malformed (400), too slow (408), carry an unknown
+ * Expect (417) or headers over the limit (431), and meet an internal error (500); a POST's
+ * body can be too large (413), not JSON (415) or not valid JSON (400), whether the route
+ * reads a body or not; a path parameter can be too long (414); a route with a token answers 401.
+ */
+function statusesOf(r: RouteDoc): number[] {
+  const all = new Set([...(r.errors ?? []), 400, 408, 417, 431, 500]);
+  if (r.method === 'post') for (const s of [413, 415]) all.add(s);
+  if (r.params) all.add(414);
+  if (r.auth) all.add(401);
+  return [...all].sort((a, b) => a - b);
+}
 
 function rewriteRefs(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(rewriteRefs);
@@ -121,7 +140,7 @@ export function buildOpenApi(
           description: 'OK',
           content: { 'application/json': { schema: r.response ? conv.convert(r.response, 'output') : { type: 'object' } } },
         };
-    for (const s of [...(r.errors ?? []), ...(r.auth ? [401] : [])]) {
+    for (const s of statusesOf(r)) {
       responses[String(s)] = {
         description: STATUS_TEXT[s] ?? 'error',
         content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },

@@ -63,7 +63,7 @@ export function registerOpsRoutes(
   o: { live: LiveSnapshot; metrics: ServerMetrics; token: string | undefined; openapi: unknown; docsHtml: string },
 ): void {
   const { live, metrics } = o;
-  app.post('/v1/admin/reload', { preHandler: bearerGuard(o.token) }, async (_req, reply) => {
+  app.post('/v1/admin/reload', { onRequest: bearerGuard(o.token) }, async (_req, reply) => {
     const out = await live.reload();
     if (out.error) {
       const code = (['DB_LOCKED', 'DB_VERSION', 'DB_CORRUPT', 'NOT_FOUND'] as const).find((c) => c === out.error!.code) ?? 'INTERNAL';

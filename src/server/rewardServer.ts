@@ -24,7 +24,7 @@
 import { z } from 'zod';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
-import { cogrError } from '../../index/core/errors.ts';
+import { cogrError, isCogrError } from '../../index/core/errors.ts';
 import type { Logger } from '../../index/core/log.ts';
 import { silentLogger } from '../../index/core/log.ts';
 import { normalizeKeywordSet } from '../../index/text/normalize.ts';
@@ -64,6 +64,14 @@ export interface RewardServerOptions {
   defaultSide?: Side;
   kMax?: number;
   beta?: number;
+  /**
+   * Query ids of the dataset withheld from rewards, with why: `dev` (they decide which
+   * half-rounds are adopted) or `held-out` (they measure the result). A label naming one is
+   * answered as withheld, not as unknown.
+   */
+  withheld?: ReadonlyMap<string, 'dev' | 'held-out'>;
+  /** A batch with a label that cannot be scored (unknown or withheld) is refused whole (404) instead of answered with null for it. */
+  strictLabels?: boolean;
   token?: string;
   limits?: z.input<typeof RewardLimitsSchema>;
   log?: Logger;
@@ -87,7 +95,18 @@ const OptionsSchema = z.object({
   beta: z.number().positive().default(DEFAULTS.run.beta),
   token: z.string().min(1, 'must not be empty when given').optional(),
   limits: RewardLimitsSchema.optional(),
+  strictLabels: z.boolean().default(false),
 });
+
+/** Keywords one sample of the plain endpoints may list. */
+const MAX_KEYWORDS = 10_000;
+
+/** The flag that serves a withheld query's rewards. */
+const WITHHELD_FLAG = { dev: '--include-dev', 'held-out': '--include-held-out' } as const;
+const WITHHELD_WHY = {
+  dev: 'a dev query of the run (dev queries decide which half-rounds are adopted)',
+  'held-out': 'a held-out query of the run (held-out queries measure the result)',
+} as const;
 
 // ---- completion extraction ----
 
@@ -162,6 +181,7 @@ class SnapshotScorers {
   constructor(
     private readonly corpus: RewardServerOptions['corpus'],
     private readonly options: { kMax: number; beta: number },
+    private readonly withheld: ReadonlyMap<string, 'dev' | 'held-out'> = new Map(),
   ) {}
 
   private entry(snap: Snapshot): { query: QueryScorer | null; item: ItemScorer | null } {
@@ -194,6 +214,13 @@ class SnapshotScorers {
   answer(snap: Snapshot, side: Side, id: string, parsed: readonly string[] | null): QueryRewardAnswer | ItemRewardAnswer {
     const sample = [{ id, keywords: parsed }];
     if (side === 'query') {
+      const why = this.withheld.get(id);
+      if (why !== undefined)
+        throw cogrError(
+          'NOT_FOUND',
+          `id: query ${JSON.stringify(id)} is withheld from rewards: ${WITHHELD_WHY[why]}; cogr reward-server ${WITHHELD_FLAG[why]} serves it`,
+          { id, withheld: why },
+        );
       const r = this.query(snap).score(sample, { details: true });
       const reward = r.rewards[0];
       const detail = r.details![0];
@@ -235,7 +262,7 @@ export function rewardSchemas(l: z.output<typeof RewardLimitsSchema>) {
       id: z.string({ error: 'required, a string' }).min(1, 'must not be empty').max(1024),
       keywords: z
         .array(z.string({ error: 'expected a string' }).max(1000), { error: 'expected an array of strings' })
-        .max(10_000)
+        .max(MAX_KEYWORDS)
         .optional()
         .describe('the candidate keyword set'),
       completion: text.optional().describe('raw generator output, parsed tolerantly'),
@@ -247,11 +274,28 @@ export function rewardSchemas(l: z.output<typeof RewardLimitsSchema>) {
   return { getReward, single };
 }
 
-const GetRewardResponse = z.object({
-  rewards: z.array(z.number()),
-  scores: z.array(z.number()),
-  extra_logs: z.record(z.string(), z.array(z.number())).describe('per-sample logs: format_ok, over_budget, matched, affected, side_item'),
+const LabelError = z.object({
+  index: z.number().describe('the sample'),
+  label: z.string(),
+  code: z.string().describe('NOT_FOUND'),
+  message: z.string().describe('an unknown id, or a withheld (dev or held-out) query named as such'),
 });
+const GetRewardResponse = z.object({
+  rewards: z.array(z.number().nullable()).describe('null for a sample whose label cannot be scored (named in errors)'),
+  scores: z.array(z.number().nullable()),
+  extra_logs: z
+    .record(z.string(), z.array(z.number()))
+    .describe('per-sample logs: format_ok, over_budget, matched, affected, side_item (0 for a sample without a reward)'),
+  errors: z
+    .array(LabelError)
+    .optional()
+    .describe(
+      'the samples whose label cannot be scored, when some can (a batch none of whose labels can be scored, or any with --strict-labels, is a 404)',
+    ),
+});
+
+/** Time the scoring of one batch holds the event loop before giving it a turn. */
+const SCORE_SLICE_MS = 4;
 const QueryAnswerSchema = z.object({
   side: z.literal('query'),
   id: z.string(),
@@ -287,9 +331,20 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
   const live = opts.live;
   const log = opts.log ?? silentLogger;
   const metrics = opts.metrics ?? createServerMetrics();
-  const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta });
+  const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta }, opts.withheld);
   const schemas = rewardSchemas(limits);
-  const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics, ...(opts.connections ? { connections: opts.connections } : {}) });
+  // zod compiles and V8 optimises a schema's checks over its first uses (~100 ms, then ~30,
+  // for a full batch): paid here at start, not inside the first requests.
+  const full = Array.from({ length: limits.maxBatch }, () => 'x');
+  for (let k = 0; k < 3; k++) schemas.getReward.safeParse({ query: full, prompts: full, labels: full });
+  const app = createApp({
+    bodyLimit: limits.bodyLimit,
+    // No array, object or string of a valid body is larger: parsing and the schema's checks stay bounded whatever the body.
+    json: { maxEntries: Math.max(limits.maxBatch, MAX_KEYWORDS), maxStringLength: limits.maxTextLength },
+    log,
+    metrics,
+    ...(opts.connections ? { connections: opts.connections } : {}),
+  });
   const guard = bearerGuard(o.token);
 
   const routes: RouteDoc[] = [
@@ -334,10 +389,11 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
     conv,
   );
 
-  app.post('/get_reward', { preHandler: guard }, async (req) => {
+  app.post('/get_reward', { onRequest: guard }, async (req) => {
     const snap = live.get();
     const b = parseOrThrow(schemas.getReward, req.body ?? {}, 'INVALID_BODY');
-    const rewards: number[] = [];
+    const rewards: (number | null)[] = [];
+    const errors: z.infer<typeof LabelError>[] = [];
     const logs = {
       format_ok: [] as number[],
       over_budget: [] as number[],
@@ -345,7 +401,13 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
       affected: [] as number[],
       side_item: [] as number[],
     };
+    let slice = performance.now();
     for (let i = 0; i < b.query.length; i++) {
+      // A batch of thousands of long texts is scored in slices, the event loop served between them.
+      if (performance.now() - slice > SCORE_SLICE_MS) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        slice = performance.now();
+      }
       const { side, id } = parseLabel(b.labels[i], o.defaultSide);
       const completion = stripChatTemplate(b.query[i], b.prompts?.[i] ?? '');
       const p = parseKeywordOutput(completion);
@@ -354,8 +416,13 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
       try {
         ans = scorers.answer(snap, side, id, parsed);
       } catch (e) {
-        if (e instanceof Error && 'code' in e && (e as { code: string }).code === 'NOT_FOUND') {
-          throw cogrError('NOT_FOUND', `labels[${i}]: ${e.message.replace(/^id: /, '')}`, { index: i, label: b.labels[i] });
+        if (isCogrError(e) && e.code === 'NOT_FOUND') {
+          const message = `labels[${i}]: ${e.message.replace(/^id: /, '')}`;
+          if (o.strictLabels) throw cogrError('NOT_FOUND', message, { index: i, label: b.labels[i], ...e.details });
+          errors.push({ index: i, label: b.labels[i], code: e.code, message });
+          rewards.push(null);
+          for (const l of Object.values(logs)) l.push(0);
+          continue;
         }
         throw e;
       }
@@ -366,15 +433,20 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
       logs.affected.push(ans.side === 'item' ? ans.affected : 0);
       logs.side_item.push(ans.side === 'item' ? 1 : 0);
     }
-    return { rewards, scores: rewards, extra_logs: logs };
+    // Nothing to answer: the labels are wrong, not one sample.
+    if (errors.length === b.query.length)
+      throw cogrError('NOT_FOUND', errors.length === 1 ? errors[0].message : `labels: none can be scored (${errors[0].message}; ...)`, {
+        errors,
+      });
+    return { rewards, scores: rewards, extra_logs: logs, ...(errors.length > 0 ? { errors } : {}) };
   });
 
-  app.post('/v1/reward/query', { preHandler: guard }, async (req) => {
+  app.post('/v1/reward/query', { onRequest: guard }, async (req) => {
     const b = parseOrThrow(schemas.single, req.body ?? {}, 'INVALID_BODY');
     return scorers.answer(live.get(), 'query', b.id, parsedKeywords(b));
   });
 
-  app.post('/v1/reward/item', { preHandler: guard }, async (req) => {
+  app.post('/v1/reward/item', { onRequest: guard }, async (req) => {
     const b = parseOrThrow(schemas.single, req.body ?? {}, 'INVALID_BODY');
     return scorers.answer(live.get(), 'item', b.id, parsedKeywords(b));
   });

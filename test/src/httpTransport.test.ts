@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../index/core/log.ts';
-import { createApp, defaultMaxConnections, duplicateKeyPath, type ConnectionLimits } from '../../src/server/http.ts';
+import { createApp, defaultMaxConnections, parseJsonBody, type ConnectionLimits } from '../../src/server/http.ts';
 import { createServerMetrics } from '../../src/server/metrics.ts';
 
 const apps: FastifyInstance[] = [];
@@ -225,20 +225,92 @@ describe('JSON bodies', () => {
     }
   });
 
-  it('duplicateKeyPath finds nothing in JSON without repeated keys, and the repeated key wherever it is', () => {
-    fc.assert(
-      fc.property(fc.jsonValue(), (v) => {
-        expect(duplicateKeyPath(JSON.stringify(v))).toBeNull();
-      }),
+  it('parseJsonBody reads what JSON.parse reads and refuses what it refuses; a repeated key is named wherever it is', async () => {
+    const plain = (t: string) => !t.includes('__proto__') && !t.includes('"constructor"');
+    await fc.assert(
+      fc.asyncProperty(
+        fc.jsonValue().map((v) => JSON.stringify(v, null, 1)),
+        async (text) => {
+          fc.pre(plain(text));
+          expect(await parseJsonBody(text)).toEqual(JSON.parse(text));
+        },
+      ),
     );
-    fc.assert(
-      fc.property(fc.array(fc.string(), { minLength: 1, maxLength: 5 }), fc.string(), (path, key) => {
+    // Strings read across slices and windows: long, with escapes and surrogates everywhere.
+    const long = Array.from(
+      { length: 30_000 },
+      (_, i) => ['abc', '\u00e9', '\n', '\ud83d\ude00', '"', '\\', 'x'.repeat(i % 50)][i % 7],
+    ).join('');
+    const big = JSON.stringify({ a: long, b: [long, { c: long }] });
+    expect(big.length).toBeGreaterThan(200_000);
+    expect(await parseJsonBody(big)).toEqual(JSON.parse(big));
+    // Any text: parsed alike, or refused by both (a malformed number, string, escape, literal, trailing text ...).
+    const pieces = fc.constantFrom(
+      '{',
+      '}',
+      '[',
+      ']',
+      ',',
+      ':',
+      '"a"',
+      '"\\u00e9"',
+      '"\\x"',
+      '1',
+      '-0.5e3',
+      '01',
+      '1.',
+      'true',
+      'nul',
+      ' ',
+      '\n',
+      '"\t"',
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(pieces, { maxLength: 12 }).map((a) => a.join('')),
+        async (text) => {
+          let expected: unknown;
+          try {
+            expected = { ok: JSON.parse(text) };
+          } catch {
+            expected = 'refused';
+          }
+          if (text === '') expected = 'refused';
+          let got: unknown;
+          try {
+            got = { ok: await parseJsonBody(text) };
+          } catch (e) {
+            got = /duplicate key/.test((e as Error).message) ? expected : 'refused';
+          }
+          expect(got, text).toEqual(expected);
+        },
+      ),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.string(), { minLength: 1, maxLength: 5 }), fc.string(), async (path, key) => {
+        fc.pre([...path, key].every((k) => k !== '__proto__' && k !== 'constructor'));
         let text = `{${JSON.stringify(key)}:1,${JSON.stringify(key)}:2}`;
         for (let i = path.length - 1; i >= 0; i--) text = `{${JSON.stringify(path[i])}:[0,${text}]}`;
         const expected = path.map((p) => `${p}[1]`).join('.');
-        expect(duplicateKeyPath(text)).toBe(`${expected ? `${expected}.` : ''}${key}`);
+        await expect(parseJsonBody(text)).rejects.toThrow(`${expected ? `${expected}.` : ''}${key}: duplicate key`);
       }),
     );
+  });
+
+  it('parseJsonBody gives the event loop a turn every 64 KiB of a large body', async () => {
+    const text = JSON.stringify({ query: Array.from({ length: 4096 }, (_, i) => `${i} ${'x'.repeat(250)}`), labels: [] });
+    let ticks = 0;
+    let on = true;
+    const tick = (): void => {
+      ticks++;
+      if (on) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const v = await parseJsonBody(text);
+    on = false;
+    expect(v).toEqual(JSON.parse(text));
+    expect(text.length).toBeGreaterThan(1 << 20);
+    expect(ticks).toBeGreaterThanOrEqual(Math.floor(text.length / (64 * 1024)) - 1);
   });
 
   it('are strict UTF-8: an invalid byte is a 400 naming it, never U+FFFD; another charset is 415', async () => {

@@ -87,6 +87,9 @@ describe('cogr reward-server on a stored run', () => {
       const r = await reward(id);
       expect(r.status).toBe(404);
       expect(JSON.stringify(r.body)).toContain(id);
+      expect((r.body.error as { message: string }).message).toMatch(
+        /is withheld from rewards: a dev query of the run .*--include-dev serves it/,
+      );
       const served = await reward(id, withDev);
       expect(served.status).toBe(200);
       expect(typeof served.body.reward).toBe('number');
@@ -99,5 +102,6 @@ describe('cogr reward-server on a stored run', () => {
     const r = await reward(split.eval[0]);
     expect(r.status).toBe(404);
     expect(JSON.stringify(r.body)).toContain(split.eval[0]);
+    expect((r.body.error as { message: string }).message).toMatch(/is withheld from rewards: a held-out query/);
   });
 });

@@ -301,6 +301,23 @@ describe('other endpoints', () => {
     );
     expect(doc.components.schemas.ProgramNode.anyOf.length).toBe(7);
     expect(JSON.stringify(doc)).not.toContain('$defs');
+    // Every status a route answers is listed (issue 50): the transport's on every route, the body's on every POST.
+    for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, { responses: Record<string, unknown> }>>)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const listed = Object.keys(op.responses);
+        expect(listed, `${method} ${path}`).toEqual(expect.arrayContaining(['200', '400', '408', '431', '500']));
+        if (method === 'post') expect(listed, `${method} ${path}`).toEqual(expect.arrayContaining(['413', '415']));
+        if (path.includes('{')) expect(listed).toContain('414');
+      }
+    }
+    // And what a POST answers to a body that is too large, not JSON or malformed is among them.
+    const statuses = [
+      (await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' })).status,
+      (await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(1 << 20) }))
+        .status,
+      (await getJson(`${base}/v1/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' })).status,
+    ];
+    expect(statuses).toEqual([415, 413, 400]);
     const docs = await fetch(`${base}/docs`);
     expect(docs.headers.get('content-type')).toContain('text/html');
     const html = await docs.text();
@@ -410,6 +427,19 @@ describe('every error answer has the API error shape', () => {
     shaped(notUtf8.body, 'INVALID_BODY');
     expect(notUtf8.body.error.message).toMatch(/^body: not valid UTF-8 \(byte 0xFF at offset 24\)/);
     expect((await post('{"program":{"keyword":"red"},"k":1}')).status).toBe(200);
+  });
+
+  it('a body that is not JSON is 415 as the OpenAPI document says, text/plain included', async () => {
+    const { base } = await start();
+    for (const type of ['text/plain', 'text/plain; charset=utf-8', 'application/x-www-form-urlencoded']) {
+      const r = await getJson(`${base}/v1/search`, {
+        method: 'POST',
+        headers: { 'content-type': type },
+        body: '{"program":{"keyword":"red"}}',
+      });
+      expect(r.status, type).toBe(415);
+      shaped(r.body, 'INVALID_BODY');
+    }
   });
 
   it('bodies with __proto__ or constructor.prototype keys', async () => {

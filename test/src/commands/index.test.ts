@@ -112,6 +112,29 @@ describe('cogr index', () => {
     expect(gone.err).toMatch(/^error\[NOT_FOUND\]/);
   });
 
+  it('imports the same file twice with one commit (idempotent, as import-generation is); another file or option commits anew', async () => {
+    const db = join(dir, 'db-idem');
+    const f = jsonl('idem.jsonl', [
+      { id: 'i1', title: 'Red Shoes', keywords: ['running shoes', 'red'] },
+      { id: 'i2', title: 'Blue Hat', keywords: ['hat'] },
+    ]);
+    const first = JSON.parse((await cogr('index', 'import', '--db', db, '--from', f, '--json')).out);
+    expect(first).toMatchObject({ generation: 0, changed: 2, reused: false });
+    const again = await cogr('index', 'import', '--db', db, '--from', f, '--json');
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.out)).toMatchObject({ generation: 0, changed: 0, reused: true, entities: 2 });
+    expect(again.err).toContain("item generation 0 is already this file's import");
+    const list = JSON.parse((await cogr('index', 'list', '--db', db, '--json')).out);
+    expect(list.generations ?? list).toHaveLength(1);
+    // Another label, mode or base, or other content, is another import.
+    expect(JSON.parse((await cogr('index', 'import', '--db', db, '--from', f, '--patch', '--json')).out)).toMatchObject({ generation: 1 });
+    writeFileSync(f, JSON.stringify({ id: 'i1', title: 'Red Shoes', keywords: ['red'] }) + '\n');
+    expect(JSON.parse((await cogr('index', 'import', '--db', db, '--from', f, '--patch', '--json')).out)).toMatchObject({
+      generation: 2,
+      reused: false,
+    });
+  });
+
   it('rejects bad input with clear errors', async () => {
     const db = join(dir, 'db2');
     const bad = jsonl('bad.jsonl', [
