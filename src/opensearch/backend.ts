@@ -9,7 +9,7 @@
  */
 import { cogrError } from '../../index/core/errors.ts';
 import type { Logger } from '../../index/core/log.ts';
-import type { SearchBackend } from '../server/app.ts';
+import type { SearchBackend } from '../server/engine.ts';
 import type { OpenSearchNodes } from './client.ts';
 import { readAlias, searchIndex, type IndexMeta } from './index.ts';
 import { searchProgram } from './program.ts';

@@ -48,10 +48,20 @@ const STATUS_TEXT: Record<number, string> = {
   400: 'a parameter or the body does not validate; the message names the field',
   401: 'a bearer token is missing or wrong',
   404: 'not found',
-  409: 'the database is locked or has another format version',
+  408: 'the request (headers and body) was not received in time',
+  409: 'the database is locked or has another format version, or the write conflicts with the catalog (an id that exists or does not)',
   413: 'the body is larger than the limit',
-  415: 'the body is not JSON',
+  414: 'a path parameter is longer than the router accepts',
+  415: 'the body is not JSON (or not UTF-8)',
+  417: 'an Expect header other than 100-continue',
+  422: 'a data file or line is malformed (named)',
+  431: 'the request line and headers are too large',
   500: 'internal error',
+  501: 'this server does not serve the request (e.g. writes on a server started without --writable)',
+  502: 'the search backend or the item generator (an LLM endpoint) failed',
+  503: 'the database cannot be written (read-only file system or no permission)',
+  504: 'the search backend did not answer within its deadline',
+  507: 'no space left on the device',
 };
 
 function rewriteRefs(v: unknown): unknown {

@@ -70,8 +70,12 @@ export interface Snapshot {
   reason: string | null;
   /** Structured item fields from the dataset (item id → field → value). */
   fields: ReadonlyMap<string, Readonly<Record<string, string>>>;
-  /** Item titles/texts for display, when the dataset is known (item id → title). */
+  /** Item titles for display, when the dataset is known (item id → title). */
   titles: ReadonlyMap<string, string>;
+  /** Item texts (descriptions), when the dataset is known (item id → text): the `text` field a search may ask for. */
+  texts: ReadonlyMap<string, string>;
+  /** Items whose keywords were set by hand (catalog writes), with those keywords. */
+  handSet: ReadonlyMap<string, readonly string[]>;
   /** The query-side keyword generator of the served round; null → raw query only. */
   keywordSource: QueryKeywordSource | null;
   /** How `/v1/search` ranks and floors the served set (the run's SFT choice, or `--rank`); keywords and no floor when the round has none. */

@@ -123,9 +123,11 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
   const historyLimit = opts.historyLimit ?? 8;
   const fields = new Map<string, Readonly<Record<string, string>>>();
   const titles = new Map<string, string>();
+  const texts = new Map<string, string>();
   for (const it of opts.corpus?.items ?? []) {
     if (it.fields && Object.keys(it.fields).length > 0) fields.set(it.id, it.fields);
     if (it.title) titles.set(it.id, it.title);
+    texts.set(it.id, it.text);
   }
   const files = new PublishedIndex(opts.dbPath);
   const policies = publishedPolicyStore(opts.dbPath);
@@ -281,6 +283,8 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           reason,
           fields,
           titles,
+          texts,
+          handSet: new Map(),
           keywordSource,
           ranking,
         };
