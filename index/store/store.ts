@@ -356,6 +356,15 @@ export class KeywordIndexStore {
   }
 
   /**
+   * Before a writer's first write, put right now what a killed writer left (what the first
+   * commit would otherwise do first): cells of an unfinished staged commit deleted, committed
+   * generations without files published, and the database checked against the files.
+   */
+  async prepareWrites(): Promise<void> {
+    await this.exclusive(() => this.reconcile());
+  }
+
+  /**
    * Write the files of a committed generation again from the database (`cogr verify
    * --repair`); the commit writes them in the first place.
    */

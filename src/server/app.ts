@@ -9,6 +9,8 @@
  *   GET  /v1/generations             committed generations and the served one
  *   POST /v1/admin/reload            load the newest generation now (bearer token)
  *   GET  /health, /metrics, /openapi.json, /docs
+ *   PUT|DELETE /v1/items/:id, POST /v1/items/batch, PUT|DELETE /v1/items/:id/keywords,
+ *   POST /v1/items/:id/keywords/preview   the catalog (catalogRoutes.ts)
  *
  * Every route is written once against the engine (engine.ts): the in-memory view, or a
  * backend such as OpenSearch. Every request reads the live snapshot once at its start and
@@ -28,6 +30,7 @@ import { buildOpenApi, renderDocsHtml, SchemaConverter } from './openapi.ts';
 import { parseProgram, programTexts, WorkMeter } from './program.ts';
 import { QueryKeywordResolver, type ResolvedKeywords } from './queryKeywords.ts';
 import type { LiveSnapshot, Snapshot } from './state.ts';
+import { catalogRouteDocs, registerCatalogRoutes, type CatalogService } from './catalogRoutes.ts';
 import { searchRouteDocs, searchSchemas, SearchLimitsSchema, withTransportStatuses, type TextSearchRequest } from './api.ts';
 import {
   backendEngine,
@@ -54,6 +57,8 @@ export interface SearchServerOptions {
   connections?: ConnectionLimits;
   /** Another engine answers /v1/search's matched sets and ranking (GET and Boolean programs) (cogr serve --backend opensearch); absent → the in-memory view. */
   backend?: SearchBackend;
+  /** Catalog writes (cogr serve --writable): the item write routes; absent → they answer 501. */
+  catalog?: CatalogService;
 }
 
 const OptionsSchema = z.object({
@@ -130,21 +135,21 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
       description:
         'Keyword co-evolution retrieval: search a trained round over HTTP, and keep its catalog up to date. Errors have the shape {error: {code, message, details}}.',
     },
-    withTransportStatuses(searchRouteDocs(limits, conv)),
+    withTransportStatuses([...searchRouteDocs(limits, conv), ...catalogRouteDocs()]),
     conv,
   );
   const docsHtml = renderDocsHtml(openapi);
 
   const ranking = new ServedRanking(limits.keywordBudgetMs, limits.cacheSize);
   const engine: SearchEngine = opts.backend ? backendEngine(opts.backend, live, ranking, caches) : memoryEngine(live, ranking, caches);
-  const resolveText = (snap: Snapshot, version: number, text: string): Promise<ResolvedKeywords> =>
-    resolver.resolve(snap.keywordSource, version, text);
+  const resolveText = (snap: Snapshot, text: string): Promise<ResolvedKeywords> =>
+    resolver.resolve(snap.keywordSource, snap.keywordEpoch, text);
 
   /** GET /v1/search, and POST /v1/search with a query text. */
   async function textSearch(p: TextSearchRequest) {
     const snap = live.get();
     const version = live.currentVersion;
-    const kw = await resolveText(snap, version, p.q);
+    const kw = await resolveText(snap, p.q);
     // A query with no searchable term matches nothing (not the items likeliest a priori).
     const noTerms = kw.fallback?.reason === 'no_terms';
     const a = await engine.search({ snap, version, text: p.q, keywords: kw.keywords, noTerms, k: p.k, explain: p.explain });
@@ -163,7 +168,6 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   /** POST /v1/search with a Boolean program. */
   async function programSearch(body: unknown) {
     const snap = live.get();
-    const version = live.currentVersion;
     const b = parseOrThrow(schemas.programBody, body, 'INVALID_BODY');
     const program = parseProgram(b.program, {
       maxDepth: limits.maxProgramDepth,
@@ -172,7 +176,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
       maxText: limits.maxQueryLength,
     });
     const texts = [...new Set(programTexts(program))];
-    const resolved = await Promise.all(texts.map((t) => resolveText(snap, version, t)));
+    const resolved = await Promise.all(texts.map((t) => resolveText(snap, t)));
     const textKeywords = new Map<string, readonly string[]>();
     texts.forEach((t, i) => textKeywords.set(t, resolved[i].keywords));
     const noTerms = new Set(texts.filter((_, i) => resolved[i].fallback?.reason === 'no_terms'));
@@ -237,7 +241,8 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   app.get('/v1/keywords', async (req) => {
     const snap = live.get();
     const p = parseOrThrow(schemas.keywordsQuery, req.query, 'INVALID_ARGUMENT');
-    return { prefix: p.prefix, generation: snap.item.generation, keywords: (await caches.vocabulary(snap.item)).lookup(p.prefix, p.limit) };
+    const { generation, index } = await caches.lookupFor(snap.item);
+    return { prefix: p.prefix, generation, keywords: index.lookup(p.prefix, p.limit) };
   });
 
   app.get('/v1/generations', async () => {
@@ -254,6 +259,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
     return opts.drift(req.query as Record<string, unknown>);
   });
 
+  registerCatalogRoutes(app, { live, engine, token: parsed.token, catalog: opts.catalog ?? null });
   registerOpsRoutes(app, { live, metrics, token: parsed.token, openapi, docsHtml });
   return app;
 }

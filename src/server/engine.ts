@@ -13,6 +13,7 @@
  * engine swaps in the snapshot of the new generation; the backend applies the same write
  * to its index first.
  */
+import { cogrError } from '../../index/core/errors.ts';
 import { topKIndex } from '../../index/view/topk.ts';
 import type { KeywordView } from '../../index/view/view.ts';
 import { normalizeSelf } from '../../index/text/normalize.ts';
@@ -136,11 +137,15 @@ export interface PublishOutcome {
 /**
  * Per-snapshot look-up structures (vocabulary and field indexes, the top-k index), built when a snapshot
  * is loaded (before it is swapped in; the first one before the server is ready to listen),
- * never by the first request that needs them.
+ * never by the first request that needs them. The vocabulary look-up of a catalog write's
+ * snapshot is built beside it instead (it takes longer than the rest of a swap): until it is
+ * ready, `/v1/keywords` answers from the newest one that is, and says which generation that is.
  */
 export class SnapshotCaches {
   private readonly vocab = new WeakMap<KeywordView, Promise<VocabularyIndex>>();
   private readonly fields = new WeakMap<Snapshot, FieldIndex>();
+  private readonly ready = new WeakMap<KeywordView, VocabularyIndex>();
+  private latest: { view: KeywordView; index: VocabularyIndex } | null = null;
   async prepare(s: Snapshot): Promise<void> {
     this.fieldIndex(s);
     // Decode the string tables once now (ids, keywords, words), not in a request.
@@ -148,12 +153,30 @@ export class SnapshotCaches {
     s.item.vocabulary();
     // The word postings and bounds of the pruned top k (index/view/topk.ts).
     topKIndex(s.item.data);
-    await this.vocabulary(s.item);
+    const v = this.vocabulary(s.item);
+    if (!s.catalog || !this.latest) await v;
   }
   vocabulary(view: KeywordView): Promise<VocabularyIndex> {
     let v = this.vocab.get(view);
-    if (!v) this.vocab.set(view, (v = VocabularyIndex.build(view)));
+    if (!v) {
+      this.vocab.set(
+        view,
+        (v = VocabularyIndex.build(view).then((index) => {
+          this.ready.set(view, index);
+          if (!this.latest || this.latest.view.generation <= view.generation) this.latest = { view, index };
+          return index;
+        })),
+      );
+    }
     return v;
+  }
+  /** The vocabulary look-up to answer with for a served view: its own, or while that is built, the newest one ready. */
+  async lookupFor(view: KeywordView): Promise<{ generation: number; index: VocabularyIndex }> {
+    const own = this.vocabulary(view);
+    const done = this.ready.get(view);
+    if (done) return { generation: view.generation, index: done };
+    if (this.latest) return { generation: this.latest.view.generation, index: this.latest.index };
+    return { generation: view.generation, index: await own };
   }
   fieldIndex(s: Snapshot): FieldIndex {
     let f = this.fields.get(s);
@@ -227,10 +250,17 @@ export class ServedRanking {
   }
 }
 
-/** Reload the live snapshot: the item generation it serves after, and why the reload failed when it did. */
-async function reloadServed(live: LiveSnapshot): Promise<PublishOutcome> {
-  const out = await live.reload();
-  return { generation: live.get().item.generation, ...(out.error ? { error: out.error } : {}) };
+/**
+ * Reload the live snapshot until it serves `generation` or a newer one (a reload already in
+ * flight when the generation was committed may not have seen it; the next one does): the item
+ * generation it serves after, and why a reload failed when one did.
+ */
+async function reloadServed(live: LiveSnapshot, generation: number): Promise<PublishOutcome> {
+  for (let i = 0; i < 3 && live.get().item.generation < generation; i++) {
+    const out = await live.reload();
+    if (out.error) return { generation: live.get().item.generation, error: out.error };
+  }
+  return { generation: live.get().item.generation };
 }
 
 /** The snapshot's item view answers: the in-memory engine. */
@@ -274,7 +304,7 @@ export function memoryEngine(live: LiveSnapshot, ranking: ServedRanking, caches:
         }),
       };
     },
-    publish: () => reloadServed(live),
+    publish: (commit) => reloadServed(live, commit.generation),
   };
 }
 
@@ -356,9 +386,9 @@ export function backendEngine(backend: SearchBackend, live: LiveSnapshot, rankin
       };
     },
     async publish(commit) {
-      if (!backend.applyCatalog) throw new Error(`the ${backend.name} backend cannot follow catalog writes`);
+      if (!backend.applyCatalog) throw cogrError('NOT_IMPLEMENTED', `the ${backend.name} backend cannot follow catalog writes`);
       await backend.applyCatalog(commit);
-      return reloadServed(live);
+      return reloadServed(live, commit.generation);
     },
   };
 }

@@ -4,10 +4,13 @@
  * many generations (a Boolean program with 64 `text` nodes) never blocks `/health` or the
  * cached searches, and the keyword time budget can really fall back to the raw query.
  *
- * - `load(key, payload)` sends a generator's document (queryGenerator.ts), the served item
- *   view's data (typed arrays on SharedArrayBuffer: shared, not copied) and the items to
- *   every worker, which rebuilds the generator once and keeps it under `key`; it resolves
- *   when every worker has it. `release(key)` drops it.
+ * - `load(key, payload, items)` sends a generator's document (queryGenerator.ts) and the
+ *   served item view's data (typed arrays on SharedArrayBuffer: shared, not copied) to every
+ *   worker, which rebuilds the generator once and keeps it under `key`; it resolves when
+ *   every worker has it. The items its relevance model is built over cross once per items
+ *   key, and a worker reuses the model it built over them for the next generator loaded over
+ *   the same key (a catalog write changes the view, not the model). `release(key)` drops it
+ *   (and item lists no generator uses any more).
  * - `plan(key, text, signal)` queues one request; a free worker takes the oldest. A request
  *   whose signal fires while it waits is dropped from the queue (the budget ran out: no
  *   worker spends time on it); one already running finishes and its answer is returned
@@ -53,12 +56,15 @@ export interface DensePayload {
 export interface LoadPayload {
   doc: QueryGeneratorDocument;
   view: ViewData;
-  items: readonly Item[] | null;
+  /** The items the generator's relevance model is built over, sent once per key (`items` messages); null: none known. */
+  itemsKey: string | null;
   dense?: DensePayload;
 }
 
 /** Messages to a worker. */
 export type ToWorker =
+  | { t: 'items'; key: string; items: readonly Item[] }
+  | { t: 'dropItems'; key: string }
   | { t: 'load'; key: string; payload: LoadPayload }
   | { t: 'release'; key: string }
   | { t: 'plan'; id: number; key: string; text: string; vector?: Float32Array }
@@ -119,6 +125,8 @@ export class KeywordWorkerPool {
   private readonly slots: Slot[] = [];
   private readonly queue: Task[] = [];
   private readonly loaded = new Map<string, LoadPayload>();
+  /** Item lists the workers hold, by key (sent once, shared by every generator loaded over them). */
+  private readonly itemLists = new Map<string, readonly Item[]>();
   private nextId = 1;
   private closed = false;
 
@@ -143,7 +151,8 @@ export class KeywordWorkerPool {
     worker.on('message', (m: FromWorker) => this.onMessage(slot, m));
     worker.on('error', (e) => this.onExit(slot, e));
     worker.on('exit', (code) => this.onExit(slot, new Error(`keyword worker exited with code ${code}`)));
-    // A replacement gets every generator still loaded before any request.
+    // A replacement gets every item list and generator still loaded before any request.
+    for (const [key, items] of this.itemLists) worker.postMessage({ t: 'items', key, items } satisfies ToWorker);
     for (const [key, payload] of this.loaded) worker.postMessage({ t: 'load', key, payload } satisfies ToWorker);
     return slot;
   }
@@ -185,9 +194,15 @@ export class KeywordWorkerPool {
   /** Rebuild a generator in every worker under `key`; resolves when all have it. */
   private readonly dense: NonNullable<KeywordPoolOptions['dense']> | null;
 
-  async load(key: string, given: LoadPayload): Promise<void> {
+  async load(key: string, given: Omit<LoadPayload, 'itemsKey'>, items: { key: string; items: readonly Item[] } | null): Promise<void> {
     if (this.closed) throw cogrError('INTERNAL', 'the keyword pool is closed');
-    const payload: LoadPayload = this.dense ? { ...given, dense: this.dense.vectors } : given;
+    // The items cross to the workers once per key: a generator loaded over the same items (a
+    // catalog write's new view) reuses the relevance model a worker built over them.
+    if (items && !this.itemLists.has(items.key)) {
+      this.itemLists.set(items.key, items.items);
+      for (const slot of this.slots) slot.worker.postMessage({ t: 'items', key: items.key, items: items.items } satisfies ToWorker);
+    }
+    const payload: LoadPayload = { ...given, itemsKey: items?.key ?? null, ...(this.dense ? { dense: this.dense.vectors } : {}) };
     this.loaded.set(key, payload);
     try {
       await Promise.all(
@@ -208,6 +223,13 @@ export class KeywordWorkerPool {
   release(key: string): void {
     if (!this.loaded.delete(key)) return;
     for (const slot of this.slots) slot.worker.postMessage({ t: 'release', key } satisfies ToWorker);
+    // Item lists no loaded generator uses any more are dropped too.
+    const used = new Set([...this.loaded.values()].map((p) => p.itemsKey));
+    for (const k of [...this.itemLists.keys()]) {
+      if (used.has(k)) continue;
+      this.itemLists.delete(k);
+      for (const slot of this.slots) slot.worker.postMessage({ t: 'dropItems', key: k } satisfies ToWorker);
+    }
   }
 
   /** Keywords of `text` from the generator loaded as `key`. */

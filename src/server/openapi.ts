@@ -9,7 +9,7 @@
 import { z } from 'zod';
 
 export interface RouteDoc {
-  method: 'get' | 'post';
+  method: 'get' | 'post' | 'put' | 'delete';
   /** OpenAPI path, e.g. `/v1/items/{id}`. */
   path: string;
   summary: string;

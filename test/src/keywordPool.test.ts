@@ -54,7 +54,7 @@ function pool(opts: ConstructorParameters<typeof KeywordWorkerPool>[0] = {}): Ke
 describe('the real keyword worker', () => {
   it('answers exactly what the query planner answers in process', async () => {
     const p = pool({ size: 2 });
-    await p.load('k1', { doc: doc as never, view: itemView.data, items: corpus.items });
+    await p.load('k1', { doc: doc as never, view: itemView.data }, { key: 'dataset', items: corpus.items });
     const texts = [...corpus.queries.map((q) => q.text), 't0w3 t1w4 study', 'nothing known here'];
     // Keywords, or the refusal of a text none of whose words the items know (NoSearchableTerms).
     const outcome = (p: Promise<string[]>) =>
@@ -73,16 +73,16 @@ describe('the real keyword worker', () => {
     });
     expect(got.at(-1)).toEqual({ refused: 'no_terms' });
     // A generator that cannot be rebuilt fails the load, naming why.
-    await expect(
-      p.load('bad', { doc: { ...doc, json: { version: 99 } } as never, view: itemView.data, items: null }),
-    ).rejects.toMatchObject({ code: 'WORKER_ERROR' });
+    await expect(p.load('bad', { doc: { ...doc, json: { version: 99 } } as never, view: itemView.data }, null)).rejects.toMatchObject({
+      code: 'WORKER_ERROR',
+    });
   });
 });
 
 describe('the pool', () => {
   it('lets the budget fall back while a worker is busy; the late answer fills the cache', async () => {
     const p = pool({ size: 1, workerEntry: SCRIPTED });
-    await p.load('k', { doc: doc as never, view: itemView.data, items: null });
+    await p.load('k', { doc: doc as never, view: itemView.data }, null);
     const plans: Promise<string[]>[] = [];
     const source: QueryKeywordSource = {
       name: 'scripted',
@@ -129,7 +129,7 @@ describe('the pool', () => {
 
   it('refuses at once when the queue is full, and replaces a crashed worker', async () => {
     const p = pool({ size: 1, maxQueue: 1, workerEntry: SCRIPTED });
-    await p.load('k', { doc: doc as never, view: itemView.data, items: null });
+    await p.load('k', { doc: doc as never, view: itemView.data }, null);
     const busy = p.plan('k', 'block 300');
     const queued = p.plan('k', 'second');
     await expect(p.plan('k', 'third')).rejects.toThrow('the keyword workers are busy (1 requests waiting)');
