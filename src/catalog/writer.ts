@@ -270,6 +270,7 @@ export class CatalogWriter {
       delete: del,
       handSet,
     });
+    this.log.info('catalog delta written', { seq, root: delta.root });
     const next = applyDeltas(this.state, [delta]);
     const round = this.ctx.root.meta?.round;
     const generation = await writer.commit({
