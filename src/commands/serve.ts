@@ -146,6 +146,7 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
           }),
           checkIndexName('--index', flags.index),
           log,
+          flags.writable ? { dbPath: server.dbPath } : {},
         )
       : null;
   if (flags.writable && !server.token)

@@ -57,7 +57,7 @@ export interface SearchBackend {
    * Apply a committed catalog write to the backend's index (atomically: searches see the
    * generation before it or the whole of it); absent → the backend cannot follow writes.
    */
-  applyCatalog?(commit: CatalogPublish): Promise<void>;
+  applyCatalog?(commit: CatalogPublish, source: Pick<Snapshot, 'item' | 'titles' | 'fields'>): Promise<void>;
 }
 
 /** A committed catalog write to make searchable: its generation, the one it was built on, and what it changed. */
@@ -387,8 +387,12 @@ export function backendEngine(backend: SearchBackend, live: LiveSnapshot, rankin
     },
     async publish(commit) {
       if (!backend.applyCatalog) throw cogrError('NOT_IMPLEMENTED', `the ${backend.name} backend cannot follow catalog writes`);
-      await backend.applyCatalog(commit);
-      return reloadServed(live, commit.generation);
+      // The in-memory snapshot first (the query planner plans on it, and it holds the new
+      // generation's view and items), then the backend's index, swapped in one step.
+      const local = await reloadServed(live, commit.generation);
+      if (local.error || local.generation !== commit.generation) return local;
+      await backend.applyCatalog(commit, live.get());
+      return { generation: backend.generation() };
     },
   };
 }
