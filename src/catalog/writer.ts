@@ -15,8 +15,8 @@
  *   3. the delta written (log.ts), then the item generation committed on the catalog's
  *      previous one (patch mode: one LevelDB batch, or a staged commit, all-or-nothing) with
  *      meta `{round, label: 'catalog', catalog: {root, seq, deltas}}`, its files published;
- *   4. the catalog's generations of the root beyond the newest `keep` deleted (their
- *      changes folded forward; the deltas stay).
+ *   4. after it is answered, before the next batch: the catalog's generations of the root
+ *      beyond the newest `keep` deleted (their changes folded forward; the deltas stay).
  * A writer killed before 3's commit leaves the previous generation served; the delta it
  * wrote is deleted by the next writer (CatalogLog.reconcile) before it writes.
  */
@@ -78,6 +78,8 @@ export interface CatalogCommit {
 
 export class CatalogWriter {
   private queue: Promise<unknown> = Promise.resolve();
+  /** Batches given to `apply` that have not started yet. */
+  private waiting = 0;
   private generator: Promise<ItemKeywordSource> | null = null;
   private readonly datasetItems: ReadonlyMap<string, Item>;
 
@@ -98,7 +100,7 @@ export class CatalogWriter {
   /** Open the writer on the served generation of `db` (the caller holds it open, and so its lock). */
   static async open(db: CogrDb, opts: CatalogWriterOptions): Promise<CatalogWriter> {
     const log = opts.log ?? silentLogger;
-    const store = new KeywordIndexStore(db, { logger: log });
+    const store = new KeywordIndexStore(db, { logger: log, keepEntries: true });
     // What a killed writer left is put right first: the store's files, then the catalog's deltas.
     await store.prepareWrites();
     const catalog = new CatalogLog(db);
@@ -153,8 +155,21 @@ export class CatalogWriter {
 
   /** Apply one batch (after the batches before it). */
   apply(ops: readonly LocatedOp[], source: OpSource, signal?: AbortSignal): Promise<CatalogCommit> {
-    const run = this.queue.then(() => this.applyNow(ops, source, signal));
-    this.queue = run.catch(() => undefined);
+    this.waiting++;
+    const run = this.queue.then(() => {
+      this.waiting--;
+      return this.applyNow(ops, source, signal);
+    });
+    // Older generations are deleted after a commit is answered, before the next batch.
+    this.queue = run.then(
+      () =>
+        this.prune().catch((e: unknown) =>
+          this.log.warn('deleting older catalog generations failed; the next write tries again', {
+            error: e instanceof Error ? e.message : String(e),
+          }),
+        ),
+      () => undefined,
+    );
     return run;
   }
 
@@ -283,12 +298,6 @@ export class CatalogWriter {
     this.head = await this.store.generationInfo('item', generation);
     this.view = await this.store.openView('item', generation);
     this.log.info('catalog write committed', { generation, base, seq, ...counts });
-    // 4. Older generations of the catalog go (their changes folded into the newer ones).
-    await this.prune().catch((e: unknown) =>
-      this.log.warn('deleting older catalog generations failed; the next write tries again', {
-        error: e instanceof Error ? e.message : String(e),
-      }),
-    );
     return { generation, base, root: next.root, seq, counts, items: setItems, removed: del, generator: generatorName };
   }
 
@@ -300,13 +309,21 @@ export class CatalogWriter {
     return e >= 0 ? this.view.selfOf(e) : '';
   }
 
-  /** Delete the root's catalog generations beyond the newest `keep` (amortised: only once there are twice as many). */
+  /**
+   * Delete the root's catalog generations beyond the newest `keep`, oldest first, one at a
+   * time (each delete scans the side's cells): while batches wait, only down to four times
+   * `keep`, so a waiting write is held up by one delete at most.
+   */
   private async prune(): Promise<void> {
     const keep = Math.max(1, this.opts.keep ?? DEFAULTS.catalog.keepGenerations);
     const ours = (await this.store.listGenerations('item')).filter((g) => catalogMeta(g)?.root === this.state.root);
-    if (ours.length < 2 * keep) return;
-    for (const g of ours.slice(0, ours.length - keep)) await this.store.deleteGeneration('item', g.generation);
-    this.log.info('deleted older catalog generations', { deleted: ours.length - keep, kept: keep });
+    let deleted = 0;
+    for (const g of ours.slice(0, Math.max(0, ours.length - keep))) {
+      if (this.waiting > 0 && ours.length - deleted <= 4 * keep) break;
+      await this.store.deleteGeneration('item', g.generation);
+      deleted++;
+    }
+    if (deleted > 0) this.log.debug('deleted older catalog generations', { deleted, kept: ours.length - deleted });
   }
 
   /** The keywords the served item generator gives these inputs (what a write would give them). */

@@ -138,8 +138,9 @@ export interface PublishOutcome {
  * Per-snapshot look-up structures (vocabulary and field indexes, the top-k index), built when a snapshot
  * is loaded (before it is swapped in; the first one before the server is ready to listen),
  * never by the first request that needs them. The vocabulary look-up of a catalog write's
- * snapshot is built beside it instead (it takes longer than the rest of a swap): until it is
- * ready, `/v1/keywords` answers from the newest one that is, and says which generation that is.
+ * snapshot is built when `/v1/keywords` first asks for it instead (it takes longer than the
+ * rest of a swap): until it is ready, `/v1/keywords` answers from the newest one that is, and
+ * says which generation that is.
  */
 export class SnapshotCaches {
   private readonly vocab = new WeakMap<KeywordView, Promise<VocabularyIndex>>();
@@ -153,8 +154,9 @@ export class SnapshotCaches {
     s.item.vocabulary();
     // The word postings and bounds of the pruned top k (index/view/topk.ts).
     topKIndex(s.item.data);
-    const v = this.vocabulary(s.item);
-    if (!s.catalog || !this.latest) await v;
+    // A catalog write's look-up is built when first asked for (a write stream would
+    // otherwise rebuild it on the serving thread for every generation).
+    if (!s.catalog || !this.latest) await this.vocabulary(s.item);
   }
   vocabulary(view: KeywordView): Promise<VocabularyIndex> {
     let v = this.vocab.get(view);

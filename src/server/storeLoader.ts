@@ -259,6 +259,8 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           try {
             itemGenerations.push(await view('item', g.generation));
           } catch (e) {
+            // An older generation deleted since the scan (a catalog writer prunes its own) is left out.
+            if (isCogrError(e, 'NOT_FOUND')) continue;
             const p = problemOf('item', g.generation, e);
             if (!p) throw e;
             problems.push(p);

@@ -62,6 +62,7 @@ describe('catalog writer', () => {
     const root = await withWriter(path, 2, async (w, db) => {
       const root = w.served;
       for (let i = 0; i < 7; i++) await w.apply([put(`N${i}`, `t0w${i} t1w${i} note`)], 'request');
+      await w.drain();
       const gens = await new KeywordIndexStore(db).listGenerations('item');
       const ours = gens.filter((g) => catalogMeta(g)?.root === root);
       expect(ours.length).toBeLessThan(4);

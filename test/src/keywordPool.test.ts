@@ -139,4 +139,28 @@ describe('the pool', () => {
     // The replacement has the generator loaded and answers.
     expect(await p.plan('k', 'after crash')).toEqual(['after', 'crash']);
   });
+
+  it('rebuilds a generator over new items in new workers while the old ones keep answering', async () => {
+    const p = pool({ size: 2, workerEntry: SCRIPTED });
+    await p.load('k1', { doc: doc as never, view: itemView.data }, { key: 'a', items: corpus.items });
+    // Over the same items: loaded into the workers serving (a catalog write's new view).
+    await p.load('k2', { doc: doc as never, view: itemView.data }, { key: 'a', items: corpus.items });
+    // Over new items: a rebuild, held until the test says; the workers serving answer meanwhile.
+    const dir = mkdtempSync(join(tmpdir(), 'cogr-pool-rolling-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const release = join(dir, 'release');
+    let loaded = false;
+    const rebuild = p
+      .load(`hold:${release}`, { doc: doc as never, view: itemView.data }, { key: 'b', items: corpus.items.slice(1) })
+      .then(() => {
+        loaded = true;
+      });
+    for (let i = 0; i < 6; i++) expect(await p.plan('k2', `during ${i}`)).toEqual(['during', String(i)]);
+    expect(loaded).toBe(false);
+    writeFileSync(release, '');
+    await rebuild;
+    expect(p.size).toBe(2);
+    expect(await p.plan(`hold:${release}`, 'new one')).toEqual(['new', 'one']);
+    expect(await p.plan('k2', 'old one')).toEqual(['old', 'one']);
+  });
 });
