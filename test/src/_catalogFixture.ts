@@ -9,7 +9,21 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
+import { withDb } from '../../index/store/db.ts';
+import type { Corpus } from '../../index/core/types.ts';
+import { runCoevolution } from '../../src/evolve/run.ts';
+import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
+
+/** A co-evolution run of `corpus` (the loop tests' small configuration, `rounds` rounds) made in this process at `path`. */
+export async function inProcessRun(path: string, corpus: Corpus, rounds: number): Promise<string> {
+  await withDb(path, (db) => runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds }));
+  return path;
+}
+
+/** The arguments of a `cogr demo` small enough for a test (SFT and its refit). */
+export const demoArgs = (dataset: string, db: string) =>
+  ['demo', '--dataset', dataset, '--db', db, '--rounds', '0', '--sft-epochs', '1', '--workers', '1', '--quiet'] as const;
 
 export const CLI = join(__dirname, '../../bin/cogr.mjs');
 
@@ -33,21 +47,7 @@ export function catalogRun(prefix: string): CatalogRun {
   };
   const dataset = writeSynthDataset(join(dir, 'ds'));
   const template = join(dir, 'template');
-  const r = cogr(
-    'demo',
-    '--dataset',
-    dataset,
-    '--db',
-    template,
-    '--rounds',
-    '0',
-    '--sft-epochs',
-    '1',
-    '--workers',
-    '1',
-    '--quiet',
-    '--json',
-  );
+  const r = cogr(...demoArgs(dataset, template));
   expect(r.status, r.stderr).toBe(0);
   let n = 0;
   return {

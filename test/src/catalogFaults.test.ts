@@ -17,7 +17,7 @@ import { PublishedIndex } from '../../index/store/published.ts';
 import { loadDataset } from '../../src/datasets/index.ts';
 import { readRunAt } from '../../src/run/state.ts';
 import { resolveSelector, selectGenerations, servedHead } from '../../src/catalog/served.ts';
-import { catalogRun, CLI, json, send, startServe, type CatalogRun } from './_catalogFixture.ts';
+import { catalogRun, CLI, demoArgs, json, send, startServe, type CatalogRun } from './_catalogFixture.ts';
 
 let run: CatalogRun;
 beforeAll(() => {
@@ -231,20 +231,7 @@ describe('the command line', () => {
     expect(folded.corpus.queries).toEqual(original.corpus.queries);
     expect(run.cogr('items', 'fold', '--db', db, '--to', to).stderr).toMatch(/error\[INVALID_ARGUMENT\]: --to: .* exists/);
     // A new run takes the folded dataset.
-    const fresh = run.cogr(
-      'demo',
-      '--dataset',
-      to,
-      '--db',
-      join(run.dir, 'next-db'),
-      '--rounds',
-      '0',
-      '--sft-epochs',
-      '1',
-      '--workers',
-      '1',
-      '--quiet',
-    );
+    const fresh = run.cogr(...demoArgs(to, join(run.dir, 'next-db')));
     expect(fresh.status, fresh.stderr).toBe(0);
     // The stored run trains on its own snapshot: with its dataset's items replaced by the folded
     // ones (a copy of the dataset, the run made on it), resuming it is refused by the data guard.
@@ -255,7 +242,7 @@ describe('the command line', () => {
       0,
     );
     cpSync(join(to, 'items.jsonl'), join(ds, 'items.jsonl'));
-    const resume = run.cogr('demo', '--dataset', ds, '--db', own, '--rounds', '0', '--sft-epochs', '1', '--workers', '1', '--quiet');
+    const resume = run.cogr(...demoArgs(ds, own));
     expect(resume.status).not.toBe(0);
     expect(resume.stderr).toMatch(
       /error\[INVALID_ARGUMENT\]: the database .* holds a run made on other data than dataset .* items .*changed since the run began/,

@@ -15,16 +15,15 @@ import { buildRelevance } from '../../rewards/relevance.ts';
 import { candidateQueries, fullQueryCounts, normalizeCandidate } from '../../rewards/itemReward.ts';
 import { fBetaFromCounts } from '../../rewards/setMetrics.ts';
 import { createItemScorer } from '../../rewards/scorer.ts';
-import { runCoevolution } from '../../src/evolve/run.ts';
 import { openRun } from '../../src/run/context.ts';
 import { scorerOptions } from '../../src/run/config.ts';
 import { previewKeywords } from '../../src/catalog/preview.ts';
 import { buildSearchServer } from '../../src/server/app.ts';
 import { LiveSnapshot, type Snapshot } from '../../src/server/state.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
-import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 import { listen, tempDir } from './_serverFixture.ts';
+import { inProcessRun } from './_catalogFixture.ts';
 
 const corpus = synthCorpus();
 let tmp: ReturnType<typeof tempDir>;
@@ -34,13 +33,7 @@ let live: LiveSnapshot;
 
 beforeAll(async () => {
   tmp = tempDir('cogr-preview-');
-  dbPath = join(tmp.dir, 'db');
-  const db = await openDb(dbPath);
-  try {
-    await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 1 });
-  } finally {
-    await db.close();
-  }
+  dbPath = await inProcessRun(join(tmp.dir, 'db'), corpus, 1);
   live = new LiveSnapshot(storeSnapshotLoader({ dbPath, round: 'best', corpus }));
   await live.reload();
   snap = live.get();

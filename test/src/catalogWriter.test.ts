@@ -11,15 +11,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb, type CogrDb } from '../../index/store/db.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Item } from '../../index/core/types.ts';
-import { runCoevolution } from '../../src/evolve/run.ts';
 import { CatalogWriter } from '../../src/catalog/writer.ts';
 import { catalogMeta } from '../../src/catalog/state.ts';
 import type { LocatedOp } from '../../src/catalog/ops.ts';
 import { LiveSnapshot } from '../../src/server/state.ts';
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
-import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 import { tempDir } from './_serverFixture.ts';
+import { inProcessRun } from './_catalogFixture.ts';
 
 const corpus = synthCorpus();
 let tmp: ReturnType<typeof tempDir>;
@@ -28,13 +27,7 @@ let n = 0;
 
 beforeAll(async () => {
   tmp = tempDir('cogr-catalog-writer-');
-  template = join(tmp.dir, 'template');
-  const db = await openDb(template);
-  try {
-    await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0 });
-  } finally {
-    await db.close();
-  }
+  template = await inProcessRun(join(tmp.dir, 'template'), corpus, 0);
 }, 120_000);
 afterAll(() => tmp.cleanup());
 
