@@ -90,7 +90,7 @@ export async function readDeltaFile(dbPath: string, seq: number): Promise<Catalo
   if (raw === undefined)
     throw cogrError(
       'NOT_FOUND',
-      `catalog delta ${seq}: file ${file} is missing (\`cogr verify --repair\` or the next catalog write rewrites it)`,
+      `catalog delta ${seq}: file ${file} is missing (the next catalog writer, \`cogr items\` or \`cogr serve --writable\`, writes it again from the database)`,
       { file },
     );
   const d = checkDelta(raw, file);

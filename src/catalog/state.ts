@@ -98,7 +98,7 @@ export class PublishedCatalog {
     if (state.deltas !== meta.deltas)
       throw cogrError(
         'DB_CORRUPT',
-        `item generation ${head.generation} applies ${meta.deltas} catalog deltas of root ${meta.root}, the published files hold ${state.deltas} of them up to delta ${meta.seq} (a catalog file is missing; \`cogr verify --repair\` or the next catalog write rewrites it)`,
+        `item generation ${head.generation} applies ${meta.deltas} catalog deltas of root ${meta.root}, the published files hold ${state.deltas} of them up to delta ${meta.seq} (a catalog file is missing; the next catalog writer, \`cogr items\` or \`cogr serve --writable\`, writes it again from the database)`,
         { generation: head.generation },
       );
     this.last = state;

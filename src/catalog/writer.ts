@@ -146,7 +146,13 @@ export class CatalogWriter {
 
   /** The item generator, made on first use. */
   private itemKeywords(): Promise<ItemKeywordSource> {
-    this.generator ??= (this.opts.itemKeywords ?? itemKeywordsFactory('embedded', () => ({}) as never))(this.ctx).catch((e: unknown) => {
+    if (this.generator) return this.generator;
+    const make =
+      this.opts.itemKeywords ??
+      itemKeywordsFactory('embedded', () => {
+        throw cogrError('INTERNAL', 'the embedded item generator needs no LLM endpoint');
+      });
+    this.generator = make(this.ctx).catch((e: unknown) => {
       this.generator = null;
       throw e;
     });

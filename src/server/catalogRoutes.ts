@@ -172,11 +172,28 @@ export function registerCatalogRoutes(
       }),
     );
     published = run.catch(() => undefined);
+    // Committed: answered once served, or (the swap slower than the deadline) saying it is not yet.
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<PublishOutcome>((resolve) => {
+      timer = setTimeout(
+        () =>
+          resolve({
+            generation: o.live.get().item.generation,
+            error: {
+              code: 'DEADLINE_EXCEEDED',
+              message: `committed, not served within ${DEFAULTS.catalog.ackTimeoutMs} ms; the server swaps it in when it can`,
+            },
+          }),
+        DEFAULTS.catalog.ackTimeoutMs,
+      );
+    });
     let pub: PublishOutcome;
     try {
-      pub = await run;
+      pub = await Promise.race([run, late]);
     } catch (e) {
       pub = { generation: o.live.get().item.generation, error: { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e) } };
+    } finally {
+      clearTimeout(timer);
     }
     return { ...commit, served: pub.generation, ...(pub.error ? { reloadError: pub.error } : {}) };
   };

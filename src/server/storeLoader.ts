@@ -13,7 +13,11 @@
  * round n). `round: 'best'` serves what the co-evolution run stored beside the generations
  * (its published run.json) chose on its dev queries: the best adopted step's item and query
  * generations and the query planner of that step (`bestServing`); a database without a
- * run (generations imported by hand) or without an adopted step serves the latest.
+ * run (generations imported by hand) or without an adopted step serves the latest
+ * (src/catalog/served.ts). Of the selected item generation, the catalog's newest generation
+ * on it is served, with the catalog's documents over the dataset's and its hand-set
+ * keywords (src/catalog/state.ts); one whose files or catalog fail their check is set aside
+ * for the one before it.
  *
  * A generation whose files fail their check (DB_CORRUPT, DB_VERSION) is never served as
  * if it were the newest: with `round: 'latest'` the newest generation that passes is
