@@ -35,6 +35,8 @@ export interface CatalogRun {
   copy(): string;
   /** Run `cogr` to completion. */
   cogr(...args: string[]): { status: number | null; stdout: string; stderr: string };
+  /** The same without blocking this process (a server it talks to answers meanwhile). */
+  cogrAsync(...args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }>;
   cleanup(): void;
 }
 
@@ -50,9 +52,23 @@ export function catalogRun(prefix: string): CatalogRun {
   const r = cogr(...demoArgs(dataset, template));
   expect(r.status, r.stderr).toBe(0);
   let n = 0;
+  const cogrAsync = (...args: string[]) =>
+    new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 300_000);
+      child.once('exit', (status) => {
+        clearTimeout(timer);
+        resolve({ status, stdout, stderr });
+      });
+    });
   return {
     dir,
     dataset,
+    cogrAsync,
     copy() {
       const db = join(dir, `db-${++n}`);
       cpSync(template, db, { recursive: true });

@@ -248,4 +248,55 @@ describe('the command line', () => {
       /error\[INVALID_ARGUMENT\]: the database .* holds a run made on other data than dataset .* items .*changed since the run began/,
     );
   }, 120_000);
+
+  it('an LLM item generator (--item-generator openai): the endpoint asked at temperature 0, its keywords committed', async () => {
+    const asked: { temperature?: number; messages?: unknown[] }[] = [];
+    const llm = createServer((req, res) => {
+      let data = '';
+      req.on('data', (c: Buffer) => (data += c.toString()));
+      req.on('end', () => {
+        asked.push(JSON.parse(data || '{}'));
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            id: 'c1',
+            object: 'chat.completion',
+            created: 0,
+            model: 'fake',
+            choices: [
+              { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["llm alpha", "LLM Beta"]}' } },
+            ],
+            usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+          }),
+        );
+      });
+    });
+    await new Promise<void>((r) => llm.listen(0, '127.0.0.1', r));
+    try {
+      const db = run.copy();
+      const r = await run.cogrAsync(
+        'items',
+        'add',
+        '--db',
+        db,
+        '--json',
+        '--item-generator',
+        'openai',
+        '--base-url',
+        `http://127.0.0.1:${(llm.address() as AddressInfo).port}/v1`,
+        '--model',
+        'fake',
+        '--from',
+        lines('llm.jsonl', [{ id: 'L1', title: 't0w1 l', text: 't0w1 t0w2 l' }]),
+      );
+      expect(r.status, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ items: [{ id: 'L1', keywords: ['llm alpha', 'llm beta'] }], generator: 'openai:fake' });
+      expect(asked.length).toBeGreaterThan(0);
+      expect(asked[0].temperature).toBe(0);
+      expect(JSON.stringify(asked[0].messages)).toContain('t0w1 t0w2 l');
+      expect((await served(db)).ids.has('L1')).toBe(true);
+    } finally {
+      await new Promise((r) => llm.close(r));
+    }
+  });
 });
