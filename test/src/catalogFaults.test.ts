@@ -17,6 +17,7 @@ import { PublishedIndex } from '../../index/store/published.ts';
 import { loadDataset } from '../../src/datasets/index.ts';
 import { readRunAt } from '../../src/run/state.ts';
 import { resolveSelector, selectGenerations, servedHead } from '../../src/catalog/served.ts';
+import { chatCompletion } from '../fixtures/chatCompletion.ts';
 import { catalogRun, CLI, demoArgs, json, send, startServe, type CatalogRun } from './_catalogFixture.ts';
 
 let run: CatalogRun;
@@ -257,18 +258,7 @@ describe('the command line', () => {
       req.on('end', () => {
         asked.push(JSON.parse(data || '{}'));
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            id: 'c1',
-            object: 'chat.completion',
-            created: 0,
-            model: 'fake',
-            choices: [
-              { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["llm alpha", "LLM Beta"]}' } },
-            ],
-            usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-          }),
-        );
+        res.end(JSON.stringify(chatCompletion('{"keywords": ["llm alpha", "LLM Beta"]}', 'fake')));
       });
     });
     await new Promise<void>((r) => llm.listen(0, '127.0.0.1', r));

@@ -11,6 +11,7 @@ import { LiveSnapshot, type QueryKeywordSource } from '../../src/server/state.ts
 import { generatorKeywordSource, storeSnapshotLoader } from '../../src/server/storeLoader.ts';
 import { VocabularyIndex } from '../../src/server/vocab.ts';
 import { catalogue, commitGeneration, fakeSource, listen, tempDir } from './_serverFixture.ts';
+import { chatCompletion } from '../fixtures/chatCompletion.ts';
 
 const cat = catalogue(40, 3);
 let tmp: ReturnType<typeof tempDir>;
@@ -199,18 +200,7 @@ describe('GET /v1/search', () => {
         const reply = () => {
           if (res.destroyed) return;
           res.setHeader('content-type', 'application/json');
-          res.end(
-            JSON.stringify({
-              id: 'c1',
-              object: 'chat.completion',
-              created: 0,
-              model: 'm',
-              choices: [
-                { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["Leather Boots", "black"]}' } },
-              ],
-              usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-            }),
-          );
+          res.end(JSON.stringify(chatCompletion('{"keywords": ["Leather Boots", "black"]}')));
         };
         // A slow query is never answered (the connection is closed at the end): it falls
         // back within its budget however fast or busy the machine is.
