@@ -376,6 +376,21 @@ export function searchRouteDocs(l: SearchLimits, conv: SchemaConverter): RouteDo
   ];
 }
 
+/** The search API's OpenAPI document (`GET /openapi.json`; docs/http-api.md is generated from it by `npm run docs`). */
+export function searchOpenApi(limits: SearchLimits): Record<string, unknown> {
+  const conv = new SchemaConverter();
+  return buildOpenApi(
+    {
+      title: 'cogr search API',
+      version: '1',
+      description:
+        'Keyword co-evolution retrieval: search a trained round over HTTP. Errors have the shape {error: {code, message, details}}.',
+    },
+    searchRouteDocs(limits, conv),
+    conv,
+  );
+}
+
 export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   const parsed = parseOrThrow(OptionsSchema, opts, 'INVALID_ARGUMENT', 'options');
   const limits = parsed.limits ?? SearchLimitsSchema.parse({});
@@ -409,17 +424,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   app.addHook('onReady', async () => {
     await firstPrepared;
   });
-  const conv = new SchemaConverter();
-  const openapi = buildOpenApi(
-    {
-      title: 'cogr search API',
-      version: '1',
-      description:
-        'Keyword co-evolution retrieval: search a trained round over HTTP. Errors have the shape {error: {code, message, details}}.',
-    },
-    searchRouteDocs(limits, conv),
-    conv,
-  );
+  const openapi = searchOpenApi(limits);
   const docsHtml = renderDocsHtml(openapi);
 
   const rankedCache = new LruCache<{ set: { matched: number; items: { id: string; score: number }[] } | null; info: RankingInfo }>(

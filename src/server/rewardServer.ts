@@ -281,17 +281,9 @@ function parsedKeywords(b: { keywords?: string[]; completion?: string }): string
   return p.ok ? p.keywords : null;
 }
 
-export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
-  const o = parseOrThrow(OptionsSchema, opts, 'INVALID_ARGUMENT', 'options');
-  const limits = o.limits ?? RewardLimitsSchema.parse({});
-  const live = opts.live;
-  const log = opts.log ?? silentLogger;
-  const metrics = opts.metrics ?? createServerMetrics();
-  const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta });
+/** The reward server's OpenAPI document (`GET /openapi.json`; docs/http-api.md is generated from it by `npm run docs`). */
+export function rewardOpenApi(limits: z.output<typeof RewardLimitsSchema>): Record<string, unknown> {
   const schemas = rewardSchemas(limits);
-  const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics, ...(opts.connections ? { connections: opts.connections } : {}) });
-  const guard = bearerGuard(o.token);
-
   const routes: RouteDoc[] = [
     {
       method: 'post',
@@ -328,11 +320,25 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
     ...opsRouteDocs(),
   ];
   const conv = new SchemaConverter();
-  const openapi = buildOpenApi(
+  return buildOpenApi(
     { title: 'cogr reward server', version: '1', description: 'CoGR rewards against frozen generations, for external RL trainers.' },
     routes,
     conv,
   );
+}
+
+export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
+  const o = parseOrThrow(OptionsSchema, opts, 'INVALID_ARGUMENT', 'options');
+  const limits = o.limits ?? RewardLimitsSchema.parse({});
+  const live = opts.live;
+  const log = opts.log ?? silentLogger;
+  const metrics = opts.metrics ?? createServerMetrics();
+  const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta });
+  const schemas = rewardSchemas(limits);
+  const app = createApp({ bodyLimit: limits.bodyLimit, log, metrics, ...(opts.connections ? { connections: opts.connections } : {}) });
+  const guard = bearerGuard(o.token);
+
+  const openapi = rewardOpenApi(limits);
 
   app.post('/get_reward', { preHandler: guard }, async (req) => {
     const snap = live.get();
