@@ -403,7 +403,7 @@ export function chartSvg(s: Sources): string {
   });
   const svg = lineChart({
     name: 'f1-per-step',
-    title: 'Held-out F1 after each step (5-fold means), beside BM25',
+    title: `Held-out F1 after each step (${[...new Set(s.runs.map((r) => r.json.folds))].join(' / ') || 'k'}-fold means), beside BM25`,
     xLabel: 'step: 0 = SFT, then r1-query, r1-item, …, last = final refit',
     yLabel: 'held-out F1',
     yScale: 'linear',
