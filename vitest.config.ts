@@ -6,11 +6,12 @@ import { defineConfig } from 'vitest/config';
  * real part installed outside npm (the model, the embeddings venv, OpenSearch, the TRL
  * venv, Chromium) are named `*.real.test.ts` and run in the real tier
  * (`npm run test:real`, vitest.real.config.ts). So that no fast test can come to depend
- * on one by accident, the caches those parts are found in point at a folder that does
- * not exist here: a fast test that reached for one would fail on every machine, not only
- * on a fresh one.
+ * on one by accident, the caches those parts are found in point under a device file, where
+ * nothing exists and nothing can be created (not even by root), and pip and the Hugging
+ * Face libraries are kept off the network: a fast test that reached for a real part would
+ * fail at once on every machine, not only on a fresh one, and never download it.
  */
-const ABSENT = '/nonexistent/cogr-fast-tier';
+const ABSENT = '/dev/null/cogr-fast-tier';
 
 export default defineConfig({
   test: {
@@ -30,6 +31,9 @@ export default defineConfig({
       COGR_TRL_BASE: `${ABSENT}/checkpoints/SmolLM2-135M-Instruct`,
       COGR_OPENSEARCH_CACHE: `${ABSENT}/opensearch`,
       COGR_VENV_ROOT: `${ABSENT}/venvs`,
+      PIP_NO_INDEX: '1',
+      HF_HUB_OFFLINE: '1',
+      TRANSFORMERS_OFFLINE: '1',
     },
   },
 });
