@@ -31,7 +31,14 @@ import { parseProgram, programTexts, WorkMeter } from './program.ts';
 import { QueryKeywordResolver, type ResolvedKeywords } from './queryKeywords.ts';
 import type { LiveSnapshot, Snapshot } from './state.ts';
 import { catalogRouteDocs, registerCatalogRoutes, type CatalogService } from './catalogRoutes.ts';
-import { searchRouteDocs, searchSchemas, SearchLimitsSchema, withTransportStatuses, type TextSearchRequest } from './api.ts';
+import {
+  searchRouteDocs,
+  searchSchemas,
+  SearchLimitsSchema,
+  withTransportStatuses,
+  type SearchLimits,
+  type TextSearchRequest,
+} from './api.ts';
 import {
   backendEngine,
   memoryEngine,
@@ -94,6 +101,21 @@ function hitJson(snap: Snapshot, h: EngineHit, fields: readonly string[]) {
   };
 }
 
+/** The search API's OpenAPI document (`GET /openapi.json`; docs/http-api.md is generated from it by `npm run docs`). */
+export function searchOpenApi(limits: SearchLimits): Record<string, unknown> {
+  const conv = new SchemaConverter();
+  return buildOpenApi(
+    {
+      title: 'cogr search API',
+      version: '1',
+      description:
+        'Keyword co-evolution retrieval: search a trained round over HTTP, and keep its catalog up to date. Errors have the shape {error: {code, message, details}}.',
+    },
+    withTransportStatuses([...searchRouteDocs(limits, conv), ...catalogRouteDocs()]),
+    conv,
+  );
+}
+
 export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   const parsed = parseOrThrow(OptionsSchema, opts, 'INVALID_ARGUMENT', 'options');
   const limits = parsed.limits ?? SearchLimitsSchema.parse({});
@@ -127,17 +149,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   app.addHook('onReady', async () => {
     await firstPrepared;
   });
-  const conv = new SchemaConverter();
-  const openapi = buildOpenApi(
-    {
-      title: 'cogr search API',
-      version: '1',
-      description:
-        'Keyword co-evolution retrieval: search a trained round over HTTP, and keep its catalog up to date. Errors have the shape {error: {code, message, details}}.',
-    },
-    withTransportStatuses([...searchRouteDocs(limits, conv), ...catalogRouteDocs()]),
-    conv,
-  );
+  const openapi = searchOpenApi(limits);
   const docsHtml = renderDocsHtml(openapi);
 
   const ranking = new ServedRanking(limits.keywordBudgetMs, limits.cacheSize);
