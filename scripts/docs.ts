@@ -11,6 +11,10 @@
  *                              prints (scripts/docs/sources.ts EvolveJsonSchema: the fields read here; the
  *                              type check ties it to src/commands/evolve.ts summarizeFolds)
  *   docs/results/demo.json     what `npx cogr demo [run options] --json` prints (DemoJsonSchema)
+ *   docs/results/audit/<d>.json, examples/<d>-{before,after}.json   what `npx cogr audit --json` prints
+ *                              (AuditJsonSchema), after `cogr demo --dataset <d>` (examples: of the queries in
+ *                              examples/<d>.jsonl, before with the open vocabulary, after with the shared one)
+ *   docs/results/new-items/<d>.json   `npx cogr evolve … --new-items <f> --json` (NewItemsJsonSchema)
  *   bench/results/*.json       `npm run bench -- evolve …` (bench/evolveChart.ts EvolveBenchResult)
  *   data/expected-quality.json the BM25 figures `cogr baseline bm25 --check` holds a run to
  *   the OpenAPI documents of `cogr serve` and `cogr reward-server` (src/server/)
@@ -31,7 +35,17 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../index/core/paths.ts';
 import { cliMarkdown, httpApiMarkdown } from './docs/reference.ts';
-import { benchBlock, chartSvg, demoBlock, expectedBlock, resultsBlock, resultsDetailBlock } from './docs/results.ts';
+import {
+  auditBlock,
+  benchBlock,
+  chartSvg,
+  demoBlock,
+  examplesBlock,
+  expectedBlock,
+  newItemsBlock,
+  resultsBlock,
+  resultsDetailBlock,
+} from './docs/results.ts';
 import { readSources, type Sources } from './docs/sources.ts';
 
 // ---------------------------------------------------------------------------
@@ -46,6 +60,9 @@ export const BLOCKS: Record<string, BlockMaker> = {
   demo: (s) => demoBlock(s),
   'bm25-expected': (_s, root) => expectedBlock(root),
   'bench-evolve': (s) => benchBlock(s),
+  audit: (s) => auditBlock(s),
+  'keyword-examples': (s) => examplesBlock(s),
+  'new-items': (s) => newItemsBlock(s),
 };
 
 const MARKER = /<!-- docs:([a-z0-9-]+):(start|end) -->/g;

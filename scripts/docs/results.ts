@@ -11,8 +11,8 @@ import { CSS, lineChart } from '../../src/drift/report.ts';
 import { adoptedOnTie, bestStep, isHalfRound, servedRanking } from '../../src/run/state.ts';
 import type { StepRecord } from '../../src/run/state.ts';
 import { display, f3, f4, header, med, pct, pm, row, Table } from './markdown.ts';
-import { benchCommand, demoCommand, evolveCommand } from './sources.ts';
-import type { Audit, Bench, Metrics, Paired, Sources, SplitBaseline } from './sources.ts';
+import { auditCommand, benchCommand, demoCommand, evolveCommand, exampleCommands } from './sources.ts';
+import type { Audit, AuditJson, Bench, Metrics, Paired, Sources, SplitBaseline } from './sources.ts';
 
 function auditCells(a: z.output<typeof Audit> | null): string[] {
   if (!a) return ['', '', '', '', '', ''];
@@ -417,4 +417,103 @@ export function chartSvg(s: Sources): string {
     .filter((l) => l.startsWith('svg'))
     .join('');
   return svg.replace(/^(<svg[^>]*>)/, `$1<style>${style}</style>`) + '\n';
+}
+
+/**
+ * README and docs/results.md: the served keywords of each shipped collection's demo run,
+ * audited (src/drift/keywordAudit.ts): language or addresses.
+ */
+export function auditBlock(s: Sources): string {
+  if (s.audits.length === 0) return '_No stored audit in docs/results/audit/._';
+  const t = new Table(
+    [
+      'served keywords (every query)',
+      'per query',
+      'match ≤ 1 item',
+      'median items each',
+      'bare numbers',
+      'taken from the query',
+      'related to the query (MiniLM cosine ≥ 0.3)',
+      'item keywords on one item',
+      'median items per item keyword',
+    ],
+    [1, 2, 3, 4, 5, 6, 7, 8],
+  );
+  for (const { name, json: a } of s.audits)
+    t.add([
+      `${display(name)} (${a.query.queries} queries)`,
+      a.query.keywordsPerQuery.toFixed(2),
+      pct(a.query.shareOneItem),
+      med(a.query.medianItemsPerKeyword),
+      pct(a.query.shareBareNumbers),
+      pct(a.query.shareFromQuery),
+      a.query.related ? pct(a.query.related.share) : '—',
+      pct(a.item.shareOneItem),
+      med(a.item.medianItemsPerKeyword),
+    ]);
+  return [
+    t.toString(),
+    '',
+    'After `cogr demo --dataset <d>`, as `cogr serve` serves it; item keywords over every item. Re-measure (with `npx cogr embeddings serve` on port 8001):',
+    '',
+    ...s.audits.map((a) => `- ${display(a.name)}: \`${auditCommand(a.name, a.file)}\``),
+  ].join('\n');
+}
+
+/** README: a few real queries' keywords, before (the open vocabulary of earlier runs) and after (the shared one). */
+export function examplesBlock(s: Sources): string {
+  if (s.examples.length === 0) return '_No stored examples in docs/results/examples/._';
+  const kw = (a: AuditJson['examples'][number] | undefined) =>
+    a && a.keywords.length > 0
+      ? a.keywords.map((k) => `\`${k.keyword}\` (${k.matches}${k.cosine !== undefined ? `, ${k.cosine.toFixed(2)}` : ''})`).join(', ')
+      : '(none)';
+  const t = new Table(['query', 'before: open vocabulary (items matched, cosine)', 'after: shared vocabulary (items matched, cosine)']);
+  for (const e of s.examples)
+    for (const [i, b] of e.before.examples.entries()) t.add([`${display(e.name)}: “${b.query}”`, kw(b), kw(e.after.examples[i])]);
+  return [
+    t.toString(),
+    '',
+    'Each keyword with the number of items it alone matches and its MiniLM cosine to the query. Re-measure:',
+    '',
+    ...s.examples.flatMap((e) => {
+      const c = exampleCommands(e.name);
+      return [`- ${display(e.name)}, before: \`${c.before}\``, `- ${display(e.name)}, after: \`${c.after}\``];
+    }),
+  ].join('\n');
+}
+
+/** docs/results.md: items kept out of training (`--new-items`), found beside the others. */
+export function newItemsBlock(s: Sources): string {
+  if (s.newItems.length === 0) return '_No stored run with new items in docs/results/new-items/._';
+  const t = new Table(
+    [
+      'collection',
+      'new items',
+      'relevant new / other',
+      'recall of new items: cogr / BM25',
+      'recall of the others: cogr / BM25',
+      'ratio new / other: cogr',
+      'F1 over every item: cogr / BM25',
+    ],
+    [1, 5],
+  );
+  for (const { name, json: j } of s.newItems) {
+    const n = j.new_items;
+    t.add([
+      display(name),
+      `${n.items} (${pct(n.fraction)})`,
+      `${n.relevant_new} / ${n.relevant_old}`,
+      `${f3(n.recall_new)} / ${f3(n.bm25.recall_new)}`,
+      `${f3(n.recall_old)} / ${f3(n.bm25.recall_old)}`,
+      n.recall_old > 0 ? (n.recall_new / n.recall_old).toFixed(2) : '—',
+      `${f3(n.f1)} / ${f3(n.bm25.f1)}`,
+    ]);
+  }
+  return [
+    t.toString(),
+    '',
+    'Over the held-out queries of every fold, pooled (recall: relevant items in the served sets over relevant items). Re-measure:',
+    '',
+    ...s.newItems.map((r) => `- ${display(r.name)}: \`${evolveCommand(r.json, r.file)}\``),
+  ].join('\n');
 }

@@ -222,10 +222,66 @@ export interface StoredRun {
   json: EvolveJson;
 }
 
+/** `npx cogr audit --json` (src/commands/audit.ts): the audit and its example queries. */
+export const AuditJsonSchema = Audit.extend({
+  examples: z.array(
+    z.object({ query: z.string(), keywords: z.array(z.object({ keyword: z.string(), matches: Num, cosine: Num.optional() })) }),
+  ),
+});
+export type AuditJson = z.output<typeof AuditJsonSchema>;
+
+/** `npx cogr evolve … --new-items <f> --json`: a stored run and its new_items report (src/evolve/newItems.ts). */
+const NewItems = z.object({
+  fraction: Num,
+  items: Num,
+  queries: Num,
+  relevant_new: Num,
+  relevant_old: Num,
+  recall_new: Num,
+  recall_old: Num,
+  f1: Num,
+  bm25: z.object({ recall_new: Num, recall_old: Num, f1: Num }),
+});
+export const NewItemsJsonSchema = EvolveJsonSchema.extend({ new_items: NewItems });
+export type NewItemsJson = z.output<typeof NewItemsJsonSchema>;
+
 export interface Sources {
   runs: StoredRun[];
   demo: { file: string; json: DemoJson } | null;
   bench: Bench[];
+  /** docs/results/audit/<dataset>.json: the served keywords of `cogr demo --dataset <d>`, audited. */
+  audits: { name: string; file: string; json: AuditJson }[];
+  /** docs/results/examples/<dataset>-{before,after}.json: a few queries' keywords, open vocabulary and shared. */
+  examples: { name: string; before: AuditJson; after: AuditJson; queries: string }[];
+  /** docs/results/new-items/<dataset>.json. */
+  newItems: { name: string; file: string; json: NewItemsJson }[];
+}
+
+const byOrder = (a: { name: string }, b: { name: string }) => {
+  const ia = ORDER.indexOf(a.name);
+  const ib = ORDER.indexOf(b.name);
+  return (ia < 0 ? ORDER.length : ia) - (ib < 0 ? ORDER.length : ib) || a.name.localeCompare(b.name);
+};
+
+function jsonIn(root: string, sub: string): string[] {
+  const dir = join(root, 'docs', 'results', sub);
+  return existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.json')) : [];
+}
+
+/** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`). */
+export function auditCommand(dataset: string, file: string): string {
+  return `npx cogr demo --dataset ${dataset} && npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${file}`;
+}
+
+/** The commands that make docs/results/examples/<d>-{before,after}.json. */
+export function exampleCommands(dataset: string): { before: string; after: string } {
+  const q = `docs/results/examples/${dataset}.jsonl`;
+  const audit = (f: string) =>
+    `npx cogr audit --queries ${q} --embeddings http://127.0.0.1:8001/v1 --json > docs/results/examples/${dataset}-${f}.json`;
+  return {
+    before: `COGR_HOME=.cogr-open npx cogr demo --dataset ${dataset} --vocabulary open --item-query-side labels --served-set auto && COGR_HOME=.cogr-open ${audit('before')}`,
+    after: `npx cogr demo --dataset ${dataset} && ${audit('after')}`,
+  };
 }
 
 export function readSources(root: string): Sources {
@@ -245,8 +301,9 @@ export function readSources(root: string): Sources {
   const benchDir = join(root, 'bench', 'results');
   const seen = new Set<string>();
   const bench: Bench[] = [];
+  // The main job at scale (npm run bench -- evolve): evolve*.json; the other benches keep their own shapes.
   for (const f of readdirSync(benchDir)
-    .filter((x) => x.endsWith('.json'))
+    .filter((x) => x.startsWith('evolve') && x.endsWith('.json'))
     .sort()) {
     const raw = readJson(join(benchDir, f), z.union([BenchResult, z.array(BenchResult)]), root);
     for (const b of Array.isArray(raw) ? raw : [raw]) {
@@ -256,5 +313,31 @@ export function readSources(root: string): Sources {
       bench.push(b);
     }
   }
-  return { runs, demo, bench };
+  const audits = jsonIn(root, 'audit')
+    .map((f) => ({
+      name: basename(f, '.json'),
+      file: `docs/results/audit/${f}`,
+      json: readJson(join(dir, 'audit', f), AuditJsonSchema, root),
+    }))
+    .sort(byOrder);
+  const exDir = join(dir, 'examples');
+  const examples = jsonIn(root, 'examples')
+    .filter((f) => f.endsWith('-after.json'))
+    .map((f) => basename(f, '-after.json'))
+    .filter((name) => existsSync(join(exDir, `${name}-before.json`)))
+    .map((name) => ({
+      name,
+      before: readJson(join(exDir, `${name}-before.json`), AuditJsonSchema, root),
+      after: readJson(join(exDir, `${name}-after.json`), AuditJsonSchema, root),
+      queries: `docs/results/examples/${name}.jsonl`,
+    }))
+    .sort(byOrder);
+  const newItems = jsonIn(root, 'new-items')
+    .map((f) => ({
+      name: basename(f, '.json'),
+      file: `docs/results/new-items/${f}`,
+      json: readJson(join(dir, 'new-items', f), NewItemsJsonSchema, root),
+    }))
+    .sort(byOrder);
+  return { runs, demo, bench, audits, examples, newItems };
 }
