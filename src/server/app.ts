@@ -155,7 +155,7 @@ export function buildSearchServer(opts: SearchServerOptions): FastifyInstance {
   const ranking = new ServedRanking(limits.keywordBudgetMs, limits.cacheSize);
   const engine: SearchEngine = opts.backend ? backendEngine(opts.backend, live, ranking, caches) : memoryEngine(live, ranking, caches);
   const resolveText = (snap: Snapshot, text: string): Promise<ResolvedKeywords> =>
-    resolver.resolve(snap.keywordSource, snap.keywordEpoch, text);
+    resolver.resolve(snap.keywordSource, snap.keywordEpoch, text, snap.item.generation);
 
   /** GET /v1/search, and POST /v1/search with a query text. */
   async function textSearch(p: TextSearchRequest) {

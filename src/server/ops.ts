@@ -28,6 +28,17 @@ export const HealthSchema = z.object({
   problems: z
     .array(z.object({ side: z.enum(['item', 'query']), generation: z.number(), code: z.string(), message: z.string() }))
     .describe('generations whose files failed their check (never served)'),
+  catalog: z
+    .object({
+      seq: z.number().describe('the catalog write the served generation ends on'),
+      plannerStale: z
+        .boolean()
+        .describe(
+          "the query planner's relevance model lacks texts of recent writes (rebuilt once writes pause); queries' keywords may differ from a fresh load's until then",
+        ),
+    })
+    .nullable()
+    .describe('catalog writes on the served generation; null when it has none'),
   version: z.number().describe('number of successful loads'),
   loadedAt: z.string().nullable(),
   lastAttemptAt: z.string().nullable(),
@@ -87,6 +98,7 @@ export function registerOpsRoutes(
       generation: snap.item.generation,
       served: { item: snap.item.generation, query: snap.query ? snap.query.generation : null, reason: snap.reason },
       problems: snap.problems,
+      catalog: snap.catalog ? { seq: snap.catalog.seq, plannerStale: snap.catalog.plannerStale } : null,
       version: st.version,
       loadedAt: st.loadedAt,
       lastAttemptAt: st.lastAttemptAt,

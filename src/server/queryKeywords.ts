@@ -79,7 +79,7 @@ interface InFlight {
 }
 
 export class QueryKeywordResolver {
-  private readonly cache: LruCache<string[] | { noTerms: string }>;
+  private readonly cache: LruCache<string[] | { noTerms: string; view: number | string }>;
   private readonly inflight = new Map<string, InFlight>();
   constructor(private readonly opts: KeywordResolverOptions) {
     this.cache = new LruCache(opts.cacheSize);
@@ -91,7 +91,7 @@ export class QueryKeywordResolver {
   }
 
   /** Start (or join) the generation of one text; its answer fills the cache even when it comes too late for its first caller. */
-  private start(source: QueryKeywordSource, key: string, text: string): InFlight {
+  private start(source: QueryKeywordSource, key: string, text: string, view: number | string): InFlight {
     let f = this.inflight.get(key);
     if (f) return f;
     const controller = new AbortController();
@@ -100,9 +100,10 @@ export class QueryKeywordResolver {
     this.inflight.set(key, f);
     promise.then(
       (out) => this.cache.set(key, normalizeKeywordSet(out).keywords),
-      // A text the served data has no word for stays so for this snapshot: cached like an answer.
+      // A text the served items have no word for stays so while they do not change: cached
+      // with the item view it was judged against (a catalog write can give it a word).
       (e: unknown) => {
-        if (e instanceof NoSearchableTerms) this.cache.set(key, { noTerms: e.message });
+        if (e instanceof NoSearchableTerms) this.cache.set(key, { noTerms: e.message, view });
       },
     );
     const done = f;
@@ -114,13 +115,27 @@ export class QueryKeywordResolver {
     return f;
   }
 
-  async resolve(source: QueryKeywordSource | null, version: number | string, text: string): Promise<ResolvedKeywords> {
+  /**
+   * `version` is what the keywords depend on besides the text (the snapshot's keyword epoch,
+   * kept across catalog writes); `view` the item view the text's words are looked up in (a
+   * text with no word in it is asked again once the view changes).
+   */
+  async resolve(
+    source: QueryKeywordSource | null,
+    version: number | string,
+    text: string,
+    view: number | string = version,
+  ): Promise<ResolvedKeywords> {
     // A text without a single word (blank, punctuation, stop words only) is not searched,
     // whatever the generator: there is nothing to generate keywords from.
     if (textTokens(text).length === 0) return this.fallback('no_terms', new NoSearchableTerms(text, 'no_words').message);
     if (!source) return this.fallback('no_generator', 'no query-side generator is configured for this round');
     const key = `${version}\u0000${source.name}\u0000${normalizeSelf(text)}`;
-    const hit = this.cache.get(key);
+    let hit = this.cache.get(key);
+    if (hit && !Array.isArray(hit) && hit.view !== view) {
+      this.cache.delete(key);
+      hit = undefined;
+    }
     if (hit) {
       this.opts.onCacheHit?.();
       if (!Array.isArray(hit)) return { ...this.fallback('no_terms', hit.noTerms), cached: true };
@@ -129,7 +144,7 @@ export class QueryKeywordResolver {
       return { keywords: hit, source: source.name, cached: true, fallback: null };
     }
     this.opts.onCacheMiss?.();
-    const f = this.start(source, key, text);
+    const f = this.start(source, key, text, view);
     f.waiting++;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => {

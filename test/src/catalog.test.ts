@@ -72,6 +72,15 @@ describe('catalog writes through cogr serve --writable', () => {
     for (const q of probes) expect(await found(s.base, q), q).not.toContain('NEW-1');
     expect((await json(`${s.base}/v1/items/NEW-1`)).body.served).toBeNull();
     expect((await json(`${s.base}/v1/items/NEW-1`, send('DELETE'))).status).toBe(404);
+    // /health says whether the query planner has the written texts yet; it does once writes pause.
+    const seqNow = (await json(`${s.base}/health`)).body.catalog?.seq as number;
+    expect(seqNow).toBeGreaterThan(0);
+    let planner: { seq: number; plannerStale: boolean } | null = null;
+    for (let i = 0; i < 1200 && (!planner || planner.plannerStale); i++) {
+      planner = (await json(`${s.base}/health`)).body.catalog;
+      if (planner?.plannerStale) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(planner).toEqual({ seq: seqNow, plannerStale: false });
     await s.stop();
 
     // The same text through `cogr generate --side item --temperature 0` with the served round's
@@ -106,6 +115,9 @@ describe('catalog writes through cogr serve --writable', () => {
   it('hand-set keywords: marked, kept across a later update until cleared, then the generator’s again', async () => {
     const db = run.copy();
     const s = await serveWritable(db);
+    // Searched before the write: no served item has a word of it (an answer cached only while the items stay as they are).
+    const before = await json(`${s.base}/v1/search?q=hand+picked&k=10`);
+    expect(before.body).toMatchObject({ matched: 0, fallback: { reason: 'no_terms' } });
     const set = await json(`${s.base}/v1/items/d0-1/keywords`, send('PUT', { keywords: ['hand picked', 'T0W1 Special'] }));
     expect(set.status, JSON.stringify(set.body)).toBe(200);
     expect(set.body.items).toEqual([{ id: 'd0-1', keywords: ['hand picked', 't0w1 special'], handSet: true }]);

@@ -128,6 +128,14 @@ describe.skipIf(skip)('OpenSearch follows catalog writes', () => {
     expect(health.body.generation).toBe(last.body.generation);
     const indices = (await (await fetch(`${url}/_cat/indices/shop-*?h=index&format=json`)).json()) as { index: string }[];
     expect(indices.length).toBeLessThanOrEqual(2);
+    // The query planner is rebuilt over the written items once writes pause: wait for it, so
+    // both servers plan queries over the same items.
+    for (let i = 0; i < 600; i++) {
+      const h = (await json(`${os.base}/health`)).body;
+      if (h.catalog && !h.catalog.plannerStale) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect((await json(`${os.base}/health`)).body.catalog).toMatchObject({ plannerStale: false });
     // The memory engine over the same database answers the same matched sets.
     const mem = await startServe(['--db', db, '--max-k', '5000']);
     servers.push(mem);
