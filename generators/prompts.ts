@@ -164,10 +164,11 @@ export function renderPrompt(
   input: GenerateInput,
   searchContext: readonly string[] | SearchContext = [],
   kMax = K_MAX,
-  examples?: readonly PromptExample[],
+  /** The worked examples shown (default, or empty: the template's); 'none': no example (a model fine-tuned on the task needs none). */
+  examples?: readonly PromptExample[] | 'none',
 ): ChatMessage[] {
   // An example is never the input itself (its own target would be the answer).
-  const shots = (examples !== undefined && examples.length > 0 ? examples : t.examples).filter(
+  const shots = (examples === 'none' ? [] : examples !== undefined && examples.length > 0 ? examples : t.examples).filter(
     (e) => e.text !== input.text || (e.title ?? '') !== (input.title ?? ''),
   );
   const ctx = renderSearchContext(searchContext);
