@@ -18,7 +18,7 @@
  * (src/evolve/sftData.ts): the SFT item generation's keywords of every item judged by a core
  * training query, the SFT planner's keywords of every core training query (planned as held
  * out), and the same for the dev queries under `<dir>/dev/` (a trainer's dev loss); the
- * prompts carry no worked example. Read from the published files: the database is not locked.
+ * prompts are compact (the user message alone, generators/prompts.ts). Read from the published files: the database is not locked.
  */
 import type { Command } from 'commander';
 import { openDb } from '../../index/store/db.ts';

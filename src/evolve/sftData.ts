@@ -60,7 +60,7 @@ export async function runSftTargets(run: RunReader): Promise<SftTargets> {
   };
 }
 
-/** The targets in TRL's conversational format: `dir/item.jsonl`, `dir/query.jsonl`, and the dev ones under `dir/dev/`; prompts without worked examples. */
+/** The targets in TRL's conversational format: `dir/item.jsonl`, `dir/query.jsonl`, and the dev ones under `dir/dev/`; compact prompts (the user message alone, prompts.ts). */
 export function exportSftTargets(
   run: RunReader,
   t: SftTargets,
@@ -74,7 +74,7 @@ export function exportSftTargets(
     queries: run.coreQueries,
     queryTargets: t.queries,
     keywordLimit,
-    examples: 'none',
+    examples: 'compact',
   });
   const dev = exportTrl(join(dir, 'dev'), {
     items,
@@ -82,7 +82,7 @@ export function exportSftTargets(
     queries: run.devQueries,
     queryTargets: t.devQueries,
     keywordLimit,
-    examples: 'none',
+    examples: 'compact',
   });
   return { item: train.item, query: train.query, devItem: dev.item, devQuery: dev.query };
 }
