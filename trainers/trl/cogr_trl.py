@@ -8,9 +8,10 @@
 Training updates LoRA adapters (peft; --lora-r 0: every weight), merged into the saved
 checkpoint, so `generate` and the next stage load a plain model. `sft` trains on
 `cogr sft --db <run> --export DIR` (the run's own SFT targets: DIR/item.jsonl, DIR/query.jsonl)
-epoch by epoch while the loss on DIR/dev/ (the run's dev queries, never trained on) falls,
-and keeps the epoch with the lowest. `grpo` saves a checkpoint every --save-steps steps and
-resumes from the last one when run again (a killed stage loses at most that many steps).
+while the loss on DIR/dev/ (the run's dev queries, never trained on) falls, evaluated every
+--eval-steps, and keeps the checkpoint with the lowest. `sft` and `grpo` save checkpoints
+and resume from the last one when run again (a killed stage loses at most --eval-steps /
+--save-steps steps; a resumed sft may be given fewer --max-epochs to end sooner).
 --device cuda trains and generates on a GPU (a bigger --model works the same way).
 
 `grpo` and `generate` sample under the keyword-list grammar (keyword_grammar.py: a JSON
@@ -166,6 +167,11 @@ def load_model(path: str, device: str = "cpu"):
     return model.to(device), tok
 
 
+def last_checkpoint(work: Path) -> int:
+    """The step of the newest checkpoint a killed stage left in its work folder (0: none)."""
+    return max((int(p.name.split("-")[1]) for p in work.glob("checkpoint-*") if p.name.split("-")[1].isdigit()), default=0)
+
+
 def lora_config(a: argparse.Namespace):
     """LoRA on every attention and MLP projection (None with --lora-r 0: full updates)."""
     if a.lora_r <= 0:
@@ -317,8 +323,9 @@ def cmd_sft(a: argparse.Namespace) -> None:
     as_ds = lambda rs: Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rs])
     out = Path(a.out)
     work = out.with_name(out.name + ".work")
+    last = last_checkpoint(work)
     steps_per_epoch = -(-len(rows) // a.batch)
-    steps = StepLog(Path(a.log), steps_per_epoch * a.max_epochs, "sft")
+    steps = StepLog(Path(a.log), steps_per_epoch * a.max_epochs, "sft", start=last)
     args = train_args_common(a, work)
     by_steps = 0 < a.eval_steps < steps_per_epoch * a.max_epochs  # else once an epoch (a smoke run's few steps)
     every = dict(eval_strategy="steps", eval_steps=a.eval_steps, save_strategy="steps", save_steps=a.eval_steps) if by_steps else dict(eval_strategy="epoch", save_strategy="epoch")
@@ -349,7 +356,9 @@ def cmd_sft(a: argparse.Namespace) -> None:
         f"sft: up to {a.max_epochs} epochs × {steps_per_epoch} steps of {a.batch} ({len(queries)} query examples × {rep}, {len(items)} item examples),"
         f" stopping when the loss on {len(dev)} dev examples has not fallen for {a.patience} evaluation(s) (every {str(a.eval_steps) + ' steps' if a.eval_steps > 0 else 'epoch'}); {'LoRA r=' + str(a.lora_r) if a.lora_r > 0 else 'full updates'}, {a.device}"
     )
-    trainer.train()
+    if last:
+        log(f"sft: resuming after step {last} ({work})")
+    trainer.train(resume_from_checkpoint=True if last else None)
     hist = [{"step": h["step"], "epoch": h["epoch"], "eval_loss": h["eval_loss"]} for h in trainer.state.log_history if "eval_loss" in h]
     best = min(hist, key=lambda h: h["eval_loss"]) if hist else None
     save_final(trainer, tok, out, {"stage": "sft", "epochs": hist, "best": best, "examples": len(rows), "queries": len(queries), "items": len(items), "dev": len(dev), "lora_r": a.lora_r})
@@ -524,7 +533,7 @@ def cmd_grpo(a: argparse.Namespace) -> None:
     out = Path(a.out)
     # Checkpoints of a stage in progress: a run killed midway resumes from the last one.
     work = out.with_name(out.name + ".work")
-    last = max((int(p.name.split("-")[1]) for p in work.glob("checkpoint-*") if p.name.split("-")[1].isdigit()), default=0)
+    last = last_checkpoint(work)
     steps = StepLog(Path(a.log), a.steps, f"grpo {a.name}", start=last)
     reward = make_reward_func(url, a.token, a.reward_timeout, Path(a.rewards_log), resume=last > 0)
     args = train_args_common(a, work)
