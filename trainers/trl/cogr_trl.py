@@ -330,7 +330,7 @@ def cmd_sft(a: argparse.Namespace) -> None:
     by_steps = 0 < a.eval_steps < steps_per_epoch * a.max_epochs  # else once an epoch (a smoke run's few steps)
     every = dict(eval_strategy="steps", eval_steps=a.eval_steps, save_strategy="steps", save_steps=a.eval_steps) if by_steps else dict(eval_strategy="epoch", save_strategy="epoch")
     args.update(
-        max_steps=-1,
+        max_steps=a.max_steps if a.max_steps > 0 else -1,
         num_train_epochs=a.max_epochs,
         train_sampling_strategy="group_by_length",
         **every,
@@ -662,6 +662,7 @@ def main(argv: list[str]) -> int:
     s.add_argument("--data", required=True, help="folder of `cogr sft --db <run> --export` (item.jsonl, query.jsonl, dev/)")
     s.add_argument("--max-epochs", type=int, default=8, help="epochs at most; training stops when the dev loss has not fallen for --patience epochs")
     s.add_argument("--patience", type=int, default=1, help="evaluations without a lower dev loss before stopping")
+    s.add_argument("--max-steps", type=int, default=0, help="stop after this many steps at most (0: --max-epochs decides); a time budget")
     s.add_argument("--eval-steps", type=int, default=0, help="evaluate the dev loss every this many steps (0: every epoch)")
     s.add_argument("--dev-items", type=int, default=24, help="dev items in the dev loss (every dev query is)")
     s.add_argument("--limit", type=int, default=0, help="at most this many query, item and dev examples each (0: all; for smoke runs)")

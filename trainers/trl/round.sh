@@ -2,12 +2,13 @@
 # One alternating CoGR round with a real LLM trained by TRL (LoRA), rewards from cogr reward-server.
 #
 #   bash trainers/trl/round.sh --dataset med [--work DIR] [--device cpu|cuda] [--base DIR]
-#        [--sft-max-epochs 2] [--sft-eval-steps 20] [--sft-lr 3e-4] [--query-steps 40] [--item-steps 20]
+#        [--sft-max-epochs 2] [--sft-max-steps 0] [--sft-eval-steps 20] [--sft-lr 3e-4] [--query-steps 40] [--item-steps 20]
 #        [--grpo-lr 5e-5] [--generations 8] [--prompts-per-step 1] [--items 32] [--lora-r 16]
 #        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free]
 #        [--queries 0] [--judged 0] [--sft-limit 0]
 #
-# --queries n / --judged n / --sft-limit n: keywords for n sampled core training queries / n
+# --sft-max-steps n: SFT stops after n steps at most (a time budget; 0: the dev loss and
+# --sft-max-epochs decide). --queries n / --judged n / --sft-limit n: keywords for n sampled core training queries / n
 # sampled judged items, SFT on n examples of each kind (0: all; smaller for smoke runs and tests).
 # --base: the model to start from (default the SmolLM2-135M checkpoint setup.sh converts;
 # any causal LM checkpoint folder works, e.g. a bigger one with --device cuda). --threads: torch
@@ -37,7 +38,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
-grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() queries=0 judged=0 sft_limit=0
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() queries=0 judged=0 sft_limit=0 sft_steps=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dataset) dataset="$2"; shift 2 ;;
@@ -46,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --base) base="$2"; shift 2 ;;
     --sft-max-epochs) sft_epochs="$2"; shift 2 ;;
     --sft-eval-steps) sft_eval="$2"; shift 2 ;;
+    --sft-max-steps) sft_steps="$2"; shift 2 ;;
     --sft-lr) sft_lr="$2"; shift 2 ;;
     --query-steps) query_steps="$2"; shift 2 ;;
     --item-steps) item_steps="$2"; shift 2 ;;
@@ -69,7 +71,7 @@ done
 for n in "$sft_epochs" "$sft_eval" "$query_steps" "$item_steps" "$generations" "$per_step" "$items" "$threads" "$gen_tokens" "$gen_batch"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected a positive integer, got '$n'" >&2; exit 2; }
 done
-for n in "$queries" "$judged" "$sft_limit"; do
+for n in "$queries" "$judged" "$sft_limit" "$sft_steps"; do
   [[ "$n" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected an integer ≥ 0, got '$n'" >&2; exit 2; }
 done
 [[ "$lora_r" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --lora-r: expected an integer ≥ 0, got '$lora_r'" >&2; exit 2; }
@@ -172,7 +174,7 @@ done_or "$work/sft-data/done.json" sft-export || {
 }
 done_or "$work/ckpt-sft/cogr-done.json" sft ||
   timed sft "${py[@]}" sft "${train[@]}" --model "$base" --data "$work/sft-data" --out "$work/ckpt-sft" --log "$work/sft.log.jsonl" \
-    --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience 1 --limit "$sft_limit"
+    --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience 1 --limit "$sft_limit" --max-steps "$sft_steps"
 done_or "$work/import-sft-query.json" eval-sft || {
   keywords_for eval-sft "$work/ckpt-sft" "$work/prompts/query-all.jsonl" sft-query
   import_gen query "$work/sft-query.keywords.jsonl" "$work/import-sft-query.json"
