@@ -321,7 +321,7 @@ def cmd_sft(a: argparse.Namespace) -> None:
     model, tok = load_model(a.model, a.device)
     check_lengths(tok, rows + dev, 0, context_of(model, a), str(data))
     as_ds = lambda rs: Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rs])
-    out = Path(a.out)
+    out = Path(a.out).resolve()  # absolute: the trainer's state records checkpoint paths, and a resume may run elsewhere
     work = out.with_name(out.name + ".work")
     last = last_checkpoint(work)
     steps_per_epoch = -(-len(rows) // a.batch)
@@ -530,7 +530,7 @@ def cmd_grpo(a: argparse.Namespace) -> None:
     model, tok = load_model(a.model, a.device)
     check_lengths(tok, rows, a.max_completion, context_of(model, a), a.prompts)
     ds = Dataset.from_list([{"prompt": r["prompt"], "label": r["label"]} for r in rows])
-    out = Path(a.out)
+    out = Path(a.out).resolve()
     # Checkpoints of a stage in progress: a run killed midway resumes from the last one.
     work = out.with_name(out.name + ".work")
     last = last_checkpoint(work)
