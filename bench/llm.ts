@@ -76,6 +76,58 @@ function rewardCurve(
   return { steps: r.length, first_fifth: { mean: f.mean, se: f.se }, last_fifth: { mean: l.mean, se: l.se } };
 }
 
+function stageSum(
+  stages: readonly Record<string, unknown>[],
+  key: string,
+  f: (a: number, b: number) => number,
+): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  for (const s of stages) {
+    const name = s.stage as string;
+    const v = typeof s[key] === 'number' ? (s[key] as number) : null;
+    const had = out[name];
+    out[name] = had === undefined || had === null ? v : v === null ? had : round(f(had, v));
+  }
+  return out;
+}
+
+/**
+ * The query half-round's reward, first pass over the training queries against the last
+ * (the GRPO data cycles through the queries in one order, so each pass holds every query
+ * once): each query's mean reward in its first pass and in its last, and the mean of the
+ * per-query differences with its standard error. What the fifths of the steps compare
+ * when a fifth is one pass, with the queries' differences paired.
+ */
+function pairedCurve(
+  rewardsLog: string,
+): { queries: number; passes: number; first: number; last: number; gain: number; se: number } | null {
+  const calls = jsonl(rewardsLog);
+  if (calls.length === 0) return null;
+  // Each reward call is one step: one prompt's completions (the label names it).
+  const byLabel = new Map<string, number[]>();
+  const steps = new Map<number, { label: string; rewards: number[] }>();
+  for (const c of calls) {
+    const s = steps.get(c.call as number) ?? { label: c.label as string, rewards: [] };
+    s.rewards.push(c.reward as number);
+    steps.set(c.call as number, s);
+  }
+  for (const s of [...steps.keys()].sort((a, b) => a - b).map((k) => steps.get(k)!)) {
+    const m = s.rewards.reduce((a, b) => a + b, 0) / s.rewards.length;
+    byLabel.set(s.label, [...(byLabel.get(s.label) ?? []), m]);
+  }
+  const both = [...byLabel.values()].filter((v) => v.length >= 2);
+  if (both.length === 0) return null;
+  const d = meanSe(both.map((v) => v[v.length - 1] - v[0]));
+  return {
+    queries: both.length,
+    passes: Math.min(...both.map((v) => v.length)),
+    first: meanSe(both.map((v) => v[0])).mean,
+    last: meanSe(both.map((v) => v[v.length - 1])).mean,
+    gain: d.mean,
+    se: d.se,
+  };
+}
+
 export async function run(argv: string[]): Promise<void> {
   const args = parseBenchArgs(argv);
   const dataset = args.string('--dataset', 'med');
@@ -152,9 +204,11 @@ export async function run(argv: string[]): Promise<void> {
         query_vs_bm25: paired(query?.perQuery ?? null, figures.bm25.f1),
       },
       reward_curve: rewardCurve(join(work, 'grpo-query.log.jsonl')),
+      reward_curve_paired: pairedCurve(join(work, 'grpo-query.rewards.jsonl')),
       reward_curve_item: rewardCurve(join(work, 'grpo-item.log.jsonl')),
-      seconds: Object.fromEntries(stages.map((s) => [s.stage as string, s.seconds as number])),
-      max_rss_mb: Object.fromEntries(stages.map((s) => [s.stage as string, s.max_rss_mb as number])),
+      // A stage run in parts (killed, then resumed) sums its parts' seconds; its memory is the largest part's.
+      seconds: stageSum(stages, 'seconds', (a, b) => a + b),
+      max_rss_mb: stageSum(stages, 'max_rss_mb', Math.max),
       load_average_at_collection: load.map(round),
       measured_at: new Date().toISOString(),
     };
