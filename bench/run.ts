@@ -19,6 +19,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchModule>> = {
   crosscheck: () => import('./crosscheck.ts'),
   evolve: () => import('./evolve.ts'),
   cut: () => import('./cut.ts'),
+  catalog: () => import('./catalog.ts'),
   llm: () => import('./llm.ts'),
 };
 

@@ -310,9 +310,24 @@ export interface CandidateCounts {
 }
 
 /**
+ * One query whose matched set a candidate changes: it gains the item (dir 1) or loses it
+ * (−1); for a counted query, whether the item is relevant to it and its F_β before and after.
+ */
+export interface QueryChange {
+  query: number;
+  dir: 1 | -1;
+  counted: boolean;
+  relevant: boolean;
+  before: number;
+  after: number;
+}
+
+/**
  * The result layer of the incremental reward for a resolved candidate (no budget check):
  * Σ over Q_cand △ Q_ref of the F_β change, in one merge of sorted lists. With `counts`,
- * also reports |Q_cand| and the size of the symmetric difference.
+ * also reports |Q_cand| and the size of the symmetric difference; with `changes`, every
+ * query of that difference in query order (the reward is the sum of the counted ones'
+ * after − before, added in the same order).
  */
 export function incrementalReward(
   ctx: ItemRewardContext,
@@ -320,6 +335,7 @@ export function incrementalReward(
   item: number,
   resolved: ResolvedCandidate,
   counts?: CandidateCounts,
+  changes?: QueryChange[],
 ): number {
   const beta = ctx.beta ?? DEFAULTS.run.beta;
   const qc = resolvedQueries(ctx, item, resolved);
@@ -349,13 +365,19 @@ export function incrementalReward(
       continue;
     }
     affected++;
-    if (counted[q] === 0) continue;
+    if (counted[q] === 0) {
+      changes?.push({ query: q, dir: dir as 1 | -1, counted: false, relevant: false, before: 0, after: 0 });
+      continue;
+    }
     while (r < rEnd && iRel[r] < q) r++;
     const isRel = r < rEnd && iRel[r] === q ? 1 : 0;
     const ret = nRet[q];
     const tp = nTp[q];
     const nr = nRel[q];
-    sum += fBetaFromCounts(ret + dir, nr, tp + dir * isRel, beta) - fBetaFromCounts(ret, nr, tp, beta);
+    const after = fBetaFromCounts(ret + dir, nr, tp + dir * isRel, beta);
+    const before = fBetaFromCounts(ret, nr, tp, beta);
+    sum += after - before;
+    changes?.push({ query: q, dir: dir as 1 | -1, counted: true, relevant: isRel === 1, before, after });
   }
   if (counts) {
     counts.matched = qc.length;

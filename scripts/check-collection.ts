@@ -13,8 +13,8 @@
  * topic vocabularies over a Zipf background, queries of 2–4 words of one topic, relevant = the
  * `--relevant` items of the topic sharing the most query words), here with few queries.
  * `--ids FILE` (few-queries): the judged queries listed in FILE (one id per line, in that
- * order) instead of a seeded draw; bench/check-samples/ holds the lists of the samples the
- * README reports.
+ * order) instead of a seeded draw; bench/check-samples/ holds the lists of the fresh samples
+ * the project checked its options on (its README.md).
  * `--from` is a shipped or registered dataset (or a folder). DIR gets corpus.jsonl,
  * queries.jsonl and qrels/test.tsv; an existing DIR is refused.
  */

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Every query of a dataset through `cogr serve` (memory, keyword-bag BM25) and `cogr serve
-// --backend opensearch` side by side (README "Serving from OpenSearch"):
+// --backend opensearch` side by side (docs/opensearch.md):
 //   COGR_HOME=<home> node scripts/opensearch-compare.mjs --dataset med --url U[,U2,…] --index ALIAS
 // Prints one JSON line: queries whose planned keywords and served sets (the first `matched`
 // items: the match rule's set, or the run's empty-plan floor) are identical, those that

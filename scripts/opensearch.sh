@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A local OpenSearch cluster for cogr's OpenSearch backend (README "OpenSearch").
+# A local OpenSearch cluster for cogr's OpenSearch backend (docs/opensearch.md).
 #
 #   scripts/opensearch.sh install                     download + verify the pinned distribution (cached)
 #   scripts/opensearch.sh start  --dir D [--nodes 3] [--port 9200] [--heap 512m] [--timeout 600]

@@ -123,6 +123,12 @@ export const COMMANDS: readonly CommandEntry[] = [
     description: 'the keyword inverted index: import generations, search, explain, list, diff, delete',
     load: () => import('./commands/index.ts'),
   },
+  {
+    name: 'items',
+    description:
+      'the served catalog: add, update and delete items, set keywords by hand, preview their effect, fold the writes into a dataset',
+    load: () => import('./commands/items.ts'),
+  },
 ];
 
 /** The command an argument vector runs (`cogr help <command>` counts as that command), if any. */

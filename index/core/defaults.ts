@@ -169,6 +169,21 @@ export const DEFAULTS = deepFreeze({
     keywordBudgetMs: 250,
     keywordCacheSize: 10_000,
   },
+  /**
+   * Catalog writes (`cogr items`, `cogr serve --writable`): the query planner's relevance
+   * model is rebuilt over the items' new texts once writes have paused for refreshQuietMs,
+   * and at the latest refreshMaxMs after the first write it lacks; the catalog keeps its
+   * newest keepGenerations generations of a root (older ones are deleted, their changes
+   * folded forward); a write is acknowledged once served, or after ackTimeoutMs (committed,
+   * `served` says which generation is); a batch holds at most maxBatch items.
+   */
+  catalog: {
+    refreshQuietMs: 2_000,
+    refreshMaxMs: 30_000,
+    keepGenerations: 4,
+    ackTimeoutMs: 30_000,
+    maxBatch: 100_000,
+  },
   /** `cogr reward-server`. */
   rewardServer: {
     host: '127.0.0.1',

@@ -20,6 +20,11 @@ export const ERROR_CATALOGUE = {
   DATA_MISSING: { status: 422, summary: 'a data file or column is missing' },
   DUPLICATE_ID: { status: 422, summary: 'an id occurs twice' },
   DB_LOCKED: { status: 409, summary: 'the database is held by another process' },
+  CONFLICT: {
+    status: 409,
+    summary:
+      'a catalog write conflicts with the catalog: an item added that is already there, or changed that is not (the line or field is named)',
+  },
   DB_VERSION: { status: 409, summary: 'the database has another format version' },
   DB_CORRUPT: { status: 500, summary: 'the database is inconsistent or cannot be read (the path and the next step are named)' },
   IO_ERROR: { status: 500, summary: 'a file or folder cannot be read or written (the path is named)' },

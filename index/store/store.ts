@@ -209,6 +209,16 @@ export class IndexWriter {
   }
 }
 
+/** A generation's entries with a patch applied (removed ones dropped, changed ones replaced, new ones added). */
+function patchEntries(entries: readonly IndexEntry[], patched: ReadonlyMap<string, LiveRecord | null>): IndexEntry[] {
+  const out: IndexEntry[] = [];
+  for (const e of entries) {
+    if (!patched.has(e.id)) out.push(e);
+  }
+  for (const [id, rec] of patched) if (rec) out.push({ id, self: rec.s, keywords: rec.k });
+  return out;
+}
+
 function checkId(id: unknown): asserts id is string {
   if (typeof id !== 'string' || id.length === 0)
     throw cogrError('INVALID_ARGUMENT', `entity id must be a non-empty string (got ${JSON.stringify(id)})`);
@@ -230,8 +240,13 @@ export class KeywordIndexStore {
   /** Operations per LevelDB batch before a commit is staged (see StagedBatch). */
   readonly maxBatchOps: number;
 
-  constructor(db: CogrDb, opts: { logger?: Logger; maxBatchOps?: number } = {}) {
+  /** The entries each side published last (with `keepEntries`): a patch on that generation derives its entries from them. */
+  private readonly lastEntries = new Map<Side, { generation: number; entries: IndexEntry[] }>();
+  private readonly keepEntries: boolean;
+
+  constructor(db: CogrDb, opts: { logger?: Logger; maxBatchOps?: number; keepEntries?: boolean } = {}) {
     this.db = db;
+    this.keepEntries = opts.keepEntries ?? false;
     this.sub = db.sublevel<unknown>(KWI_SUBLEVEL);
     this.logger = opts.logger ?? db.logger ?? silentLogger;
     const m = opts.maxBatchOps ?? MAX_BATCH_OPS;
@@ -369,8 +384,10 @@ export class KeywordIndexStore {
   /**
    * Complete what a writer killed mid-commit left, as the first write of a store does
    * (`reconcile`): the cells of an interrupted staged commit dropped, every committed
-   * generation without files published. For a writer that may commit nothing (an idempotent
-   * re-run finding its generation already committed) and must still leave it published.
+   * generation without files published, the database checked against the files. For a
+   * writer that may commit nothing (an idempotent re-run finding its generation already
+   * committed) and must still leave it published, or that wants it done before its first
+   * write (the catalog writer).
    */
   async recover(): Promise<void> {
     await this.exclusive(() => this.reconcile());
@@ -388,10 +405,14 @@ export class KeywordIndexStore {
   ): Promise<Omit<CommitResult, 'rejectedKeywords'>> {
     return this.exclusive(async () => {
       await this.reconcile();
-      const { entries, ...res } = await this.withSnapshot((snap) => this.commitLocked(side, opts, changes, meta, snap));
+      const { entries, patched, base, ...res } = await this.withSnapshot((snap) => this.commitLocked(side, opts, changes, meta, snap));
       release();
       failpoint('store.commit:before-publish');
-      await this.publish(side, res.generation, entries ?? undefined);
+      // A patch on the generation published last (a store that keeps its entries, the
+      // catalog writer's): its entries are those with the patch applied, not read back.
+      const last = this.lastEntries.get(side);
+      const given = entries ?? (last && base !== null && last.generation === base ? patchEntries(last.entries, patched) : undefined);
+      await this.publish(side, res.generation, given);
       return res;
     });
   }
@@ -411,6 +432,7 @@ export class KeywordIndexStore {
       const data = buildViewData(side, generation, entries, { shared: true, analyzer: man.analyzer });
       await publishGeneration(this.db.path, publicInfo(man), data, entries, DB_FORMAT_VERSION);
       this.lastPublished.set(side, data);
+      if (this.keepEntries) this.lastEntries.set(side, { generation, entries });
     });
   }
 
@@ -455,7 +477,14 @@ export class KeywordIndexStore {
     changes: ReadonlyMap<string, LiveRecord | null>,
     meta: Record<string, unknown>,
     snap: Snap,
-  ): Promise<Omit<CommitResult, 'rejectedKeywords'> & { entries: IndexEntry[] | null }> {
+  ): Promise<
+    Omit<CommitResult, 'rejectedKeywords'> & {
+      entries: IndexEntry[] | null;
+      /** The records the commit changed, as stored (analysed; null: removed). */
+      patched: Map<string, LiveRecord | null>;
+      base: number | null;
+    }
+  > {
     const mans = await this.manifests(side, snap);
     let base: GenerationManifest | null = null;
     if (opts.base === undefined) base = mans.length ? mans[mans.length - 1] : null;
@@ -529,6 +558,7 @@ export class KeywordIndexStore {
     let changed = 0;
     // A build from empty: its records are the generation's entries (for publish()).
     const fresh: IndexEntry[] | null = base === null ? [] : null;
+    const patched = new Map<string, LiveRecord | null>();
     try {
       const dfWords = new WordCounter();
       const pKey = `p${SEP}${side}${SEP}`;
@@ -540,6 +570,7 @@ export class KeywordIndexStore {
         if (rec === null && !before) continue;
         if (rec !== null && before && sameRecord(before, rec)) continue;
         changed++;
+        if (this.keepEntries) patched.set(id, rec);
         const eid = esc(id);
         out.put(`${rKey}${eid}${SEP}${g}`, rec === null ? { x: 1 } : rec);
         if (fresh && rec) fresh.push({ id, self: rec.s, keywords: rec.k });
@@ -607,7 +638,7 @@ export class KeywordIndexStore {
       throw e;
     }
     this.logger.info('committed keyword index generation', { side, generation: next, size, changed, staged: out.staged });
-    return { generation: next, changed, entries: fresh };
+    return { generation: next, changed, entries: fresh, patched, base: base ? base.generation : null };
   }
 
   /**

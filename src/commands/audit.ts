@@ -43,7 +43,7 @@ interface AuditFlags {
 
 interface Audited {
   audit: KeywordAudit;
-  examples: { query: string; keywords: string[] }[];
+  queries: AuditedQuery[];
 }
 
 const QueryLine = z.object({ id: idSchema, text: z.string() });
@@ -79,7 +79,7 @@ async function withCosines(queries: AuditedQuery[], url: string, model: string |
 }
 
 /** The audit of a stored run, read from its published files as `cogr serve` reads them. */
-async function auditStored(flags: AuditFlags, log: Logger): Promise<Audited & { queries: AuditedQuery[] }> {
+async function auditStored(flags: AuditFlags, log: Logger): Promise<Audited> {
   const path = dbPath(flags.db);
   const run = flags.dataset ? null : await readRunAt(path);
   const corpus = flags.dataset
@@ -115,11 +115,11 @@ async function auditStored(flags: AuditFlags, log: Logger): Promise<Audited & { 
   }
   const limit = parseIntFlag('--items', flags.items, 1, 100_000_000);
   const item = auditItems(snap.item, limit);
-  return { audit: { query: auditQueries(out), item }, examples: [], queries: out };
+  return { audit: { query: auditQueries(out), item }, queries: out };
 }
 
 /** The audit of a running `cogr serve`, through its HTTP API only. */
-async function auditServed(flags: AuditFlags, log: Logger): Promise<Audited & { queries: AuditedQuery[] }> {
+async function auditServed(flags: AuditFlags, log: Logger): Promise<Audited> {
   const base = parseEmbeddingsUrl('--url', flags.url!).replace(/\/+$/, '');
   const corpus = flags.dataset ? (await loadDataset(flags.dataset, { logger: log })).corpus : null;
   const queries = await auditQueriesOf(flags, corpus);
@@ -183,7 +183,6 @@ async function auditServed(flags: AuditFlags, log: Logger): Promise<Audited & { 
         medianItemsPerKeyword: med,
       },
     },
-    examples: [],
     queries: out,
   };
 }
@@ -214,13 +213,15 @@ export function register(program: Command): void {
       const n = parseIntFlag('--examples', flags.examples, 0, 1_000_000) ?? 8;
       const examples = queries.slice(0, n).map((q) => ({
         query: q.text,
-        keywords: q.keywords.map((k, i) => `${k} (${q.matches[i]}${q.cosines ? `, ${q.cosines[i].toFixed(2)}` : ''})`),
+        keywords: q.keywords.map((k, i) => ({ keyword: k, matches: q.matches[i], ...(q.cosines ? { cosine: q.cosines[i] } : {}) })),
       }));
       if (flags.json) {
         process.stdout.write(JSON.stringify({ ...audit, examples }) + '\n');
         return;
       }
       process.stdout.write(`${auditLine(audit)}\n\n`);
-      for (const e of examples) process.stdout.write(`${e.query.slice(0, 100)}\n  → ${e.keywords.join(', ') || '(none)'}\n`);
+      const shown = (k: (typeof examples)[number]['keywords'][number]) =>
+        `${k.keyword} (${k.matches}${k.cosine !== undefined ? `, ${k.cosine.toFixed(2)}` : ''})`;
+      for (const e of examples) process.stdout.write(`${e.query.slice(0, 100)}\n  → ${e.keywords.map(shown).join(', ') || '(none)'}\n`);
     });
 }

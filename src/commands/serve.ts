@@ -12,6 +12,10 @@
  * `--keyword-workers` worker threads. Binds to loopback unless `--host` says otherwise.
  * The bearer token (flag or COGR_TOKEN) guards the admin endpoint.
  *
+ * `--writable` (with a token): the catalog's write routes (src/server/catalogRoutes.ts); a
+ * writer thread holds the database's lock for the server's life and commits each write as
+ * a new item generation, which this server swaps in before it answers.
+ *
  * `--backend opensearch --url U[,U2,…] --index ALIAS [--backend-timeout-ms 5000]`: the
  * query keywords are still planned from the stored run, GET /v1/search's matched set and
  * ranking come from the alias `cogr export opensearch` published (src/opensearch/backend.ts).
@@ -48,6 +52,8 @@ import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
 import type { KeywordPoolOptions } from '../server/keywordPool.ts';
 import { checkIndexName, OpenSearchNodes, parseNodeUrls } from '../opensearch/client.ts';
 import { openSearchBackend } from '../opensearch/backend.ts';
+import { ITEM_GENERATORS } from '../catalog/itemKeywords.ts';
+import { CatalogThread } from '../server/catalogThread.ts';
 
 /**
  * With `--embeddings`: the items' vectors (cached) for the keyword workers and a query
@@ -114,6 +120,8 @@ interface ServeFlags extends ServerFlags, LlmFlags, EmbeddingsFlags {
   url?: string;
   index?: string;
   backendTimeoutMs?: string;
+  writable?: boolean;
+  itemGenerator: string;
 }
 
 export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): Promise<void> {
@@ -138,8 +146,17 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
           }),
           checkIndexName('--index', flags.index),
           log,
+          flags.writable ? { dbPath: server.dbPath } : {},
         )
       : null;
+  if (flags.writable && !server.token)
+    throw cogrError('INVALID_ARGUMENT', '--writable: catalog writes need the admin token; give --token (or COGR_TOKEN)');
+  if (flags.writable && flags.embeddings !== undefined)
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      "--writable with --embeddings: catalog writes do not embed new items' texts yet; serve without --embeddings to write",
+    );
+  const itemGenerator = parseChoice('--item-generator', flags.itemGenerator, ITEM_GENERATORS);
   // Titles and item fields come from the dataset: --dataset, else the stored run's (in its recorded format).
   const run = flags.dataset ? null : await readRunAt(server.dbPath);
   const corpus = flags.dataset
@@ -171,10 +188,25 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
     log,
   });
   const live = new LiveSnapshot(loader, log);
+  // --writable: the writer thread takes the database's lock (DB_LOCKED names it when another
+  // process holds it) and puts right what a killed writer left, before the first load.
+  const catalog = flags.writable
+    ? await CatalogThread.start(
+        {
+          dbPath: server.dbPath,
+          round: server.round,
+          ...(flags.dataset ? { dataset: flags.dataset } : {}),
+          itemGenerator,
+          llm: llmOptionsFromEnv(flags),
+        },
+        log,
+      )
+    : null;
   try {
     await live.reload();
   } catch (e) {
     await (keywordPool as KeywordWorkerPool | null)?.close();
+    await catalog?.close();
     throw e;
   }
   if (backend && backend.generation() !== live.get().item.generation)
@@ -193,11 +225,14 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
     connections: server.connections,
     drift: storeDriftProvider(server.dbPath),
     ...(server.token ? { token: server.token } : {}),
+    ...(catalog ? { catalog } : {}),
   });
+  if (catalog) log.info('catalog writes: this server holds the database for writes', { db: server.dbPath, served: catalog.served });
   if (server.watch) live.watch(server.watch);
   await listenUntilSignal(app, server.host, server.port, 'cogr serve', log, () => {
     live.stopWatch();
     void (keywordPool as KeywordWorkerPool | null)?.close();
+    void catalog?.close();
   });
 }
 
@@ -234,5 +269,14 @@ export function register(program: Command): void {
     .option('--index <alias>', '--backend opensearch: the alias to search')
     .option('--backend-timeout-ms <ms>', '--backend opensearch: deadline of one request on one node (default 5000)')
     .option('--keyword-workers <n>', 'worker threads generating query keywords with the query planner (default: cores − 1, 1 to 4)')
+    .option(
+      '--writable',
+      'serve catalog writes (PUT/DELETE /v1/items/{id}, POST /v1/items/batch, hand-set keywords; admin token): this server holds the database for writes',
+    )
+    .option(
+      '--item-generator <kind>',
+      "--writable: keywords of new and changed items from auto (the round's item policy; an LLM endpoint, --base-url/--model, when the round's items were imported from one) | embedded | openai",
+      'auto',
+    )
     .action(async (flags: ServeFlags) => runServe(flags));
 }

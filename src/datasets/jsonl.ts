@@ -27,7 +27,7 @@ import { CorpusBuilder, type ParsedDataset, idSchema, readJsonl } from './common
  * prototype), so it would vanish without a word. It is checked on the parsed value,
  * before the record is copied.
  */
-const fieldsSchema = z
+export const itemFieldsSchema = z
   .unknown()
   .superRefine((v, ctx) => {
     if (v !== null && typeof v === 'object' && Object.prototype.hasOwnProperty.call(v, '__proto__')) {
@@ -40,7 +40,7 @@ const itemLine = z.object({
   id: idSchema,
   title: z.string(),
   text: z.string(),
-  fields: fieldsSchema.optional(),
+  fields: itemFieldsSchema.optional(),
 });
 const queryLine = z.object({ id: idSchema, text: z.string().min(1) });
 const qrelLine = z.object({ query_id: idSchema, item_id: idSchema, grade: z.number().finite().optional().default(1) });

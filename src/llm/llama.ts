@@ -124,7 +124,7 @@ export async function loadLlamaEngine(o: LlamaEngineOptions): Promise<Engine> {
   } catch (e) {
     throw cogrError(
       'INTERNAL',
-      `node-llama-cpp has no prebuilt binary for this machine (${(e as Error).message}); cogr never compiles llama.cpp: point cogr at another OpenAI-compatible server instead (README)`,
+      `node-llama-cpp has no prebuilt binary for this machine (${(e as Error).message}); cogr never compiles llama.cpp: point cogr at another OpenAI-compatible server instead (docs/llm.md)`,
       undefined,
       e,
     );

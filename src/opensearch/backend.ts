@@ -6,19 +6,22 @@
  * starts (an alias without one is refused, naming --index) and again, in the background,
  * when a search finds it older than `refreshMs`, so an alias swapped to a new generation is
  * reported within that time; searches always go to the alias, so they see the swap at once.
+ * With the database's path (`cogr serve --writable`) it follows catalog writes: each one is
+ * applied to a clone of the alias's index, swapped in atomically (catalog.ts).
  */
 import { cogrError } from '../../index/core/errors.ts';
 import type { Logger } from '../../index/core/log.ts';
-import type { SearchBackend } from '../server/app.ts';
+import type { SearchBackend } from '../server/engine.ts';
 import type { OpenSearchNodes } from './client.ts';
 import { readAlias, searchIndex, type IndexMeta } from './index.ts';
 import { searchProgram } from './program.ts';
+import { applyCatalogWrite } from './catalog.ts';
 
 export async function openSearchBackend(
   os: OpenSearchNodes,
   alias: string,
   log: Logger,
-  opts: { refreshMs?: number } = {},
+  opts: { refreshMs?: number; dbPath?: string } = {},
 ): Promise<SearchBackend & { meta(): IndexMeta }> {
   const refreshMs = opts.refreshMs ?? 10_000;
   const read = async (): Promise<IndexMeta> => {
@@ -67,5 +70,19 @@ export async function openSearchBackend(
       if (Date.now() - readAt > refreshMs) refresh();
       return searchProgram(os, alias, meta, node, terms, k);
     },
+    ...(opts.dbPath !== undefined
+      ? {
+          async applyCatalog(commit, snap) {
+            meta = await applyCatalogWrite(
+              os,
+              alias,
+              commit,
+              { dbPath: opts.dbPath!, view: snap.item, titles: snap.titles, fields: snap.fields },
+              log,
+            );
+            readAt = Date.now();
+          },
+        }
+      : {}),
   };
 }

@@ -57,7 +57,7 @@ export async function generationDigest(dbPath: string, generation: number): Prom
 }
 
 /** Field name → OpenSearch type: double when every value is a finite number, keyword otherwise. */
-function fieldTypes(fields: ReadonlyMap<string, Readonly<Record<string, string>>>): Map<string, 'double' | 'keyword'> {
+export function fieldTypes(fields: ReadonlyMap<string, Readonly<Record<string, string>>>): Map<string, 'double' | 'keyword'> {
   const out = new Map<string, 'double' | 'keyword'>();
   for (const rec of fields.values())
     for (const [name, value] of Object.entries(rec)) {
@@ -115,7 +115,7 @@ function indexBody(
   };
 }
 
-interface ItemDoc {
+export interface ItemDoc {
   id: string;
   keys: string[];
   words: string;
@@ -126,7 +126,7 @@ interface ItemDoc {
 }
 
 /** Entity `e` of the view as its document: its posted keys and its bag's words (each tf times). */
-function itemDoc(
+export function itemDoc(
   view: KeywordView,
   e: number,
   title: string | undefined,
@@ -235,6 +235,62 @@ export interface ExportResult {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** One bulk action: a document indexed (added or replaced) or an id deleted. */
+export type BulkAction = { index: ItemDoc } | { delete: string };
+
+/**
+ * One bulk request: actions rejected for load (429, 503) are sent again with back-off, any
+ * other rejection (a delete of a missing id aside) is BACKEND_ERROR naming the item. Returns
+ * how many actions were sent again.
+ */
+export async function bulk(
+  os: OpenSearchNodes,
+  index: string,
+  actions: readonly BulkAction[],
+  log: Logger,
+  maxAttempts = 8,
+): Promise<number> {
+  let retried = 0;
+  let pending = actions;
+  for (let attempt = 1; pending.length > 0; attempt++) {
+    const body = pending
+      .map((a) =>
+        'index' in a
+          ? `${JSON.stringify({ index: { _id: a.index.id } })}\n${JSON.stringify(a.index)}\n`
+          : `${JSON.stringify({ delete: { _id: a.delete } })}\n`,
+      )
+      .join('');
+    const res = await os.request<{
+      errors: boolean;
+      items: Record<string, { _id: string; status: number; error?: { type: string; reason: string } }>[];
+    }>('POST', `/${index}/_bulk`, body, { ndjson: true, timeoutMs: 120_000 });
+    if (!res.body.errors) break;
+    const again: BulkAction[] = [];
+    res.body.items.forEach((it, i) => {
+      const [op, r] = Object.entries(it)[0];
+      if (r.status < 300 || (op === 'delete' && r.status === 404)) return;
+      if (r.status === 429 || r.status === 503) again.push(pending[i]);
+      else
+        throw cogrError(
+          'BACKEND_ERROR',
+          `opensearch bulk: item ${r._id}: HTTP ${r.status} ${r.error?.type ?? ''}: ${r.error?.reason ?? ''}`,
+          {
+            id: r._id,
+            status: r.status,
+          },
+        );
+    });
+    if (again.length === 0) break;
+    if (attempt >= maxAttempts)
+      throw cogrError('BACKEND_ERROR', `opensearch bulk: ${again.length} documents still rejected after ${attempt} attempts`);
+    retried += again.length;
+    log.warn('bulk: documents rejected, retrying', { rejected: again.length, attempt });
+    await sleep(Math.min(10_000, 250 * 2 ** attempt));
+    pending = again;
+  }
+  return retried;
+}
+
 /**
  * Create `index` (settings, strict mapping, `meta`) and bulk-load every entity of the view:
  * rejected documents (429, 503) sent again with back-off, then refresh, health and a count
@@ -257,44 +313,12 @@ export async function loadIndex(
   try {
     for (let start = 0; start < view.size; start += o.batchSize) {
       const end = Math.min(view.size, start + o.batchSize);
-      let pending: ItemDoc[] = [];
+      const docs: BulkAction[] = [];
       for (let e = start; e < end; e++) {
         const id = view.id(e);
-        pending.push(itemDoc(view, e, o.titles.get(id), o.fields.get(id), types));
+        docs.push({ index: itemDoc(view, e, o.titles.get(id), o.fields.get(id), types) });
       }
-      for (let attempt = 1; pending.length > 0; attempt++) {
-        const body = pending.map((d) => `${JSON.stringify({ index: { _id: d.id } })}\n${JSON.stringify(d)}\n`).join('');
-        const res = await os.request<{
-          errors: boolean;
-          items: { index: { _id: string; status: number; error?: { type: string; reason: string } } }[];
-        }>('POST', `/${index}/_bulk`, body, { ndjson: true, timeoutMs: 120_000 });
-        if (!res.body.errors) break;
-        const again: ItemDoc[] = [];
-        res.body.items.forEach((it, i) => {
-          const r = it.index;
-          if (r.status < 300) return;
-          if (r.status === 429 || r.status === 503) again.push(pending[i]);
-          else
-            throw cogrError(
-              'BACKEND_ERROR',
-              `opensearch bulk: item ${r._id}: HTTP ${r.status} ${r.error?.type ?? ''}: ${r.error?.reason ?? ''}`,
-              {
-                id: r._id,
-                status: r.status,
-              },
-            );
-        });
-        if (again.length === 0) break;
-        if (attempt >= (o.maxAttempts ?? 8))
-          throw cogrError(
-            'BACKEND_ERROR',
-            `opensearch bulk: ${again.length} documents still rejected after ${attempt} attempts (first: ${again[0].id})`,
-          );
-        retried += again.length;
-        log.warn('bulk: documents rejected, retrying', { rejected: again.length, attempt });
-        await sleep(Math.min(10_000, 250 * 2 ** attempt));
-        pending = again;
-      }
+      retried += await bulk(os, index, docs, log, o.maxAttempts);
       log.info('bulk', { indexed: end, of: view.size });
     }
     await os.request('PUT', `/${index}/_settings`, { index: { refresh_interval: '1s' } });

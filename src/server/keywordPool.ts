@@ -4,10 +4,16 @@
  * many generations (a Boolean program with 64 `text` nodes) never blocks `/health` or the
  * cached searches, and the keyword time budget can really fall back to the raw query.
  *
- * - `load(key, payload)` sends a generator's document (queryGenerator.ts), the served item
- *   view's data (typed arrays on SharedArrayBuffer: shared, not copied) and the items to
- *   every worker, which rebuilds the generator once and keeps it under `key`; it resolves
- *   when every worker has it. `release(key)` drops it.
+ * - `load(key, payload, items)` sends a generator's document (queryGenerator.ts) and the
+ *   served item view's data (typed arrays on SharedArrayBuffer: shared, not copied) to every
+ *   worker, which rebuilds the generator once and keeps it under `key`; it resolves when
+ *   every worker has it. The items its relevance model is built over cross once per items
+ *   key, and a worker reuses the model it built over them for the next generator loaded over
+ *   the same key (a catalog write changes the view, not the model). `release(key)` drops it
+ *   (and item lists no generator uses any more). A generator that needs a relevance model
+ *   no worker has built yet, loaded while another is served, replaces the workers one at a
+ *   time (each new worker builds every loaded generator while the old one keeps answering),
+ *   so searches never wait for the seconds a rebuild takes.
  * - `plan(key, text, signal)` queues one request; a free worker takes the oldest. A request
  *   whose signal fires while it waits is dropped from the queue (the budget ran out: no
  *   worker spends time on it); one already running finishes and its answer is returned
@@ -53,12 +59,15 @@ export interface DensePayload {
 export interface LoadPayload {
   doc: QueryGeneratorDocument;
   view: ViewData;
-  items: readonly Item[] | null;
+  /** The items the generator's relevance model is built over, sent once per key (`items` messages); null: none known. */
+  itemsKey: string | null;
   dense?: DensePayload;
 }
 
 /** Messages to a worker. */
 export type ToWorker =
+  | { t: 'items'; key: string; items: readonly Item[] }
+  | { t: 'dropItems'; key: string }
   | { t: 'load'; key: string; payload: LoadPayload }
   | { t: 'release'; key: string }
   | { t: 'plan'; id: number; key: string; text: string; vector?: Float32Array }
@@ -96,6 +105,8 @@ interface Slot {
   worker: Worker;
   busy: Task | null;
   loads: Map<string, { resolve: () => void; reject: (e: unknown) => void }>;
+  /** Replaced by a worker that has every generator: stops once its task is answered. */
+  retiring?: boolean;
 }
 
 const OWN_EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
@@ -119,6 +130,10 @@ export class KeywordWorkerPool {
   private readonly slots: Slot[] = [];
   private readonly queue: Task[] = [];
   private readonly loaded = new Map<string, LoadPayload>();
+  /** Item lists the workers hold, by key (sent once, shared by every generator loaded over them). */
+  private readonly itemLists = new Map<string, readonly Item[]>();
+  /** (planner round, items key) pairs whose relevance model the workers have built. */
+  private readonly models = new Set<string>();
   private nextId = 1;
   private closed = false;
 
@@ -143,7 +158,8 @@ export class KeywordWorkerPool {
     worker.on('message', (m: FromWorker) => this.onMessage(slot, m));
     worker.on('error', (e) => this.onExit(slot, e));
     worker.on('exit', (code) => this.onExit(slot, new Error(`keyword worker exited with code ${code}`)));
-    // A replacement gets every generator still loaded before any request.
+    // A replacement gets every item list and generator still loaded before any request.
+    for (const [key, items] of this.itemLists) worker.postMessage({ t: 'items', key, items } satisfies ToWorker);
     for (const [key, payload] of this.loaded) worker.postMessage({ t: 'load', key, payload } satisfies ToWorker);
     return slot;
   }
@@ -165,16 +181,20 @@ export class KeywordWorkerPool {
     else if (m.t === 'ranked') (task.resolve as (r: RankedSet) => void)(m.ranked);
     else if (m.t === 'noTerms') task.reject(new NoSearchableTerms(task.text));
     else task.reject(new Error(m.message));
+    if (slot.retiring) void slot.worker.terminate().catch(() => {});
     this.dispatch();
   }
 
   private onExit(slot: Slot, e: unknown): void {
+    const err = cogrError('WORKER_ERROR', `keyword worker failed: ${e instanceof Error ? e.message : String(e)}`);
+    slot.busy?.reject(err);
+    slot.busy = null;
+    for (const l of slot.loads.values()) l.reject(err);
+    slot.loads.clear();
+    // A retired worker, or a replacement that never took its place.
     const i = this.slots.indexOf(slot);
     if (i < 0) return;
     this.slots.splice(i, 1);
-    const err = cogrError('WORKER_ERROR', `keyword worker failed: ${e instanceof Error ? e.message : String(e)}`);
-    slot.busy?.reject(err);
-    for (const l of slot.loads.values()) l.reject(err);
     void slot.worker.terminate().catch(() => {});
     if (this.closed) return;
     this.log.warn('keyword worker failed; starting a new one', { error: err.message });
@@ -185,29 +205,83 @@ export class KeywordWorkerPool {
   /** Rebuild a generator in every worker under `key`; resolves when all have it. */
   private readonly dense: NonNullable<KeywordPoolOptions['dense']> | null;
 
-  async load(key: string, given: LoadPayload): Promise<void> {
+  async load(key: string, given: Omit<LoadPayload, 'itemsKey'>, items: { key: string; items: readonly Item[] } | null): Promise<void> {
     if (this.closed) throw cogrError('INTERNAL', 'the keyword pool is closed');
-    const payload: LoadPayload = this.dense ? { ...given, dense: this.dense.vectors } : given;
+    // The items cross to the workers once per key: a generator loaded over the same items (a
+    // catalog write's new view) reuses the relevance model a worker built over them.
+    if (items && !this.itemLists.has(items.key)) {
+      this.itemLists.set(items.key, items.items);
+      for (const slot of this.slots) slot.worker.postMessage({ t: 'items', key: items.key, items: items.items } satisfies ToWorker);
+    }
+    const payload: LoadPayload = { ...given, itemsKey: items?.key ?? null, ...(this.dense ? { dense: this.dense.vectors } : {}) };
+    // A generator whose relevance model no worker has built (a new round, the catalog's items
+    // refreshed) takes a second or more to rebuild: while one is served, each worker is
+    // replaced by a new one that builds every generator loaded, the old one answering meanwhile.
+    const model = `${given.doc.round}\u0000${items?.key ?? ''}`;
+    const rolling = this.loaded.size > 0 && !this.models.has(model);
+    this.models.add(model);
     this.loaded.set(key, payload);
     try {
-      await Promise.all(
-        this.slots.map(
-          (slot) =>
-            new Promise<void>((resolve, reject) => {
-              slot.loads.set(key, { resolve, reject });
-              slot.worker.postMessage({ t: 'load', key, payload } satisfies ToWorker);
-            }),
-        ),
-      );
+      if (rolling) await this.replaceWorkers();
+      else
+        await Promise.all(
+          this.slots.map(
+            (slot) =>
+              new Promise<void>((resolve, reject) => {
+                slot.loads.set(key, { resolve, reject });
+                slot.worker.postMessage({ t: 'load', key, payload } satisfies ToWorker);
+              }),
+          ),
+        );
     } catch (e) {
+      this.models.delete(model);
       this.release(key);
       throw e;
+    }
+  }
+
+  /**
+   * Replace every worker, one at a time, by a new one that has every item list and generator
+   * loaded now; the old one keeps answering until its replacement is ready, then stops once
+   * its task in hand is answered.
+   */
+  private async replaceWorkers(): Promise<void> {
+    for (const old of [...this.slots]) {
+      if (this.closed) return;
+      const fresh = this.spawn();
+      const ready = Promise.all(
+        [...this.loaded.keys()].map((k) => new Promise<void>((resolve, reject) => fresh.loads.set(k, { resolve, reject }))),
+      );
+      try {
+        await ready;
+      } catch (e) {
+        void fresh.worker.terminate().catch(() => {});
+        throw e;
+      }
+      const i = this.slots.indexOf(old);
+      // The old worker died meanwhile (its own replacement already took its place): the new one is not needed.
+      if (i < 0 || this.closed) {
+        void fresh.worker.terminate().catch(() => {});
+        continue;
+      }
+      this.slots[i] = fresh;
+      if (old.busy) old.retiring = true;
+      else void old.worker.terminate().catch(() => {});
+      this.dispatch();
     }
   }
 
   release(key: string): void {
     if (!this.loaded.delete(key)) return;
     for (const slot of this.slots) slot.worker.postMessage({ t: 'release', key } satisfies ToWorker);
+    // Item lists no loaded generator uses any more are dropped too.
+    const used = new Set([...this.loaded.values()].map((p) => p.itemsKey));
+    for (const k of [...this.itemLists.keys()]) {
+      if (used.has(k)) continue;
+      this.itemLists.delete(k);
+      for (const m of [...this.models]) if (m.endsWith(`\u0000${k}`)) this.models.delete(m);
+      for (const slot of this.slots) slot.worker.postMessage({ t: 'dropItems', key: k } satisfies ToWorker);
+    }
   }
 
   /** Keywords of `text` from the generator loaded as `key`. */

@@ -30,7 +30,7 @@ export function keywordSourceFactory(
   }
   const loaded: string[] = [];
   let n = 0;
-  return async ({ round, plannerRound, policies, item, items }) => {
+  return async ({ round, plannerRound, policies, item, items, itemsKey }) => {
     const doc = await loadQueryGenerator(policies, round, plannerRound);
     if (!doc) {
       log.warn('no query planner saved in the database: searches use the raw query only (fallback no_generator)');
@@ -43,7 +43,7 @@ export function keywordSourceFactory(
       return null;
     }
     const key = `${++n}:policy-${doc.round}:item-${item.generation}`;
-    await pool().load(key, { doc, view: item.data, items });
+    await pool().load(key, { doc, view: item.data }, { key: itemsKey, items });
     // Keep the previous generator too: requests in flight on the old snapshot finish on it.
     loaded.push(key);
     while (loaded.length > 2) pool().release(loaded.shift()!);

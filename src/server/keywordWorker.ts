@@ -7,15 +7,28 @@ import { KeywordView } from '../../index/view/view.ts';
 import type { FromWorker, ToWorker } from './keywordPool.ts';
 import { rebuildQueryGenerator, type QueryPlanner } from './queryGenerator.ts';
 import { NoSearchableTerms } from './state.ts';
-import { DenseVectors, denseVectorsOf, registerDenseVectors } from '../../generators/planner/relevance.ts';
+import { DenseVectors, denseVectorsOf, registerDenseVectors, type RelevanceModel } from '../../generators/planner/relevance.ts';
+import type { Item } from '../../index/core/types.ts';
 
 const port = parentPort;
 if (!port) throw new Error('keywordWorker.ts runs as a worker thread');
 const planners = new Map<string, QueryPlanner>();
+const itemLists = new Map<string, readonly Item[]>();
+/** The relevance model last built per (planner round, items key): reused by the next generator over the same items. */
+const models = new Map<string, RelevanceModel>();
 const reply = (m: FromWorker) => port.postMessage(m);
 let denseModel: string | null = null;
 
 port.on('message', (m: ToWorker) => {
+  if (m.t === 'items') {
+    itemLists.set(m.key, m.items);
+    return;
+  }
+  if (m.t === 'dropItems') {
+    itemLists.delete(m.key);
+    for (const k of [...models.keys()]) if (k.endsWith(`\u0000${m.key}`)) models.delete(k);
+    return;
+  }
   if (m.t === 'load') {
     try {
       const d = m.payload.dense;
@@ -25,7 +38,13 @@ port.on('message', (m: ToWorker) => {
           new DenseVectors(d.model, d.dim, new Map(d.ids.map((id, i) => [id, d.data.subarray(i * d.dim, (i + 1) * d.dim)]))),
         );
       }
-      planners.set(m.key, rebuildQueryGenerator(m.payload.doc, new KeywordView(m.payload.view), m.payload.items));
+      const { doc, itemsKey } = m.payload;
+      const items = itemsKey === null ? null : (itemLists.get(itemsKey) ?? null);
+      if (itemsKey !== null && !items) throw new Error(`no items sent as ${itemsKey}`);
+      const modelKey = `${doc.round}\u0000${itemsKey}`;
+      const planner = rebuildQueryGenerator(doc, new KeywordView(m.payload.view), items, models.get(modelKey));
+      if (planner.relevance) models.set(modelKey, planner.relevance);
+      planners.set(m.key, planner);
       reply({ t: 'loaded', key: m.key });
     } catch (e) {
       reply({ t: 'loaded', key: m.key, error: e instanceof Error ? e.message : String(e) });

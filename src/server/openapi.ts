@@ -9,7 +9,7 @@
 import { z } from 'zod';
 
 export interface RouteDoc {
-  method: 'get' | 'post';
+  method: 'get' | 'post' | 'put' | 'delete';
   /** OpenAPI path, e.g. `/v1/items/{id}`. */
   path: string;
   summary: string;
@@ -49,13 +49,19 @@ const STATUS_TEXT: Record<number, string> = {
   401: 'a bearer token is missing or wrong',
   404: 'not found',
   408: 'the request (line, headers and body) did not arrive within the time-out',
-  409: 'the database is locked or has another format version',
+  409: 'the database is locked or has another format version, or the write conflicts with the catalog (an id that exists or does not)',
   413: 'the body is larger than the limit',
   414: 'a path parameter is longer than the limit',
-  415: 'the body is not JSON (application/json; text/plain included)',
+  415: 'the body is not JSON (application/json; text/plain included) or not UTF-8',
   417: 'an Expect header other than 100-continue',
+  422: 'a data file or line is malformed (named)',
   431: 'the request line and headers are larger than the limit',
   500: 'internal error',
+  501: 'this server does not serve the request (e.g. writes on a server started without --writable)',
+  502: 'the search backend or the item generator (an LLM endpoint) failed',
+  503: 'the database cannot be written (read-only file system or no permission)',
+  504: 'the search backend did not answer within its deadline',
+  507: 'no space left on the device',
 };
 
 /**

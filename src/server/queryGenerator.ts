@@ -21,6 +21,8 @@ import { readServedPlanner } from '../run/policies.ts';
 
 /** A generator rebuilt in a worker: one query text in, its keywords out. */
 export interface QueryPlanner {
+  /** The relevance model it plans with (reused by the next generator rebuilt over the same items). */
+  readonly relevance: RelevanceModel | null;
   plan(text: string): string[] | Promise<string[]>;
   /** The served set of a query ordered by a ranker (over the view the planner was rebuilt on). */
   rank(req: RankRequest): RankedSet;
@@ -40,14 +42,23 @@ export async function loadQueryGenerator(
   return served === null ? null : { kind: 'planner', ...served };
 }
 
-/** Rebuild a generator from its document against the served item view (in a keyword worker). */
-export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: KeywordView, items: readonly Item[] | null): QueryPlanner {
+/**
+ * Rebuild a generator from its document against the served item view (in a keyword worker);
+ * `reuse`: the relevance model a generator of the same document was rebuilt with over the same
+ * items (its text index and memos are kept; only the view is attached anew).
+ */
+export function rebuildQueryGenerator(
+  doc: QueryGeneratorDocument,
+  itemView: KeywordView,
+  items: readonly Item[] | null,
+  reuse?: RelevanceModel,
+): QueryPlanner {
   if (!items)
     throw cogrError(
       'INVALID_ARGUMENT',
       "the query planner needs the dataset's items (serve it with the stored run's dataset or --dataset)",
     );
-  const planner = KeywordPlanner.fromJSON(doc.json, items);
+  const planner = KeywordPlanner.fromJSON(doc.json, items, reuse);
   planner.attachOpposite(itemView);
   // Build the lazily made structures (text index, per-view maps) now, at load, not in the first request.
   // With dense features the warm-up text needs a vector: a zero one (cosine 0 with every item).
@@ -65,6 +76,7 @@ export function rebuildQueryGenerator(doc: QueryGeneratorDocument, itemView: Key
     return false;
   };
   return {
+    relevance,
     // Greedy decoding: the same query always gets the same keywords (and caches well).
     async plan(text: string): Promise<string[]> {
       if (!searchable(text)) throw new NoSearchableTerms(text);

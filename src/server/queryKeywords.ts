@@ -5,8 +5,10 @@
  * no searchable term (no word at all, or — the planner says — none the served items
  * know) is `no_terms`: nothing is searched for it.
  *
- * The cache is keyed by (snapshot version, normalised query text), so a generation
- * switch never serves keywords of the previous round's generator. Requests for the same
+ * The cache is keyed by (the snapshot's keyword epoch, normalised query text), so a
+ * generation switch never serves keywords of the previous round's generator; a catalog
+ * write keeps the epoch (the same generator: the write changes which items the keywords
+ * match, not the keywords), a refresh of the planner's items changes it. Requests for the same
  * text while its keywords are being generated share that one generation; an answer that
  * arrives after its budget still fills the cache; when every request waiting for it has
  * run out of time, the generation is cancelled (a queued one never reaches a worker).
@@ -112,7 +114,7 @@ export class QueryKeywordResolver {
     return f;
   }
 
-  async resolve(source: QueryKeywordSource | null, version: number, text: string): Promise<ResolvedKeywords> {
+  async resolve(source: QueryKeywordSource | null, version: number | string, text: string): Promise<ResolvedKeywords> {
     // A text without a single word (blank, punctuation, stop words only) is not searched,
     // whatever the generator: there is nothing to generate keywords from.
     if (textTokens(text).length === 0) return this.fallback('no_terms', new NoSearchableTerms(text, 'no_words').message);

@@ -277,6 +277,11 @@ export function halfRoundSnapshot(
     reason: `half-round ${half.name}: the frozen generations of step ${half.base}`,
     fields: new Map(),
     titles: new Map(corpus.items.map((i) => [i.id, i.title])),
+    texts: new Map(),
+    handSet: new Map(),
+    catalog: null,
+    judgements: null,
+    keywordEpoch: `half-round ${half.name}`,
     keywordSource: null,
     ranking: { ranker: 'keywords', floor: NO_FLOOR, source: `half-round ${half.name}` },
   };
@@ -372,30 +377,9 @@ function parsedKeywords(b: { keywords?: string[]; completion?: string }): string
   return p.ok ? p.keywords : null;
 }
 
-export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
-  const o = parseOrThrow(OptionsSchema, opts, 'INVALID_ARGUMENT', 'options');
-  const limits = o.limits ?? RewardLimitsSchema.parse({});
-  const live = opts.live;
-  const log = opts.log ?? silentLogger;
-  const metrics = opts.metrics ?? createServerMetrics();
-  if (opts.half && opts.half.scorer.side !== opts.half.side)
-    throw cogrError('INVALID_ARGUMENT', 'options.half: the scorer is not of its side');
-  const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta }, opts.withheld, opts.half);
+/** The reward server's OpenAPI document (`GET /openapi.json`; docs/http-api.md is generated from it by `npm run docs`). */
+export function rewardOpenApi(limits: z.output<typeof RewardLimitsSchema>): Record<string, unknown> {
   const schemas = rewardSchemas(limits);
-  // zod compiles and V8 optimises a schema's checks over its first uses (~100 ms, then ~30,
-  // for a full batch): paid here at start, not inside the first requests.
-  const full = Array.from({ length: limits.maxBatch }, () => 'x');
-  for (let k = 0; k < 3; k++) schemas.getReward.safeParse({ query: full, prompts: full, labels: full });
-  const app = createApp({
-    bodyLimit: limits.bodyLimit,
-    // No array, object or string of a valid body is larger: parsing and the schema's checks stay bounded whatever the body.
-    json: { maxEntries: Math.max(limits.maxBatch, MAX_KEYWORDS), maxStringLength: limits.maxTextLength },
-    log,
-    metrics,
-    ...(opts.connections ? { connections: opts.connections } : {}),
-  });
-  const guard = bearerGuard(o.token);
-
   const routes: RouteDoc[] = [
     {
       method: 'post',
@@ -432,11 +416,38 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
     ...opsRouteDocs(),
   ];
   const conv = new SchemaConverter();
-  const openapi = buildOpenApi(
+  return buildOpenApi(
     { title: 'cogr reward server', version: '1', description: 'CoGR rewards against frozen generations, for external RL trainers.' },
     routes,
     conv,
   );
+}
+
+export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
+  const o = parseOrThrow(OptionsSchema, opts, 'INVALID_ARGUMENT', 'options');
+  const limits = o.limits ?? RewardLimitsSchema.parse({});
+  const live = opts.live;
+  const log = opts.log ?? silentLogger;
+  const metrics = opts.metrics ?? createServerMetrics();
+  if (opts.half && opts.half.scorer.side !== opts.half.side)
+    throw cogrError('INVALID_ARGUMENT', 'options.half: the scorer is not of its side');
+  const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta }, opts.withheld, opts.half);
+  const schemas = rewardSchemas(limits);
+  // zod compiles and V8 optimises a schema's checks over its first uses (~100 ms, then ~30,
+  // for a full batch): paid here at start, not inside the first requests.
+  const full = Array.from({ length: limits.maxBatch }, () => 'x');
+  for (let k = 0; k < 3; k++) schemas.getReward.safeParse({ query: full, prompts: full, labels: full });
+  const app = createApp({
+    bodyLimit: limits.bodyLimit,
+    // No array, object or string of a valid body is larger: parsing and the schema's checks stay bounded whatever the body.
+    json: { maxEntries: Math.max(limits.maxBatch, MAX_KEYWORDS), maxStringLength: limits.maxTextLength },
+    log,
+    metrics,
+    ...(opts.connections ? { connections: opts.connections } : {}),
+  });
+  const guard = bearerGuard(o.token);
+
+  const openapi = rewardOpenApi(limits);
 
   app.post('/get_reward', { onRequest: guard }, async (req) => {
     const snap = live.get();

@@ -19,9 +19,11 @@ import type { KeywordView } from '../../index/view/view.ts';
 import type { Logger } from '../../index/core/log.ts';
 import { silentLogger } from '../../index/core/log.ts';
 import { isCogrError } from '../../index/core/errors.ts';
+import { DEFAULTS } from '../../index/core/defaults.ts';
 import type { Floor } from '../../generators/planner/ranking.ts';
 import type { Ranker } from '../../generators/planner/rankers.ts';
 import type { RankedSet, RankRequest } from './queryTypes.ts';
+import type { ServedJudgements } from '../catalog/preview.ts';
 
 /** Produces query-side keywords for a raw query text (the served round's generator). */
 export interface QueryKeywordSource {
@@ -70,10 +72,28 @@ export interface Snapshot {
   reason: string | null;
   /** Structured item fields from the dataset (item id → field → value). */
   fields: ReadonlyMap<string, Readonly<Record<string, string>>>;
-  /** Item titles/texts for display, when the dataset is known (item id → title). */
+  /** Item titles for display, when the dataset is known (item id → title). */
   titles: ReadonlyMap<string, string>;
+  /** Item texts (descriptions), when the dataset is known (item id → text): the `text` field a search may ask for. */
+  texts: ReadonlyMap<string, string>;
+  /** Items whose keywords were set by hand (catalog writes), with those keywords. */
+  handSet: ReadonlyMap<string, readonly string[]>;
+  /**
+   * The catalog writes the served generation holds (src/catalog): its root generation, its
+   * newest delta, and whether the query planner's relevance model still lacks some of their
+   * item texts (it is rebuilt over them by a refresh load); null without catalog writes.
+   */
+  catalog: { root: number; seq: number; plannerStale: boolean } | null;
+  /** The run's judgements as its item half-rounds count them (keyword previews), when the server knows the run and its dataset. */
+  judgements: ServedJudgements | null;
   /** The query-side keyword generator of the served round; null → raw query only. */
   keywordSource: QueryKeywordSource | null;
+  /**
+   * What the query keywords depend on besides the text (the generator, its round, the items
+   * its relevance model is built over, the query generation): the keyword cache's key, kept
+   * across catalog writes, which change only the item view they are matched against.
+   */
+  keywordEpoch: string;
   /** How `/v1/search` ranks and floors the served set (the run's SFT choice, or `--rank`); keywords and no floor when the round has none. */
   ranking: { ranker: Ranker; floor: Floor; source: string };
 }
@@ -81,9 +101,10 @@ export interface Snapshot {
 export interface SnapshotLoader {
   /**
    * Build a snapshot of the newest (or the pinned) generation; return the previous
-   * snapshot object itself when nothing changed (no swap happens then).
+   * snapshot object itself when nothing changed (no swap happens then). `refresh`: rebuild
+   * what a catalog write reused (the planner's relevance model over the catalog's items).
    */
-  load(): Promise<Snapshot>;
+  load(opts?: { refresh?: boolean }): Promise<Snapshot>;
   /** A description for logs (the database path). */
   readonly description: string;
   /** A folder whose changes may mean a new generation (watched with fs.watch besides polling). */
@@ -119,6 +140,10 @@ export class LiveSnapshot {
   private watcher: FSWatcher | null = null;
   private debounce: NodeJS.Timeout | null = null;
   private again = false;
+  /** The next reload refreshes (a catalog's items reached the planner's relevance model). */
+  private refreshWanted = false;
+  private refreshQuiet: NodeJS.Timeout | null = null;
+  private refreshDue: NodeJS.Timeout | null = null;
   private readonly listeners: ((s: Snapshot, version: number) => void)[] = [];
   private readonly preparers: ((s: Snapshot) => Promise<void>)[] = [];
   private readonly outcomeListeners: ((o: ReloadOutcome) => void)[] = [];
@@ -126,6 +151,10 @@ export class LiveSnapshot {
   constructor(
     private readonly loader: SnapshotLoader,
     private readonly log: Logger = silentLogger,
+    private readonly refresh: { quietMs: number; maxMs: number } = {
+      quietMs: DEFAULTS.catalog.refreshQuietMs,
+      maxMs: DEFAULTS.catalog.refreshMaxMs,
+    },
   ) {}
 
   /** Start from a snapshot already built (e.g. in tests or by the command). */
@@ -168,6 +197,35 @@ export class LiveSnapshot {
     this.loadedAt = new Date().toISOString();
     this.lastError = null;
     for (const fn of this.listeners) fn(s, this.version);
+    this.scheduleRefresh(s);
+  }
+
+  /**
+   * A snapshot whose planner still lacks some catalog items' texts gets a refresh load
+   * once writes pause for `quietMs` (each new swap restarts that wait), and at the latest
+   * `maxMs` after the first such swap.
+   */
+  private scheduleRefresh(s: Snapshot): void {
+    if (this.refreshQuiet) clearTimeout(this.refreshQuiet);
+    this.refreshQuiet = null;
+    if (!s.catalog?.plannerStale) {
+      if (this.refreshDue) clearTimeout(this.refreshDue);
+      this.refreshDue = null;
+      return;
+    }
+    const fire = () => {
+      if (this.refreshQuiet) clearTimeout(this.refreshQuiet);
+      if (this.refreshDue) clearTimeout(this.refreshDue);
+      this.refreshQuiet = this.refreshDue = null;
+      this.refreshWanted = true;
+      this.changed();
+    };
+    this.refreshQuiet = setTimeout(fire, this.refresh.quietMs);
+    this.refreshQuiet.unref();
+    if (!this.refreshDue) {
+      this.refreshDue = setTimeout(fire, this.refresh.maxMs);
+      this.refreshDue.unref();
+    }
   }
 
   /**
@@ -180,8 +238,10 @@ export class LiveSnapshot {
     const run = async (): Promise<ReloadOutcome> => {
       this.lastAttemptAt = new Date().toISOString();
       const previous = this.current ? this.current.item.generation : null;
+      const refresh = this.refreshWanted;
+      this.refreshWanted = false;
       try {
-        const s = await this.loader.load();
+        const s = await this.loader.load(refresh ? { refresh } : undefined);
         if (s === this.current) {
           // The loader found nothing new: keep the snapshot (and every cache keyed on it).
           this.lastError = null;
@@ -202,6 +262,8 @@ export class LiveSnapshot {
           ? { code: e.code, message: e.message }
           : { code: 'INTERNAL', message: e instanceof Error ? e.message : String(e) };
         if (!this.current) throw e;
+        // A refresh that failed is asked for again by the next reload.
+        if (refresh) this.refreshWanted = true;
         this.lastError = err;
         this.log.warn('reload failed; keeping the current generation', { ...err, db: this.loader.description });
         return { swapped: false, version: this.version, item: { generation: this.current.item.generation, previous }, error: err };
@@ -273,6 +335,9 @@ export class LiveSnapshot {
   }
 
   stopWatch(): void {
+    if (this.refreshQuiet) clearTimeout(this.refreshQuiet);
+    if (this.refreshDue) clearTimeout(this.refreshDue);
+    this.refreshQuiet = this.refreshDue = null;
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     this.watcher?.close();

@@ -13,7 +13,11 @@
  * round n). `round: 'best'` serves what the co-evolution run stored beside the generations
  * (its published run.json) chose on its dev queries: the best adopted step's item and query
  * generations and the query planner of that step (`bestServing`); a database without a
- * run (generations imported by hand) or without an adopted step serves the latest.
+ * run (generations imported by hand) or without an adopted step serves the latest
+ * (src/catalog/served.ts). Of the selected item generation, the catalog's newest generation
+ * on it is served, with the catalog's documents over the dataset's and its hand-set
+ * keywords (src/catalog/state.ts); one whose files or catalog fail their check is set aside
+ * for the one before it.
  *
  * A generation whose files fail their check (DB_CORRUPT, DB_VERSION) is never served as
  * if it were the newest: with `round: 'latest'` the newest generation that passes is
@@ -34,12 +38,13 @@ import type { Corpus, Item, Side } from '../../index/core/types.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import type { KeywordGenerator, KeyValueStore } from '../../generators/types.ts';
 import { publishedPolicyStore } from '../run/published.ts';
-import { bestServing, readRunAt } from '../run/state.ts';
+import { coreIds, readRunAt, type StoredRun } from '../run/state.ts';
+import type { ServedJudgements } from '../catalog/preview.ts';
+import { resolveSelector, selectGenerations, servedHead, type RoundSelector } from '../catalog/served.ts';
+import { catalogItems, OverlayMap, PublishedCatalog, type CatalogState } from '../catalog/state.ts';
 import { NO_FLOOR } from '../../generators/planner/ranking.ts';
 import type { Ranker } from '../../generators/planner/rankers.ts';
 import type { GenerationProblem, QueryKeywordSource, Snapshot, SnapshotLoader } from './state.ts';
-
-export type RoundSelector = number | 'latest' | 'best';
 
 export interface KeywordSourceContext {
   round: number | null;
@@ -49,15 +54,17 @@ export interface KeywordSourceContext {
   policies: KeyValueStore;
   /** The served item view (its arrays on SharedArrayBuffer). */
   item: KeywordView;
-  /** The dataset's items, when the server knows its dataset. */
+  /** The items the planner's relevance model is built over (the dataset's, as the catalog had them), when the server knows its dataset. */
   items: readonly Item[] | null;
+  /** Names those items: the same key, the same items (a relevance model built over them is reused). */
+  itemsKey: string;
 }
 
 export interface StoreLoaderOptions {
   dbPath: string;
   round: RoundSelector;
-  /** Item fields and titles from the dataset the index was built from. */
-  corpus?: Pick<Corpus, 'items'>;
+  /** Item fields, titles and texts from the dataset the index was built from, and its judgements (keyword previews). */
+  corpus?: Pick<Corpus, 'items'> & Partial<Pick<Corpus, 'relevant'>>;
   /** How many item generations (newest first) to hold for `/v1/items/:id`. */
   historyLimit?: number;
   /** Chooses the query-side keyword source for the served round, with the served item view. */
@@ -72,50 +79,44 @@ function roundOf(g: StoreGenerationInfo): number | null {
   return typeof r === 'number' && Number.isInteger(r) ? r : null;
 }
 
-/** Which item and query generations serve a round selector. */
-export function selectGenerations(
-  items: readonly StoreGenerationInfo[],
-  queries: readonly StoreGenerationInfo[],
-  round: number | 'latest' | { best: { step: string; round: number; itemGeneration: number; queryGeneration: number } },
-): { item: StoreGenerationInfo; query: StoreGenerationInfo | null; round: number | null } {
-  if (items.length === 0)
-    throw cogrError(
-      'NOT_FOUND',
-      'the database has no item generation to serve (run `cogr demo`, `cogr evolve` or `cogr index import` first)',
-    );
-  if (typeof round === 'object') {
-    const b = round.best;
-    const item = items.find((g) => g.generation === b.itemGeneration);
-    if (!item)
-      throw cogrError(
-        'NOT_FOUND',
-        `round best: the run's best step ${b.step} uses item generation ${b.itemGeneration}, which is not published`,
-      );
-    return { item, query: queries.find((g) => g.generation === b.queryGeneration) ?? null, round: b.round };
-  }
-  if (round === 'latest') {
-    const item = items[items.length - 1];
-    return { item, query: queries.length ? queries[queries.length - 1] : null, round: roundOf(item) };
-  }
-  const matching = items.filter((g) => roundOf(g) === round);
-  if (matching.length === 0) {
-    const known = [...new Set(items.map(roundOf).filter((r): r is number => r !== null))].sort((a, b) => a - b);
-    throw cogrError(
-      'NOT_FOUND',
-      `round: no item generation of round ${round} (rounds: ${known.length ? known.join(', ') : 'none recorded'})`,
-      { round },
-    );
-  }
-  const qs = queries.filter((g) => {
-    const r = roundOf(g);
-    return r !== null && r <= round;
-  });
-  return { item: matching[matching.length - 1], query: qs.length ? qs[qs.length - 1] : null, round };
-}
-
 function problemOf(side: Side, generation: number, e: unknown): GenerationProblem | null {
   if (isCogrError(e, 'DB_CORRUPT') || isCogrError(e, 'DB_VERSION')) return { side, generation, code: e.code, message: e.message };
   return null;
+}
+
+/** The dataset's maps of item titles, fields and texts with the catalog's changes on top. */
+function catalogMaps(
+  base: {
+    titles: ReadonlyMap<string, string>;
+    fields: ReadonlyMap<string, Readonly<Record<string, string>>>;
+    texts: ReadonlyMap<string, string>;
+  },
+  state: CatalogState,
+): Pick<Snapshot, 'titles' | 'fields' | 'texts' | 'handSet'> {
+  if (state.docs.size === 0) return { ...base, handSet: state.handSet };
+  const titles = new Map<string, string | undefined>();
+  const fields = new Map<string, Readonly<Record<string, string>> | undefined>();
+  const texts = new Map<string, string | undefined>();
+  for (const [id, d] of state.docs) {
+    titles.set(id, d?.title || undefined);
+    fields.set(id, d?.fields && Object.keys(d.fields).length > 0 ? d.fields : undefined);
+    texts.set(id, d?.text);
+  }
+  return {
+    titles: new OverlayMap(base.titles, titles),
+    fields: new OverlayMap(base.fields, fields),
+    texts: new OverlayMap(base.texts, texts),
+    handSet: state.handSet,
+  };
+}
+
+/** The run's core training queries' judgements (what its item half-rounds count), when the dataset's judgements are known. */
+function runJudgements(run: StoredRun | null, relevant: Corpus['relevant'] | undefined): ServedJudgements | null {
+  if (!run || !relevant) return null;
+  const counted = new Set(coreIds(run.split));
+  const core = new Map<string, ReadonlySet<string>>();
+  for (const id of counted) core.set(id, relevant.get(id) ?? new Set());
+  return { relevant: core, counted, kMax: run.config.kMax, beta: run.config.beta };
 }
 
 export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
@@ -123,12 +124,18 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
   const historyLimit = opts.historyLimit ?? 8;
   const fields = new Map<string, Readonly<Record<string, string>>>();
   const titles = new Map<string, string>();
+  const texts = new Map<string, string>();
   for (const it of opts.corpus?.items ?? []) {
     if (it.fields && Object.keys(it.fields).length > 0) fields.set(it.id, it.fields);
     if (it.title) titles.set(it.id, it.title);
+    texts.set(it.id, it.text);
   }
   const files = new PublishedIndex(opts.dbPath);
   const policies = publishedPolicyStore(opts.dbPath);
+  const catalog = new PublishedCatalog(opts.dbPath);
+  /** The items the planner's relevance model is built over, as of the catalog's delta `docsSeq` of `root`. */
+  let plannerItems: { root: number; docsSeq: number; items: readonly Item[] | null; key: string } | null = null;
+  let judged: { key: string; judgements: ServedJudgements | null } | null = null;
   // Generations are immutable: checked manifests and views are kept across reloads.
   const infos = new Map<string, GenerationManifest>();
   let views = new Map<string, KeywordView>();
@@ -161,7 +168,7 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
   return {
     description: opts.dbPath,
     watchPath: publishedDir(opts.dbPath),
-    async load(): Promise<Snapshot> {
+    async load(loadOpts: { refresh?: boolean } = {}): Promise<Snapshot> {
       await files.checkExists();
       const problems: GenerationProblem[] = [];
       let items = await scan('item', problems);
@@ -177,20 +184,24 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
       };
       // A selected generation whose files fail their check is set aside and the selection
       // made again (serving the latest), or the load fails (a pinned round).
-      const checked = async (side: Side, g: GenerationManifest, problems: GenerationProblem[]): Promise<KeywordView | null> => {
+      const checked = async (
+        side: Side,
+        g: GenerationManifest,
+        problems: GenerationProblem[],
+        catalogGeneration = false,
+      ): Promise<KeywordView | null> => {
         try {
           return await view(side, g.generation);
         } catch (e) {
           const p = problemOf(side, g.generation, e);
-          if (!p || selector !== 'latest') throw e;
+          if (!p || (selector !== 'latest' && !catalogGeneration)) throw e;
           problems.push(p);
           return null;
         }
       };
-      // 'best': the run's choice on its dev queries (the published run state), else the latest.
-      let selector: Parameters<typeof selectGenerations>[2] = opts.round === 'best' ? 'latest' : opts.round;
-      let plannerRound: number | undefined;
       const run = await readRunAt(opts.dbPath);
+      // 'best': the run's choice on its dev queries (the published run state), else the latest.
+      const { selector, plannerRound } = resolveSelector(run, opts.round);
       // The run's ranker and set floor, chosen at SFT (runs written before them: keywords, no floor).
       const sft = run?.steps.find((s) => s.phase === 'sft');
       const asked = opts.rank ?? 'auto';
@@ -199,18 +210,24 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
         floor: sft?.floor ? { floor: sft.floor.floor, fallback: sft.floor.fallback, backfill: sft.floor.backfill ?? 0 } : NO_FLOOR,
         source: asked === 'auto' ? (sft?.rank ? 'run' : 'default') : 'flag',
       };
-      if (opts.round === 'best') {
-        const best = run ? bestServing(run.steps) : null;
-        if (best) {
-          selector = { best };
-          plannerRound = best.plannerRound;
-        }
-      }
       for (;;) {
         const sel = selectGenerations(items, queries, selector);
-        const item = await checked('item', sel.item as GenerationManifest, problems);
-        if (!item) {
-          items = items.filter((g) => g !== sel.item);
+        // The catalog's newest generation on the selected one is served; one whose files or
+        // catalog fail their check is set aside for the one before it.
+        const { root, head } = servedHead(items, sel.item);
+        let state: CatalogState | null = null;
+        const item = head === sel.item ? await checked('item', head, problems) : await checked('item', head, problems, true);
+        if (item) {
+          try {
+            state = await catalog.stateOf(head);
+          } catch (e) {
+            const p = problemOf('item', head.generation, e);
+            if (!p) throw e;
+            problems.push(p);
+          }
+        }
+        if (!item || !state) {
+          items = items.filter((g) => g !== head);
           continue;
         }
         const query = sel.query ? await checked('query', sel.query as GenerationManifest, problems) : null;
@@ -219,7 +236,7 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           continue;
         }
         // A run whose set guard chose the relevance model's own sets serves them for its refit's item generation.
-        const served = run?.steps.find((s) => s.phase === 'refit' && s.itemGeneration === sel.item.generation)?.refit?.served;
+        const served = run?.steps.find((s) => s.phase === 'refit' && s.itemGeneration === root)?.refit?.served;
         const ranking =
           served?.set === 'model' && served.alpha !== undefined
             ? { ...runRanking, floor: { ...runRanking.floor, modelAlpha: served.alpha } }
@@ -227,7 +244,8 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
         const signature = JSON.stringify([
           ranking,
           plannerRound ?? null,
-          sel.item.generation,
+          head.generation,
+          loadOpts.refresh === true && plannerItems !== null && plannerItems.docsSeq < state.docsSeq,
           sel.query?.generation ?? null,
           items.map((g) => g.generation),
           queries.map((g) => g.generation),
@@ -235,7 +253,7 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           policyFiles,
         ]);
         if (last && signature === lastSignature) return last;
-        const older = items.filter((g) => g.generation <= sel.item.generation).slice(-historyLimit);
+        const older = items.filter((g) => g.generation <= head.generation).slice(-historyLimit);
         const itemGenerations: KeywordView[] = [];
         for (const g of older) {
           if (g.generation === item.generation) {
@@ -245,21 +263,37 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           try {
             itemGenerations.push(await view('item', g.generation));
           } catch (e) {
+            // An older generation deleted since the scan (a catalog writer prunes its own) is left out.
+            if (isCogrError(e, 'NOT_FOUND')) continue;
             const p = problemOf('item', g.generation, e);
             if (!p) throw e;
             problems.push(p);
           }
         }
         views = next;
+        // The planner's relevance model is rebuilt over the catalog's items on a new root, on
+        // the first load and on a refresh; a catalog write alone keeps the items it has (the
+        // model is reused, so the write is served at once) and the snapshot says they lag.
+        const dataset = opts.corpus?.items ?? null;
+        if (!plannerItems || plannerItems.root !== root || !last || loadOpts.refresh)
+          plannerItems = {
+            root,
+            docsSeq: state.docsSeq,
+            items: dataset ? catalogItems(dataset, state) : null,
+            key: `${root}:${state.docsSeq}`,
+          };
         const keywordSource = opts.keywordSource
           ? await opts.keywordSource({
               round: sel.round,
               ...(plannerRound !== undefined ? { plannerRound } : {}),
               policies,
               item,
-              items: opts.corpus?.items ?? null,
+              items: plannerItems.items,
+              itemsKey: plannerItems.key,
             })
           : null;
+        const judgedKey = run ? JSON.stringify([run.split, run.config.kMax, run.config.beta]) : '';
+        if (!judged || judged.key !== judgedKey) judged = { key: judgedKey, judgements: runJudgements(run, opts.corpus?.relevant) };
         const newer = problems.filter((p) => p.generation > (p.side === 'item' ? item.generation : (query?.generation ?? -1)));
         const reason = newer.length
           ? `${newer.map((p) => `${p.side} generation ${p.generation} failed its check (${p.message})`).join('; ')}; serving item generation ${item.generation}${query ? `, query generation ${query.generation}` : ''} instead`
@@ -279,10 +313,21 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
           })),
           problems,
           reason,
-          fields,
-          titles,
+          ...catalogMaps({ titles, fields, texts }, state),
+          catalog:
+            state.deltas > 0 ? { root, seq: state.seq, plannerStale: dataset !== null && plannerItems.docsSeq < state.docsSeq } : null,
           keywordSource,
+          keywordEpoch: JSON.stringify([
+            ranking,
+            plannerRound ?? null,
+            sel.round,
+            root,
+            query?.generation ?? null,
+            policyFiles,
+            plannerItems.key,
+          ]),
           ranking,
+          judgements: judged.judgements,
         };
         lastSignature = signature;
         return last;

@@ -54,7 +54,7 @@ function pool(opts: ConstructorParameters<typeof KeywordWorkerPool>[0] = {}): Ke
 describe('the real keyword worker', () => {
   it('answers exactly what the query planner answers in process', async () => {
     const p = pool({ size: 2 });
-    await p.load('k1', { doc: doc as never, view: itemView.data, items: corpus.items });
+    await p.load('k1', { doc: doc as never, view: itemView.data }, { key: 'dataset', items: corpus.items });
     const texts = [...corpus.queries.map((q) => q.text), 't0w3 t1w4 study', 'nothing known here'];
     // Keywords, or the refusal of a text none of whose words the items know (NoSearchableTerms).
     const outcome = (p: Promise<string[]>) =>
@@ -73,16 +73,16 @@ describe('the real keyword worker', () => {
     });
     expect(got.at(-1)).toEqual({ refused: 'no_terms' });
     // A generator that cannot be rebuilt fails the load, naming why.
-    await expect(
-      p.load('bad', { doc: { ...doc, json: { version: 99 } } as never, view: itemView.data, items: null }),
-    ).rejects.toMatchObject({ code: 'WORKER_ERROR' });
+    await expect(p.load('bad', { doc: { ...doc, json: { version: 99 } } as never, view: itemView.data }, null)).rejects.toMatchObject({
+      code: 'WORKER_ERROR',
+    });
   });
 });
 
 describe('the pool', () => {
   it('lets the budget fall back while a worker is busy; the late answer fills the cache', async () => {
     const p = pool({ size: 1, workerEntry: SCRIPTED });
-    await p.load('k', { doc: doc as never, view: itemView.data, items: null });
+    await p.load('k', { doc: doc as never, view: itemView.data }, null);
     const plans: Promise<string[]>[] = [];
     const source: QueryKeywordSource = {
       name: 'scripted',
@@ -129,7 +129,7 @@ describe('the pool', () => {
 
   it('refuses at once when the queue is full, and replaces a crashed worker', async () => {
     const p = pool({ size: 1, maxQueue: 1, workerEntry: SCRIPTED });
-    await p.load('k', { doc: doc as never, view: itemView.data, items: null });
+    await p.load('k', { doc: doc as never, view: itemView.data }, null);
     const busy = p.plan('k', 'block 300');
     const queued = p.plan('k', 'second');
     await expect(p.plan('k', 'third')).rejects.toThrow('the keyword workers are busy (1 requests waiting)');
@@ -138,5 +138,29 @@ describe('the pool', () => {
     await expect(p.plan('k', 'crash')).rejects.toMatchObject({ code: 'WORKER_ERROR' });
     // The replacement has the generator loaded and answers.
     expect(await p.plan('k', 'after crash')).toEqual(['after', 'crash']);
+  });
+
+  it('rebuilds a generator over new items in new workers while the old ones keep answering', async () => {
+    const p = pool({ size: 2, workerEntry: SCRIPTED });
+    await p.load('k1', { doc: doc as never, view: itemView.data }, { key: 'a', items: corpus.items });
+    // Over the same items: loaded into the workers serving (a catalog write's new view).
+    await p.load('k2', { doc: doc as never, view: itemView.data }, { key: 'a', items: corpus.items });
+    // Over new items: a rebuild, held until the test says; the workers serving answer meanwhile.
+    const dir = mkdtempSync(join(tmpdir(), 'cogr-pool-rolling-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    const release = join(dir, 'release');
+    let loaded = false;
+    const rebuild = p
+      .load(`hold:${release}`, { doc: doc as never, view: itemView.data }, { key: 'b', items: corpus.items.slice(1) })
+      .then(() => {
+        loaded = true;
+      });
+    for (let i = 0; i < 6; i++) expect(await p.plan('k2', `during ${i}`)).toEqual(['during', String(i)]);
+    expect(loaded).toBe(false);
+    writeFileSync(release, '');
+    await rebuild;
+    expect(p.size).toBe(2);
+    expect(await p.plan(`hold:${release}`, 'new one')).toEqual(['new', 'one']);
+    expect(await p.plan('k2', 'old one')).toEqual(['old', 'one']);
   });
 });

@@ -297,6 +297,10 @@ describe('POST /v1/search over loopback', () => {
     expect(extra.body.error.message).toMatch(/limit/);
     const missing = await post({ k: 3 });
     expect(missing.status).toBe(400);
-    expect(missing.body.error.message).toMatch(/^program: /);
+    expect(missing.body.error.message).toMatch(/^q or program: one is required/);
+    // A text and a program at once: the program's schema names the stray key.
+    const both = await post({ program: { keyword: 'red' }, q: 'red' });
+    expect(both.status).toBe(400);
+    expect(both.body.error.message).toMatch(/"q"/);
   });
 });

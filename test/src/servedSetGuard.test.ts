@@ -1,8 +1,8 @@
 /**
  * The set guard (`--served-set`, src/evolve/refit.ts setGuard): at the final refit the run
  * serves either the keyword plans' matched sets (the CoGR rule, `keywords`) or the
- * relevance model's own expected-F1 sets — always with 'model', with 'auto' (the default)
- * when the model's sets beat the keyword plans by one standard error over every training
+ * relevance model's own expected-F1 sets — always with 'model', with 'auto' when the model's
+ * sets beat the keyword plans by one standard error over every training
  * query scored by inner models that never saw it. Checked on the loop's tiny corpus: what is
  * served and recorded, that the served figures are the model's sets' (recomputed here by
  * hand), that the decision follows its rule and reads no held-out judgement, and that
@@ -66,8 +66,8 @@ let keywords: Awaited<ReturnType<typeof run>>;
 let auto: Awaited<ReturnType<typeof run>>;
 
 describe('the set guard (--served-set)', () => {
-  it('keywords (the CoGR rule; auto is the default): the run records no served set and serves the keyword plans', async () => {
-    expect(parseRunConfig(CONFIG).servedSet).toBe('auto');
+  it('keywords (the CoGR rule, the default since the shared vocabulary): the run records no served set and serves the keyword plans', async () => {
+    expect(parseRunConfig(CONFIG).servedSet).toBe('keywords');
     keywords = await run({ ...CONFIG, servedSet: 'keywords' });
     expect(keywords.refit.phase).toBe('refit');
     expect(keywords.refit.refit!.served).toBeUndefined();
@@ -94,7 +94,7 @@ describe('the set guard (--served-set)', () => {
   });
 
   it('auto: the cross-fitted figures over the training queries decide, by the adoption rule (gain > 0 and ≥ z SE)', async () => {
-    auto = await run(CONFIG);
+    auto = await run({ ...CONFIG, servedSet: 'auto' });
     const served = auto.refit.refit!.served!;
     const g = served.guard!;
     const split = auto.res.split;
@@ -193,10 +193,10 @@ describe('the set guard (--served-set)', () => {
   it('a run without the final refit never used the option: a resume asking another one is not refused', () => {
     const noRefit = parseRunConfig({ ...CONFIG, refit: false, servedSet: 'keywords' });
     expect(configDifferences(noRefit, parseRunConfig({ ...CONFIG, refit: false }))).toEqual([]);
-    // With the refit, a run stored with keywords is another experiment than today's default.
-    expect(configDifferences(parseRunConfig({ ...CONFIG, servedSet: 'keywords' }), parseRunConfig(CONFIG))).toEqual([
-      'servedSet: stored "keywords", asked "auto"',
-    ]);
+    // With the refit, a run stored with keywords is another experiment than one asking auto.
+    expect(
+      configDifferences(parseRunConfig({ ...CONFIG, servedSet: 'keywords' }), parseRunConfig({ ...CONFIG, servedSet: 'auto' })),
+    ).toEqual(['servedSet: stored "keywords", asked "auto"']);
   });
 
   it('a run stored before the option reads as keywords', () => {

@@ -11,6 +11,7 @@ import { LiveSnapshot, type QueryKeywordSource } from '../../src/server/state.ts
 import { generatorKeywordSource, storeSnapshotLoader } from '../../src/server/storeLoader.ts';
 import { VocabularyIndex } from '../../src/server/vocab.ts';
 import { catalogue, commitGeneration, fakeSource, listen, tempDir } from './_serverFixture.ts';
+import { chatCompletion } from '../fixtures/chatCompletion.ts';
 
 const cat = catalogue(40, 3);
 let tmp: ReturnType<typeof tempDir>;
@@ -106,6 +107,53 @@ describe('GET /v1/search', () => {
     }
   });
 
+  it('POST {q, k, explain} answers as GET does; results carry titles and the fields asked for', async () => {
+    const { base } = await start();
+    const q = 'green rain jacket';
+    const get = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}&k=4&explain=true`);
+    const post = await getJson(`${base}/v1/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ q, k: 4, explain: true }),
+    });
+    expect(post.status).toBe(200);
+    expect({ ...post.body, keywords: { ...post.body.keywords, cached: false } }).toEqual({
+      ...get.body,
+      keywords: { ...get.body.keywords, cached: false },
+    });
+    expect(get.body.items.length).toBeGreaterThan(0);
+    for (const hit of get.body.items) {
+      expect(hit.title).toBe(cat.items.find((i) => i.id === hit.id)!.title);
+      expect(hit.fields).toBeUndefined();
+    }
+    const item = (id: string) => cat.items.find((i) => i.id === id)!;
+    const withFields = await getJson(`${base}/v1/search?q=${encodeURIComponent(q)}&k=4&fields=brand,text,nosuch`);
+    for (const hit of withFields.body.items) expect(hit.fields).toEqual({ brand: item(hit.id).fields!.brand, text: item(hit.id).text });
+    const all = await getJson(`${base}/v1/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ q, k: 2, fields: ['*'] }),
+    });
+    for (const hit of all.body.items) expect(hit.fields).toEqual({ ...item(hit.id).fields, text: item(hit.id).text });
+    const program = await getJson(`${base}/v1/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ program: { keyword: 'rain jacket' }, k: 2, fields: ['colour'] }),
+    });
+    for (const hit of program.body.items)
+      expect(hit).toMatchObject({ title: item(hit.id).title, fields: { colour: item(hit.id).fields!.colour } });
+    const badGet = await getJson(`${base}/v1/search?q=a&fields=brand,,text`);
+    expect(badGet.status).toBe(400);
+    expect(badGet.body.error.message).toMatch(/^fields: a field name must not be empty/);
+    const badPost = await getJson(`${base}/v1/search`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ q: 'a', fields: 'brand' }),
+    });
+    expect(badPost.status).toBe(400);
+    expect(badPost.body.error.message).toMatch(/^fields: /);
+  });
+
   it('caches generated keywords and counts hits in /metrics', async () => {
     const source = fakeSource();
     const { base } = await start({ source });
@@ -152,18 +200,7 @@ describe('GET /v1/search', () => {
         const reply = () => {
           if (res.destroyed) return;
           res.setHeader('content-type', 'application/json');
-          res.end(
-            JSON.stringify({
-              id: 'c1',
-              object: 'chat.completion',
-              created: 0,
-              model: 'm',
-              choices: [
-                { index: 0, finish_reason: 'stop', message: { role: 'assistant', content: '{"keywords": ["Leather Boots", "black"]}' } },
-              ],
-              usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-            }),
-          );
+          res.end(JSON.stringify(chatCompletion('{"keywords": ["Leather Boots", "black"]}')));
         };
         // A slow query is never answered (the connection is closed at the end): it falls
         // back within its budget however fast or busy the machine is.
@@ -293,12 +330,21 @@ describe('other endpoints', () => {
       ]),
     );
     const params = doc.paths['/v1/search'].get.parameters;
-    expect(params.map((p: any) => p.name)).toEqual(['q', 'k', 'explain']);
+    expect(params.map((p: any) => p.name)).toEqual(['q', 'k', 'explain', 'fields']);
     expect(params[0].required).toBe(true);
     expect(params[1].schema.maximum).toBe(1000);
-    expect(doc.paths['/v1/search'].post.requestBody.content['application/json'].schema.properties.program.$ref).toBe(
-      '#/components/schemas/ProgramNode',
-    );
+    const bodies = doc.paths['/v1/search'].post.requestBody.content['application/json'].schema.anyOf;
+    expect(bodies.map((b: any) => Object.keys(b.properties)[0])).toEqual(['q', 'program']);
+    expect(bodies[1].properties.program.$ref).toBe('#/components/schemas/ProgramNode');
+    // Every route lists the statuses the transport can answer; a body route 413 and 415 too.
+    for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, any>>))
+      for (const [method, op] of Object.entries(ops)) {
+        const codes = Object.keys(op.responses).map(Number);
+        expect(codes, `${method} ${path}`).toEqual(expect.arrayContaining([200, 400, 408, 417, 431, 500]));
+        if (method !== 'get') expect(codes, `${method} ${path}`).toEqual(expect.arrayContaining([413, 415]));
+        if (path.includes('{')) expect(codes, `${method} ${path}`).toContain(414);
+      }
+    expect(Object.keys(doc.paths['/v1/search'].get.responses)).toEqual(['200', '400', '408', '417', '431', '500', '502', '504']);
     expect(doc.components.schemas.ProgramNode.anyOf.length).toBe(7);
     expect(JSON.stringify(doc)).not.toContain('$defs');
     // Every status a route answers is listed (issue 50): the transport's on every route, the body's on every POST.

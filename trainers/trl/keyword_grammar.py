@@ -36,7 +36,7 @@ import string
 from dataclasses import dataclass, field, replace
 
 # The bounds of cogr's LLM schema (index/core/defaults.ts DEFAULTS.llm.maxKeywords and
-# .maxKeywordLength; test/trainers/trl.test.ts checks they agree) and of the normaliser
+# .maxKeywordLength; test/trainers/trl.real.test.ts checks they agree) and of the normaliser
 # (index/text/normalize.ts KEYWORD_MAX_WORDS).
 MAX_KEYWORDS = 12
 MAX_KEYWORD_LENGTH = 60

@@ -1,6 +1,6 @@
 """Unit tests of keyword_grammar.py on a small made-up vocabulary (no model, no checkpoint).
 
-    python -m unittest trainers/trl/test_keyword_grammar.py     (test/trainers/trl.test.ts runs it in the venv)
+    python -m unittest trainers/trl/test_keyword_grammar.py     (test/trainers/trl.real.test.ts runs it in the venv)
 
 A scorer that always prefers one keyword's tokens (what an 8-step SFT model does) is decoded
 greedily through the processor: the answer must still be a closed JSON keyword list, each

@@ -1,6 +1,6 @@
 /**
  * `cogr llm serve`'s HTTP server (src/llm/server.ts) on real fastify over loopback with a
- * scripted engine (the real model's test is real.test.ts): the OpenAI shape of answers
+ * scripted engine (the real model's test is smollm2.real.test.ts): the OpenAI shape of answers
  * and errors, n choices with consecutive seeds, finish_reason "length", a full queue (429),
  * a prompt beyond the context (400), a client that leaves while waiting (skipped, never
  * generated) or while generating (stopped), the deadline (504), and the openai client of

@@ -123,7 +123,7 @@ describe.skipIf(skip)('the real model through cogr llm serve', () => {
 
 describe.runIf(skip)('the real model (skipped on purpose)', () => {
   it('is skipped because COGR_SKIP_REAL_LLM=1 is set', () => {
-    process.stderr.write('test/src/llm/real.test.ts: skipped because COGR_SKIP_REAL_LLM=1\n');
+    process.stderr.write('test/src/llm/smollm2.real.test.ts: skipped because COGR_SKIP_REAL_LLM=1\n');
     expect(skip).toBe(true);
   });
 });

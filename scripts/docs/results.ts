@@ -1,0 +1,519 @@
+/**
+ * The generated tables and the chart (scripts/docs.ts BLOCKS): the stored runs of
+ * docs/results/ in the README and in docs/results.md, the demo, the BM25 figures kept as data
+ * and the main job at scale. Every table carries the command that re-measures it.
+ */
+import { join } from 'node:path';
+import type { z } from 'zod';
+import { readExpectedQuality } from '../../src/baseline/expected.ts';
+import { adoptionSummary, keywordLines, pairedLines, servedSetSummary } from '../../src/commands/evolve.ts';
+import { CSS, lineChart } from '../../src/drift/report.ts';
+import { adoptedOnTie, bestStep, isHalfRound, servedRanking } from '../../src/run/state.ts';
+import type { StepRecord } from '../../src/run/state.ts';
+import { display, f3, f4, header, med, pct, pm, row, Table } from './markdown.ts';
+import { auditCommand, benchCommand, demoCommand, evolveCommand, exampleCommands } from './sources.ts';
+import type { Audit, AuditJson, Bench, Metrics, Paired, Sources, SplitBaseline } from './sources.ts';
+
+function auditCells(a: z.output<typeof Audit> | null): string[] {
+  if (!a) return ['', '', '', '', '', ''];
+  return [
+    a.query.keywordsPerQuery.toFixed(1),
+    pct(a.query.shareOneItem),
+    med(a.query.medianItemsPerKeyword),
+    pct(a.query.shareFromQuery),
+    a.item.keywordsPerItem.toFixed(1),
+    pct(a.item.shareOneItem),
+  ];
+}
+
+function foldList(values: readonly number[]): string {
+  return `<sub>folds ${values.map(f3).join(' · ')}</sub>`;
+}
+
+/** README: one row per stored run. */
+export function resultsBlock(s: Sources): string {
+  if (s.runs.length === 0) return '_No stored run in docs/results/._';
+  const lines = [
+    header(
+      [
+        'collection (held-out queries)',
+        'F1: cogr',
+        'F1: BM25',
+        'F1: BM25 + RM3',
+        'cogr − BM25',
+        'cogr − BM25 + RM3',
+        'cogr − SFT',
+        'nDCG@10: cogr / BM25',
+        'query keywords',
+      ],
+      [1, 2, 3],
+    ),
+  ];
+  for (const { name, json: j } of s.runs) {
+    if (!j.final) continue;
+    const pf = j.perFold;
+    const paired = (p: z.output<typeof Paired> | undefined) => (p ? `F1 ${pm(p.f1)}<br>nDCG@10 ${pm(p.ndcg10)}` : '');
+    const kw = j.final.keywords;
+    lines.push(
+      row([
+        `${display(name)} (${pf.reduce((a, f) => a + f.evalQueries, 0)})`,
+        `**${f3(j.final.f1)}**<br>${foldList(pf.map((f) => f.final.f1))}`,
+        `${f3(j.baselines.bm25.f1)}<br>${foldList(pf.map((f) => f.baselines.bm25.f1))}`,
+        `${f3(j.baselines.rm3.f1)}<br>${foldList(pf.map((f) => f.baselines.rm3.f1))}`,
+        paired(j.final_vs_bm25),
+        paired(j.final_vs_rm3),
+        paired(j.final_vs_sft),
+        `${f3(j.final.ndcg10)} / ${f3(j.baselines.bm25.ndcg10)}`,
+        kw
+          ? `${kw.query.keywordsPerQuery.toFixed(1)} a query; ${pct(kw.query.shareOneItem)} match ≤ 1 item; median ${med(kw.query.medianItemsPerKeyword)} items each; ${pct(kw.query.shareFromQuery)} from the query`
+          : '',
+      ]),
+    );
+  }
+  lines.push('');
+  lines.push(
+    `Means over every held-out query of the ${s.runs.map((r) => r.json.folds).join(' / ')} folds (seed ${s.runs.map((r) => String(r.json.config.seed)).join(' / ')}), ` +
+      'each fold beneath; F1 of the whole matched set. cogr − X: paired per held-out query, mean ± standard error. ' +
+      'BM25 and BM25 + RM3 use Lucene’s English analysis with cut-offs tuned on each fold’s training queries. ' +
+      'Query keywords: the result’s keyword audit (src/drift/keywordAudit.ts). Re-measure with:',
+  );
+  lines.push('');
+  for (const r of s.runs) lines.push(`- ${display(r.name)}: \`${evolveCommand(r.json, r.file)}\``);
+  return lines.join('\n');
+}
+
+/** docs/results.md: per stored run, its steps, folds, paired comparisons and keyword audits. */
+export function resultsDetailBlock(s: Sources): string {
+  if (s.runs.length === 0) return '_No stored run in docs/results/._';
+  const out: string[] = [];
+  for (const { name, file, json: j } of s.runs) {
+    out.push(`### ${display(name)} (\`${file}\`)`, '');
+    out.push(`Re-measure: \`${evolveCommand(j, file)}\`. Options: ${configLine(j.config)}.`, '');
+    const n = j.perFold.length;
+    const paired = new Table(
+      ['cogr − …, paired per held-out query', 'queries', 'F1 (mean ± SE)', 'nDCG@10 (mean ± SE)', 'F1 above / level / below'],
+      [1],
+    );
+    for (const [label, p] of [
+      ['BM25', j.final_vs_bm25],
+      ['BM25 + RM3', j.final_vs_rm3],
+      ['SFT', j.final_vs_sft],
+    ] as const) {
+      if (p)
+        paired.add([label, p.queries, pm(p.f1), pm(p.ndcg10), `${p.f1_queries.above} / ${p.f1_queries.level} / ${p.f1_queries.below}`]);
+    }
+    if (paired.size > 0) out.push(paired.toString(), '');
+    out.push(
+      'Per step, means over every held-out query (dev F1 over the dev queries carved from each fold’s training queries; adopted: folds, ties: no dev query changed). ' +
+        'Keyword audit of the held-out queries’ keywords and of the step’s item generation: keywords per query, share matching at most one item, median items a keyword matches, share taken from the query; keywords per item, share carried by one item.',
+      '',
+    );
+    const steps = new Table(
+      [
+        'step',
+        'adopted',
+        'dev F1',
+        'P',
+        'R',
+        'F1',
+        'served nDCG@10',
+        'keyword-bag nDCG@10',
+        'matched / q',
+        'kw / q',
+        '≤ 1 item',
+        'median items',
+        'from query',
+        'kw / item',
+        'one item',
+      ],
+      [2, 3, 4, 5, 6, 7, 8, 9, 11],
+    );
+    const tie = (k: number) => (k ? ` (${k} tie${k > 1 ? 's' : ''})` : '');
+    // The refit step is each fold's result, the cogr row below.
+    for (const r of j.rounds.filter((x) => !(x.side === 'refit' && j.final?.refit_of))) {
+      steps.add([
+        r.step,
+        r.side === 'refit' || r.side === 'sft' ? '' : `${r.adopted}/${n}${tie(r.adoptedOnTie)}`,
+        r.dev_f1 === null ? '' : f4(r.dev_f1),
+        f4(r.precision),
+        f4(r.recall),
+        f4(r.f1),
+        f4(r.ndcg10),
+        f4(r.ndcg10_keywords),
+        r.meanMatched.toFixed(1),
+        ...auditCells(r.keywords),
+      ]);
+    }
+    if (j.final) {
+      const f = j.final;
+      steps.add([
+        `**cogr** (${f.refit_of ? 'refit of each fold’s best dev step' : 'best dev step per fold'})`,
+        '',
+        f4(f.dev_f1),
+        f4(f.precision),
+        f4(f.recall),
+        `**${f4(f.f1)}**`,
+        f4(f.ndcg10),
+        f4(f.ndcg10_keywords),
+        f.meanMatched.toFixed(1),
+        ...auditCells(f.keywords),
+      ]);
+      const b = f.before_refit;
+      if (b)
+        steps.add([
+          'best dev step, before the refit',
+          '',
+          '',
+          f4(b.precision),
+          f4(b.recall),
+          f4(b.f1),
+          f4(b.ndcg10),
+          f4(b.ndcg10_keywords),
+          b.meanMatched.toFixed(1),
+        ]);
+      const r = f.refit_from_sft;
+      if (r) steps.add(['the same refit made from SFT', '', '', f4(r.precision), f4(r.recall), f4(r.f1)]);
+    }
+    const base = (label: string, b: z.output<typeof Metrics>) =>
+      steps.add([label, '', '', f4(b.precision), f4(b.recall), f4(b.f1), f4(b.ndcg10), '', b.meanMatched.toFixed(1)]);
+    base('BM25, cut-off tuned on training queries', j.baselines.bm25);
+    base('BM25 + RM3, cut-off tuned on training queries', j.baselines.rm3);
+    if (j.baselines.model) base('relevance model, expected-F1 cut, no keywords', j.baselines.model);
+    out.push(steps.toString(), '', 'Per fold (the final step; cut-offs in brackets):', '');
+    const folds = new Table(
+      [
+        'fold',
+        'held-out / dev',
+        'final step',
+        'served set',
+        'ranker',
+        'F1',
+        'BM25 F1',
+        'RM3 F1',
+        'model F1',
+        'nDCG@10',
+        'BM25 nDCG@10',
+        'MAP',
+        'BM25 MAP',
+      ],
+      [0, 5, 6, 7, 8, 9, 10, 11, 12],
+    );
+    for (const f of j.perFold) {
+      const b = f.baselines;
+      folds.add([
+        f.fold,
+        `${f.evalQueries} / ${f.devQueries}`,
+        f.final.refit_of ? `refit of ${f.final.refit_of}` : f.final.step,
+        f.final.refit_of ? (f.final.served_set?.set ?? 'keywords') : '',
+        f.final.rank,
+        f4(f.final.f1),
+        `${f4(b.bm25.f1)} (${b.bm25.cutoff})`,
+        `${f4(b.rm3.f1)} (${b.rm3.cutoff})`,
+        b.model ? f4(b.model.f1) : '',
+        f4(f.final.ndcg10),
+        f4(b.bm25.ndcg10),
+        f4(f.final.map),
+        f4(b.bm25.map),
+      ]);
+    }
+    out.push(folds.toString(), '', `Final F1 above BM25’s on ${j.foldsAboveBaseline} of ${n} folds.`, '');
+  }
+  return out.join('\n').trimEnd();
+}
+
+/** The run options a stored config names, in words (the ones the results depend on most). */
+function configLine(c: Record<string, unknown>): string {
+  const keys = ['seed', 'rounds', 'groupSize', 'kMax', 'vocabulary', 'minCarriers', 'relatedness', 'servedSet', 'refit', 'rank'];
+  return keys
+    .filter((k) => c[k] !== undefined)
+    .map((k) => `${k} ${JSON.stringify(c[k])}`)
+    .join(', ');
+}
+
+/** docs/results.md: the demo's table, from `cogr demo --json`. */
+export function demoBlock(s: Sources): string {
+  if (!s.demo) return '_No stored demo run (docs/results/demo.json)._';
+  const { file, json: j } = s.demo;
+  const steps = j.steps as unknown as StepRecord[];
+  const best = bestStep(steps);
+  const lines = [
+    `\`${demoCommand(j, file)}\` on ${display(j.dataset)}: ${j.split.train} training / ${j.split.eval} held-out queries, ` +
+      `${String(j.config.rounds)} rounds, seed ${String(j.config.seed)}. Held-out P / R / F1 of the whole matched set after each step, ` +
+      'nDCG@10 of the served ranking:',
+    '',
+    header(
+      ['step', 'round', 'trained', 'dev F1', 'adopted', 'P', 'R', 'F1', 'nDCG@10', 'kw / q', 'matched / q'],
+      [1, 3, 5, 6, 7, 8, 9, 10],
+    ),
+  ];
+  for (const st of steps) {
+    lines.push(
+      row([
+        st.step,
+        st.round,
+        st.phase,
+        st.dev ? f4(st.dev.f1) : '',
+        isHalfRound(st.phase) ? (st.adopted ? (adoptedOnTie(st) ? 'yes (tie)' : 'yes') : 'no') : '',
+        f4(st.metrics.precision),
+        f4(st.metrics.recall),
+        f4(st.metrics.f1),
+        f4(servedRanking(steps, st).ndcg10),
+        st.metrics.meanKeywords.toFixed(1),
+        st.metrics.meanMatched.toFixed(1),
+      ]),
+    );
+  }
+  if (best)
+    lines.push(
+      row([
+        `**cogr** (${best.phase === 'refit' ? 'the refit of the best dev step' : 'the best dev step'})`,
+        '',
+        'result',
+        '',
+        '',
+        f4(best.metrics.precision),
+        f4(best.metrics.recall),
+        `**${f4(best.metrics.f1)}**`,
+        f4(servedRanking(steps, best).ndcg10),
+        best.metrics.meanKeywords.toFixed(1),
+        best.metrics.meanMatched.toFixed(1),
+      ]),
+    );
+  const b = j.baselines;
+  const base = (label: string, x: z.output<typeof SplitBaseline>) =>
+    lines.push(row([label, '', 'baseline', '', '', f4(x.precision), f4(x.recall), f4(x.f1), f4(x.ndcg10), '', String(x.cutoff)]));
+  base(`BM25 (cut-off ${b.bm25.cutoff})`, b.bm25);
+  base(`BM25 + RM3 (cut-off ${b.rm3.cutoff})`, b.rm3);
+  if (b.model) base('relevance model, no keywords', b.model);
+  const notes = [
+    adoptionSummary(steps),
+    servedSetSummary(steps),
+    ...(j.final_vs_bm25 ? pairedLines({ bm25: j.final_vs_bm25, rm3: j.final_vs_rm3 ?? null, sft: j.final_vs_sft ?? null }) : []),
+    ...keywordLines(
+      steps.find((x) => x.phase === 'sft'),
+      best,
+    ),
+  ].filter((x): x is string => x !== null);
+  lines.push('', 'The lines the demo ends with:', '', '```text', ...notes, '```');
+  return lines.join('\n');
+}
+
+/** docs/evaluation.md: the BM25 figures kept as data. */
+export function expectedBlock(root: string): string {
+  const e = readExpectedQuality(join(root, 'data', 'expected-quality.json'));
+  const lines = [header(['dataset', 'analysis', 'F1', 'P', 'R', 'nDCG@10', 'checked by'], [2, 3, 4, 5])];
+  for (const [analysis, table, flag] of [
+    ['lucene (default)', e['bm25-lucene'] ?? {}, ''],
+    ['wink', e.bm25, ' --analysis wink'],
+  ] as const) {
+    for (const [d, m] of Object.entries(table))
+      lines.push(
+        row([
+          display(d),
+          analysis,
+          f4(m.f1),
+          f4(m.precision),
+          f4(m.recall),
+          f4(m.ndcg10),
+          `\`npx cogr baseline bm25 --dataset ${d} --folds 5${flag} --check\``,
+        ]),
+      );
+  }
+  lines.push('', `From \`data/expected-quality.json\`; \`--check\` fails when a measured figure is off by more than ${e.tolerance}.`);
+  return lines.join('\n');
+}
+
+/** docs/benchmarks.md: the main job at scale, the newest stored run of each size. */
+export function benchBlock(s: Sources): string {
+  const latest = new Map<string, Bench>();
+  for (const b of s.bench) {
+    const key = `${b.items}x${b.queries}x${b.relevant}/${b.rounds}/${b.servedSet ?? ''}`;
+    const had = latest.get(key);
+    if (!had || had.finishedAt < b.finishedAt) latest.set(key, b);
+  }
+  const runs = [...latest.values()].sort((a, b) => a.items * a.queries - b.items * b.queries || a.finishedAt.localeCompare(b.finishedAt));
+  const lines = [
+    header(
+      [
+        'items × queries × relevant',
+        'rounds',
+        'served set',
+        'wall',
+        'CPU',
+        'peak RSS',
+        'load before → after',
+        'held-out F1 per step',
+        'finished',
+        'command',
+      ],
+      [3, 4, 5],
+    ),
+  ];
+  for (const b of runs) {
+    lines.push(
+      row([
+        `${b.items.toLocaleString('en')} × ${b.queries.toLocaleString('en')} × ${b.relevant.toLocaleString('en')}`,
+        b.rounds,
+        b.servedSet ?? '(default then)',
+        `${(b.wallSeconds / 60).toFixed(1)} min`,
+        `${(b.cpuSeconds / 60).toFixed(1)} min`,
+        `${(b.peakRssMiB / 1024).toFixed(1)} GiB`,
+        `${b.loadBefore[0]} → ${b.loadAfter[0]}`,
+        b.steps.map((x) => `${x.step} ${x.heldOutF1 === null ? '—' : f3(x.heldOutF1)}`).join(' → '),
+        b.finishedAt.slice(0, 10),
+        `\`${benchCommand(b)}\``,
+      ]),
+    );
+  }
+  lines.push(
+    '',
+    'The newest stored run of each size in `bench/results/` (older ones stay there as data). Load: the 1-minute load average of the 2-core machine; a figure measured beside other work is slower than an idle one.',
+  );
+  const paper = runs.filter((b) => b.items === 40000 && b.queries === 13500).at(-1);
+  if (paper) {
+    lines.push('', `Phases of the newest paper-size run (finished ${paper.finishedAt.slice(0, 10)}, \`${benchCommand(paper)}\`):`, '');
+    lines.push(header(['phase', 'wall (min)', 'CPU (min)', 'cores'], [1, 2, 3]));
+    for (const p of paper.phases)
+      lines.push(row([p.phase, (p.seconds / 60).toFixed(1), (p.cpuSeconds / 60).toFixed(1), p.cores.toFixed(2)]));
+  }
+  return lines.join('\n');
+}
+
+// ---------------------------------------------------------------------------
+// The chart: held-out F1 per step of every stored run, BM25 beside it.
+
+const PALETTE = ['#2563eb', '#ea580c', '#16a34a', '#9333ea', '#0891b2'];
+
+export function chartSvg(s: Sources): string {
+  const series = s.runs.flatMap((r, i) => {
+    const colour = PALETTE[i % PALETTE.length];
+    const steps = r.json.rounds;
+    return [
+      { name: `${display(r.name)}: cogr`, colour, points: steps.map((x, k) => ({ x: k, y: x.f1 })) },
+      {
+        name: `${display(r.name)}: BM25 (dashed)`,
+        colour,
+        dash: '6 4',
+        points: [
+          { x: 0, y: r.json.baselines.bm25.f1 },
+          { x: steps.length - 1, y: r.json.baselines.bm25.f1 },
+        ],
+      },
+    ];
+  });
+  const svg = lineChart({
+    name: 'f1-per-step',
+    title: `Held-out F1 after each step (${[...new Set(s.runs.map((r) => r.json.folds))].join(' / ') || 'k'}-fold means), beside BM25`,
+    xLabel: 'step: 0 = SFT, then r1-query, r1-item, …, last = final refit',
+    yLabel: 'held-out F1',
+    yScale: 'linear',
+    yFormat: (v) => v.toFixed(2),
+    series,
+    width: 720,
+    height: 380,
+  });
+  // The chart's styles (the drift report's), inside the file so it renders on its own.
+  const style = CSS.split('\n')
+    .filter((l) => l.startsWith('svg'))
+    .join('');
+  return svg.replace(/^(<svg[^>]*>)/, `$1<style>${style}</style>`) + '\n';
+}
+
+/**
+ * README and docs/results.md: the served keywords of each shipped collection's demo run,
+ * audited (src/drift/keywordAudit.ts): language or addresses.
+ */
+export function auditBlock(s: Sources): string {
+  if (s.audits.length === 0) return '_No stored audit in docs/results/audit/._';
+  const t = new Table(
+    [
+      'served keywords (every query)',
+      'per query',
+      'match ≤ 1 item',
+      'median items each',
+      'bare numbers',
+      'taken from the query',
+      'related to the query (MiniLM cosine ≥ 0.3)',
+      'item keywords on one item',
+      'median items per item keyword',
+    ],
+    [1, 2, 3, 4, 5, 6, 7, 8],
+  );
+  for (const { name, json: a } of s.audits)
+    t.add([
+      `${display(name)} (${a.query.queries} queries)`,
+      a.query.keywordsPerQuery.toFixed(2),
+      pct(a.query.shareOneItem),
+      med(a.query.medianItemsPerKeyword),
+      pct(a.query.shareBareNumbers),
+      pct(a.query.shareFromQuery),
+      a.query.related ? pct(a.query.related.share) : '—',
+      pct(a.item.shareOneItem),
+      med(a.item.medianItemsPerKeyword),
+    ]);
+  return [
+    t.toString(),
+    '',
+    'After `cogr demo --dataset <d>`, as `cogr serve` serves it; item keywords over every item. Re-measure (with `npx cogr embeddings serve` on port 8001):',
+    '',
+    ...s.audits.map((a) => `- ${display(a.name)}: \`${auditCommand(a.name, a.file)}\``),
+  ].join('\n');
+}
+
+/** README: a few real queries' keywords, before (the open vocabulary of earlier runs) and after (the shared one). */
+export function examplesBlock(s: Sources): string {
+  if (s.examples.length === 0) return '_No stored examples in docs/results/examples/._';
+  const kw = (a: AuditJson['examples'][number] | undefined) =>
+    a && a.keywords.length > 0
+      ? a.keywords.map((k) => `\`${k.keyword}\` (${k.matches}${k.cosine !== undefined ? `, ${k.cosine.toFixed(2)}` : ''})`).join(', ')
+      : '(none)';
+  const t = new Table(['query', 'before: open vocabulary (items matched, cosine)', 'after: shared vocabulary (items matched, cosine)']);
+  for (const e of s.examples)
+    for (const [i, b] of e.before.examples.entries()) t.add([`${display(e.name)}: “${b.query}”`, kw(b), kw(e.after.examples[i])]);
+  return [
+    t.toString(),
+    '',
+    'Each keyword with the number of items it alone matches and its MiniLM cosine to the query. Re-measure:',
+    '',
+    ...s.examples.flatMap((e) => {
+      const c = exampleCommands(e.name);
+      return [`- ${display(e.name)}, before: \`${c.before}\``, `- ${display(e.name)}, after: \`${c.after}\``];
+    }),
+  ].join('\n');
+}
+
+/** docs/results.md: items kept out of training (`--new-items`), found beside the others. */
+export function newItemsBlock(s: Sources): string {
+  if (s.newItems.length === 0) return '_No stored run with new items in docs/results/new-items/._';
+  const t = new Table(
+    [
+      'collection',
+      'new items',
+      'relevant new / other',
+      'recall of new items: cogr / BM25',
+      'recall of the others: cogr / BM25',
+      'ratio new / other: cogr',
+      'F1 over every item: cogr / BM25',
+    ],
+    [1, 5],
+  );
+  for (const { name, json: j } of s.newItems) {
+    const n = j.new_items;
+    t.add([
+      display(name),
+      `${n.items} (${pct(n.fraction)})`,
+      `${n.relevant_new} / ${n.relevant_old}`,
+      `${f3(n.recall_new)} / ${f3(n.bm25.recall_new)}`,
+      `${f3(n.recall_old)} / ${f3(n.bm25.recall_old)}`,
+      n.recall_old > 0 ? (n.recall_new / n.recall_old).toFixed(2) : '—',
+      `${f3(n.f1)} / ${f3(n.bm25.f1)}`,
+    ]);
+  }
+  return [
+    t.toString(),
+    '',
+    'Over the held-out queries of every fold, pooled (recall: relevant items in the served sets over relevant items). Re-measure:',
+    '',
+    ...s.newItems.map((r) => `- ${display(r.name)}: \`${evolveCommand(r.json, r.file)}\``),
+  ].join('\n');
+}

@@ -1,0 +1,110 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { KeywordView } from '../../index/view/view.ts';
+import { auditItems, auditQueries, keywordMatches, poolAudits } from '../../src/drift/keywordAudit.ts';
+import { writeSynthDataset } from '../fixtures/synthDataset.ts';
+
+// A hand-made item index: "heart disease" on 3 items, "statins" on 2, "1752" on 1, "finland" on 1;
+// item d's title "finland trial" is a keyword of its own under the rule (it matches d), not "finland".
+const view = KeywordView.build(
+  'item',
+  0,
+  [
+    { id: 'a', self: 'statin trial', keywords: ['heart disease', 'statins', '1752'] },
+    { id: 'b', self: '', keywords: ['heart disease', 'statins'] },
+    { id: 'c', self: '', keywords: ['heart disease', 'finland'] },
+    { id: 'd', self: 'finland trial', keywords: [] },
+  ],
+  { analyzer: 'english' },
+);
+
+describe('the keyword audit', () => {
+  it('counts what each keyword alone matches, titles included', () => {
+    expect(keywordMatches(view, 'heart disease')).toBe(3);
+    expect(keywordMatches(view, 'statin')).toBe(2); // the match key: statin = statins
+    expect(keywordMatches(view, '1752')).toBe(1);
+    expect(keywordMatches(view, 'finland')).toBe(1);
+    expect(keywordMatches(view, 'finland trial')).toBe(1);
+    expect(keywordMatches(view, 'nothing here')).toBe(0);
+  });
+
+  it('gives the query side by hand: per query, at most one item, median, bare numbers, taken from the query, related', () => {
+    const q = auditQueries([
+      { text: 'Statins and heart disease?', keywords: ['heart disease', 'statins', '1752'], matches: [3, 2, 1], cosines: [0.7, 0.6, 0.05] },
+      { text: 'finland', keywords: ['finland', 'cholesterol'], matches: [1, 0], cosines: [0.9, 0.2] },
+      { text: 'empty', keywords: [], matches: [], cosines: [] },
+    ]);
+    expect(q).toEqual({
+      queries: 3,
+      keywords: 5,
+      keywordsPerQuery: 5 / 3,
+      shareOneItem: 3 / 5, // 1752 (1), finland (1), cholesterol (0)
+      medianItemsPerKeyword: 1, // 0 1 1 2 3
+      shareBareNumbers: 1 / 5,
+      shareFromQuery: 3 / 5, // heart disease, statins, finland
+      related: { share: 3 / 5, medianCosine: 0.6, threshold: 0.3 },
+    });
+    // without cosines there is no relatedness
+    expect(auditQueries([{ text: 'x', keywords: ['x'], matches: [2] }]).related).toBeUndefined();
+  });
+
+  it('gives the item side by hand: per item, carried by one item, median items per distinct keyword', () => {
+    expect(auditItems(view)).toEqual({
+      items: 4,
+      keywords: 7, // a: 3, b: 2, c: 2, d: 0
+      keywordsPerItem: 7 / 4,
+      shareOneItem: 2 / 7, // 1752 on a, finland on c (d carries it only as its title's word, not as a keyword)
+      medianItemsPerKeyword: 1.5, // distinct keywords: 1752 1, finland 1, statins 2, heart disease 3
+    });
+  });
+
+  it('pools folds: shares weighted by keyword counts, medians averaged', () => {
+    const a = { query: auditQueries([{ text: 'a b', keywords: ['a', 'c'], matches: [1, 5] }]), item: auditItems(view) };
+    const b = { query: auditQueries([{ text: 'a', keywords: ['a', 'b', 'd', 'e'], matches: [4, 4, 4, 4] }]), item: auditItems(view) };
+    const p = poolAudits([a, b, null])!;
+    expect(p.query.keywords).toBe(6);
+    expect(p.query.shareOneItem).toBeCloseTo(1 / 6, 12);
+    expect(p.query.shareFromQuery).toBeCloseTo(2 / 6, 12);
+    expect(p.query.medianItemsPerKeyword).toBeCloseTo((3 + 4) / 2, 12);
+    expect(poolAudits([null, undefined])).toBeNull();
+  });
+});
+
+describe('cogr audit', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cogr-audit-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const cli = join(__dirname, '../../bin/cogr.mjs');
+  const cogr = (...args: string[]) =>
+    spawnSync(process.execPath, [cli, ...args], {
+      encoding: 'utf8',
+      env: { ...process.env, COGR_HOME: join(dir, 'home') },
+      timeout: 300_000,
+    });
+
+  it('audits a stored run as cogr serve serves it: no query keyword on fewer than the minimum of items, the figures from its own index', () => {
+    const dataset = writeSynthDataset(join(dir, 'ds'));
+    const demo = cogr('demo', '--dataset', dataset, '--rounds', '0', '--sft-epochs', '1', '--workers', '1', '--quiet');
+    expect(demo.status, demo.stderr).toBe(0);
+    const queries = join(dir, 'q.jsonl');
+    writeFileSync(queries, ['{"id": "x1", "text": "t0w0 study results"}', '{"id": "x2", "text": "t1w1 t1w2 effect"}'].join('\n') + '\n');
+    const r = cogr('audit', '--queries', queries, '--json', '--examples', '2');
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as {
+      query: { queries: number; keywords: number; shareOneItem: number; shareBareNumbers: number };
+      item: { shareOneItem: number; items: number };
+      examples: { query: string; keywords: { keyword: string; matches: number }[] }[];
+    };
+    expect(out.query.queries).toBe(2);
+    expect(out.examples.map((e) => e.query)).toEqual(['t0w0 study results', 't1w1 t1w2 effect']);
+    expect(out.query.keywords).toBe(out.examples.reduce((a, e) => a + e.keywords.length, 0));
+    expect(out.query.keywords).toBeGreaterThan(0);
+    for (const e of out.examples) for (const k of e.keywords) expect(k.matches, k.keyword).toBeGreaterThanOrEqual(3);
+    expect(out.query.shareOneItem).toBe(0);
+    expect(out.query.shareBareNumbers).toBe(0);
+    expect(out.item.shareOneItem).toBe(0);
+    expect(out.item.items).toBeGreaterThan(0);
+  }, 300_000);
+});
