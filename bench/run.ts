@@ -20,6 +20,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchModule>> = {
   evolve: () => import('./evolve.ts'),
   cut: () => import('./cut.ts'),
   catalog: () => import('./catalog.ts'),
+  llm: () => import('./llm.ts'),
 };
 
 const [name, ...args] = process.argv.slice(2);

@@ -24,6 +24,8 @@ import { packageRoot } from '../index/core/paths.ts';
 import type { GenerateInput } from './types.ts';
 
 export const ITEM_TEXT_BUDGET = 2000;
+/** The item text budget of a compact prompt (renderPrompt's 'compact'): a fine-tuned small model is trained and asked with short prompts. */
+const COMPACT_ITEM_TEXT_BUDGET = 600;
 export const TITLE_BUDGET = 300;
 export const QUERY_TEXT_BUDGET = 1000;
 
@@ -138,18 +140,23 @@ export function renderSearchContext(c: readonly string[] | SearchContext): strin
   return parts.join('\n');
 }
 
-function promptVars(input: { text: string; title?: string }, ctx: string, kMax: number): Record<string, string> {
+function promptVars(
+  input: { text: string; title?: string },
+  ctx: string,
+  kMax: number,
+  textBudget = ITEM_TEXT_BUDGET,
+): Record<string, string> {
   return {
     query: cut(input.text, QUERY_TEXT_BUDGET),
     title: cut(input.title ?? '', TITLE_BUDGET),
-    text: cut(input.text, ITEM_TEXT_BUDGET),
+    text: cut(input.text, textBudget),
     k_max: String(kMax),
     search_context: ctx,
   };
 }
 
-function userMessage(t: PromptTemplate, input: { text: string; title?: string }, ctx: string, kMax: number): string {
-  return fill(t.user, promptVars(input, ctx, kMax), t.path).replace(/\n{3,}/g, '\n\n');
+function userMessage(t: PromptTemplate, input: { text: string; title?: string }, ctx: string, kMax: number, textBudget?: number): string {
+  return fill(t.user, promptVars(input, ctx, kMax, textBudget), t.path).replace(/\n{3,}/g, '\n\n');
 }
 
 /**
@@ -164,10 +171,18 @@ export function renderPrompt(
   input: GenerateInput,
   searchContext: readonly string[] | SearchContext = [],
   kMax = K_MAX,
-  examples?: readonly PromptExample[],
+  /**
+   * The worked examples shown (default, or empty: the template's); 'none': no example (a
+   * model fine-tuned on the task needs none); 'compact': the user message alone, no system
+   * message and no example, the item text cut to 600 characters (what the TRL recipe trains
+   * and asks a small model with: every prompt token costs a forward and a backward pass).
+   */
+  examples?: readonly PromptExample[] | 'none' | 'compact',
 ): ChatMessage[] {
+  if (examples === 'compact')
+    return [{ role: 'user', content: userMessage(t, input, renderSearchContext(searchContext), kMax, COMPACT_ITEM_TEXT_BUDGET) }];
   // An example is never the input itself (its own target would be the answer).
-  const shots = (examples !== undefined && examples.length > 0 ? examples : t.examples).filter(
+  const shots = (examples === 'none' ? [] : examples !== undefined && examples.length > 0 ? examples : t.examples).filter(
     (e) => e.text !== input.text || (e.title ?? '') !== (input.title ?? ''),
   );
   const ctx = renderSearchContext(searchContext);

@@ -233,6 +233,8 @@ export function exportTrl(
      * the OpenAI client's schema and the TRL trainer's constrained decoding enforce).
      */
     keywordLimit?: number;
+    /** 'none': prompts without the template's worked example; 'compact': the user message alone (prompts.ts renderPrompt). */
+    examples?: 'template' | 'none' | 'compact';
   },
 ): { item: number; query: number } {
   mkdirSync(dir, { recursive: true });
@@ -243,7 +245,7 @@ export function exportTrl(
     const lines = rows.map((r) =>
       JSON.stringify({
         id: r.input.id,
-        prompt: renderPrompt(t, r.input, [], limit),
+        prompt: renderPrompt(t, r.input, [], limit, data.examples === 'template' ? undefined : data.examples),
         completion: [{ role: 'assistant', content: JSON.stringify({ keywords: r.keywords.slice(0, limit) }) }],
       }),
     );

@@ -126,20 +126,27 @@ export function register(program: Command): void {
       .requiredOption('--from <keywords.jsonl>', 'lines {"id", "keywords": [...], "title"?}'),
     'the run database',
   )
+    .option(
+      '--half <name>',
+      "the half-round (r<round>-<side>) the keywords are an external trainer's result of: built on its frozen generations, scored with its reward, and built on by the half-rounds after it",
+    )
     .option('--json', 'print one JSON object on stdout')
-    .action(async (flags: { side: string; from: string; db?: string; json?: boolean }) => {
+    .action(async (flags: { side: string; from: string; db?: string; json?: boolean; half?: string }) => {
       const s = parseSide('--side', flags.side);
       const db = await openDb(dbPath(flags.db), { logger: stderrLogger });
       try {
         const run = await readStoredRun(db);
         const { corpus } = await loadRunCorpus(run.config, stderrLogger);
-        const rec = await importGeneration(db, corpus, s, flags.from, stderrLogger);
+        const rec = await importGeneration(db, corpus, s, flags.from, stderrLogger, flags.half !== undefined ? { half: flags.half } : {});
         if (flags.json) process.stdout.write(JSON.stringify(rec) + '\n');
         else {
           const m = rec.metrics;
           process.stdout.write(
             `${s} generation ${rec.generation} committed from ${rec.source} (${rec.entities} entities)\n` +
-              `held-out: P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)} nDCG@10=${m.ndcg10.toFixed(4)} over ${m.queries} queries\n`,
+              `held-out: P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)} nDCG@10=${m.ndcg10.toFixed(4)} over ${m.queries} queries\n` +
+              (rec.trainReward
+                ? `half-round ${rec.half}: mean training reward ${rec.trainReward.mean.toFixed(4)} over ${rec.trainReward.entities} entities\n`
+                : ''),
           );
         }
       } finally {

@@ -12,10 +12,17 @@
  * writes item.jsonl and query.jsonl in TRL's conversational prompt–completion format, the
  * query targets being the planner's keywords (default) or the paper's pooled targets (the
  * N most frequent keywords of a query's relevant items).
+ *
+ * `cogr sft --db <run db> [--export <dir>] [--json]` on a database that holds a co-evolution
+ * run reads the run's own SFT step instead of splitting and training again
+ * (src/evolve/sftData.ts): the SFT item generation's keywords of every item judged by a core
+ * training query, the SFT planner's keywords of every core training query (planned as held
+ * out), and the same for the dev queries under `<dir>/dev/` (a trainer's dev loss); the
+ * prompts are compact (the user message alone, generators/prompts.ts). Read from the published files: the database is not locked.
  */
 import type { Command } from 'commander';
 import { openDb } from '../../index/store/db.ts';
-import { DEFAULTS } from '../../index/core/defaults.ts';
+import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import { stderrLogger } from '../../index/core/log.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
@@ -24,9 +31,13 @@ import { outputError } from '../output.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { policyStore, savePlanner, savePolicy } from '../run/policies.ts';
 import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
+import { exportSftTargets, runSftTargets } from '../evolve/sftData.ts';
+import { openPublishedRun } from '../run/context.ts';
+import { readRunAt } from '../run/state.ts';
 import { dbPath, parseIntFlag, withDatasetOptions, withDbOption, type DatasetFlags } from './options.ts';
 
-interface SftFlags extends DatasetFlags {
+interface SftFlags extends Omit<DatasetFlags, 'dataset'> {
+  dataset?: string;
   seed: string;
   evalFraction: string;
   epochs: string;
@@ -41,7 +52,7 @@ interface SftFlags extends DatasetFlags {
 
 export function register(program: Command): void {
   withDbOption(
-    withDatasetOptions(program.command('sft'))
+    withDatasetOptions(program.command('sft'), "the run's, when --db holds a co-evolution run: its SFT step is read, not made again")
       .option('--seed <n>', 'split and training seed', String(DEFAULTS.run.seed))
       .option('--eval-fraction <f>', 'share of judged queries held out', String(DEFAULTS.run.evalFraction))
       .option('--epochs <n>', 'SFT epochs per policy', String(DEFAULTS.run.sftEpochs))
@@ -60,7 +71,48 @@ export function register(program: Command): void {
       .option('--commit-index', 'also commit the item index built from the base item keywords as a new item generation'),
   )
     .option('--json', 'print a JSON summary')
-    .action(async (flags: SftFlags) => {
+    .action(async function (this: Command, flags: SftFlags) {
+      const stored = flags.dataset ? null : await readRunAt(dbPath(flags.db));
+      if (!flags.dataset && !stored)
+        throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${dbPath(flags.db)} holds no co-evolution run)`);
+      if (stored) {
+        const given = ['seed', 'evalFraction', 'epochs', 'm', 'n', 'queryTargets', 'commitIndex', 'format'].filter(
+          (k) => this.getOptionValueSource(k) === 'cli',
+        );
+        if (given.length > 0)
+          throw cogrError(
+            'INVALID_ARGUMENT',
+            `${given.map((k) => '--' + k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())).join(', ')}: the database holds a run, whose SFT step is read as it was made; name --dataset to make a new one`,
+          );
+        const run = await openPublishedRun(dbPath(flags.db), { logger: stderrLogger });
+        const t = await runSftTargets(run);
+        const limit = Math.min(run.config.kMax ?? K_MAX, DEFAULTS.llm.maxKeywords);
+        let exported: ReturnType<typeof exportSftTargets> | null = null;
+        try {
+          if (flags.export) exported = exportSftTargets(run, t, flags.export, limit);
+        } catch (e) {
+          throw outputError(e, (e as { path?: string }).path ?? flags.export!);
+        }
+        const summary = {
+          dataset: run.config.dataset,
+          fromRun: true,
+          itemGeneration: t.itemGeneration,
+          items: t.items.size,
+          queries: t.queries.size,
+          devItems: t.devItems.size,
+          devQueries: t.devQueries.size,
+          keywordLimit: limit,
+          exported: exported && flags.export ? { dir: flags.export, ...exported } : null,
+        };
+        process.stdout.write(
+          flags.json
+            ? JSON.stringify(summary) + '\n'
+            : `the run's SFT step (item generation ${t.itemGeneration}): ${t.items.size} judged items and ${t.queries.size} core training queries with their SFT targets, ${t.devQueries.size} dev queries and ${t.devItems.size} dev-only items` +
+                (exported ? `; wrote them to ${flags.export} (dev under ${flags.export}/dev)` : '') +
+                '\n',
+        );
+        return;
+      }
       const seed = parseIntFlag('--seed', flags.seed, 0)!;
       const epochs = parseIntFlag('--epochs', flags.epochs, 0)!;
       const M = flags.m === 'auto' ? [...DEFAULTS.sft.itemKeywordsGrid] : parseIntFlag('--m', flags.m, 1)!;
@@ -70,7 +122,7 @@ export function register(program: Command): void {
       const evalFraction = Number(flags.evalFraction);
       if (!(evalFraction > 0 && evalFraction < 1))
         throw cogrError('INVALID_ARGUMENT', `--eval-fraction: expected a number in (0, 1), got ${JSON.stringify(flags.evalFraction)}`);
-      const { corpus } = await loadDataset(flags.dataset, { format: parseFormat(flags.format), logger: stderrLogger });
+      const { corpus } = await loadDataset(flags.dataset!, { format: parseFormat(flags.format), logger: stderrLogger });
       const split = trainEvalSplit(judgedQueryIds(corpus), { seed, evalFraction });
       const train = new Set(split.train);
       const trainQueries = corpus.queries.filter((q) => train.has(q.id));
@@ -80,7 +132,7 @@ export function register(program: Command): void {
       try {
         const store = policyStore(db);
         await savePolicy(store, 0, r.itemPolicy);
-        await savePlanner(store, 0, r.planner, { dataset: flags.dataset, ...(flags.format ? { format: flags.format } : {}) });
+        await savePlanner(store, 0, r.planner, { dataset: flags.dataset!, ...(flags.format ? { format: flags.format } : {}) });
         if (flags.commitIndex) {
           const w = new KeywordIndexStore(db).writer('item', { mode: 'replace', base: null });
           for (const e of itemEntries(corpus.items, r.itemKeywords)) w.set(e.id, e.self, e.keywords);

@@ -13,6 +13,14 @@
  * converges: committed generations without files are published first (`store.recover`), the
  * reused generation is evaluated and recorded, and a record already in the database is
  * published to run.json again.
+ *
+ * `half` (`--half rR-side`): the file is an external trainer's result of that half-round of
+ * the run (trained against its frozen generations, run/context.ts frozenHalfRound). An item
+ * file then replaces the keywords of the half-round's frozen item generation (not the
+ * latest one), a query file's held-out queries are matched against the frozen item
+ * generation, the file's training entities are scored with the half-round's one scorer (the
+ * reward the trainer was given: `trainReward`), and the record names the half-round, so the
+ * half-rounds after it build on it where the run has no step of that name (state.ts frozenFor).
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -25,8 +33,8 @@ import { normalizeKeywordSet } from '../../index/text/normalize.ts';
 import { deriveSeed } from '../../index/core/random.ts';
 import type { Corpus, Side } from '../../index/core/types.ts';
 import { jsonlRecords } from '../datasets/common.ts';
-import { openRun, runPlanner } from '../run/context.ts';
-import type { HeldOutMetrics, ImportRecord } from '../run/state.ts';
+import { frozenHalfRound, openRun, runPlanner, type FrozenHalfRound } from '../run/context.ts';
+import { parseHalfRound, type HeldOutMetrics, type ImportRecord } from '../run/state.ts';
 import { evaluateQueries, plannerKeywords, type QueryKeywordsFn } from './evaluate.ts';
 
 const ImportLine = z.object({
@@ -56,17 +64,29 @@ export async function importGeneration(
   side: Side,
   path: string,
   logger: Logger = silentLogger,
+  opts: { half?: string } = {},
 ): Promise<ImportRecord> {
   const run = await openRun(db, corpus);
   const { store, evalQueries } = run;
   // A run of this command killed between its commit and the generation's files left it unpublished.
   await store.recover();
+  let half: FrozenHalfRound | null = null;
+  if (opts.half !== undefined) {
+    const h = parseHalfRound(opts.half);
+    if (h.side !== side) throw cogrError('INVALID_ARGUMENT', `--half ${opts.half}: a ${h.side} half-round, imported with --side ${h.side}`);
+    half = await frozenHalfRound(run, h.side, h.round);
+  }
   const known = new Set(side === 'item' ? corpus.items.map((i) => i.id) : corpus.queries.map((q) => q.id));
   const lines = readKeywordFile(path, known, side);
   const digest = createHash('sha256').update(readFileSync(path)).digest('hex');
   const latestOwn = await store.latest(side);
   const latestMeta = latestOwn === null ? null : (await store.generationInfo(side, latestOwn)).meta;
-  const reused = latestOwn !== null && latestMeta?.step === 'import' && latestMeta.digest === digest && latestMeta.source === path;
+  const reused =
+    latestOwn !== null &&
+    latestMeta?.step === 'import' &&
+    latestMeta.digest === digest &&
+    latestMeta.source === path &&
+    (half === null || latestMeta.half === half.name);
   if (reused)
     logger.info(
       `${path}: ${side} generation ${latestOwn} is already this file's import (sha256 ${digest.slice(0, 12)}); not committed again`,
@@ -78,9 +98,10 @@ export async function importGeneration(
   if (side === 'item') {
     if (reused) generation = latestOwn;
     else {
-      const w = store.writer('item', { base: latestOwn });
+      // A half-round's item keywords replace those of its frozen item generation.
+      const w = store.writer('item', { base: half ? half.itemView.generation : latestOwn });
       for (const [id, v] of lines) w.set(id, v.title ?? byItem.get(id)!.title, v.keywords);
-      generation = await w.commit({ step: 'import', source: path, digest });
+      generation = await w.commit({ step: 'import', source: path, digest, ...(half ? { half: half.name } : {}) });
     }
     const view = await store.openView('item', generation);
     const planner = await runPlanner(run, 'latest');
@@ -106,11 +127,12 @@ export async function importGeneration(
         written++;
       }
       if (written === 0) logger.warn(`${path}: no training query in the file; the new query generation equals the previous one`);
-      generation = await w.commit({ step: 'import', source: path, digest });
+      generation = await w.commit({ step: 'import', source: path, digest, ...(half ? { half: half.name } : {}) });
     }
-    const latestItem = await store.latest('item');
+    // A half-round's keywords are evaluated against its frozen item generation, others against the latest.
+    const latestItem = half ? half.itemView.generation : await store.latest('item');
     if (latestItem === null) throw cogrError('NOT_FOUND', 'no item generation to evaluate against');
-    const view = await store.openView('item', latestItem);
+    const view = half ? half.itemView : await store.openView('item', latestItem);
     const fromFile: QueryKeywordsFn = (q) => lines.get(q.id)?.keywords ?? [];
     heldOutFromFile = run.split.eval.filter((id) => lines.has(id)).length;
     if (heldOutFromFile < evalQueries.length)
@@ -119,7 +141,7 @@ export async function importGeneration(
       );
     metrics = evaluateQueries(view, evalQueries, fromFile, corpus, run.config.beta).metrics;
   }
-  const itemGeneration = (await store.latest('item')) ?? undefined;
+  const itemGeneration = half && side === 'query' ? half.itemView.generation : ((await store.latest('item')) ?? undefined);
   const { state } = run;
   if (reused) {
     const same = (await state.imports()).find(
@@ -141,9 +163,23 @@ export async function importGeneration(
     importedAt: new Date().toISOString(),
     digest,
     ...(itemGeneration !== undefined ? { itemGeneration } : {}),
+    ...(half
+      ? {
+          half: half.name,
+          queryGeneration: side === 'query' ? generation : half.queryView!.generation,
+          trainReward: trainReward(half, lines),
+        }
+      : {}),
     reused,
   };
   failpoint('import-generation:before-record');
   await state.appendImport(rec);
   return rec;
+}
+
+/** The mean reward of the file's training entities under the half-round's one scorer (entities it does not score left out). */
+function trainReward(half: FrozenHalfRound, lines: ReadonlyMap<string, { keywords: string[] }>): { mean: number; entities: number } {
+  const r = half.scorer.score([...lines].map(([id, v]) => ({ id, keywords: v.keywords })));
+  const scored = r.rewards.filter((x): x is number => x !== null);
+  return { mean: scored.length ? scored.reduce((a, b) => a + b, 0) / scored.length : 0, entities: scored.length };
 }

@@ -50,7 +50,7 @@ import { itemInput, queryInput, runSft } from '../../generators/sft.ts';
 import { batchGroups, groupsByKey, grpoGroups } from '../../rewards/grouping.ts';
 import { pooledAdvantages } from '../../rewards/grpo.ts';
 import { buildRelevance } from '../../rewards/relevance.ts';
-import { itemScorerData } from '../../rewards/scorer.ts';
+import { scorerFromData, type RewardSample, type ScoredBatch } from '../../rewards/scorer.ts';
 import { RewardPool } from '../../workers/pool.ts';
 import { trainingShortfalls } from '../datasets/requirements.ts';
 import { judgedQueryIds, kFolds, trainEvalSplit } from '../splits.ts';
@@ -59,12 +59,11 @@ import {
   configDifferences,
   parseRunConfig,
   plannerVocabulary,
-  scorerOptions,
   sftItemKeywordGrid,
   type RunConfig,
   type RunConfigInput,
 } from '../run/config.ts';
-import { heldOutQueryScorer, offerSource, ownNames, queryOffers, runContext, runPlanner } from '../run/context.ts';
+import { halfRoundScorerData, offerSource, ownNames, queryOffers, runContext, runPlanner } from '../run/context.ts';
 import { loadPolicy, savePlanner, savePolicy } from '../run/policies.ts';
 import { checkRunData, dataFingerprint } from '../run/fingerprint.ts';
 import {
@@ -726,7 +725,7 @@ async function trainQueryHalf(
   ctx.logger.debug(`phase ${step}: α tuning`);
   // A cross-fitted shadow (`start` given) keeps its inner planner's in-sample α tuning.
   tuneAlpha(ctx, planner, itemView, queries, ctx.coreRelevant, start ? 'insample' : ctx.config.alphaTuning);
-  const scorer = heldOutQueryScorer(itemView, queries, ctx.coreRelevant, planner, config);
+  const rewards = await halfRoundRewards(ctx, 'query', { itemView, queryView: null }, queries, planner);
   const stats = await trainPhase(ctx, {
     side: 'query',
     step,
@@ -740,7 +739,7 @@ async function trainQueryHalf(
         const r = planner.plan(queryInput(q), { temperature: config.rolloutTemperature, rng: rng(s), asHeldOut: true });
         return { keywords: r.keywords, logProb: r.logProb };
       }),
-    score: async (samples) => scorer.score(samples),
+    score: (samples) => rewards.score(samples),
     update: (samples) => {
       const batch: PlannerGrpoSample[] = samples.map((x) => ({
         input: queryInput(x.entity),
@@ -817,13 +816,7 @@ async function trainItemHalf(
     p?.attachOpposite(queryView);
     p?.attachQuerySide(offers);
   }
-  const judgements = { relevant: ctx.coreRelevant, counted: new Set(queries.map((q) => q.id)) };
-  const relevance = buildRelevance(queryView, itemView, judgements.relevant, judgements.counted, { shared: true });
-  const pool = ctx.pool();
-  const cache = await pool.buildItemCache({ itemView, queryView, relevance }, { signal: ctx.signal });
-  const contextId = pool.setContext(
-    itemScorerData(itemView, queryView, judgements, scorerOptions(config), { shared: true, relevance, cache }),
-  );
+  const rewards = await halfRoundRewards(ctx, 'item', { itemView, queryView }, queries, planner);
   try {
     const stats = await trainPhase(ctx, {
       side: 'item',
@@ -837,7 +830,7 @@ async function trainItemHalf(
         Array.from({ length: config.groupSize }, (_, s) =>
           policy.sample(itemInput(it), { temperature: config.rolloutTemperature, rng: rng(s) }),
         ),
-      score: (samples) => pool.rewards(samples, { contextId, signal: ctx.signal }),
+      score: (samples) => rewards.score(samples),
       update: (samples) => {
         const batch: GrpoSample[] = samples.map((x) => ({
           input: itemInput(x.entity),
@@ -857,8 +850,37 @@ async function trainItemHalf(
     });
     return { policy, stats };
   } finally {
-    pool.dropContext(contextId);
+    rewards.close();
   }
+}
+
+/**
+ * The rewards a half-round trains with: its one scorer (run/context.ts halfRoundScorerData,
+ * as `cogr rollouts` and `cogr reward-server --half` build it) over the frozen `views`, with
+ * `queries` the queries trained on and `planner` the one whose labels are the queries' own
+ * names. The query side scores in this thread; the item side on the worker pool, its data on
+ * shared memory with the per-round cache the pool builds in parallel. `close` drops the
+ * pool's copy.
+ */
+export async function halfRoundRewards(
+  ctx: Ctx,
+  side: Side,
+  views: { itemView: KeywordView; queryView: KeywordView | null },
+  queries: readonly Query[],
+  planner: KeywordPlanner,
+): Promise<{ score(samples: readonly RewardSample[]): Promise<ScoredBatch<unknown>>; close(): void }> {
+  const train = { queries, relevant: ctx.coreRelevant };
+  if (side === 'query') {
+    const scorer = scorerFromData(halfRoundScorerData('query', views, train, planner, ctx.config));
+    return { score: async (samples) => scorer.score(samples), close: () => {} };
+  }
+  const { itemView, queryView } = views;
+  if (!queryView) throw cogrError('INTERNAL', 'an item half-round is scored against a query generation');
+  const relevance = buildRelevance(queryView, itemView, train.relevant, new Set(queries.map((q) => q.id)), { shared: true });
+  const pool = ctx.pool();
+  const cache = await pool.buildItemCache({ itemView, queryView, relevance }, { signal: ctx.signal });
+  const contextId = pool.setContext(halfRoundScorerData('item', views, train, planner, ctx.config, { shared: true, relevance, cache }));
+  return { score: (samples) => pool.rewards(samples, { contextId, signal: ctx.signal }), close: () => pool.dropContext(contextId) };
 }
 
 async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {

@@ -121,8 +121,18 @@ export interface ImportRecord {
   importedAt: string;
   /** sha256 of the keyword file (also in the generation's commit meta). */
   digest?: string;
-  /** The item generation the held-out queries were matched against. */
+  /** The item generation the held-out queries were matched against (an item import: the generation itself). */
   itemGeneration?: number;
+  /**
+   * `--half rR-side`: the half-round whose result this import is (an external trainer's, trained
+   * against that half-round's frozen generations); later half-rounds build on it when the run
+   * has no step of that name (state.ts frozenFor).
+   */
+  half?: string;
+  /** With `half`: the query generation of the half-round's result (the import itself on the query side, the frozen one on the item side). */
+  queryGeneration?: number;
+  /** With `half`: the mean reward of the file's training entities under the half-round's scorer, and how many it scored. */
+  trainReward?: { mean: number; entities: number };
   /** True when the side's latest generation already was this file's import (a re-run): nothing was committed. */
   reused?: boolean;
 }

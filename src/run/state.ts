@@ -262,6 +262,8 @@ export interface StoredRun {
   config: RunConfig;
   split: RunSplit;
   steps: StepRecord[];
+  /** Generations imported from an external model (`cogr import-generation`); a half-round's import stands in for a step the run did not make. */
+  imports: ImportRecord[];
   /** The fingerprint of its data (absent in runs stored before fingerprints; readRunAt only). */
   data?: DataFingerprint;
 }
@@ -332,7 +334,7 @@ export async function readStoredRun(db: CogrDb): Promise<StoredRun> {
   const split = await state.split();
   if (!config || !split)
     throw cogrError('NOT_FOUND', `the database ${db.path} holds no co-evolution run (run cogr demo or cogr evolve first)`);
-  return { config, split, steps: await state.steps() };
+  return { config, split, steps: await state.steps(), imports: await state.imports() };
 }
 
 /**
@@ -351,23 +353,36 @@ export async function checkStoredRunData(db: CogrDb, run: StoredRun, corpus: Cor
  * starts from (the last adopted step that trained each; SFT = 0).
  */
 export function frozenFor(
-  run: StoredRun,
+  run: Pick<StoredRun, 'steps' | 'imports'>,
   side: Side,
   round: number,
 ): { base: string; itemGeneration: number; queryGeneration: number | null; plannerRound: number; itemPolicyRound: number } {
   if (!Number.isInteger(round) || round < 1) throw cogrError('INVALID_ARGUMENT', `--round: expected an integer ≥ 1, got ${round}`);
   const name = `r${round}-${side}`;
   const names = stepNames(round);
-  const at = names.indexOf(name);
-  const before = run.steps.slice(0, at);
-  if (before.length < at) {
-    const missing = names[before.length];
+  // The steps before it, by name (a run's final refit sits after its last round, not in its place).
+  const before: StepRecord[] = [];
+  const made: Pick<StepRecord, 'step' | 'adopted' | 'itemGeneration' | 'queryGeneration'>[] = [];
+  for (const n of names.slice(0, names.indexOf(name))) {
+    const s = run.steps.find((x) => x.step === n);
+    if (s) {
+      before.push(s);
+      made.push(s);
+      continue;
+    }
+    // A half-round an external trainer made (`cogr import-generation --half`): its generations, adopted as they are.
+    const imp = halfImport(run.imports, n);
+    if (imp) {
+      made.push({ step: n, adopted: true, itemGeneration: imp.itemGeneration!, queryGeneration: imp.queryGeneration! });
+      continue;
+    }
     throw cogrError(
       'NOT_FOUND',
-      `${name} builds on step ${missing}, which this run has not committed (steps: ${run.steps.map((s) => s.step).join(', ') || 'none'})`,
+      `${name} builds on step ${n}, which this run has neither committed nor imported (steps: ${run.steps.map((x) => x.step).join(', ') || 'none'}; cogr import-generation --half ${n} imports one)`,
     );
   }
-  const base = bestStep(before);
+  let base: (typeof made)[number] | null = null;
+  for (const s of made) if (s.adopted) base = s;
   if (!base) throw cogrError('NOT_FOUND', `${name} needs an adopted step before it`);
   return {
     base: base.step,
@@ -376,6 +391,37 @@ export function frozenFor(
     plannerRound: generatorRound(before, 'query'),
     itemPolicyRound: generatorRound(before, 'item'),
   };
+}
+
+/** The last import recorded as half-round `name` with both its generations (null: none). */
+export function halfImport(imports: readonly ImportRecord[], name: string): ImportRecord | null {
+  let out: ImportRecord | null = null;
+  for (const r of imports) if (r.half === name && r.itemGeneration !== undefined && r.queryGeneration !== undefined) out = r;
+  return out;
+}
+
+/** `r<round>-<side>`, the name of a half-round. */
+export function parseHalfRound(name: string, flag = '--half'): { side: Side; round: number } {
+  const m = /^r([1-9][0-9]{0,5})-(query|item)$/.exec(name);
+  if (!m)
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `${flag}: expected a half-round name r<round>-query or r<round>-item (r1-query, r2-item, ...), got ${JSON.stringify(name)}`,
+    );
+  return { side: m[2] as Side, round: Number(m[1]) };
+}
+
+/**
+ * The first half-round a run has made neither as a step nor as an import: what a trainer
+ * trains next (r1-query after `cogr demo --rounds 0`). Null before the SFT step.
+ */
+export function nextHalfRound(run: Pick<StoredRun, 'steps' | 'imports'>): string | null {
+  if (!run.steps.some((s) => s.phase === 'sft')) return null;
+  for (let r = 1; ; r++)
+    for (const side of ['query', 'item'] as const) {
+      const n = `r${r}-${side}`;
+      if (!run.steps.some((s) => s.step === n) && halfImport(run.imports, n) === null) return n;
+    }
 }
 
 /**
@@ -413,6 +459,7 @@ export async function readRunAt(dbPath: string): Promise<StoredRun | null> {
     config: r.data,
     split: doc.split,
     steps: doc.steps,
+    imports: doc.imports ?? [],
     ...(doc.data !== undefined ? { data: parseFingerprint(doc.data, dbPath) } : {}),
   };
 }

@@ -15,7 +15,14 @@
  * (`query[i]` minus `prompts[i]`, or, when the prompt is not a prefix, the text after
  * the last assistant turn marker of a known chat template), with end-of-turn tokens
  * removed. Keywords are read with the tolerant parser of generators/parse.ts and scored
- * by the layered reward (invalid_format / over_budget / ok, rewards/layered.ts):
+ * by the layered reward (invalid_format / over_budget / ok, rewards/layered.ts).
+ *
+ * With `half` (a co-evolution run's half-round, `cogr reward-server --half rR-side`) every
+ * reward comes from that half-round's one scorer (src/run/context.ts halfRoundScorerData:
+ * the run's β and K_max, queries scored as held out, the counterfactual over the core
+ * training queries, the half-round's frozen base generations): the reward a completion gets
+ * here is the one the loop and `cogr rollouts` give it. Only the half-round's side is served.
+ * Without it (generations without a run), per served snapshot:
  *   query side: F_β of the set the served item index matches for S_q ∪ {q} (q = the
  *               query text from the dataset) against rel(q);
  *   item side:  the incremental counterfactual marginal ΔΣ_q F(q) against the served
@@ -44,6 +51,8 @@ import { createServerMetrics, type ServerMetrics } from './metrics.ts';
 import { buildOpenApi, renderDocsHtml, SchemaConverter, type RouteDoc } from './openapi.ts';
 import { opsRouteDocs, registerOpsRoutes } from './ops.ts';
 import type { LiveSnapshot, Snapshot } from './state.ts';
+import { NO_FLOOR } from '../../generators/planner/ranking.ts';
+import type { KeywordView } from '../../index/view/view.ts';
 
 export const RewardLimitsSchema = z.strictObject({
   bodyLimit: z
@@ -78,6 +87,8 @@ export interface RewardServerOptions {
   metrics?: ServerMetrics;
   /** Request and headers time-outs, keep-alive, the connection cap (index/core/defaults.ts `http`). */
   connections?: ConnectionLimits;
+  /** A run's half-round: its side's rewards from its one scorer (kMax and beta are the run's, not these options'). */
+  half?: { name: string; side: Side; scorer: QueryScorer | ItemScorer };
 }
 
 const OptionsSchema = z.object({
@@ -182,6 +193,7 @@ class SnapshotScorers {
     private readonly corpus: RewardServerOptions['corpus'],
     private readonly options: { kMax: number; beta: number },
     private readonly withheld: ReadonlyMap<string, 'dev' | 'held-out'> = new Map(),
+    private readonly half: RewardServerOptions['half'] = undefined,
   ) {}
 
   private entry(snap: Snapshot): { query: QueryScorer | null; item: ItemScorer | null } {
@@ -191,6 +203,7 @@ class SnapshotScorers {
   }
 
   query(snap: Snapshot): QueryScorer {
+    if (this.half) return this.half.scorer as QueryScorer;
     const e = this.entry(snap);
     if (!e.query) {
       const queryText = new Map<string, string>();
@@ -202,6 +215,7 @@ class SnapshotScorers {
   }
 
   item(snap: Snapshot): ItemScorer {
+    if (this.half) return this.half.scorer as ItemScorer;
     const e = this.entry(snap);
     if (!e.item) {
       if (!snap.query) throw cogrError('NOT_FOUND', 'label: item rewards need a query-side generation, and the database has none');
@@ -213,6 +227,12 @@ class SnapshotScorers {
   /** One sample's reward with its counts; `parsed` null = the output did not parse (invalid_format). */
   answer(snap: Snapshot, side: Side, id: string, parsed: readonly string[] | null): QueryRewardAnswer | ItemRewardAnswer {
     const sample = [{ id, keywords: parsed }];
+    if (this.half && side !== this.half.side)
+      throw cogrError(
+        'NOT_FOUND',
+        `id: ${side} ${JSON.stringify(id)}: this server scores half-round ${this.half.name}, whose rewards are ${this.half.side} rewards`,
+        { id },
+      );
     if (side === 'query') {
       const why = this.withheld.get(id);
       if (why !== undefined)
@@ -225,7 +245,13 @@ class SnapshotScorers {
       const reward = r.rewards[0];
       const detail = r.details![0];
       if (reward === null || r.reasons[0] === null || !detail)
-        throw cogrError('NOT_FOUND', `id: no query ${JSON.stringify(id)} in the dataset or the query index`, { id });
+        throw cogrError(
+          'NOT_FOUND',
+          this.half
+            ? `id: no query ${JSON.stringify(id)} among the core training queries half-round ${this.half.name} is scored over`
+            : `id: no query ${JSON.stringify(id)} in the dataset or the query index`,
+          { id },
+        );
       return { side, id, reward, reason: r.reasons[0], keywords: r.keywords![0], ...detail };
     }
     if (snap.item.ordinalOf(id) < 0)
@@ -233,6 +259,32 @@ class SnapshotScorers {
     const r = this.item(snap).score(sample, { details: true });
     return { side, id, reward: r.rewards[0]!, reason: r.reasons[0]!, keywords: r.keywords![0], ...r.details![0]! };
   }
+}
+
+/** What /health and /metrics show of a half-round's server: its frozen generations, never reloaded (a half-round does not change). */
+export function halfRoundSnapshot(
+  half: { name: string; round: number; base: string; itemView: KeywordView; queryView: KeywordView | null },
+  corpus: Pick<Corpus, 'items'>,
+): Snapshot {
+  const info = (side: Side, v: KeywordView) => ({ side, generation: v.generation, round: null, entities: v.size, keywords: v.numKeywords });
+  return {
+    round: half.round,
+    item: half.itemView,
+    query: half.queryView,
+    itemGenerations: [half.itemView],
+    generations: [info('item', half.itemView), ...(half.queryView ? [info('query', half.queryView)] : [])],
+    problems: [],
+    reason: `half-round ${half.name}: the frozen generations of step ${half.base}`,
+    fields: new Map(),
+    titles: new Map(corpus.items.map((i) => [i.id, i.title])),
+    texts: new Map(),
+    handSet: new Map(),
+    catalog: null,
+    judgements: null,
+    keywordEpoch: `half-round ${half.name}`,
+    keywordSource: null,
+    ranking: { ranker: 'keywords', floor: NO_FLOOR, source: `half-round ${half.name}` },
+  };
 }
 
 // ---- HTTP ----
@@ -377,7 +429,9 @@ export function buildRewardServer(opts: RewardServerOptions): FastifyInstance {
   const live = opts.live;
   const log = opts.log ?? silentLogger;
   const metrics = opts.metrics ?? createServerMetrics();
-  const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta }, opts.withheld);
+  if (opts.half && opts.half.scorer.side !== opts.half.side)
+    throw cogrError('INVALID_ARGUMENT', 'options.half: the scorer is not of its side');
+  const scorers = new SnapshotScorers(opts.corpus, { kMax: o.kMax, beta: o.beta }, opts.withheld, opts.half);
   const schemas = rewardSchemas(limits);
   // zod compiles and V8 optimises a schema's checks over its first uses (~100 ms, then ~30,
   // for a full batch): paid here at start, not inside the first requests.

@@ -2,14 +2,15 @@
  * The TypeScript side of the TRL trainer (trainers/trl/): what the Python trainer reads
  * and what comes back from it, with cogr's own code so both sides agree.
  *
- *   node dist/src/trainers/trl.js prompts --db <db> --out <dir> [--items n] [--seed s] [--queries n]
- *       the stored run's LLM prompts (generators/prompts/, the prompt an LLM gets in
- *       `cogr rollouts`): query-core.jsonl (GRPO prompts, label query:<id>, the run's core
+ *   node dist/src/trainers/trl.js prompts --db <db> --out <dir> [--items n] [--seed s] [--queries n] [--judged n]
+ *       the stored run's LLM prompts (generators/prompts/, compact: the user message alone,
+ *       as the model was fine-tuned with, `cogr sft --db <run> --export`): query-core.jsonl (GRPO prompts, label query:<id>, the run's core
  *       training queries only: the reward server serves no other), query-all.jsonl (the core
  *       training queries (or n of them, sampled, with --queries n) and every held-out query, for keywords: dev queries enter no
  *       generation), item-sample.jsonl (n items sampled,
  *       seeded, from those judged relevant to a core training query: the only items whose
- *       keywords move the counterfactual reward), core.txt, split.json
+ *       keywords move the counterfactual reward; GRPO prompts), item-judged.jsonl (all of them,
+ *       or n sampled with --judged n: the item keywords the item half-round imports), core.txt, split.json
  *   node dist/src/trainers/trl.js parse --from completions.jsonl --out keywords.jsonl
  *       model text → `{id, keywords}` lines for `cogr import-generation`, read with the
  *       tolerant parser the reward server and the LLM generator use (generators/parse.ts);
@@ -74,6 +75,8 @@ export async function writePrompts(
   seed: number,
   /** Core training queries to write keywords for (0: all); the held-out ones are always all there. */
   queries = 0,
+  /** Judged items to write keywords for (item-judged.jsonl; 0: all). */
+  judgedItems = 0,
 ): Promise<{ core: number; all: number; items: number }> {
   const run = await readRunAt(dbPath);
   if (!run) throw cogrError('NOT_FOUND', `${dbPath}: no co-evolution run (run \`cogr demo --dataset D --rounds 0\` first)`);
@@ -86,7 +89,7 @@ export async function writePrompts(
   const it = loadPromptTemplate('item');
   const core = coreIds(run.split);
   const dev = new Set(run.split.dev);
-  const prompt = (id: string) => renderPrompt(qt, queryInput(byQuery.get(id)!), [], kMax);
+  const prompt = (id: string) => renderPrompt(qt, queryInput(byQuery.get(id)!), [], kMax, 'compact');
   mkdirSync(out, { recursive: true });
   writeAtomic(join(out, 'query-core.jsonl'), jsonl(core.map((id) => ({ id, label: `query:${id}`, prompt: prompt(id) }))));
   // Keywords are needed for the core training queries (the query generation) and the held-out ones (the evaluation); dev queries enter neither.
@@ -101,10 +104,14 @@ export async function writePrompts(
   for (const id of core) for (const i of corpus.relevant.get(id) ?? []) judged.add(i);
   const pool = corpus.items.filter((i) => judged.has(i.id));
   const picked = shuffle(pool, createRng(seed)).slice(0, items);
-  writeAtomic(
-    join(out, 'item-sample.jsonl'),
-    jsonl(picked.map((i) => ({ id: i.id, label: `item:${i.id}`, prompt: renderPrompt(it, itemInput(i), [], kMax) }))),
-  );
+  const itemPrompt = (i: (typeof pool)[number]) => ({
+    id: i.id,
+    label: `item:${i.id}`,
+    prompt: renderPrompt(it, itemInput(i), [], kMax, 'compact'),
+  });
+  writeAtomic(join(out, 'item-sample.jsonl'), jsonl(picked.map(itemPrompt)));
+  const judgedPick = judgedItems > 0 && judgedItems < pool.length ? shuffle(pool, createRng(seed + 2)).slice(0, judgedItems) : pool;
+  writeAtomic(join(out, 'item-judged.jsonl'), jsonl(judgedPick.map(itemPrompt)));
   writeAtomic(join(out, 'core.txt'), core.join('\n') + '\n');
   writeAtomic(
     join(out, 'split.json'),
@@ -294,11 +301,14 @@ export async function main(argv: string[]): Promise<void> {
     const items = Number(flag(args, '--items', '32'));
     const seed = Number(flag(args, '--seed', '1'));
     const queries = Number(flag(args, '--queries', '0'));
+    const judged = Number(flag(args, '--judged', '0'));
+    if (!Number.isInteger(judged) || judged < 0)
+      throw cogrError('INVALID_ARGUMENT', `--judged: expected an integer ≥ 0, got ${JSON.stringify(flag(args, '--judged'))}`);
     if (!Number.isInteger(items) || items < 1)
       throw cogrError('INVALID_ARGUMENT', `--items: expected an integer ≥ 1, got ${JSON.stringify(flag(args, '--items'))}`);
     if (!Number.isInteger(queries) || queries < 0)
       throw cogrError('INVALID_ARGUMENT', `--queries: expected an integer ≥ 0, got ${JSON.stringify(flag(args, '--queries'))}`);
-    await writePrompts(flag(args, '--db'), flag(args, '--out'), items, seed, queries);
+    await writePrompts(flag(args, '--db'), flag(args, '--out'), items, seed, queries, judged);
   } else if (cmd === 'parse') {
     parseCompletions(flag(args, '--from'), flag(args, '--out'));
   } else if (cmd === 'report') {

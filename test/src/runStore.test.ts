@@ -47,7 +47,7 @@ describe('the run store', () => {
       await state.setConfig(config);
       await state.setSplit({ train: ['1', '2'], dev: [], eval: ['3'] });
       expect(await state.version()).toBe(RUN_STATE_VERSION);
-      expect(await readStoredRun(db)).toEqual({ config, split: { train: ['1', '2'], dev: [], eval: ['3'] }, steps: [] });
+      expect(await readStoredRun(db)).toEqual({ config, split: { train: ['1', '2'], dev: [], eval: ['3'] }, steps: [], imports: [] });
       expect(await state.imports()).toEqual([]);
     } finally {
       await db.close();

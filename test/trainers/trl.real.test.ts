@@ -1,6 +1,6 @@
 /**
  * The TRL trainer (trainers/trl/cogr_trl.py, in the venv trainers/trl/setup.sh builds)
- * against a live `cogr reward-server` on a stored MED run (`cogr demo --rounds 0`): one
+ * against a live `cogr reward-server --half r1-query` on a stored MED run (`cogr demo --rounds 0`): one
  * GRPO step of SmolLM2-135M over one core training query, 2 completions. Asserted: the
  * step finished and saved its checkpoint; every reward the trainer received is what the
  * reward server returns for that completion now (`POST /v1/reward/query`); the mean
@@ -126,7 +126,7 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
     // One core training query is the whole GRPO data set.
     prompts = join(dir, 'one-query.jsonl');
     writeFileSync(prompts, readFileSync(join(dir, 'prompts', 'query-core.jsonl'), 'utf8').split('\n')[0] + '\n');
-    server = spawn(process.execPath, [BIN, 'reward-server', '--port', '0', '--round', 'latest'], {
+    server = spawn(process.execPath, [BIN, 'reward-server', '--port', '0', '--half', 'r1-query'], {
       env,
       stdio: ['ignore', 'ignore', 'pipe'],
     });
@@ -281,7 +281,9 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         'med',
         '--work',
         work,
-        '--sft-steps',
+        '--sft-limit',
+        '2',
+        '--sft-max-epochs',
         '1',
         '--query-steps',
         '1',
@@ -290,6 +292,8 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         '--items',
         '2',
         '--queries',
+        '2',
+        '--judged',
         '2',
         '--generations',
         '2',

@@ -1,9 +1,18 @@
 """cogr's TRL trainer: SFT and GRPO on SmolLM2-135M-Instruct, rewards from `cogr reward-server`.
 
     python cogr_trl.py base     --out DIR                      # GGUF -> plain fp32 checkpoint (cached)
-    python cogr_trl.py sft      --model DIR --data DIR --core core.txt --out DIR [--steps 10]
-    python cogr_trl.py grpo     --model DIR --prompts P.jsonl --reward-url URL --out DIR [--steps 4]
-    python cogr_trl.py generate --model DIR --prompts P.jsonl --out completions.jsonl
+    python cogr_trl.py sft      --model DIR --data DIR --out DIR [--max-epochs 8] [--patience 1]
+    python cogr_trl.py grpo     --model DIR --prompts P.jsonl --reward-url URL --out DIR [--steps 60]
+    python cogr_trl.py generate --model DIR --prompts P.jsonl --out completions.jsonl [--batch 16]
+
+Training updates LoRA adapters (peft; --lora-r 0: every weight), merged into the saved
+checkpoint, so `generate` and the next stage load a plain model. `sft` trains on
+`cogr sft --db <run> --export DIR` (the run's own SFT targets: DIR/item.jsonl, DIR/query.jsonl)
+while the loss on DIR/dev/ (the run's dev queries, never trained on) falls, evaluated every
+--eval-steps, and keeps the checkpoint with the lowest. `sft` and `grpo` save checkpoints
+and resume from the last one when run again (a killed stage loses at most --eval-steps /
+--save-steps steps; a resumed sft may be given fewer --max-epochs to end sooner).
+--device cuda trains and generates on a GPU (a bigger --model works the same way).
 
 `grpo` and `generate` sample under the keyword-list grammar (keyword_grammar.py: a JSON
 keyword list of at most --max-keywords strings of at most --max-keyword-length characters,
@@ -142,18 +151,41 @@ def cmd_base(a: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- shared model helpers
 
 
-def load_model(path: str):
+def load_model(path: str, device: str = "cpu"):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     p = Path(path)
     if not (p / "config.json").is_file():
         raise CogrError("DATA_MISSING", f"{p}: no checkpoint there (config.json missing)")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise CogrError("INVALID_ARGUMENT", "--device cuda: torch sees no CUDA device on this machine")
     tok = AutoTokenizer.from_pretrained(str(p))
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     model = AutoModelForCausalLM.from_pretrained(str(p), dtype=torch.float32)
-    return model, tok
+    return model.to(device), tok
+
+
+def last_checkpoint(work: Path) -> int:
+    """The step of the newest checkpoint a killed stage left in its work folder (0: none)."""
+    return max((int(p.name.split("-")[1]) for p in work.glob("checkpoint-*") if p.name.split("-")[1].isdigit()), default=0)
+
+
+def lora_config(a: argparse.Namespace):
+    """LoRA on every attention and MLP projection (None with --lora-r 0: full updates)."""
+    if a.lora_r <= 0:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=a.lora_r,
+        lora_alpha=a.lora_alpha,
+        lora_dropout=0.0,
+        bias="none",
+        task_type="CAUSAL_LM",
+        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    )
 
 
 def context_of(model, a: argparse.Namespace) -> int:
@@ -175,13 +207,15 @@ def check_lengths(tok, rows: list[dict], budget: int, context: int, what: str) -
 class StepLog:
     """Trainer callback: every logged step as one JSONL line and one progress line on stderr."""
 
-    def __init__(self, path: Path, total: int, name: str):
+    def __init__(self, path: Path, total: int, name: str, start: int = 0):
         self.path = path
         self.total = total
         self.name = name
+        self.start = start
         self.t0 = time.time()
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("")
+        if start == 0 or not path.exists():
+            path.write_text("")
 
     def callback(self):
         from transformers import TrainerCallback
@@ -190,16 +224,19 @@ class StepLog:
 
         class _CB(TrainerCallback):
             def on_log(self, args, state, control, logs=None, **kw):
-                if not logs or "loss" not in logs and "reward" not in logs:
+                if not logs or "loss" not in logs and "reward" not in logs and "eval_loss" not in logs:
                     return
                 rec = {"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}}
                 with outer.path.open("a", encoding="utf-8") as f:
                     f.write(json.dumps(rec) + "\n")
                 el = time.time() - outer.t0
+                done = max(state.global_step - outer.start, 1)
+                total = state.max_steps or outer.total
                 extra = f" reward {logs['reward']:.4f} ± {logs.get('reward_std', 0):.4f}" if "reward" in logs else ""
+                extra += f" dev loss {logs['eval_loss']:.4f}" if "eval_loss" in logs else ""
                 log(
-                    f"{outer.name}: step {state.global_step}/{outer.total} loss {logs.get('loss', float('nan')):.4f}{extra}"
-                    f" ({el / max(state.global_step, 1):.1f} s/step, {el:.0f} s)"
+                    f"{outer.name}: step {state.global_step}/{total} loss {logs.get('loss', float('nan')):.4f}{extra}"
+                    f" ({el / done:.1f} s/step, {el:.0f} s, ETA {max(total - state.global_step, 0) * el / done:.0f} s)"
                 )
 
         return _CB()
@@ -215,7 +252,7 @@ def train_args_common(a: argparse.Namespace, out: Path) -> dict:
         logging_steps=1,
         save_strategy="no",
         report_to="none",
-        use_cpu=True,
+        use_cpu=a.device == "cpu",
         bf16=False,
         fp16=False,
         gradient_checkpointing=False,
@@ -227,9 +264,13 @@ def train_args_common(a: argparse.Namespace, out: Path) -> dict:
 
 
 def save_final(trainer, tok, out: Path, meta: dict) -> None:
+    """The trained model as a plain checkpoint: LoRA adapters merged into the weights."""
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    trainer.save_model(str(tmp))
+    model = trainer.model
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.to("cpu").save_pretrained(str(tmp))
     tok.save_pretrained(str(tmp))
     (tmp / "cogr-done.json").write_text(json.dumps(meta) + "\n")
     shutil.rmtree(out, ignore_errors=True)
@@ -239,42 +280,91 @@ def save_final(trainer, tok, out: Path, meta: dict) -> None:
 # ---------------------------------------------------------------- SFT
 
 
+def sft_rows(path: Path, name: str) -> list[dict]:
+    rows = read_jsonl(path) if path.is_file() else []
+    for r in rows:
+        if not isinstance(r.get("prompt"), list) or not isinstance(r.get("completion"), list):
+            raise CogrError("DATA_FORMAT", f"{path}:{r['_line']}: expected prompt and completion message lists")
+    return rows
+
+
 def cmd_sft(a: argparse.Namespace) -> None:
     set_threads(a.threads)
     from datasets import Dataset
+    from transformers import EarlyStoppingCallback
     from trl import SFTConfig, SFTTrainer
 
     data = Path(a.data)
-    core = set(Path(a.core).read_text().split()) if a.core else None
-    queries = read_jsonl(data / "query.jsonl")
-    items = read_jsonl(data / "item.jsonl")
-    for name, rows in (("query.jsonl", queries), ("item.jsonl", items)):
-        for r in rows:
-            if not isinstance(r.get("prompt"), list) or not isinstance(r.get("completion"), list):
-                raise CogrError("DATA_FORMAT", f"{data / name}:{r['_line']}: expected prompt and completion message lists")
-    if core is not None:
-        dropped = [r for r in queries if r.get("id") not in core]
-        queries = [r for r in queries if r.get("id") in core]
-        log(f"sft: {len(queries)} core training query examples ({len(dropped)} not in the run's core training queries left out)")
+    queries = sft_rows(data / "query.jsonl", "query")
+    items = sft_rows(data / "item.jsonl", "item")
+    if not queries and not items:
+        raise CogrError("DATA_FORMAT", f"{data}: no SFT examples (item.jsonl and query.jsonl are empty or missing)")
     rng = random.Random(a.seed)
-    rng.shuffle(queries)
-    rng.shuffle(items)
-    n = a.steps * a.batch
-    # Half queries, half items (as many as there are), interleaved.
-    nq = min(len(queries), n // 2)
-    rows = queries[:nq] + items[: n - nq]
+    dev_items = sft_rows(data / "dev" / "item.jsonl", "item")
+    rng.shuffle(dev_items)
+    # The dev loss is computed at every evaluation: every dev query, and --dev-items of the dev items.
+    dev = sft_rows(data / "dev" / "query.jsonl", "query") + dev_items[: a.dev_items]
+    if not dev:
+        # No dev split in the run: a seeded tenth of the items decides when to stop.
+        rng.shuffle(items)
+        k = max(1, len(items) // 10)
+        dev, items = items[:k], items[k:]
+    if a.limit > 0:
+        # A seeded few of each (tests, smoke runs).
+        rng.shuffle(queries)
+        rng.shuffle(items)
+        queries, items, dev = queries[: a.limit], items[: a.limit], dev[: a.limit]
+    # Queries repeated so that they are about --query-share of the examples (the items, many more, would drown them).
+    rep = max(1, round(a.query_share * len(items) / max(1, (1 - a.query_share) * len(queries)))) if queries else 0
+    rows = queries * rep + items
     rng.shuffle(rows)
-    model, tok = load_model(a.model)
-    check_lengths(tok, rows, 0, context_of(model, a), str(data))
-    ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-    out = Path(a.out)
-    steps = StepLog(Path(a.log), a.steps, "sft")
-    cfg = SFTConfig(**train_args_common(a, out), max_length=a.max_length)
-    trainer = SFTTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok, callbacks=[steps.callback()])
-    log(f"sft: {a.steps} steps × {a.batch} examples ({nq} query, {len(rows) - nq} item) from {data}")
-    trainer.train()
-    save_final(trainer, tok, out, {"stage": "sft", "steps": a.steps, "examples": len(rows)})
-    log(f"sft: saved {out}")
+    model, tok = load_model(a.model, a.device)
+    check_lengths(tok, rows + dev, 0, context_of(model, a), str(data))
+    as_ds = lambda rs: Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rs])
+    out = Path(a.out).resolve()  # absolute: the trainer's state records checkpoint paths, and a resume may run elsewhere
+    work = out.with_name(out.name + ".work")
+    last = last_checkpoint(work)
+    steps_per_epoch = -(-len(rows) // a.batch)
+    steps = StepLog(Path(a.log), steps_per_epoch * a.max_epochs, "sft", start=last)
+    args = train_args_common(a, work)
+    by_steps = 0 < a.eval_steps < steps_per_epoch * a.max_epochs  # else once an epoch (a smoke run's few steps)
+    every = dict(eval_strategy="steps", eval_steps=a.eval_steps, save_strategy="steps", save_steps=a.eval_steps) if by_steps else dict(eval_strategy="epoch", save_strategy="epoch")
+    args.update(
+        max_steps=a.max_steps if a.max_steps > 0 else -1,
+        num_train_epochs=a.max_epochs,
+        train_sampling_strategy="group_by_length",
+        **every,
+        save_total_limit=a.patience + 1,
+        load_best_model_at_end=True,
+        metric_for_best_model="eval_loss",
+        greater_is_better=False,
+        per_device_eval_batch_size=a.batch,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+    )
+    cfg = SFTConfig(**args, max_length=a.max_length)
+    trainer = SFTTrainer(
+        model=model,
+        args=cfg,
+        train_dataset=as_ds(rows),
+        eval_dataset=as_ds(dev),
+        processing_class=tok,
+        peft_config=lora_config(a),
+        callbacks=[steps.callback(), EarlyStoppingCallback(early_stopping_patience=a.patience)],
+    )
+    log(
+        f"sft: up to {a.max_epochs} epochs × {steps_per_epoch} steps of {a.batch} ({len(queries)} query examples × {rep}, {len(items)} item examples),"
+        f" stopping when the loss on {len(dev)} dev examples has not fallen for {a.patience} evaluation(s) (every {str(a.eval_steps) + ' steps' if a.eval_steps > 0 else 'epoch'}); {'LoRA r=' + str(a.lora_r) if a.lora_r > 0 else 'full updates'}, {a.device}"
+    )
+    if last:
+        log(f"sft: resuming after step {last} ({work})")
+    trainer.train(resume_from_checkpoint=True if last else None)
+    hist = [{"step": h["step"], "epoch": h["epoch"], "eval_loss": h["eval_loss"]} for h in trainer.state.log_history if "eval_loss" in h]
+    best = min(hist, key=lambda h: h["eval_loss"]) if hist else None
+    save_final(trainer, tok, out, {"stage": "sft", "epochs": hist, "best": best, "examples": len(rows), "queries": len(queries), "items": len(items), "dev": len(dev), "lora_r": a.lora_r})
+    shutil.rmtree(work, ignore_errors=True)
+    by_step = ", ".join(f"step {h['step']} (epoch {h['epoch']:.2f}): {h['eval_loss']:.4f}" for h in hist)
+    log(f"sft: dev loss {by_step}; kept step {best['step'] if best else '?'}; saved {out}")
 
 
 # ---------------------------------------------------------------- constrained decoding
@@ -327,10 +417,11 @@ def completion_text(c) -> str:
     return str(c)
 
 
-def make_reward_func(url: str, token: str | None, timeout: float, log_path: Path):
+def make_reward_func(url: str, token: str | None, timeout: float, log_path: Path, resume: bool = False):
     calls = {"n": 0}
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_text("")
+    if not resume or not log_path.exists():
+        log_path.write_text("")
 
     def cogr_reward(prompts, completions, label, **kw):
         texts = [completion_text(c) for c in completions]
@@ -433,16 +524,22 @@ def cmd_grpo(a: argparse.Namespace) -> None:
         raise RewardServerDown(f"reward server {health} unreachable: {getattr(e, 'reason', e)}")
     rng = random.Random(a.seed)
     rng.shuffle(prompts)
-    need = a.steps * (a.batch // a.generations)
+    per_step = a.batch // a.generations
+    need = a.steps * per_step
     rows = (prompts * (need // len(prompts) + 1))[:need]
-    model, tok = load_model(a.model)
+    model, tok = load_model(a.model, a.device)
     check_lengths(tok, rows, a.max_completion, context_of(model, a), a.prompts)
     ds = Dataset.from_list([{"prompt": r["prompt"], "label": r["label"]} for r in rows])
-    out = Path(a.out)
-    steps = StepLog(Path(a.log), a.steps, f"grpo {a.name}")
-    reward = make_reward_func(url, a.token, a.reward_timeout, Path(a.rewards_log))
+    out = Path(a.out).resolve()
+    # Checkpoints of a stage in progress: a run killed midway resumes from the last one.
+    work = out.with_name(out.name + ".work")
+    last = last_checkpoint(work)
+    steps = StepLog(Path(a.log), a.steps, f"grpo {a.name}", start=last)
+    reward = make_reward_func(url, a.token, a.reward_timeout, Path(a.rewards_log), resume=last > 0)
+    args = train_args_common(a, work)
+    args.update(save_strategy="steps", save_steps=a.save_steps, save_total_limit=1, lr_scheduler_type="constant", warmup_steps=0)
     cfg = GRPOConfig(
-        **train_args_common(a, out),
+        **args,
         num_generations=a.generations,
         max_completion_length=a.max_completion,
         temperature=a.temperature,
@@ -455,11 +552,27 @@ def cmd_grpo(a: argparse.Namespace) -> None:
     )
     g = grammar_for(tok, model, a)
     trainer = constrained_trainer_class()(
-        model=model, reward_funcs=[reward], args=cfg, train_dataset=ds, processing_class=tok, callbacks=[steps.callback()], keyword_grammar=g
+        model=model,
+        reward_funcs=[reward],
+        args=cfg,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=[steps.callback()],
+        keyword_grammar=g,
+        peft_config=lora_config(a),
     )
-    log(f"grpo {a.name}: {a.steps} steps × {a.batch // a.generations} prompt(s) × {a.generations} completions of ≤ {a.max_completion} tokens, rewards from {url}")
-    trainer.train()
-    save_final(trainer, tok, out, {"stage": f"grpo-{a.name}", "steps": a.steps, "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length}})
+    log(
+        f"grpo {a.name}: {a.steps} steps × {per_step} prompt(s) × {a.generations} completions of ≤ {a.max_completion} tokens, rewards from {url};"
+        f" {'LoRA r=' + str(a.lora_r) if a.lora_r > 0 else 'full updates'}, lr {a.lr}, {a.device}" + (f"; resuming after step {last}" if last else "")
+    )
+    trainer.train(resume_from_checkpoint=True if last else None)
+    save_final(
+        trainer,
+        tok,
+        out,
+        {"stage": f"grpo-{a.name}", "steps": a.steps, "lora_r": a.lora_r, "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length}},
+    )
+    shutil.rmtree(work, ignore_errors=True)
     log(f"grpo {a.name}: saved {out}; rollouts with {grammar_summary(g)}")
 
 
@@ -474,10 +587,14 @@ def cmd_generate(a: argparse.Namespace) -> None:
     for r in rows:
         if not isinstance(r.get("prompt"), list) or not isinstance(r.get("id"), str):
             raise CogrError("DATA_FORMAT", f"{a.prompts}:{r['_line']}: expected an id and a prompt message list")
-    model, tok = load_model(a.model)
+    model, tok = load_model(a.model, a.device)
     model.eval()
     tok.padding_side = "left"
     check_lengths(tok, rows, a.max_new_tokens, context_of(model, a), a.prompts)
+    # Prompts of similar length share a batch (less padding); the output keeps the input order.
+    texts_all = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
+    order = sorted(range(len(rows)), key=lambda i: len(texts_all[i]))
+    answers: dict[int, dict] = {}
     out = Path(a.out)
     tmp = out.with_name(out.name + ".partial")
     g = grammar_for(tok, model, a)
@@ -485,29 +602,30 @@ def cmd_generate(a: argparse.Namespace) -> None:
     t0 = time.time()
     done = 0
     cut = 0
-    with tmp.open("w", encoding="utf-8") as f:
-        for i in range(0, len(rows), a.batch):
-            batch = rows[i : i + a.batch]
-            texts = [tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in batch]
-            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-            with torch.no_grad():
-                gen = model.generate(
-                    **enc,
-                    max_new_tokens=a.max_new_tokens,
-                    do_sample=a.temperature > 0,
-                    temperature=a.temperature if a.temperature > 0 else None,
-                    top_p=a.top_p if a.temperature > 0 else None,
-                    repetition_penalty=a.repetition_penalty,
-                    pad_token_id=tok.pad_token_id,
-                    **({"logits_processor": [g.processor(a.max_new_tokens)]} if g is not None else {}),
-                )
-            for r, c in zip(batch, gen[:, enc["input_ids"].shape[1] :]):
-                ended = bool((c == tok.eos_token_id).any())
-                cut += 0 if ended else 1
-                f.write(json.dumps({"id": r["id"], "completion": tok.decode(c, skip_special_tokens=True), "truncated": not ended}) + "\n")
-            done += len(batch)
-            el = time.time() - t0
-            log(f"generate: {done}/{len(rows)} prompts ({done / el:.2f}/s, ETA {(len(rows) - done) * el / done:.0f} s)")
+    for i in range(0, len(rows), a.batch):
+        idx = order[i : i + a.batch]
+        batch = [rows[j] for j in idx]
+        texts = [texts_all[j] for j in idx]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(a.device)
+        with torch.no_grad():
+            gen = model.generate(
+                **enc,
+                max_new_tokens=a.max_new_tokens,
+                do_sample=a.temperature > 0,
+                temperature=a.temperature if a.temperature > 0 else None,
+                top_p=a.top_p if a.temperature > 0 else None,
+                repetition_penalty=a.repetition_penalty,
+                pad_token_id=tok.pad_token_id,
+                **({"logits_processor": [g.processor(a.max_new_tokens)]} if g is not None else {}),
+            )
+        for j, r, c in zip(idx, batch, gen[:, enc["input_ids"].shape[1] :]):
+            ended = bool((c == tok.eos_token_id).any())
+            cut += 0 if ended else 1
+            answers[j] = {"id": r["id"], "completion": tok.decode(c, skip_special_tokens=True), "truncated": not ended}
+        done += len(batch)
+        el = time.time() - t0
+        log(f"generate: {done}/{len(rows)} prompts ({done / el:.2f}/s, ETA {(len(rows) - done) * el / done:.0f} s)")
+    tmp.write_text("".join(json.dumps(answers[j]) + "\n" for j in range(len(rows))), encoding="utf-8")
     os.replace(tmp, out)
     log(f"generate: {done} answers in {time.time() - t0:.0f} s, {cut} cut off at {a.max_new_tokens} tokens; {grammar_summary(g)}")
 
@@ -523,6 +641,9 @@ def main(argv: list[str]) -> int:
     b = sub.add_parser("base")
     b.add_argument("--out", required=True)
 
+    def device(s):
+        s.add_argument("--device", choices=["cpu", "cuda"], default=os.environ.get("COGR_TRL_DEVICE", "cpu"), help="where to train and generate (default $COGR_TRL_DEVICE or cpu)")
+
     def training(s):
         s.add_argument("--model", required=True)
         s.add_argument("--out", required=True)
@@ -532,11 +653,20 @@ def main(argv: list[str]) -> int:
         s.add_argument("--lr", type=float, default=1e-5)
         s.add_argument("--seed", type=int, default=1)
         s.add_argument("--context", type=int, default=0, help="context length (default: the model's)")
+        s.add_argument("--lora-r", type=int, default=16, help="LoRA rank (0: update every weight)")
+        s.add_argument("--lora-alpha", type=int, default=32)
+        device(s)
 
     s = sub.add_parser("sft")
     training(s)
-    s.add_argument("--data", required=True, help="folder of `cogr sft --export` (item.jsonl, query.jsonl)")
-    s.add_argument("--core", help="file of the run's core training query ids (others left out)")
+    s.add_argument("--data", required=True, help="folder of `cogr sft --db <run> --export` (item.jsonl, query.jsonl, dev/)")
+    s.add_argument("--max-epochs", type=int, default=8, help="epochs at most; training stops when the dev loss has not fallen for --patience epochs")
+    s.add_argument("--patience", type=int, default=1, help="evaluations without a lower dev loss before stopping")
+    s.add_argument("--max-steps", type=int, default=0, help="stop after this many steps at most (0: --max-epochs decides); a time budget")
+    s.add_argument("--eval-steps", type=int, default=0, help="evaluate the dev loss every this many steps (0: every epoch)")
+    s.add_argument("--dev-items", type=int, default=24, help="dev items in the dev loss (every dev query is)")
+    s.add_argument("--limit", type=int, default=0, help="at most this many query, item and dev examples each (0: all; for smoke runs)")
+    s.add_argument("--query-share", type=float, default=0.3, help="share of query examples in an epoch (they are repeated to it)")
     s.add_argument("--max-length", type=int, default=1024)
 
     g = sub.add_parser("grpo")
@@ -553,8 +683,10 @@ def main(argv: list[str]) -> int:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--beta", type=float, default=0.0)
     g.add_argument("--repetition-penalty", type=float, default=1.0, help="sampling's repetition penalty (1 = none)")
+    g.add_argument("--save-steps", type=int, default=10, help="a checkpoint every this many steps (a killed stage resumes from it)")
 
     q = sub.add_parser("generate")
+    device(q)
     q.add_argument("--model", required=True)
     q.add_argument("--prompts", required=True, help="JSONL of {id, prompt}")
     q.add_argument("--out", required=True)

@@ -1,58 +1,81 @@
 #!/usr/bin/env bash
-# One alternating CoGR round with a real LLM trained by TRL, rewards from cogr reward-server.
+# One alternating CoGR round with a real LLM trained by TRL (LoRA), rewards from cogr reward-server.
 #
-#   bash trainers/trl/round.sh --dataset med [--work DIR] [--sft-steps 8] [--query-steps 3]
-#        [--item-steps 3] [--items 16] [--queries 0] [--generations 4] [--gen-tokens 128] [--repetition-penalty 1]
-#        [--threads 1] [--free]
+#   bash trainers/trl/round.sh --dataset med [--work DIR] [--device cpu|cuda] [--base DIR]
+#        [--sft-max-epochs 2] [--sft-max-steps 0] [--sft-eval-steps 20] [--sft-lr 3e-4] [--query-steps 40] [--item-steps 20]
+#        [--grpo-lr 5e-5] [--generations 8] [--prompts-per-step 1] [--items 32] [--lora-r 16]
+#        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free]
+#        [--queries 0] [--judged 0] [--sft-limit 0]
 #
-# --queries n: keywords for n (sampled) core training queries instead of all (0); the held-out
-# queries always all get keywords. --free: sample without the keyword-list grammar.
+# --sft-max-steps n: SFT stops after n steps at most (a time budget; 0: the dev loss and
+# --sft-max-epochs decide). --queries n / --judged n / --sft-limit n: keywords for n sampled core training queries / n
+# sampled judged items, SFT on n examples of each kind (0: all; smaller for smoke runs and tests).
+# --base: the model to start from (default the SmolLM2-135M checkpoint setup.sh converts;
+# any causal LM checkpoint folder works, e.g. a bigger one with --device cuda). --threads: torch
+# threads (default $COGR_TRL_THREADS or 1). --demo-flags: extra `cogr demo` run flags (--beta 2).
 #
 # Stages (each writes its output under --work, default $COGR_HOME/trl/<dataset>, and is
-# skipped when that output is there; a stage killed midway leaves no output and runs again
-# from its start; outputs are written through a rename):
-#   demo          cogr demo --rounds 0: the stored run (split, SFT item index, planner) and
-#                 the planner's and BM25's held-out F1 on the same split     → demo.json
-#   prompts       the run's LLM prompts: core training queries, every query, sampled items
-#   sft-export    cogr sft --export (a scratch database: the run's policies stay as they are)
-#   sft           SFTTrainer on the export (core training queries + items)  → ckpt-sft/
-#   eval-sft      keywords for every query from the SFT model, imported     → import-sft-query.json
-#   grpo-query    GRPOTrainer over core training queries, reward = query F1 against the frozen
-#                 item index (cogr reward-server)                            → ckpt-query/
-#   query         keywords for every query, cogr import-generation --side query → import-query.json
-#   grpo-item     GRPOTrainer over the sampled items, reward = counterfactual item reward
-#                 against the frozen query index (now the LLM's)              → ckpt-item/
-#   item          keywords for the sampled items, import --side item         → import-item.json
-#   eval-item     the LLM's query keywords against the new item index        → import-query-after-item.json
-#   report        table.md and report.html (reward per GRPO step, held-out F1 per stage)
-# Everything is offline and on loopback; progress on stderr.
+# skipped when that output is there; outputs are written through a rename, so a stage killed
+# midway runs again; a GRPO stage resumes from its last checkpoint, every 10 steps):
+#   demo        cogr demo --rounds 0 --refit no: the stored run (split, SFT item index, planner)
+#               with the planner's, BM25's and BM25 + RM3's held-out F1 on the same split → demo.json
+#   prompts     the run's compact LLM prompts: core training queries, keyword queries, items
+#   sft-export  cogr sft --db <run> --export: the run's own SFT targets (judged items, core
+#               training queries; dev queries for the dev loss)                    → sft-data/
+#   sft         SFTTrainer with LoRA until the dev loss stops falling                → ckpt-sft/
+#   eval-sft    keywords for the core training and held-out queries, imported        → import-sft-query.json
+#   grpo-query  GRPOTrainer (LoRA) over the core training queries, rewards from
+#               cogr reward-server --half r1-query                                   → ckpt-query/
+#   query       keywords again, imported as half-round r1-query                      → import-query.json
+#   grpo-item   GRPOTrainer over sampled judged items, rewards from --half r1-item    → ckpt-item/
+#   item        keywords for every judged item, imported as half-round r1-item       → import-item.json
+#   eval-item   the LLM's query keywords against that item generation                → import-query-after-item.json
+#   report      table.md and report.html (reward per GRPO step, held-out F1 per stage)
+# Every stage's wall time and peak memory go to stages.jsonl. Everything is offline and on
+# loopback; progress (with rate and ETA) on stderr.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-dataset="" work="" sft_steps=8 query_steps=3 item_steps=3 items=16 queries=0 generations=4 gen_tokens=128 rep=1 free=() threads="${COGR_TRL_THREADS:-1}"
+dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() queries=0 judged=0 sft_limit=0 sft_steps=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dataset) dataset="$2"; shift 2 ;;
     --work) work="$2"; shift 2 ;;
-    --sft-steps) sft_steps="$2"; shift 2 ;;
+    --device) device="$2"; shift 2 ;;
+    --base) base="$2"; shift 2 ;;
+    --sft-max-epochs) sft_epochs="$2"; shift 2 ;;
+    --sft-eval-steps) sft_eval="$2"; shift 2 ;;
+    --sft-max-steps) sft_steps="$2"; shift 2 ;;
+    --sft-lr) sft_lr="$2"; shift 2 ;;
     --query-steps) query_steps="$2"; shift 2 ;;
     --item-steps) item_steps="$2"; shift 2 ;;
-    --items) items="$2"; shift 2 ;;
-    --queries) queries="$2"; shift 2 ;;
-    --free) free=(--free); shift ;;
+    --grpo-lr) grpo_lr="$2"; shift 2 ;;
     --generations) generations="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
+    --prompts-per-step) per_step="$2"; shift 2 ;;
+    --items) items="$2"; shift 2 ;;
+    --lora-r) lora_r="$2"; shift 2 ;;
     --gen-tokens) gen_tokens="$2"; shift 2 ;;
-    --repetition-penalty) rep="$2"; shift 2 ;;
+    --gen-batch) gen_batch="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --demo-flags) demo_flags="$2"; shift 2 ;;
+    --free) free=(--free); shift ;;
+    --queries) queries="$2"; shift 2 ;;
+    --judged) judged="$2"; shift 2 ;;
+    --sft-limit) sft_limit="$2"; shift 2 ;;
     *) echo "error[INVALID_ARGUMENT]: round.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [[ -n "$dataset" ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --dataset required" >&2; exit 2; }
-for n in "$sft_steps" "$query_steps" "$item_steps" "$items" "$generations" "$threads" "$gen_tokens"; do
+for n in "$sft_epochs" "$sft_eval" "$query_steps" "$item_steps" "$generations" "$per_step" "$items" "$threads" "$gen_tokens" "$gen_batch"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected a positive integer, got '$n'" >&2; exit 2; }
 done
-[[ "$queries" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --queries: expected an integer ≥ 0, got '$queries'" >&2; exit 2; }
+for n in "$queries" "$judged" "$sft_limit" "$sft_steps"; do
+  [[ "$n" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected an integer ≥ 0, got '$n'" >&2; exit 2; }
+done
+[[ "$lora_r" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --lora-r: expected an integer ≥ 0, got '$lora_r'" >&2; exit 2; }
+[[ "$device" == cpu || "$device" == cuda ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --device: expected cpu or cuda, got '$device'" >&2; exit 2; }
 work="${work:-${COGR_HOME:-.cogr}/trl/$dataset}"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
@@ -62,11 +85,12 @@ cogr=(node "$root/bin/cogr.mjs")
 tools=(node "$root/dist/src/trainers/trl.js")
 venv="${COGR_TRL_VENV:-$HOME/.cache/cogr/venvs/trl}"
 py=("$venv/bin/python" "$here/cogr_trl.py" --threads "$threads")
-base="${COGR_TRL_BASE:-$HOME/.cache/cogr/checkpoints/SmolLM2-135M-Instruct}"
+base="${base:-${COGR_TRL_BASE:-$HOME/.cache/cogr/checkpoints/SmolLM2-135M-Instruct}}"
 db="$COGR_HOME/db"
+train=(--device "$device" --lora-r "$lora_r")
 
 [[ -x "$venv/bin/python" ]] || { echo "error[DATA_MISSING]: $venv: no trainer venv; run 'bash trainers/trl/setup.sh' first" >&2; exit 1; }
-[[ -f "$base/cogr-base.json" ]] || { echo "error[DATA_MISSING]: $base: no base checkpoint; run 'npx cogr llm install && bash trainers/trl/setup.sh' first" >&2; exit 1; }
+[[ -f "$base/config.json" ]] || { echo "error[DATA_MISSING]: $base: no base checkpoint; run 'npx cogr llm install && bash trainers/trl/setup.sh' first" >&2; exit 1; }
 
 t_start=$(date +%s)
 stage() { echo "round.sh [$dataset] stage $1 ($(( $(date +%s) - t_start )) s)" >&2; }
@@ -74,8 +98,14 @@ done_or() { # done_or <output> <stage name>: true (skip) when the output exists
   if [[ -e "$1" ]]; then echo "round.sh [$dataset] stage $2: done ($1), skipped" >&2; return 0; fi
   stage "$2"; return 1
 }
+timed() { # timed <stage> <command...>: runs it, appends {stage, seconds, max_rss_mb} to stages.jsonl
+  local name="$1"; shift
+  /usr/bin/time -f '%e %M' -o "$work/.time" "$@"
+  read -r secs kb <"$work/.time"
+  printf '{"stage":"%s","seconds":%s,"max_rss_mb":%s}\n' "$name" "$secs" "$(( kb / 1024 ))" >>"$work/stages.jsonl"
+}
 
-# ---- the reward server, one per GRPO stage (a server left by a killed run is stopped first)
+# ---- the reward server of one half-round (a server left by a killed run is stopped first)
 rs_pid_file="$work/reward-server.pid"
 stop_server() {
   if [[ -f "$rs_pid_file" ]]; then
@@ -85,13 +115,11 @@ stop_server() {
   fi
 }
 trap stop_server EXIT
-start_server() { # prints the base URL
+start_server() { # start_server <half-round>: prints the base URL
   stop_server
   local log="$work/reward-server.log"
-  # A fresh log: the address is read from it, and the previous stage's server wrote its own there
-  # (the child truncating it after the fork raced the read below, which then found the old address).
   rm -f "$log"
-  "${cogr[@]}" reward-server --db "$db" --round latest --port 0 >"$log" 2>&1 &
+  "${cogr[@]}" reward-server --db "$db" --half "$1" --port 0 >"$log" 2>&1 &
   echo $! >"$rs_pid_file"
   local url=""
   for _ in $(seq 1 240); do
@@ -104,9 +132,10 @@ start_server() { # prints the base URL
   echo "$url"
 }
 
-import_gen() { # import_gen <side> <keywords.jsonl> <out.json>
-  "${cogr[@]}" import-generation --db "$db" --side "$1" --from "$2" --json >"$3.partial"
-  mv "$3.partial" "$3"
+import_gen() { # import_gen <side> <keywords.jsonl> <out.json> [--half name]
+  local side="$1" from="$2" out="$3"; shift 3
+  "${cogr[@]}" import-generation --db "$db" --side "$side" --from "$from" --json "$@" >"$out.partial"
+  mv "$out.partial" "$out"
 }
 
 grammar=() # the keyword-list grammar's bounds, the same as the prompts' (prompts/split.json)
@@ -115,47 +144,54 @@ set_grammar() {
     --max-keyword-length "$(node -p "require('$work/prompts/split.json').maxKeywordLength")" "${free[@]}")
 }
 
-keywords_for() { # keywords_for <model> <prompts> <name>: completions, then keywords (cogr's parser)
-  [[ -f "$work/$3.completions.jsonl" ]] || "${py[@]}" generate --model "$1" --prompts "$2" --out "$work/$3.completions.jsonl" --max-new-tokens "$gen_tokens" --repetition-penalty "$rep" "${grammar[@]}"
-  "${tools[@]}" parse --from "$work/$3.completions.jsonl" --out "$work/$3.keywords.jsonl"
+keywords_for() { # keywords_for <stage> <model> <prompts> <name>: completions (greedy), then keywords (cogr's parser)
+  [[ -f "$work/$4.completions.jsonl" ]] ||
+    timed "$1" "${py[@]}" generate --device "$device" --model "$2" --prompts "$3" --out "$work/$4.completions.jsonl" \
+      --max-new-tokens "$gen_tokens" --batch "$gen_batch" --temperature 0 "${grammar[@]}"
+  "${tools[@]}" parse --from "$work/$4.completions.jsonl" --out "$work/$4.keywords.jsonl"
 }
 
-done_or "$work/demo.json" demo || { "${cogr[@]}" demo --dataset "$dataset" --rounds 0 --json >"$work/demo.json.partial"; mv "$work/demo.json.partial" "$work/demo.json"; }
-done_or "$work/prompts/split.json" prompts || "${tools[@]}" prompts --db "$db" --out "$work/prompts" --items "$items" --queries "$queries"
+grpo() { # grpo <name> <half-round> <model> <prompts> <steps> <out>
+  local url
+  url="$(start_server "$2")"
+  timed "grpo-$1" "${py[@]}" grpo "${train[@]}" --name "$1" --model "$3" --prompts "$4" --reward-url "$url" \
+    --out "$6" --log "$work/grpo-$1.log.jsonl" --rewards-log "$work/grpo-$1.rewards.jsonl" --lr "$grpo_lr" \
+    --steps "$5" --batch "$(( per_step * generations ))" --generations "$generations" --max-completion "$gen_tokens" "${grammar[@]}"
+  stop_server
+}
+
+done_or "$work/demo.json" demo || {
+  # shellcheck disable=SC2086 # --demo-flags is a list of flags
+  timed demo "${cogr[@]}" demo --dataset "$dataset" --rounds 0 --refit no $demo_flags --json >"$work/demo.json.partial"
+  mv "$work/demo.json.partial" "$work/demo.json"
+}
+done_or "$work/prompts/split.json" prompts || "${tools[@]}" prompts --db "$db" --out "$work/prompts" --items "$items" --queries "$queries" --judged "$judged"
 set_grammar
 done_or "$work/sft-data/done.json" sft-export || {
-  rm -rf "$work/sft-data" "$work/sft-db"
-  "${cogr[@]}" sft --dataset "$dataset" --db "$work/sft-db" --export "$work/sft-data" --json >"$work/sft-data.json"
+  rm -rf "$work/sft-data"
+  "${cogr[@]}" sft --db "$db" --export "$work/sft-data" --json >"$work/sft-data.json"
   mv "$work/sft-data.json" "$work/sft-data/done.json"
 }
 done_or "$work/ckpt-sft/cogr-done.json" sft ||
-  "${py[@]}" sft --model "$base" --data "$work/sft-data" --core "$work/prompts/core.txt" --out "$work/ckpt-sft" --log "$work/sft.log.jsonl" --steps "$sft_steps" --lr 5e-5
+  timed sft "${py[@]}" sft "${train[@]}" --model "$base" --data "$work/sft-data" --out "$work/ckpt-sft" --log "$work/sft.log.jsonl" \
+    --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience 1 --limit "$sft_limit" --max-steps "$sft_steps"
 done_or "$work/import-sft-query.json" eval-sft || {
-  keywords_for "$work/ckpt-sft" "$work/prompts/query-all.jsonl" sft-query
+  keywords_for eval-sft "$work/ckpt-sft" "$work/prompts/query-all.jsonl" sft-query
   import_gen query "$work/sft-query.keywords.jsonl" "$work/import-sft-query.json"
 }
-done_or "$work/ckpt-query/cogr-done.json" grpo-query || {
-  url="$(start_server)"
-  "${py[@]}" grpo --name query --model "$work/ckpt-sft" --prompts "$work/prompts/query-core.jsonl" --reward-url "$url" \
-    --out "$work/ckpt-query" --log "$work/grpo-query.log.jsonl" --rewards-log "$work/grpo-query.rewards.jsonl" \
-    --steps "$query_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens" --repetition-penalty "$rep" "${grammar[@]}"
-  stop_server
-}
+done_or "$work/ckpt-query/cogr-done.json" grpo-query ||
+  grpo query r1-query "$work/ckpt-sft" "$work/prompts/query-core.jsonl" "$query_steps" "$work/ckpt-query"
 done_or "$work/import-query.json" query || {
-  keywords_for "$work/ckpt-query" "$work/prompts/query-all.jsonl" query
-  import_gen query "$work/query.keywords.jsonl" "$work/import-query.json"
+  keywords_for query "$work/ckpt-query" "$work/prompts/query-all.jsonl" query
+  import_gen query "$work/query.keywords.jsonl" "$work/import-query.json" --half r1-query
 }
-done_or "$work/ckpt-item/cogr-done.json" grpo-item || {
-  url="$(start_server)"
-  "${py[@]}" grpo --name item --model "$work/ckpt-query" --prompts "$work/prompts/item-sample.jsonl" --reward-url "$url" \
-    --out "$work/ckpt-item" --log "$work/grpo-item.log.jsonl" --rewards-log "$work/grpo-item.rewards.jsonl" \
-    --steps "$item_steps" --batch "$generations" --generations "$generations" --max-completion "$gen_tokens" --repetition-penalty "$rep" "${grammar[@]}"
-  stop_server
-}
+done_or "$work/ckpt-item/cogr-done.json" grpo-item ||
+  grpo item r1-item "$work/ckpt-query" "$work/prompts/item-sample.jsonl" "$item_steps" "$work/ckpt-item"
 done_or "$work/import-item.json" item || {
-  keywords_for "$work/ckpt-item" "$work/prompts/item-sample.jsonl" item
-  import_gen item "$work/item.keywords.jsonl" "$work/import-item.json"
+  keywords_for item "$work/ckpt-item" "$work/prompts/item-judged.jsonl" item
+  import_gen item "$work/item.keywords.jsonl" "$work/import-item.json" --half r1-item
 }
+# The same query keywords against the new item generation (the query file is the latest import: re-evaluated, not committed again).
 done_or "$work/import-query-after-item.json" eval-item || import_gen query "$work/query.keywords.jsonl" "$work/import-query-after-item.json"
 stage report
 "${tools[@]}" report --dir "$work" --title "cogr + TRL on $dataset: one alternating round"
