@@ -179,6 +179,10 @@ export async function run(argv: string[]): Promise<void> {
     const result = {
       dataset,
       command: `npm run bench -- llm --dataset ${dataset}`,
+      // round.sh's options: as it recorded them (invocations.txt, one line per run of it), or as given here.
+      round_flags: existsSync(join(work, 'invocations.txt'))
+        ? readFileSync(join(work, 'invocations.txt'), 'utf8').trim().split('\n').join(' ; ')
+        : args.string('--round-flags', ''),
       model: JSON.parse(readFileSync(join(work, 'ckpt-sft', 'cogr-done.json'), 'utf8')) as unknown,
       split: { core: run.coreQueries.length, dev: run.devQueries.length, heldOut: run.evalQueries.length },
       config: { beta, kMax: run.config.kMax, vocabulary: run.config.vocabulary },

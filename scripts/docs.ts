@@ -16,6 +16,7 @@
  *                              examples/<d>.jsonl, before with the open vocabulary, after with the shared one)
  *   docs/results/new-items/<d>.json   `npx cogr evolve … --new-items <f> --json` (NewItemsJsonSchema)
  *   bench/results/*.json       `npm run bench -- evolve …` (bench/evolveChart.ts EvolveBenchResult)
+ *   bench/results/llm-<d>.json `npm run bench -- llm --dataset <d>` (bench/llm.ts; LlmBenchSchema)
  *   data/expected-quality.json the BM25 figures `cogr baseline bm25 --check` holds a run to
  *   the OpenAPI documents of `cogr serve` and `cogr reward-server` (src/server/)
  *
@@ -42,6 +43,7 @@ import {
   demoBlock,
   examplesBlock,
   expectedBlock,
+  llmBlock,
   newItemsBlock,
   resultsBlock,
   resultsDetailBlock,
@@ -63,6 +65,7 @@ export const BLOCKS: Record<string, BlockMaker> = {
   audit: (s) => auditBlock(s),
   'keyword-examples': (s) => examplesBlock(s),
   'new-items': (s) => newItemsBlock(s),
+  llm: (s) => llmBlock(s),
 };
 
 const MARKER = /<!-- docs:([a-z0-9-]+):(start|end) -->/g;

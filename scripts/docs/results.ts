@@ -12,7 +12,7 @@ import { adoptedOnTie, bestStep, isHalfRound, servedRanking } from '../../src/ru
 import type { StepRecord } from '../../src/run/state.ts';
 import { display, f3, f4, header, med, pct, pm, row, Table } from './markdown.ts';
 import { auditCommand, benchCommand, demoCommand, evolveCommand, exampleCommands } from './sources.ts';
-import type { Audit, AuditJson, Bench, Metrics, Paired, Sources, SplitBaseline } from './sources.ts';
+import type { Audit, AuditJson, Bench, LlmBench, Metrics, Paired, Sources, SplitBaseline } from './sources.ts';
 
 function auditCells(a: z.output<typeof Audit> | null): string[] {
   if (!a) return ['', '', '', '', '', ''];
@@ -516,4 +516,52 @@ export function newItemsBlock(s: Sources): string {
     '',
     ...s.newItems.map((r) => `- ${display(r.name)}: \`${evolveCommand(r.json, r.file)}\``),
   ].join('\n');
+}
+
+/** docs/llm.md: the LLM half (bench/results/llm-<d>.json), beside the planner and the text baselines on the same split. */
+export function llmBlock(s: Sources): string {
+  if (s.llm.length === 0) return '_No stored LLM bench in bench/results/llm-*.json._';
+  const out: string[] = [];
+  for (const { name, file, json: j } of s.llm) {
+    const t = new Table(['held-out queries of the split', 'F1', 'nDCG@10', 'query keywords on ≤ 1 item'], [1, 2, 3]);
+    const llmRow = (label: string, f: LlmBench['llm']['sft']) =>
+      f ? t.add([label, f3(f.f1), f3(f.ndcg10), pct(f.audit.shareOneItem)]) : t.add([label, '—', '—', '—']);
+    llmRow('LLM after SFT', j.llm.sft);
+    llmRow('LLM after the query half-round', j.llm.query);
+    llmRow('LLM after the item half-round', j.llm.item);
+    if (j.planner) t.add(['embedded planner (SFT step)', f3(j.planner.f1), f3(j.planner.ndcg10), '']);
+    t.add([`BM25 (cut-off ${j.bm25.cutoff})`, f3(j.bm25.f1), f3(j.bm25.ndcg10), '']);
+    t.add([`BM25 + RM3 (cut-off ${j.rm3.cutoff})`, f3(j.rm3.f1), f3(j.rm3.ndcg10), '']);
+    const p = new Table(['paired F1 over the held-out queries', 'gain ± SE', 'queries'], [1, 2]);
+    const pairs: [string, LlmBench['paired']['sft_vs_bm25']][] = [
+      ['query half-round − SFT', j.paired.query_vs_sft],
+      ['item half-round − query half-round', j.paired.item_vs_query],
+      ['SFT − BM25', j.paired.sft_vs_bm25],
+      ['query half-round − BM25', j.paired.query_vs_bm25],
+    ];
+    for (const [label, g] of pairs) if (g) p.add([label, pm(g), g.queries]);
+    const curve = j.reward_curve;
+    const cp = j.reward_curve_paired;
+    const stages = Object.keys(j.seconds);
+    out.push(
+      `**${display(name)}** (split: ${j.split.core} core training, ${j.split.dev} dev, ${j.split.heldOut} held-out queries)`,
+      '',
+      t.toString(),
+      '',
+      p.toString(),
+      '',
+      curve
+        ? `Query half-round's training reward over ${curve.steps} GRPO steps: first fifth ${f3(curve.first_fifth.mean)} ± ${f3(curve.first_fifth.se)}, last fifth ${f3(curve.last_fifth.mean)} ± ${f3(curve.last_fifth.se)}` +
+            (cp ? `; paired by query (first pass against last, ${cp.queries} queries): ${pm(cp)}.` : '.')
+        : 'No GRPO reward log.',
+      '',
+      'Seconds (peak MiB) per stage: ' +
+        stages.map((k) => `${k} ${Math.round(j.seconds[k])}${j.max_rss_mb[k] ? ` (${j.max_rss_mb[k]})` : ''}`).join(', ') +
+        '.',
+      '',
+      `From \`${file}\`${j.round_flags ? ` (round flags \`${j.round_flags}\`)` : ''}.`,
+      '',
+    );
+  }
+  return out.join('\n').trimEnd();
 }

@@ -245,6 +245,31 @@ const NewItems = z.object({
 export const NewItemsJsonSchema = EvolveJsonSchema.extend({ new_items: NewItems });
 export type NewItemsJson = z.output<typeof NewItemsJsonSchema>;
 
+/** `npm run bench -- llm --dataset <d>` (bench/llm.ts): the LLM half against the planner and the text baselines on one split. */
+const LlmFigures = z.object({ f1: Num, ndcg10: Num, audit: z.object({ shareOneItem: Num, medianItemsPerKeyword: Num.nullable() }) });
+const GainSe = z.object({ gain: Num, se: Num, queries: Num });
+const FifthMean = z.object({ mean: Num, se: Num });
+export const LlmBenchSchema = z.object({
+  dataset: z.string(),
+  split: z.object({ core: Num, dev: Num, heldOut: Num }),
+  llm: z.object({ sft: LlmFigures.nullable(), query: LlmFigures.nullable(), item: LlmFigures.nullable() }),
+  planner: z.object({ f1: Num, ndcg10: Num }).nullable(),
+  bm25: z.object({ f1: Num, ndcg10: Num, cutoff: Num }),
+  rm3: z.object({ f1: Num, ndcg10: Num, cutoff: Num }),
+  paired: z.object({
+    query_vs_sft: GainSe.nullable(),
+    item_vs_query: GainSe.nullable(),
+    sft_vs_bm25: GainSe.nullable(),
+    query_vs_bm25: GainSe.nullable(),
+  }),
+  reward_curve: z.object({ steps: Num, first_fifth: FifthMean, last_fifth: FifthMean }).nullable(),
+  reward_curve_paired: z.object({ queries: Num, passes: Num, first: Num, last: Num, gain: Num, se: Num }).nullable().optional(),
+  seconds: z.record(z.string(), Num),
+  max_rss_mb: z.record(z.string(), Num.nullable()),
+  round_flags: z.string().optional(),
+});
+export type LlmBench = z.output<typeof LlmBenchSchema>;
+
 export interface Sources {
   runs: StoredRun[];
   demo: { file: string; json: DemoJson } | null;
@@ -255,6 +280,8 @@ export interface Sources {
   examples: { name: string; before: AuditJson; after: AuditJson; queries: string }[];
   /** docs/results/new-items/<dataset>.json. */
   newItems: { name: string; file: string; json: NewItemsJson }[];
+  /** bench/results/llm-<dataset>.json. */
+  llm: { name: string; file: string; json: LlmBench }[];
 }
 
 const byOrder = (a: { name: string }, b: { name: string }) => {
@@ -339,5 +366,13 @@ export function readSources(root: string): Sources {
       json: readJson(join(dir, 'new-items', f), NewItemsJsonSchema, root),
     }))
     .sort(byOrder);
-  return { runs, demo, bench, audits, examples, newItems };
+  const llm = readdirSync(benchDir)
+    .filter((f) => f.startsWith('llm-') && f.endsWith('.json'))
+    .map((f) => ({
+      name: basename(f, '.json').slice(4),
+      file: `bench/results/${f}`,
+      json: readJson(join(benchDir, f), LlmBenchSchema, root),
+    }))
+    .sort(byOrder);
+  return { runs, demo, bench, audits, examples, newItems, llm };
 }

@@ -39,6 +39,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
 grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() queries=0 judged=0 sft_limit=0 sft_steps=0
+invocation="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dataset) dataset="$2"; shift 2 ;;
@@ -79,6 +80,8 @@ done
 work="${work:-${COGR_HOME:-.cogr}/trl/$dataset}"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
+# Every invocation's options, in order (a resumed round may be given others): bench llm reports them.
+printf '%s\n' "$invocation" >>"$work/invocations.txt"
 export COGR_HOME="$work/home" COGR_TRL_THREADS="$threads"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 cogr=(node "$root/bin/cogr.mjs")
