@@ -1,7 +1,7 @@
 /**
  * `cogr oracle --dataset <d> [--folds 5] [--db dir] [--json]`: the ceiling analysis
  * (src/evolve/oracle.ts) on the stored `cogr evolve` run of each fold — F1 of an oracle
- * query side over the SFT item generation and of an oracle item side against the SFT
+ * query side over the SFT item generation (any keyword, and shared keywords only) and of an oracle item side against the SFT
  * planner's keywords, nDCG@10 of the served set perfectly ordered — beside cogr's own
  * figures (SFT and final step, served ranking) and BM25's on the same held-out queries.
  */
@@ -67,13 +67,22 @@ export function register(program: Command): void {
               return [q.id, servedSet(finalView, found, finalPlanner, input, floor).items.map((x) => x.id)];
             }),
           );
-          const o = oracleFigures({ corpus, queries, sftItemView: sftView, planner: sftPlanner, served, kMax: run.config.kMax });
+          const o = oracleFigures({
+            corpus,
+            queries,
+            sftItemView: sftView,
+            planner: sftPlanner,
+            served,
+            kMax: run.config.kMax,
+            minCarriers: run.config.minCarriers,
+          });
           const finalStep = run.steps.find((s) => s.step === best.step)!;
           const bm25 = bm25OnSplit(corpus, run.split);
           rows.push({
             fold: k,
             queries: o.queries,
             oracle_query_f1: o.oracleQueryF1,
+            oracle_shared_query_f1: o.oracleSharedQueryF1,
             oracle_item_f1: o.oracleItemF1,
             sft_f1: sft.metrics.f1,
             final_f1: finalStep.metrics.f1,
@@ -88,6 +97,7 @@ export function register(program: Command): void {
       }
       const keys = [
         'oracle_query_f1',
+        'oracle_shared_query_f1',
         'oracle_item_f1',
         'sft_f1',
         'final_f1',
@@ -112,6 +122,7 @@ export function register(program: Command): void {
           [
             'fold',
             'oracle query F1',
+            'oracle query F1, shared keywords',
             'oracle item F1',
             'SFT F1',
             'final F1',
@@ -121,7 +132,7 @@ export function register(program: Command): void {
             'BM25 nDCG@10',
           ],
           table,
-          { right: [1, 2, 3, 4, 5, 6, 7, 8] },
+          { right: [1, 2, 3, 4, 5, 6, 7, 8, 9] },
         ),
       );
     });

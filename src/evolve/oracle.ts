@@ -12,6 +12,10 @@
  *                       over the keyword limits; at most K_max, in query order), so a query
  *                       matches the items carrying its name ({q}, or its label, which starts
  *                       its planned keywords) and those its other keywords still reach.
+ *   oracle query side under the shared vocabulary   the same greedy choice, among the
+ *                       relevant items' keywords that at least `minCarriers` items carry
+ *                       (no title, no keyword of fewer items): the ceiling of a query side
+ *                       that plans only shared keywords, as the run's planner does.
  *   perfect order       nDCG@10 of cogr's served set (the run's final step) with its items
  *                       sorted by grade: the ranking ceiling of the matched set.
  */
@@ -22,15 +26,24 @@ import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, rankedMetrics, type RunEntry } from '../metrics.ts';
 
-/** Greedy oracle keywords (view keyword ordinals) of one query and the F1 of their matched set. */
-export function oracleQuery(view: KeywordView, relevant: ReadonlySet<number>, kMax: number): { keywords: number[]; f1: number } {
+/**
+ * Greedy oracle keywords (view keyword ordinals) of one query and the F1 of their matched set.
+ * `minCarriers` > 0: only keywords at least that many items match, no item's title (the
+ * shared vocabulary's rule).
+ */
+export function oracleQuery(
+  view: KeywordView,
+  relevant: ReadonlySet<number>,
+  kMax: number,
+  minCarriers = 0,
+): { keywords: number[]; f1: number } {
   const nRel = relevant.size;
   if (nRel === 0) return { keywords: [], f1: 0 };
   const { fwdOff, fwd, self } = view.data;
   const seen = new Set<number>();
   for (const e of relevant) {
-    for (let j = fwdOff[e]; j < fwdOff[e + 1]; j++) seen.add(fwd[j]);
-    if (self[e] >= 0) seen.add(self[e]);
+    for (let j = fwdOff[e]; j < fwdOff[e + 1]; j++) if (minCarriers === 0 || view.postings(fwd[j]).length >= minCarriers) seen.add(fwd[j]);
+    if (self[e] >= 0 && minCarriers === 0) seen.add(self[e]);
   }
   // Ascending ordinals, a strict improvement needed: ties go to the smaller ordinal.
   const cands = [...seen].sort((a, b) => a - b);
@@ -78,6 +91,8 @@ export interface OracleFigures {
   queries: number;
   /** F1 of the greedy oracle query side over the SFT item generation. */
   oracleQueryF1: number;
+  /** F1 of the greedy oracle query side over the SFT item generation, shared keywords only (`minCarriers`+ items). */
+  oracleSharedQueryF1: number;
   /** F1 of the planner's keywords against the oracle item side. */
   oracleItemF1: number;
   /** nDCG@10 of the served set ordered by grade (the ranking ceiling). */
@@ -93,12 +108,16 @@ export function oracleFigures(opts: {
   /** The run's served sets of the queries (final step, served ranking); their items are re-ordered by grade. */
   served: ReadonlyMap<string, readonly string[]>;
   kMax: number;
+  /** The run's shared vocabulary: the fewest items a planned keyword is carried by. */
+  minCarriers: number;
 }): OracleFigures {
   const { corpus, queries, sftItemView: view, planner, kMax } = opts;
   let qSum = 0;
+  let sharedSum = 0;
   for (const q of queries) {
     const rel = new Set([...(corpus.relevant.get(q.id) ?? [])].map((id) => view.ordinalOf(id)).filter((o) => o >= 0));
     qSum += oracleQuery(view, rel, kMax).f1;
+    sharedSum += oracleQuery(view, rel, kMax, opts.minCarriers).f1;
   }
   // Oracle item side: each item carries the names of the held-out queries that judge it relevant
   // (the query string, or its label when the string is over the keyword limits: the planner's
@@ -134,5 +153,11 @@ export function oracleFigures(opts: {
     nd += rankedMetrics(order, corpus.relevant.get(q.id) ?? new Set(), grades, [10])['ndcg@10'];
   }
   const n = queries.length || 1;
-  return { queries: queries.length, oracleQueryF1: qSum / n, oracleItemF1: itemF1, perfectOrderNdcg10: nd / n };
+  return {
+    queries: queries.length,
+    oracleQueryF1: qSum / n,
+    oracleSharedQueryF1: sharedSum / n,
+    oracleItemF1: itemF1,
+    perfectOrderNdcg10: nd / n,
+  };
 }

@@ -35,4 +35,13 @@ describe('the oracle query side: greedy over the relevant items’ keywords, by 
     expect(r.f1).toBeCloseTo(0.8, 12); // 2·2 / (2 + 3)
     expect(oracleQuery(view, new Set(), 30)).toEqual({ keywords: [], f1: 0 });
   });
+  it('shared keywords only (2+ carriers): "shoe laces" (one item) and titles are never candidates', () => {
+    // relevant {d}: any keyword gives "shoe laces" alone (F1 1); shared only, "red shoe" ({a, d}: F1 2·1/(2+1)).
+    expect(names(oracleQuery(view, ord('d'), 30).keywords)).toEqual(['shoe laces']);
+    const r = oracleQuery(view, ord('d'), 30, 2);
+    expect(names(r.keywords)).toEqual(['red shoe']);
+    expect(r.f1).toBeCloseTo(2 / 3, 12);
+    // relevant {b}: its only keyword "shoe" is on one item: nothing is left to plan.
+    expect(oracleQuery(view, ord('b'), 30, 2)).toEqual({ keywords: [], f1: 0 });
+  });
 });
