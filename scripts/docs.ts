@@ -15,6 +15,7 @@
  *                              (AuditJsonSchema), after `cogr demo --dataset <d>` (examples: of the queries in
  *                              examples/<d>.jsonl, before with the open vocabulary, after with the shared one)
  *   docs/results/new-items/<d>.json   `npx cogr evolve … --new-items <f> --json` (NewItemsJsonSchema)
+ *   docs/results/oracle/<d>.json   `npx cogr oracle --dataset <d> --folds <k> --json` (OracleJsonSchema)
  *   bench/results/*.json       `npm run bench -- evolve …` (bench/evolveChart.ts EvolveBenchResult)
  *   bench/results/llm-<d>.json `npm run bench -- llm --dataset <d>` (bench/llm.ts; LlmBenchSchema)
  *   data/expected-quality.json the BM25 figures `cogr baseline bm25 --check` holds a run to
@@ -45,6 +46,7 @@ import {
   expectedBlock,
   llmBlock,
   newItemsBlock,
+  oracleBlock,
   resultsBlock,
   resultsDetailBlock,
 } from './docs/results.ts';
@@ -66,6 +68,7 @@ export const BLOCKS: Record<string, BlockMaker> = {
   'keyword-examples': (s) => examplesBlock(s),
   'new-items': (s) => newItemsBlock(s),
   llm: (s) => llmBlock(s),
+  oracle: (s) => oracleBlock(s),
 };
 
 const MARKER = /<!-- docs:([a-z0-9-]+):(start|end) -->/g;

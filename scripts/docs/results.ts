@@ -11,8 +11,8 @@ import { CSS, lineChart } from '../../src/drift/report.ts';
 import { adoptedOnTie, bestStep, isHalfRound, servedRanking } from '../../src/run/state.ts';
 import type { StepRecord } from '../../src/run/state.ts';
 import { display, f3, f4, header, med, pct, pm, row, Table } from './markdown.ts';
-import { auditCommand, benchCommand, demoCommand, evolveCommand, exampleCommands } from './sources.ts';
-import type { Audit, AuditJson, Bench, LlmBench, Metrics, Paired, Sources, SplitBaseline } from './sources.ts';
+import { auditCommand, benchCommand, demoCommand, evolveCommand, exampleCommands, oracleCommand } from './sources.ts';
+import type { Audit, AuditJson, Bench, LlmBench, Metrics, OracleJson, Paired, Sources, SplitBaseline } from './sources.ts';
 
 function auditCells(a: z.output<typeof Audit> | null): string[] {
   if (!a) return ['', '', '', '', '', ''];
@@ -564,4 +564,39 @@ export function llmBlock(s: Sources): string {
     );
   }
   return out.join('\n').trimEnd();
+}
+
+/** docs/results.md: how far each collection's stored run is from the ceilings the rule allows (`cogr oracle`). */
+export function oracleBlock(s: Sources): string {
+  if (s.oracle.length === 0) return '_No stored ceiling analysis in docs/results/oracle/._';
+  const t = new Table(
+    [
+      'collection',
+      'oracle query side: any keyword',
+      'oracle query side: shared keywords',
+      'cogr: SFT / result',
+      'BM25',
+      'nDCG@10: perfect order of the served set / cogr / BM25',
+    ],
+    [],
+  );
+  const folds = (j: OracleJson, key: keyof OracleJson['perFold'][number]) => foldList(j.perFold.map((r) => r[key]));
+  for (const { name, json: j } of s.oracle) {
+    const m = j.mean;
+    t.add([
+      display(name),
+      `${f3(m.oracle_query_f1)}<br>${folds(j, 'oracle_query_f1')}`,
+      `**${f3(m.oracle_shared_query_f1)}**<br>${folds(j, 'oracle_shared_query_f1')}`,
+      `${f3(m.sft_f1)} / ${f3(m.final_f1)}<br>${folds(j, 'final_f1')}`,
+      `${f3(m.bm25_f1)}<br>${folds(j, 'bm25_f1')}`,
+      `${f3(m.perfect_order_ndcg10)} / ${f3(m.final_ndcg10)} / ${f3(m.bm25_ndcg10)}`,
+    ]);
+  }
+  return [
+    t.toString(),
+    '',
+    "Held-out F1 of the matched set, means over every held-out query of the folds (each fold beneath). The oracle query side knows the judgements: per query it adds, greedily, the keyword of its relevant items' SFT keywords that most raises the F1 of the matched set (K_max at most); with shared keywords only, among those the run's `--min-carriers` items carry (no titles), as the planner plans. Re-measure:",
+    '',
+    ...s.oracle.map((r) => `- ${display(r.name)}: \`${oracleCommand(r.json.dataset, r.json.folds, r.file)}\``),
+  ].join('\n');
 }

@@ -270,6 +270,31 @@ export const LlmBenchSchema = z.object({
 });
 export type LlmBench = z.output<typeof LlmBenchSchema>;
 
+/** `npx cogr oracle --dataset <d> --folds <k> --json` (src/commands/oracle.ts): the ceilings on a stored k-fold run. */
+const OracleRow = z.object({
+  queries: Num,
+  oracle_query_f1: Num,
+  oracle_shared_query_f1: Num,
+  sft_f1: Num,
+  final_f1: Num,
+  bm25_f1: Num,
+  perfect_order_ndcg10: Num,
+  final_ndcg10: Num,
+  bm25_ndcg10: Num,
+});
+export const OracleJsonSchema = z.object({
+  dataset: z.string(),
+  folds: Num,
+  mean: OracleRow.omit({ queries: true }),
+  perFold: z.array(OracleRow),
+});
+export type OracleJson = z.output<typeof OracleJsonSchema>;
+
+/** The command that makes docs/results/oracle/<d>.json (the stored run is docs/results/<d>.json's). */
+export function oracleCommand(dataset: string, folds: number, file: string): string {
+  return `npx cogr evolve --dataset ${dataset} --folds ${folds} --fresh > /dev/null && npx cogr oracle --dataset ${dataset} --folds ${folds} --json > ${file}`;
+}
+
 export interface Sources {
   runs: StoredRun[];
   demo: { file: string; json: DemoJson } | null;
@@ -282,6 +307,8 @@ export interface Sources {
   newItems: { name: string; file: string; json: NewItemsJson }[];
   /** bench/results/llm-<dataset>.json. */
   llm: { name: string; file: string; json: LlmBench }[];
+  /** docs/results/oracle/<dataset>.json. */
+  oracle: { name: string; file: string; json: OracleJson }[];
 }
 
 const byOrder = (a: { name: string }, b: { name: string }) => {
@@ -374,5 +401,12 @@ export function readSources(root: string): Sources {
       json: readJson(join(benchDir, f), LlmBenchSchema, root),
     }))
     .sort(byOrder);
-  return { runs, demo, bench, audits, examples, newItems, llm };
+  const oracle = jsonIn(root, 'oracle')
+    .map((f) => ({
+      name: basename(f, '.json'),
+      file: `docs/results/oracle/${f}`,
+      json: readJson(join(dir, 'oracle', f), OracleJsonSchema, root),
+    }))
+    .sort(byOrder);
+  return { runs, demo, bench, audits, examples, newItems, llm, oracle };
 }
