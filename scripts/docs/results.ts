@@ -597,6 +597,6 @@ export function oracleBlock(s: Sources): string {
     '',
     "Held-out F1 of the matched set, means over every held-out query of the folds (each fold beneath). The oracle query side knows the judgements: per query it adds, greedily, the keyword of its relevant items' SFT keywords that most raises the F1 of the matched set (K_max at most); with shared keywords only, among those the run's `--min-carriers` items carry (no titles), as the planner plans. Re-measure:",
     '',
-    ...s.oracle.map((r) => `- ${display(r.name)}: \`${oracleCommand(r.json.dataset, r.json.folds, r.file)}\``),
+    ...s.oracle.map((r) => `- ${display(r.name)}: \`${oracleCommand(r.json, r.file)}\``),
   ].join('\n');
 }

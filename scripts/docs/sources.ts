@@ -285,14 +285,22 @@ const OracleRow = z.object({
 export const OracleJsonSchema = z.object({
   dataset: z.string(),
   folds: Num,
+  config: Config,
   mean: OracleRow.omit({ queries: true }),
   perFold: z.array(OracleRow),
 });
 export type OracleJson = z.output<typeof OracleJsonSchema>;
 
-/** The command that makes docs/results/oracle/<d>.json (the stored run is docs/results/<d>.json's). */
-export function oracleCommand(dataset: string, folds: number, file: string): string {
-  return `npx cogr evolve --dataset ${dataset} --folds ${folds} --fresh > /dev/null && npx cogr oracle --dataset ${dataset} --folds ${folds} --json > ${file}`;
+/** The commands that make docs/results/oracle/<d>.json: the stored run (its configuration's flags), then its ceilings. */
+export function oracleCommand(j: Pick<OracleJson, 'dataset' | 'folds' | 'config'>, file: string): string {
+  const flags = runFlags(j.config, { dataset: j.dataset, folds: j.folds }, ['dataset', 'format', 'folds', 'fold']);
+  return [
+    'npx cogr evolve',
+    `--dataset ${j.dataset}`,
+    `--folds ${j.folds}`,
+    ...flags,
+    `--fresh > /dev/null && npx cogr oracle --dataset ${j.dataset} --folds ${j.folds} --json > ${file}`,
+  ].join(' ');
 }
 
 export interface Sources {

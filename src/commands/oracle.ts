@@ -39,11 +39,14 @@ export function register(program: Command): void {
       const folds = parseIntFlag('--folds', flags.folds, 2)!;
       const identity = datasetIdentity(flags.dataset);
       const rows: Record<string, number | string>[] = [];
+      // The stored runs' configuration (every fold's is the same run's): what re-makes them.
+      let config: unknown = null;
       for (let k = 0; k < folds; k++) {
         const path = flags.db ? join(flags.db, `fold-${k}`) : join(cogrHome(), 'evolve', identity.folder, `fold-${k}`, 'db');
         const db = await openDb(path, { logger: stderrLogger });
         try {
           const stored = await readStoredRun(db);
+          config ??= stored.config;
           const sft = stored.steps.find((s) => s.phase === 'sft');
           const best = bestServing(stored.steps);
           if (!sft || !best)
@@ -109,7 +112,7 @@ export function register(program: Command): void {
       const total = rows.reduce((a, r) => a + Number(r.queries), 0) || 1;
       const mean = Object.fromEntries(keys.map((key) => [key, rows.reduce((a, r) => a + Number(r[key]) * Number(r.queries), 0) / total]));
       if (flags.json) {
-        process.stdout.write(JSON.stringify({ dataset: flags.dataset, folds, mean, perFold: rows }) + '\n');
+        process.stdout.write(JSON.stringify({ dataset: flags.dataset, folds, config, mean, perFold: rows }) + '\n');
         return;
       }
       process.stdout.write(`\nCeiling analysis on ${flags.dataset}, ${folds} folds (means over held-out queries)\n\n`);
