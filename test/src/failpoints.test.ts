@@ -8,7 +8,7 @@
  * generation unpublished for good (the re-run reused it without publishing it).
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +17,7 @@ import { loadDataset } from '../../src/datasets/index.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
 import { readPublishedRun } from '../../src/run/published.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
-import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { writeSynthDataset } from '../fixtures/synthDataset.ts';
 
 const root = join(__dirname, '../..');
 let dir = '';
@@ -25,15 +25,7 @@ let itemIds: string[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cogr-failpoints-'));
-  const c = synthCorpus();
-  const ds = join(dir, 'synth');
-  mkdirSync(ds);
-  writeFileSync(join(ds, 'items.jsonl'), c.items.map((i) => JSON.stringify(i)).join('\n') + '\n');
-  writeFileSync(join(ds, 'queries.jsonl'), c.queries.map((q) => JSON.stringify(q)).join('\n') + '\n');
-  writeFileSync(
-    join(ds, 'qrels.jsonl'),
-    [...c.relevant].flatMap(([q, rel]) => [...rel].map((i) => JSON.stringify({ query_id: q, item_id: i, grade: 1 }))).join('\n') + '\n',
-  );
+  const ds = writeSynthDataset(join(dir, 'synth'));
   const { corpus } = await loadDataset(ds);
   itemIds = corpus.items.map((i) => i.id);
   const db = await openDb(join(dir, 'base', 'db'));

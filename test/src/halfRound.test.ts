@@ -14,8 +14,8 @@
  * items (what an item generator offered the queries' names writes), so that r2-query's
  * frozen item generation carries the names a held-out query never has.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,9 +31,9 @@ import { halfRoundRewards, runCoevolution } from '../../src/evolve/run.ts';
 import { silentProgress } from '../../src/progress.ts';
 import { frozenHalfRound, openRun, ownNames, type OpenRun } from '../../src/run/context.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
-import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { writeSynthDataset } from '../fixtures/synthDataset.ts';
+import { startRewardServer } from '../fixtures/rewardServerChild.ts';
 
-const root = join(__dirname, '../..');
 let dir = '';
 let db: CogrDb;
 let corpus: Corpus;
@@ -44,15 +44,7 @@ const children: ChildProcess[] = [];
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cogr-half-'));
   // The synthetic corpus as a JSONL dataset folder, so the reward server (a CLI child) loads it by path.
-  const c = synthCorpus();
-  const ds = join(dir, 'synth');
-  mkdirSync(ds);
-  writeFileSync(join(ds, 'items.jsonl'), c.items.map((i) => JSON.stringify(i)).join('\n') + '\n');
-  writeFileSync(join(ds, 'queries.jsonl'), c.queries.map((q) => JSON.stringify(q)).join('\n') + '\n');
-  writeFileSync(
-    join(ds, 'qrels.jsonl'),
-    [...c.relevant].flatMap(([q, rel]) => [...rel].map((i) => JSON.stringify({ query_id: q, item_id: i, grade: 1 }))).join('\n') + '\n',
-  );
+  const ds = writeSynthDataset(join(dir, 'synth'));
   corpus = (await loadDataset(ds)).corpus;
   db = await openDb(join(dir, 'db'));
   await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, dataset: ds, rounds: 0, beta: 2, kMax: 5 });
@@ -86,25 +78,7 @@ afterAll(async () => {
 });
 
 /** `cogr reward-server --half <name>` on the run's database; its base URL once it listens. */
-function rewardServer(half: string): Promise<string> {
-  const child = spawn(
-    process.execPath,
-    [join(root, 'bin/cogr.mjs'), 'reward-server', '--db', join(dir, 'db'), '--port', '0', '--half', half],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  children.push(child);
-  return new Promise<string>((resolveP, reject) => {
-    let err = '';
-    child.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
-      const m = /address=(http:\/\/127\.0\.0\.1:\d+)/.exec(err);
-      if (m) resolveP(m[1]);
-    });
-    child.on('exit', (code) => reject(new Error(`reward-server exited ${code}: ${err}`)));
-  });
-}
+const rewardServer = (half: string): Promise<string> => startRewardServer(join(dir, 'db'), ['--half', half], children);
 
 interface Line {
   entity_id: string;

@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,9 +8,9 @@ import { loadDataset } from '../../src/datasets/index.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
 import { coreIds } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
-import { synthCorpus } from '../fixtures/synthCorpus.ts';
+import { writeSynthDataset } from '../fixtures/synthDataset.ts';
+import { startRewardServer } from '../fixtures/rewardServerChild.ts';
 
-const root = join(__dirname, '../..');
 let dir = '';
 const children: ChildProcess[] = [];
 let base = '';
@@ -20,15 +20,7 @@ let split: { train: string[]; dev: string[]; eval: string[] };
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cogr-rs-cmd-'));
   // The synthetic corpus written in our JSONL dataset format, so the CLI can load it by path.
-  const c = synthCorpus();
-  const ds = join(dir, 'synth');
-  mkdirSync(ds);
-  writeFileSync(join(ds, 'items.jsonl'), c.items.map((i) => JSON.stringify(i)).join('\n') + '\n');
-  writeFileSync(join(ds, 'queries.jsonl'), c.queries.map((q) => JSON.stringify(q)).join('\n') + '\n');
-  writeFileSync(
-    join(ds, 'qrels.jsonl'),
-    [...c.relevant].flatMap(([q, rel]) => [...rel].map((i) => JSON.stringify({ query_id: q, item_id: i, grade: 1 }))).join('\n') + '\n',
-  );
+  const ds = writeSynthDataset(join(dir, 'synth'));
   const { corpus } = await loadDataset(ds);
   const db = await openDb(join(dir, 'db'));
   const res = await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, dataset: ds, rounds: 1 });
@@ -39,21 +31,7 @@ beforeAll(async () => {
 }, 120_000);
 
 /** A reward server on the stored run, started as a child process; its base URL once it listens. */
-function startServer(extra: string[]): Promise<string> {
-  const child = spawn(process.execPath, [join(root, 'bin/cogr.mjs'), 'reward-server', '--db', join(dir, 'db'), '--port', '0', ...extra], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  return new Promise<string>((resolveP, reject) => {
-    let err = '';
-    child.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
-      const m = /address=(http:\/\/127\.0\.0\.1:\d+)/.exec(err);
-      if (m) resolveP(m[1]);
-    });
-    child.on('exit', (code) => reject(new Error(`reward-server exited ${code}: ${err}`)));
-  });
-}
+const startServer = (extra: string[]): Promise<string> => startRewardServer(join(dir, 'db'), extra, children);
 
 afterAll(() => {
   for (const c of children) c.kill('SIGTERM');
