@@ -26,6 +26,11 @@ function auditCells(a: z.output<typeof Audit> | null): string[] {
   ];
 }
 
+/** A table, its caption, and the commands that re-measure it, one list line each. */
+function tableWithCommands(t: Table, caption: string, commands: readonly string[]): string {
+  return [t.toString(), '', caption, '', ...commands].join('\n');
+}
+
 function foldList(values: readonly number[]): string {
   return `<sub>folds ${values.map(f3).join(' · ')}</sub>`;
 }
@@ -451,13 +456,11 @@ export function auditBlock(s: Sources): string {
       pct(a.item.shareOneItem),
       med(a.item.medianItemsPerKeyword),
     ]);
-  return [
-    t.toString(),
-    '',
+  return tableWithCommands(
+    t,
     'After `cogr demo --dataset <d>`, as `cogr serve` serves it; item keywords over every item. Re-measure (with `npx cogr embeddings serve` on port 8001):',
-    '',
-    ...s.audits.map((a) => `- ${display(a.name)}: \`${auditCommand(a.name, a.file)}\``),
-  ].join('\n');
+    s.audits.map((a) => `- ${display(a.name)}: \`${auditCommand(a.name, a.file)}\``),
+  );
 }
 
 /** README: a few real queries' keywords, before (the open vocabulary of earlier runs) and after (the shared one). */
@@ -509,13 +512,11 @@ export function newItemsBlock(s: Sources): string {
       `${f3(n.f1)} / ${f3(n.bm25.f1)}`,
     ]);
   }
-  return [
-    t.toString(),
-    '',
+  return tableWithCommands(
+    t,
     'Over the held-out queries of every fold, pooled (recall: relevant items in the served sets over relevant items). Re-measure:',
-    '',
-    ...s.newItems.map((r) => `- ${display(r.name)}: \`${evolveCommand(r.json, r.file)}\``),
-  ].join('\n');
+    s.newItems.map((r) => `- ${display(r.name)}: \`${evolveCommand(r.json, r.file)}\``),
+  );
 }
 
 /** docs/llm.md: the LLM half (bench/results/llm-<d>.json), beside the planner and the text baselines on the same split. */
@@ -592,11 +593,9 @@ export function oracleBlock(s: Sources): string {
       `${f3(m.perfect_order_ndcg10)} / ${f3(m.final_ndcg10)} / ${f3(m.bm25_ndcg10)}`,
     ]);
   }
-  return [
-    t.toString(),
-    '',
+  return tableWithCommands(
+    t,
     "Held-out F1 of the matched set, means over every held-out query of the folds (each fold beneath). The oracle query side knows the judgements: per query it adds, greedily, the keyword of its relevant items' SFT keywords that most raises the F1 of the matched set (K_max at most); with shared keywords only, among those the run's `--min-carriers` items carry (no titles), as the planner plans. Re-measure:",
-    '',
-    ...s.oracle.map((r) => `- ${display(r.name)}: \`${oracleCommand(r.json, r.file)}\``),
-  ].join('\n');
+    s.oracle.map((r) => `- ${display(r.name)}: \`${oracleCommand(r.json, r.file)}\``),
+  );
 }

@@ -330,6 +330,17 @@ function jsonIn(root: string, sub: string): string[] {
   return existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.json')) : [];
 }
 
+/** Every docs/results/<sub>/<name>.json, read with its schema, in the collections' order. */
+function storedIn<S extends z.ZodType>(root: string, sub: string, schema: S): { name: string; file: string; json: z.output<S> }[] {
+  return jsonIn(root, sub)
+    .map((f) => ({
+      name: basename(f, '.json'),
+      file: `docs/results/${sub}/${f}`,
+      json: readJson(join(root, 'docs', 'results', sub, f), schema, root),
+    }))
+    .sort(byOrder);
+}
+
 /** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`). */
 export function auditCommand(dataset: string, file: string): string {
   return `npx cogr demo --dataset ${dataset} && npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${file}`;
@@ -375,13 +386,7 @@ export function readSources(root: string): Sources {
       bench.push(b);
     }
   }
-  const audits = jsonIn(root, 'audit')
-    .map((f) => ({
-      name: basename(f, '.json'),
-      file: `docs/results/audit/${f}`,
-      json: readJson(join(dir, 'audit', f), AuditJsonSchema, root),
-    }))
-    .sort(byOrder);
+  const audits = storedIn(root, 'audit', AuditJsonSchema);
   const exDir = join(dir, 'examples');
   const examples = jsonIn(root, 'examples')
     .filter((f) => f.endsWith('-after.json'))
@@ -394,13 +399,7 @@ export function readSources(root: string): Sources {
       queries: `docs/results/examples/${name}.jsonl`,
     }))
     .sort(byOrder);
-  const newItems = jsonIn(root, 'new-items')
-    .map((f) => ({
-      name: basename(f, '.json'),
-      file: `docs/results/new-items/${f}`,
-      json: readJson(join(dir, 'new-items', f), NewItemsJsonSchema, root),
-    }))
-    .sort(byOrder);
+  const newItems = storedIn(root, 'new-items', NewItemsJsonSchema);
   const llm = readdirSync(benchDir)
     .filter((f) => f.startsWith('llm-') && f.endsWith('.json'))
     .map((f) => ({
@@ -409,12 +408,6 @@ export function readSources(root: string): Sources {
       json: readJson(join(benchDir, f), LlmBenchSchema, root),
     }))
     .sort(byOrder);
-  const oracle = jsonIn(root, 'oracle')
-    .map((f) => ({
-      name: basename(f, '.json'),
-      file: `docs/results/oracle/${f}`,
-      json: readJson(join(dir, 'oracle', f), OracleJsonSchema, root),
-    }))
-    .sort(byOrder);
+  const oracle = storedIn(root, 'oracle', OracleJsonSchema);
   return { runs, demo, bench, audits, examples, newItems, llm, oracle };
 }
