@@ -29,7 +29,7 @@ import { join, resolve } from 'node:path';
 import { openDb } from '../index/store/db.ts';
 import { loadRunCorpus } from '../src/run/corpus.ts';
 import { openRun } from '../src/run/context.ts';
-import { readStoredRun, type ImportRecord } from '../src/run/state.ts';
+import { meanSe, readStoredRun, type ImportRecord } from '../src/run/state.ts';
 import { evaluateQueries } from '../src/evolve/evaluate.ts';
 import { splitBaselines } from '../src/evolve/baseline.ts';
 import { auditItems } from '../src/drift/keywordAudit.ts';
@@ -46,17 +46,15 @@ function jsonl(path: string): Record<string, unknown>[] {
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
-function meanSe(xs: readonly number[]): { mean: number; se: number; n: number } {
-  const n = xs.length;
-  if (n === 0) return { mean: 0, se: 0, n };
-  const mean = xs.reduce((a, b) => a + b, 0) / n;
-  const v = n > 1 ? xs.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1) : 0;
-  return { mean: round(mean), se: round(Math.sqrt(v / n)), n };
+/** Mean and standard error (src/run/state.ts meanSe), rounded as the result file keeps them, with the count. */
+function meanSeRounded(xs: readonly number[]): { mean: number; se: number; n: number } {
+  const { mean, se } = meanSe(xs);
+  return { mean: round(mean), se: round(se), n: xs.length };
 }
 
 function paired(a: readonly number[] | null, b: readonly number[] | null): { gain: number; se: number; queries: number } | null {
   if (!a || !b || a.length !== b.length) return null;
-  const d = meanSe(a.map((x, i) => x - b[i]));
+  const d = meanSeRounded(a.map((x, i) => x - b[i]));
   return { gain: d.mean, se: d.se, queries: d.n };
 }
 
@@ -71,8 +69,8 @@ function rewardCurve(
     .map((x) => x.reward as number);
   if (r.length < 5) return null;
   const k = Math.floor(r.length / 5);
-  const f = meanSe(r.slice(0, k));
-  const l = meanSe(r.slice(r.length - k));
+  const f = meanSeRounded(r.slice(0, k));
+  const l = meanSeRounded(r.slice(r.length - k));
   return { steps: r.length, first_fifth: { mean: f.mean, se: f.se }, last_fifth: { mean: l.mean, se: l.se } };
 }
 
@@ -117,12 +115,12 @@ function pairedCurve(
   }
   const both = [...byLabel.values()].filter((v) => v.length >= 2);
   if (both.length === 0) return null;
-  const d = meanSe(both.map((v) => v[v.length - 1] - v[0]));
+  const d = meanSeRounded(both.map((v) => v[v.length - 1] - v[0]));
   return {
     queries: both.length,
     passes: Math.min(...both.map((v) => v.length)),
-    first: meanSe(both.map((v) => v[0])).mean,
-    last: meanSe(both.map((v) => v[v.length - 1])).mean,
+    first: meanSeRounded(both.map((v) => v[0])).mean,
+    last: meanSeRounded(both.map((v) => v[v.length - 1])).mean,
     gain: d.mean,
     se: d.se,
   };

@@ -8,7 +8,7 @@ import type { z } from 'zod';
 import { readExpectedQuality } from '../../src/baseline/expected.ts';
 import { adoptionSummary, keywordLines, pairedLines, servedSetSummary } from '../../src/commands/evolve.ts';
 import { CSS, lineChart } from '../../src/drift/report.ts';
-import { adoptedOnTie, bestStep, isHalfRound, servedRanking } from '../../src/run/state.ts';
+import { adoptedLabel, bestStep, servedRanking } from '../../src/run/state.ts';
 import type { StepRecord } from '../../src/run/state.ts';
 import { display, f3, f4, header, med, pct, pm, row, Table } from './markdown.ts';
 import { auditCommand, benchCommand, demoCommand, evolveCommand, exampleCommands, oracleCommand } from './sources.ts';
@@ -258,7 +258,7 @@ export function demoBlock(s: Sources): string {
         st.round,
         st.phase,
         st.dev ? f4(st.dev.f1) : '',
-        isHalfRound(st.phase) ? (st.adopted ? (adoptedOnTie(st) ? 'yes (tie)' : 'yes') : 'no') : '',
+        adoptedLabel(st),
         f4(st.metrics.precision),
         f4(st.metrics.recall),
         f4(st.metrics.f1),

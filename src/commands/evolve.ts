@@ -37,7 +37,17 @@ import { computeSplit, runCoevolution, type RunResult } from '../evolve/run.ts';
 import { auditLine, poolAudits, stepAudit } from '../drift/keywordAudit.ts';
 import { newItemIds, newItemsFold, newItemsSummary, withoutItems, type NewItemsFold } from '../evolve/newItems.ts';
 import { datasetIdentity } from '../datasets/index.ts';
-import { adoptedOnTie, bestStep, f1Points, isHalfRound, meanSe, rankOf, servedRanking, type StepRecord } from '../run/state.ts';
+import {
+  adoptedLabel,
+  adoptedOnTie,
+  bestStep,
+  f1Points,
+  isHalfRound,
+  meanSe,
+  rankOf,
+  servedRanking,
+  type StepRecord,
+} from '../run/state.ts';
 import { finalServedRun } from '../evolve/runFile.ts';
 import { runContext, type RunContext } from '../run/context.ts';
 import { writeRunFile, type RunQuery } from '../trec.ts';
@@ -164,7 +174,7 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
     s.phase,
     `${s.itemGeneration}/${s.queryGeneration}`,
     s.dev ? f4(s.dev.f1) : '',
-    isHalfRound(s.phase) ? (s.adopted ? (adoptedOnTie(s) ? 'yes (tie)' : 'yes') : 'no') : '',
+    adoptedLabel(s),
     f4(s.metrics.precision),
     f4(s.metrics.recall),
     f4(s.metrics.f1),

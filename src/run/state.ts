@@ -92,6 +92,11 @@ export function adoptedOnTie(s: Pick<StepRecord, 'adopted' | 'devGain'>): boolea
   return s.adopted && s.devGain !== undefined && s.devGain.gain === 0 && s.devGain.se === 0;
 }
 
+/** How reports say whether a step was adopted: 'yes', 'yes (tie)', 'no', or '' for a step that is not a half-round. */
+export function adoptedLabel(s: Pick<StepRecord, 'phase' | 'adopted' | 'devGain'>): string {
+  return isHalfRound(s.phase) ? (s.adopted ? (adoptedOnTie(s) ? 'yes (tie)' : 'yes') : 'no') : '';
+}
+
 /** The mean of paired per-query gains and its standard error (0 for fewer than 2). */
 export function meanSe(d: readonly number[]): { mean: number; se: number } {
   const n = d.length;

@@ -1,14 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { openDb } from '../../index/store/db.ts';
-import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
 import { newItemIds, newItemsFold, newItemsSummary, withoutItems } from '../../src/evolve/newItems.ts';
 import { parseRunConfig, type RunConfigInput } from '../../src/run/config.ts';
 import { runContext } from '../../src/run/context.ts';
-import { RunState } from '../../src/run/state.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { tempDbs } from '../fixtures/tempDb.ts';
+import { stepsAndGenerations } from '../fixtures/runSnapshot.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 
 const tempDb = tempDbs('cogr-new-items-');
@@ -22,15 +21,7 @@ async function trained(corpus: Corpus) {
   const db = await openDb(path);
   try {
     const res = await runCoevolution(db, withoutItems(corpus, newIds), config, { splitCorpus: corpus });
-    const steps = (await new RunState(db).steps()).map(({ finishedAt: _f, train, refit, ...rest }) => ({
-      ...rest,
-      train: train ? { ...train, seconds: 0 } : null,
-      refit: refit ? { ...refit, seconds: 0 } : null,
-    }));
-    const store = new KeywordIndexStore(db);
-    const gens: Record<string, unknown> = {};
-    for (const side of ['item', 'query'] as const)
-      for (const g of await store.listGenerations(side)) gens[`${side}:${g.generation}`] = await store.entries(side, g.generation);
+    const { steps, gens } = await stepsAndGenerations(db);
     const fold = await newItemsFold(
       runContext(db, withoutItems(corpus, newIds), res.config, res.split),
       runContext(db, corpus, res.config, res.split),

@@ -9,15 +9,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { openDb, type CogrDb } from '../../index/store/db.ts';
-import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import { listPolicyRounds, POLICY_SUBLEVEL } from '../../src/run/policies.ts';
 import { runCoevolution, computeSplit } from '../../src/evolve/run.ts';
 import { configDifferences, parseRunConfig, parseStoredConfig, type RunConfigInput } from '../../src/run/config.ts';
-import { bestServing, f1Points, RunState, stepNames } from '../../src/run/state.ts';
+import { bestServing, f1Points, stepNames } from '../../src/run/state.ts';
 import { storeSnapshotLoader, type KeywordSourceContext } from '../../src/server/storeLoader.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { tempDbs } from '../fixtures/tempDb.ts';
+import { stepsAndGenerations } from '../fixtures/runSnapshot.ts';
 import { scrambledHeldOut, synthCorpus } from '../fixtures/synthCorpus.ts';
 import { oneRelevantCorpus } from '../../bench/oneRelevantCorpus.ts';
 
@@ -31,16 +31,7 @@ interface PlannerDoc {
 }
 
 async function snapshot(db: CogrDb) {
-  const steps = (await new RunState(db).steps()).map(({ finishedAt: _f, train, refit, ...rest }) => ({
-    ...rest,
-    train: train ? { ...train, seconds: 0 } : null,
-    refit: refit ? { ...refit, seconds: 0 } : null,
-  }));
-  const store = new KeywordIndexStore(db);
-  const gens: Record<string, unknown> = {};
-  for (const side of ['item', 'query'] as const) {
-    for (const g of await store.listGenerations(side)) gens[`${side}:${g.generation}`] = await store.entries(side, g.generation);
-  }
+  const { steps, gens } = await stepsAndGenerations(db);
   const sub = db.sublevel(POLICY_SUBLEVEL);
   const planners: Record<number, PlannerDoc> = {};
   for (const r of await listPolicyRounds(sub, 'planner'))
