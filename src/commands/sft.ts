@@ -18,7 +18,10 @@
  * (src/evolve/sftData.ts): the SFT item generation's keywords of every item judged by a core
  * training query, the SFT planner's keywords of every core training query (planned as held
  * out), and the same for the dev queries under `<dir>/dev/` (a trainer's dev loss); the
- * prompts are compact (the user message alone, generators/prompts.ts). Read from the published files: the database is not locked.
+ * prompts are compact (the user message alone, generators/prompts.ts); `<dir>/vocabulary.json`
+ * holds the phrases query half-round r1-query's keywords may be (sftData.ts
+ * exportQueryVocabulary: the keywords of its frozen item generation the planner may plan,
+ * with their carrier counts). Read from the published files: the database is not locked.
  */
 import type { Command } from 'commander';
 import { openDb } from '../../index/store/db.ts';
@@ -31,7 +34,7 @@ import { outputError } from '../output.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { policyStore, savePlanner, savePolicy } from '../run/policies.ts';
 import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
-import { exportSftTargets, runSftTargets } from '../evolve/sftData.ts';
+import { exportQueryVocabulary, exportSftTargets, runSftTargets } from '../evolve/sftData.ts';
 import { openPublishedRun } from '../run/context.ts';
 import { readRunAt } from '../run/state.ts';
 import { dbPath, parseIntFlag, withDatasetOptions, withDbOption, type DatasetFlags } from './options.ts';
@@ -88,8 +91,12 @@ export function register(program: Command): void {
         const t = await runSftTargets(run);
         const limit = Math.min(run.config.kMax ?? K_MAX, DEFAULTS.llm.maxKeywords);
         let exported: ReturnType<typeof exportSftTargets> | null = null;
+        let vocabulary: Awaited<ReturnType<typeof exportQueryVocabulary>> | null = null;
         try {
-          if (flags.export) exported = exportSftTargets(run, t, flags.export, limit);
+          if (flags.export) {
+            exported = exportSftTargets(run, t, flags.export, limit);
+            vocabulary = await exportQueryVocabulary(run, flags.export);
+          }
         } catch (e) {
           throw outputError(e, (e as { path?: string }).path ?? flags.export!);
         }
@@ -103,12 +110,16 @@ export function register(program: Command): void {
           devQueries: t.devQueries.size,
           keywordLimit: limit,
           exported: exported && flags.export ? { dir: flags.export, ...exported } : null,
+          vocabulary,
         };
         process.stdout.write(
           flags.json
             ? JSON.stringify(summary) + '\n'
             : `the run's SFT step (item generation ${t.itemGeneration}): ${t.items.size} judged items and ${t.queries.size} core training queries with their SFT targets, ${t.devQueries.size} dev queries and ${t.devItems.size} dev-only items` +
                 (exported ? `; wrote them to ${flags.export} (dev under ${flags.export}/dev)` : '') +
+                (vocabulary
+                  ? `; ${vocabulary.half}'s query vocabulary (${vocabulary.phrases} phrases of item generation ${vocabulary.itemGeneration} that ${vocabulary.minCarriers}+ items carry) to ${flags.export}/vocabulary.json`
+                  : '') +
                 '\n',
         );
         return;

@@ -10,14 +10,23 @@
  *            against that item generation (no {q}, its own names left out; greedy)
  *   dev      the run's dev queries the same way, and the items judged relevant only to them:
  *            never trained on, what a trainer's dev loss (when to stop SFT) is measured on
+ *   vocabulary  the phrases a query keyword may be in the first query half-round: the
+ *            keywords of its frozen item generation that the query planner may plan (at least
+ *            `minCarriers` items carry them under the shared vocabulary; no item's title),
+ *            with their carrier counts; an LLM's constrained decoding keeps its query keywords
+ *            to them (trainers/trl/keyword_grammar.py, `--vocabulary`)
  *
  * Held-out queries and their judgements are never read.
  */
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cogrError } from '../../index/core/errors.ts';
 import type { Query } from '../../index/core/types.ts';
+import type { KeywordView } from '../../index/view/view.ts';
 import { exportTrl, queryInput } from '../../generators/sft.ts';
+import { plannerVocabulary } from '../run/config.ts';
 import { runPlanner, type RunReader } from '../run/context.ts';
+import { frozenFor } from '../run/state.ts';
 
 export interface SftTargets {
   /** The SFT step's item generation. */
@@ -85,4 +94,66 @@ export function exportSftTargets(
     examples: 'compact',
   });
   return { item: train.item, query: train.query, devItem: dev.item, devQuery: dev.query };
+}
+
+/** One phrase of a query half-round's vocabulary: its surface form, its match key and how many items it matches. */
+export interface VocabularyPhrase {
+  phrase: string;
+  key: string;
+  carriers: number;
+}
+
+/**
+ * The keywords of an item generation a query keyword may be, by the planner's own rule
+ * (generators/planner/queryContext.ts candidates): with `minCarriers` > 0 (the shared
+ * vocabulary), keywords at least that many items match that are some item's keyword, not
+ * only its title; with 0 (the open vocabulary), every keyword, titles included. Sorted by
+ * phrase.
+ */
+export function queryVocabulary(view: KeywordView, minCarriers: number): VocabularyPhrase[] {
+  const { fwd, self } = view.data;
+  const carried = new Uint8Array(view.numKeywords); // 1: some item's keyword (not only a title)
+  for (let j = 0; j < fwd.length; j++) carried[fwd[j]] = 1;
+  const out: VocabularyPhrase[] = [];
+  for (let k = 0; k < view.numKeywords; k++) {
+    const carriers = view.keywordDf(k);
+    if (minCarriers > 0 && (carried[k] === 0 || carriers < minCarriers)) continue;
+    if (minCarriers === 0 && carried[k] === 0 && !self.includes(k)) continue;
+    out.push({ phrase: view.surface(k), key: view.keyword(k), carriers });
+  }
+  return out.sort((a, b) => (a.phrase < b.phrase ? -1 : a.phrase > b.phrase ? 1 : 0));
+}
+
+/** The format of `vocabulary.json`. */
+export const VOCABULARY_FILE_VERSION = 1;
+
+/**
+ * `dir/vocabulary.json`: the vocabulary of query half-round `r<round>-query` over its frozen
+ * item generation (state.ts frozenFor), the run's planner rule (config.ts plannerVocabulary).
+ * Written through a rename.
+ */
+export async function exportQueryVocabulary(
+  run: RunReader,
+  dir: string,
+  round = 1,
+): Promise<{ half: string; itemGeneration: number; minCarriers: number; phrases: number }> {
+  const frozen = frozenFor(run, 'query', round);
+  const view = await run.openView('item', frozen.itemGeneration);
+  const { minCarriers } = plannerVocabulary(run.config);
+  const phrases = queryVocabulary(view, minCarriers);
+  const half = `r${round}-query`;
+  const body = {
+    format: VOCABULARY_FILE_VERSION,
+    dataset: run.config.dataset,
+    half,
+    itemGeneration: frozen.itemGeneration,
+    minCarriers,
+    analyzer: view.analyzer.name,
+    phrases: phrases.map(({ phrase, carriers }) => ({ phrase, carriers })),
+  };
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, 'vocabulary.json');
+  writeFileSync(path + '.partial', JSON.stringify(body) + '\n');
+  renameSync(path + '.partial', path);
+  return { half, itemGeneration: frozen.itemGeneration, minCarriers, phrases: phrases.length };
 }

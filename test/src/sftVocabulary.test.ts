@@ -1,0 +1,93 @@
+/**
+ * `cogr sft --db <run> --export <dir>` writes `<dir>/vocabulary.json`, the phrases an LLM's
+ * query keywords are constrained to in half-round r1-query (trainers/trl/keyword_grammar.py
+ * Vocabulary): exactly the keywords of r1-query's frozen item generation that at least
+ * minCarriers items carry, no item's title, with their carrier counts. Checked here against
+ * the frozen item side counted afresh from its entries, and against the planner's own
+ * candidates (every keyword it plans for a training query is a phrase of the file).
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDb, type CogrDb } from '../../index/store/db.ts';
+import { queryInput } from '../../generators/sft.ts';
+import { loadDataset } from '../../src/datasets/index.ts';
+import { runCoevolution } from '../../src/evolve/run.ts';
+import { exportQueryVocabulary, queryVocabulary, VOCABULARY_FILE_VERSION } from '../../src/evolve/sftData.ts';
+import { frozenHalfRound, openRun, type OpenRun } from '../../src/run/context.ts';
+import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { writeSynthDataset } from '../fixtures/synthDataset.ts';
+
+let dir = '';
+let db: CogrDb;
+let run: OpenRun;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'cogr-vocab-'));
+  const ds = writeSynthDataset(join(dir, 'synth'));
+  const corpus = (await loadDataset(ds)).corpus;
+  db = await openDb(join(dir, 'db'));
+  await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, dataset: ds, rounds: 0 });
+  run = await openRun(db, corpus);
+}, 120_000);
+
+afterAll(async () => {
+  await db?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("the query half-round's vocabulary", () => {
+  it('is the frozen item side’s keywords carried by ≥ minCarriers items, titles excluded', async () => {
+    expect(run.config.vocabulary).toBe('shared');
+    const min = run.config.minCarriers;
+    const out = join(dir, 'export');
+    const summary = await exportQueryVocabulary(run, out);
+    const file = JSON.parse(readFileSync(join(out, 'vocabulary.json'), 'utf8'));
+    const half = await frozenHalfRound(run, 'query', 1);
+    const view = half.itemView;
+    expect(summary).toEqual({ half: 'r1-query', itemGeneration: view.generation, minCarriers: min, phrases: file.phrases.length });
+    expect(file).toMatchObject({ format: VOCABULARY_FILE_VERSION, half: 'r1-query', itemGeneration: view.generation, minCarriers: min });
+
+    // Counted afresh from the entries: the items each match key reaches (keywords and titles), and the keys some item has as a keyword.
+    const carriers = new Map<string, number>();
+    const asKeyword = new Set<string>();
+    const surface = new Map<string, string>();
+    for (const e of view.entries()) {
+      const keys = new Set<string>();
+      for (const k of e.keywords) {
+        const key = view.keyOf(k)!;
+        keys.add(key);
+        asKeyword.add(key);
+        surface.set(key, k);
+      }
+      if (e.self) keys.add(view.keyword(view.data.self[view.ordinalOf(e.id)]));
+      for (const key of keys) carriers.set(key, (carriers.get(key) ?? 0) + 1);
+    }
+    const want = [...asKeyword]
+      .filter((key) => carriers.get(key)! >= min)
+      .map((key) => ({ phrase: surface.get(key)!, carriers: carriers.get(key)! }))
+      .sort((a, b) => (a.phrase < b.phrase ? -1 : 1));
+    expect(want.length).toBeGreaterThan(10);
+    expect(file.phrases).toEqual(want);
+    // Some keyword of the generation is carried by fewer, or is only a title: the rule leaves something out.
+    expect(view.numKeywords).toBeGreaterThan(want.length);
+
+    // Every keyword the planner plans for a core training query (its own candidates, the same rule) is a phrase of the file.
+    const phrases = new Set(file.phrases.map((p: { phrase: string }) => view.keyOf(p.phrase)));
+    let planned = 0;
+    for (const q of run.coreQueries)
+      for (const k of half.planner.plan(queryInput(q), { asHeldOut: true }).keywords) {
+        planned++;
+        expect(phrases.has(view.keyOf(k))).toBe(true);
+      }
+    expect(planned).toBeGreaterThan(0);
+  });
+
+  it('under the open vocabulary is every keyword of the generation, titles included', async () => {
+    const view = (await frozenHalfRound(run, 'query', 1)).itemView;
+    const open = queryVocabulary(view, 0);
+    expect(open).toHaveLength(view.numKeywords);
+    expect(queryVocabulary(view, 1).length).toBeLessThanOrEqual(open.length);
+  });
+});
