@@ -29,6 +29,21 @@ be closed (not a duplicate). Should a state still have no allowed token, the pro
 allows the forced closing instead and counts it in `stats` ("fallbacks"), so the answer
 still closes (the parser de-duplicates); the forced closing near the budget likewise
 closes the open keyword whatever it is.
+
+With a `Vocabulary` (the query side's phrases: `cogr sft --export`'s vocabulary.json, the
+keywords of the frozen item generation that at least minCarriers items carry), a keyword
+must also be one of its phrases. The phrases sit in a character trie (`Vocabulary`) under
+their normalised form; the keyword written so far, lower-cased, is a path from the trie's
+root, and a character is allowed only when it extends the path to a node below which some
+phrase has not been written yet (so "lens" written, "len" cannot go on to "lens" unless
+"lenses" or another is still free). The closing quote is allowed only at a phrase's end,
+not a duplicate. The per-node allowed tokens are found once (the trie walked to the
+longest token's depth, tokens looked up by their lower-cased text) and cached by node;
+the keywords already written only take a few tokens out. Every phrase is at most L
+characters and KEYWORD_MAX_WORDS words of single spaces, so the trie's tokens are also
+the list grammar's. A new keyword is begun only while an unwritten phrase is left and
+there is room for VOCAB_ROOM text tokens; the forced closing near the budget still closes
+a keyword cut midway (counted in `stats` as "off_vocabulary").
 """
 from __future__ import annotations
 
@@ -43,6 +58,9 @@ MAX_KEYWORD_LENGTH = 60
 KEYWORD_MAX_WORDS = 8
 # Tokens kept for closing: `"` `]` `}` and EOS, one to spare.
 RESERVE = 5
+# With a vocabulary, a new keyword is begun only with room for this many tokens of its text
+# (a phrase takes a few tokens, and the forced closing would cut it off the vocabulary).
+VOCAB_ROOM = 4
 
 KEYWORD_CHARS = frozenset(string.ascii_letters + string.digits + " -'/.+&")
 STRUCTURAL = frozenset('"{}[],:')
@@ -61,6 +79,98 @@ def normalize(s: str) -> str:
     """normalizeKeyword for ASCII text: lower case, words split on spaces, edge punctuation stripped."""
     words = [w.strip(_PUNCT) for w in s.lower().split()]
     return " ".join(w for w in words if w)
+
+
+class _Node:
+    __slots__ = ("next", "end", "count")
+
+    def __init__(self):
+        self.next: dict[str, _Node] = {}
+        self.end = False  # a phrase ends here
+        self.count = 0  # phrases ending at or below this node
+
+
+class Vocabulary:
+    """A character trie over the phrases a keyword may be, in their normalised form.
+
+    Built from phrases (any case); a phrase the grammar cannot write exactly — a character
+    outside KEYWORD_CHARS, not starting with a letter or digit, over `max_length` characters
+    or KEYWORD_MAX_WORDS words, or changed by `normalize` beyond lower case — is left out and
+    counted in `dropped`.
+    """
+
+    def __init__(self, phrases, max_length: int = MAX_KEYWORD_LENGTH):
+        self.root = _Node()
+        self.size = 0
+        self.dropped = 0
+        for raw in phrases:
+            p = raw.lower()
+            if (
+                not p
+                or p[0] not in FIRST_CHARS
+                or len(p) > max_length
+                or any(c not in KEYWORD_CHARS for c in p)
+                or normalize(p) != p
+                or len(p.split()) > KEYWORD_MAX_WORDS
+            ):
+                self.dropped += 1
+                continue
+            self._add(p)
+
+    def _add(self, p: str) -> None:
+        path = [self.root]
+        n = self.root
+        for ch in p:
+            n = n.next.setdefault(ch, _Node())
+            path.append(n)
+        if n.end:
+            return
+        n.end = True
+        self.size += 1
+        for m in path:
+            m.count += 1
+
+    @classmethod
+    def load(cls, path, max_length: int = MAX_KEYWORD_LENGTH) -> "Vocabulary":
+        """vocabulary.json of `cogr sft --export` ({"format": 1, "phrases": [{"phrase", "carriers"}]}) or a JSON list of strings."""
+        import json
+
+        with open(path, encoding="utf-8") as f:
+            v = json.load(f)
+        if isinstance(v, dict):
+            if v.get("format") != 1:
+                raise ValueError(f"{path}: vocabulary format {v.get('format')!r}, expected 1")
+            v = [p["phrase"] if isinstance(p, dict) else p for p in v.get("phrases", [])]
+        if not isinstance(v, list) or not all(isinstance(p, str) for p in v):
+            raise ValueError(f"{path}: expected a vocabulary object or a list of phrases")
+        return cls(v, max_length)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def node(self, prefix: str) -> _Node | None:
+        """The node of a lower-case prefix, None when no phrase starts with it."""
+        n = self.root
+        for ch in prefix:
+            n = n.next.get(ch)
+            if n is None:
+                return None
+        return n
+
+    def is_phrase(self, key: str) -> bool:
+        n = self.node(key)
+        return n is not None and n.end
+
+    def free_below(self, prefix: str, seen) -> bool:
+        """Whether a phrase starting with `prefix` (lower case) is not in `seen` yet."""
+        n = self.node(prefix)
+        if n is None:
+            return False
+        return n.count > sum(1 for p in seen if p.startswith(prefix) and self.is_phrase(p))
+
+    def free(self, seen) -> int:
+        """Phrases not in `seen`."""
+        return self.size - sum(1 for p in seen if self.is_phrase(p))
 
 
 @dataclass(frozen=True)
@@ -86,8 +196,10 @@ def closing(s: State) -> str:
     return ""
 
 
-def step(s: State, ch: str, k: int, length: int, room: int) -> State | None:
-    """The state after writing ch, or None when ch is not allowed. room: tokens left after this one."""
+def step(s: State, ch: str, k: int, length: int, room: int, vocab: Vocabulary | None = None) -> State | None:
+    """The state after writing ch, or None when ch is not allowed. room: tokens left after this one.
+
+    vocab: the keyword must be one of its phrases (module doc)."""
     p = s.phase
     if p == START:
         if ch == "{":
@@ -115,6 +227,8 @@ def step(s: State, ch: str, k: int, length: int, room: int) -> State | None:
             n = normalize(b)
             if not n or n in s.seen:
                 return None
+            if vocab is not None and not vocab.is_phrase(b.lower()):
+                return None
             return replace(s, phase=AFTER_ITEM, buf="", count=s.count + 1, seen=s.seen | {n})
         if ch not in KEYWORD_CHARS or len(b) >= length:
             return None
@@ -122,10 +236,15 @@ def step(s: State, ch: str, k: int, length: int, room: int) -> State | None:
             return None
         if ch == " " and (b.endswith(" ") or len(b.split()) >= KEYWORD_MAX_WORDS):
             return None
+        if vocab is not None and not vocab.free_below((b + ch).lower(), s.seen):
+            return None
         return replace(s, buf=b + ch)
     if p == AFTER_ITEM:
         if ch == ",":
-            # A new keyword needs `"`, one token of text, then the closing: refuse it without that room.
+            # A new keyword needs `"`, one token of text (VOCAB_ROOM with a vocabulary, and a phrase
+            # not written yet), then the closing: refuse it without that room.
+            if vocab is not None and (room <= RESERVE + 1 + VOCAB_ROOM or vocab.free(s.seen) == 0):
+                return None
             return replace(s, phase=AFTER_COMMA, space=False) if s.count < k and room > RESERVE + 2 else None
         if ch == "]":
             return replace(s, phase=TAIL if s.wrapped else DONE)
@@ -135,9 +254,9 @@ def step(s: State, ch: str, k: int, length: int, room: int) -> State | None:
     return None  # DONE: only EOS, which is not a character
 
 
-def step_text(s: State, text: str, k: int, length: int, room: int) -> State | None:
+def step_text(s: State, text: str, k: int, length: int, room: int, vocab: Vocabulary | None = None) -> State | None:
     for ch in text:
-        s = step(s, ch, k, length, room)
+        s = step(s, ch, k, length, room, vocab)
         if s is None:
             return None
     return s
@@ -199,7 +318,9 @@ class KeywordListProcessor:
 class KeywordGrammar:
     """The token tables of one tokenizer, shared by every processor built from it."""
 
-    def __init__(self, tok, vocab_size: int, max_keywords: int = MAX_KEYWORDS, max_length: int = MAX_KEYWORD_LENGTH):
+    def __init__(
+        self, tok, vocab_size: int, max_keywords: int = MAX_KEYWORDS, max_length: int = MAX_KEYWORD_LENGTH, vocabulary: Vocabulary | None = None
+    ):
         import torch
 
         if max_keywords < 1 or max_length < 1:
@@ -245,7 +366,25 @@ class KeywordGrammar:
         self.str_len, self.starts_space, self.ends_space = str_len, starts_space, ends_space
         self.starts_first, self.has_space, self.words = starts_first, has_space, words
         self.eos_list = sorted(self.eos_ids)
-        self.stats = {"fallbacks": 0, "forced": 0, "seconds": 0.0}
+        self.stats = {"fallbacks": 0, "forced": 0, "seconds": 0.0, "off_vocabulary": 0}
+        # The vocabulary constraint (module doc): keyword-character tokens by lower-cased text,
+        # the quoted tokens split at their first quote, and the allowed tokens of each trie node.
+        self.vocab = vocabulary
+        self.by_lower: dict[str, list[int]] = {}
+        self.quoted_split: list[tuple[int, str]] = []
+        self.max_token_chars = 0
+        self._node_cache: dict[str, tuple[list[int], list[int]]] = {}
+        if vocabulary is not None:
+            for t, s in enumerate(self.text):
+                if s is None:
+                    continue
+                if int(str_len[t]) <= max_length:
+                    self.by_lower.setdefault(s.lower(), []).append(t)
+                    self.max_token_chars = max(self.max_token_chars, len(s))
+                elif '"' in s:
+                    head = s[: s.index('"')]
+                    if all(c in KEYWORD_CHARS for c in head):
+                        self.quoted_split.append((t, head.lower()))
 
     def processor(self, max_new_tokens: int) -> KeywordListProcessor:
         return KeywordListProcessor(self, max_new_tokens)
@@ -257,7 +396,7 @@ class KeywordGrammar:
             return None
         if room <= RESERVE and closing(s).startswith(text):
             return self._forced_step(s, text)
-        nxt = step_text(s, text, self.k, self.length, room - 1)
+        nxt = step_text(s, text, self.k, self.length, room - 1, self.vocab)
         if nxt is None and closing(s).startswith(text):
             return self._forced_step(s, text)  # a fallback `allowed` gave (see the module's doc)
         return nxt
@@ -267,6 +406,8 @@ class KeywordGrammar:
         for ch in text:
             if s.phase == STR:
                 n = normalize(s.buf)
+                if self.vocab is not None and not self.vocab.is_phrase(s.buf.lower()):
+                    self.stats["off_vocabulary"] += 1
                 s = replace(s, phase=AFTER_ITEM, buf="", count=s.count + (1 if n else 0), seen=s.seen | ({n} if n else set()))
             elif s.phase == AFTER_ITEM:
                 s = replace(s, phase=TAIL if s.wrapped else DONE)
@@ -278,6 +419,46 @@ class KeywordGrammar:
         c = closing(s)
         return [t for i in range(1, len(c) + 1) for t in self.by_text.get(c[:i], [])]
 
+    def _node_tokens(self, key: str) -> tuple[list[int], list[int]]:
+        """Below trie node `key`: the keyword-character tokens whose lower-cased text continues it
+        (the trie walked to the longest token's depth), and the quoted tokens whose text before
+        the quote ends a phrase there. Cached by node."""
+        hit = self._node_cache.get(key)
+        if hit is not None:
+            return hit
+        node = self.vocab.node(key)
+        plain: list[int] = []
+        if node is not None:
+            stack = [(node, "")]
+            while stack:
+                n, path = stack.pop()
+                if len(path) >= self.max_token_chars:
+                    continue
+                for ch, m in n.next.items():
+                    p = path + ch
+                    plain += self.by_lower.get(p, [])
+                    stack.append((m, p))
+        quoted = [t for t, head in self.quoted_split if self.vocab.is_phrase(key + head)]
+        hit = (sorted(plain), quoted)
+        self._node_cache[key] = hit
+        return hit
+
+    def _allowed_in_vocab(self, s: State, room: int) -> list[int]:
+        """Inside a string under the vocabulary: the node's tokens, less those that lead only to phrases already written."""
+        key = s.buf.lower()
+        plain, quoted = self._node_tokens(key)
+        out = plain
+        spent = [p for p in s.seen if p.startswith(key) and len(p) > len(key)]
+        if spent:
+            gone: set[int] = set()
+            for p in spent:
+                for i in range(len(key) + 1, min(len(p), len(key) + self.max_token_chars) + 1):
+                    if not self.vocab.free_below(p[:i], s.seen):
+                        gone.update(self.by_lower.get(p[len(key) : i], []))
+            if gone:
+                out = [t for t in plain if t not in gone]
+        return out + [t for t in quoted if step_text(s, self.text[t], self.k, self.length, room - 1, self.vocab) is not None]
+
     def allowed(self, s: State, room: int) -> list[int]:
         """Token ids allowed from s when `room` tokens are left (this one included)."""
         if s.phase == DONE:
@@ -286,7 +467,9 @@ class KeywordGrammar:
             self.stats["forced"] += 1
             return self._closing_ids(s)
         out: list[int] = []
-        if s.phase == STR:
+        if s.phase == STR and self.vocab is not None:
+            out = self._allowed_in_vocab(s, room)
+        elif s.phase == STR:
             import torch
 
             b = s.buf
@@ -312,10 +495,11 @@ class KeywordGrammar:
             out += [t for t in self.quoted if step_text(s, self.text[t], self.k, self.length, room - 1) is not None]
         else:
             # Outside a string only a few characters can come next: check the tokens that lead with one of them.
-            after_space = step(s, " ", self.k, self.length, room - 1)
-            leads = [c for c in LEAD_CHARS if step(s, c, self.k, self.length, room - 1) or (after_space and step(after_space, c, self.k, self.length, room - 1))]
+            v = self.vocab
+            after_space = step(s, " ", self.k, self.length, room - 1, v)
+            leads = [c for c in LEAD_CHARS if step(s, c, self.k, self.length, room - 1, v) or (after_space and step(after_space, c, self.k, self.length, room - 1, v))]
             for c in leads + [""]:
-                out += [t for t in self.by_lead.get(c, []) if step_text(s, self.text[t], self.k, self.length, room - 1) is not None]
+                out += [t for t in self.by_lead.get(c, []) if step_text(s, self.text[t], self.k, self.length, room - 1, v) is not None]
         if not out:
             self.stats["fallbacks"] += 1
             out = self._closing_ids(s) or self.eos_list

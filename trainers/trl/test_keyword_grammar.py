@@ -4,7 +4,8 @@
 
 A scorer that always prefers one keyword's tokens (what an 8-step SFT model does) is decoded
 greedily through the processor: the answer must still be a closed JSON keyword list, each
-keyword once, at most K of them, at most L characters each, EOS within the budget.
+keyword once, at most K of them, at most L characters each, EOS within the budget. With a
+vocabulary (VocabularyTest), every keyword is one of its phrases.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from keyword_grammar import KEYWORD_MAX_WORDS, RESERVE, KeywordGrammar, State, normalize, step_text  # noqa: E402
+from keyword_grammar import KEYWORD_MAX_WORDS, RESERVE, KeywordGrammar, State, Vocabulary, normalize, step_text  # noqa: E402
 
 VOCAB = ["<pad>", "<eos>", '{"', "keywords", '":', ' ["', "[", '["', '"', '","', '", "', ",", "]", "]}", '"]', '"]}', "}", " ",
          "crystal", "line", " lens", " lenses", "Lens", "lens", "x", " x", "cat", "ar", "act", "  ", "\n", '"x"', "é", "a\\b"]
@@ -122,6 +123,109 @@ class GrammarTest(unittest.TestCase):
         self.assertEqual(len(set(texts)), 1)
         self.assertTrue(all(ended))
         self.assertTrue(all(isinstance(json.loads(t), list) for t in texts))
+
+
+CLOSERS = {'"', '","', '"]', '"]}', '", "'}
+
+
+class VocabularyTest(unittest.TestCase):
+    """The trie constraint: a keyword is a phrase of the vocabulary (keyword_grammar.Vocabulary)."""
+
+    PHRASES = ["Crystalline Lens", "cataract", "lens", "xx", "crystal"]
+
+    def grammar(self, phrases=None, k=3):
+        self.v = Vocabulary(phrases or self.PHRASES, max_length=20)
+        return KeywordGrammar(FakeTok(), vocab_size=len(VOCAB) + 3, max_keywords=k, max_length=20, vocabulary=self.v)
+
+    def at(self, g, text, room=100):
+        s = step_text(State(), text, g.k, g.length, room, g.vocab)
+        self.assertIsNotNone(s, text)
+        return s, {VOCAB[t] for t in g.allowed(s, room)}
+
+    def test_the_trie(self):
+        v = Vocabulary(["Crystalline Lens", "lens", "c++", "é", " lens", "a  b", "x" * 30, "lens"], max_length=20)
+        self.assertEqual(len(v), 2)  # "c++" normalises to "c", "é" and the spaced or over-long ones cannot be written
+        self.assertEqual(v.dropped, 5)
+        self.assertTrue(v.is_phrase("crystalline lens"))
+        self.assertFalse(v.is_phrase("crystalline"))
+        self.assertIsNotNone(v.node("crystal"))
+        self.assertIsNone(v.node("crystals"))
+        self.assertTrue(v.free_below("l", set()))
+        self.assertFalse(v.free_below("l", {"lens"}))
+
+    def test_a_keyword_outside_the_vocabulary_cannot_be_written_or_closed(self):
+        g = self.grammar()
+        _, allowed = self.at(g, '["')
+        self.assertEqual(allowed, {"crystal", "cat", "x", "lens", "Lens"})  # the tokens that begin a phrase
+        self.assertNotIn("ar", allowed)
+        self.assertNotIn("act", allowed)
+        self.assertIsNone(step_text(State(), '["cart', g.k, g.length, 100, g.vocab))
+        # "cat" is a prefix of "cataract", not a phrase: it cannot be closed.
+        _, allowed = self.at(g, '["cat')
+        self.assertEqual(allowed & CLOSERS, set())
+        self.assertIn("ar", allowed)
+        self.assertIsNone(step_text(State(), '["cat"', g.k, g.length, 100, g.vocab))
+        # Without the vocabulary the same keyword is fine.
+        self.assertIsNotNone(step_text(State(), '["cat"', g.k, g.length, 100))
+
+    def test_a_prefix_continues_and_a_complete_phrase_closes(self):
+        g = self.grammar()
+        _, allowed = self.at(g, '["crystal')
+        self.assertIn("line", allowed)
+        self.assertTrue(allowed & CLOSERS)  # "crystal" is a phrase too
+        _, allowed = self.at(g, '["crystalline')
+        self.assertIn(" lens", allowed)
+        self.assertNotIn(" lenses", allowed)  # "crystalline lenses" is not a phrase
+        self.assertEqual(allowed & CLOSERS, set())
+        _, allowed = self.at(g, '["Crystalline Lens')  # case as normalize(): the phrase in any case
+        self.assertTrue({'"', '"]'} <= allowed, allowed)
+        s, _ = self.at(g, '["Crystalline Lens","cataract"')
+        self.assertEqual(s.seen, frozenset({"crystalline lens", "cataract"}))
+
+    def test_duplicates_are_refused(self):
+        g = self.grammar()
+        # "crystal" written: "crystal" cannot be closed again, but "crystalline lens" can still be written.
+        _, allowed = self.at(g, '["crystal","crystal')
+        self.assertEqual(allowed & CLOSERS, set())
+        self.assertIn("line", allowed)
+        # "cataract" and "lens" written: nothing else starts with "cat" or "lens", so they cannot even be begun.
+        _, allowed = self.at(g, '["cataract","Lens","')
+        self.assertEqual(allowed, {"crystal", "x"})
+        self.assertIsNone(step_text(State(), '["cataract","cat', g.k, g.length, 100, g.vocab))
+        self.assertIsNone(step_text(State(), '["lens","lens', g.k, g.length, 100, g.vocab))
+
+    def test_no_new_keyword_once_every_phrase_is_written(self):
+        g = self.grammar(["crystal", "cataract"], k=5)
+        _, allowed = self.at(g, '["crystal","cataract"')
+        self.assertEqual(allowed, {"]", '"]'} & allowed | {"]"})  # the end of the list; no comma
+        self.assertNotIn(",", allowed)
+
+    def test_a_looping_scorer_writes_only_phrases(self):
+        g = self.grammar(k=4)
+        # The scorer wants "lens", "crystal line lens" and "cat ar act" over and over, and "act" or "ar" anywhere.
+        prefer = ['{"', "keywords", '":', ' ["', "lens", "act", "ar", "crystal", "line", " lens", '","', "cat", "x", '"]}', "<eos>"]
+        texts, ended = decode_greedy(g, prefer, budget=80)
+        self.assertTrue(ended[0], texts)
+        kws = json.loads(texts[0])["keywords"]
+        self.assertEqual(kws, ["lens", "crystalline lens", "crystal", "cataract"])
+        self.assertTrue(all(self.v.is_phrase(k.lower()) for k in kws), kws)
+        self.assertEqual(len({normalize(k) for k in kws}), len(kws), kws)
+        self.assertEqual(g.stats["fallbacks"], 0)
+        self.assertEqual(g.stats["off_vocabulary"], 0)
+
+    def test_the_budget_still_closes(self):
+        g = self.grammar()
+        prefer = ["[", '"', "crystal", "line", " lens", "x", '"]', "<eos>"]
+        for budget in range(RESERVE + 2, 20):
+            texts, ended = decode_greedy(g, prefer, budget=budget)
+            self.assertTrue(ended[0], (budget, texts))
+            self.assertIsInstance(json.loads(texts[0]), list, (budget, texts))
+
+    def test_the_node_cache(self):
+        g = self.grammar()
+        s, first = self.at(g, '["crystal')
+        self.assertIn("crystal", g._node_cache)
+        self.assertEqual({VOCAB[t] for t in g.allowed(s, 100)}, first)
 
 
 if __name__ == "__main__":
