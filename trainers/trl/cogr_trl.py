@@ -16,7 +16,9 @@ and resume from the last one when run again (a killed stage loses at most --eval
 
 `grpo` and `generate` sample under the keyword-list grammar (keyword_grammar.py: a JSON
 keyword list of at most --max-keywords strings of at most --max-keyword-length characters,
-no keyword twice, closed before the token budget); --free turns it off.
+no keyword twice, closed before the token budget); --free turns it off. --vocabulary FILE
+(`cogr sft --export`'s vocabulary.json) also keeps every keyword to the file's phrases (the
+frozen item generation's keywords that the planner may plan), through a trie in the grammar.
 
 Everything runs offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE / HF_DATASETS_OFFLINE are
 set before transformers is imported) on the CPU with a bounded number of torch threads
@@ -374,14 +376,27 @@ def grammar_for(tok, model, a: argparse.Namespace):
     """The keyword-list grammar (keyword_grammar.py) for this tokenizer, or None with --free."""
     if a.free:
         return None
-    return keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length)
+    vocab = None
+    if a.vocabulary:
+        path = Path(a.vocabulary)
+        if not path.is_file():
+            raise CogrError("DATA_MISSING", f"{path}: no such vocabulary file (cogr sft --db <run> --export <dir> writes <dir>/vocabulary.json)")
+        try:
+            vocab = keyword_grammar.Vocabulary.load(path, a.max_keyword_length)
+        except (ValueError, KeyError, TypeError) as e:
+            raise CogrError("DATA_FORMAT", f"{path}: {e}")
+        if len(vocab) == 0:
+            raise CogrError("DATA_FORMAT", f"{path}: no phrase the keyword grammar can write")
+        log(f"vocabulary: {len(vocab)} phrases from {path}" + (f" ({vocab.dropped} left out: not writable under the grammar)" if vocab.dropped else ""))
+    return keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length, vocab)
 
 
 def grammar_summary(g) -> str:
     if g is None:
         return "free decoding"
     st = g.stats
-    return f"keyword grammar (≤ {g.k} keywords of ≤ {g.length} characters; {st['forced']} forced closings, {st['fallbacks']} fallbacks, {st['seconds']:.1f} s masking)"
+    vocab = f"phrases of a {len(g.vocab)}-phrase vocabulary ({st['off_vocabulary']} cut off it by a forced closing), " if g.vocab is not None else ""
+    return f"keyword grammar (≤ {g.k} keywords of ≤ {g.length} characters; {vocab}{st['forced']} forced closings, {st['fallbacks']} fallbacks, {st['seconds']:.1f} s masking)"
 
 
 # ---------------------------------------------------------------- GRPO
@@ -570,7 +585,7 @@ def cmd_grpo(a: argparse.Namespace) -> None:
         trainer,
         tok,
         out,
-        {"stage": f"grpo-{a.name}", "steps": a.steps, "lora_r": a.lora_r, "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length}},
+        {"stage": f"grpo-{a.name}", "steps": a.steps, "lora_r": a.lora_r, "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length, "vocabulary": None if g.vocab is None else len(g.vocab)}},
     )
     shutil.rmtree(work, ignore_errors=True)
     log(f"grpo {a.name}: saved {out}; rollouts with {grammar_summary(g)}")
@@ -704,6 +719,7 @@ def main(argv: list[str]) -> int:
             "--max-keyword-length", type=int, default=keyword_grammar.MAX_KEYWORD_LENGTH, help="the grammar's L in characters (DEFAULTS.llm.maxKeywordLength)"
         )
         s.add_argument("--free", action="store_true", help="sample without the keyword-list grammar")
+        s.add_argument("--vocabulary", help="every keyword a phrase of this file (cogr sft --export's vocabulary.json)")
 
     grammar_flags(g)
     grammar_flags(q)
@@ -713,6 +729,8 @@ def main(argv: list[str]) -> int:
         p.error("--threads: expected ≥ 1")
     if a.cmd in ("grpo", "generate") and (a.max_keywords < 1 or a.max_keyword_length < 1):
         p.error("--max-keywords and --max-keyword-length: expected ≥ 1")
+    if a.cmd in ("grpo", "generate") and a.free and a.vocabulary:
+        p.error("--vocabulary constrains the keyword grammar, which --free turns off")
     if a.cmd == "grpo" and a.batch % a.generations:
         p.error(f"--batch {a.batch} must be a multiple of --generations {a.generations}")
     try:

@@ -4,8 +4,14 @@
 #   bash trainers/trl/round.sh --dataset med [--work DIR] [--device cpu|cuda] [--base DIR]
 #        [--sft-max-epochs 2] [--sft-max-steps 0] [--sft-eval-steps 20] [--sft-lr 3e-4] [--query-steps 40] [--item-steps 20]
 #        [--grpo-lr 5e-5] [--generations 8] [--prompts-per-step 1] [--items 32] [--lora-r 16]
-#        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free]
+#        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free] [--open-vocabulary]
 #        [--queries 0] [--judged 0] [--sft-limit 0]
+#
+# The query side's keywords (eval-sft, grpo-query, query) are decoded under the vocabulary
+# constraint: every query keyword is a phrase of sft-data/vocabulary.json (the keywords of
+# r1-query's frozen item generation that the planner may plan: carried by minCarriers+ items,
+# no titles; written by `cogr sft --export`), keyword_grammar.py's trie. --open-vocabulary
+# turns it off (any keyword the list grammar allows); the item side is never constrained.
 #
 # --sft-max-steps n: SFT stops after n steps at most (a time budget; 0: the dev loss and
 # --sft-max-epochs decide). --queries n / --judged n / --sft-limit n: keywords for n sampled core training queries / n
@@ -21,7 +27,7 @@
 #               with the planner's, BM25's and BM25 + RM3's held-out F1 on the same split → demo.json
 #   prompts     the run's compact LLM prompts: core training queries, keyword queries, items
 #   sft-export  cogr sft --db <run> --export: the run's own SFT targets (judged items, core
-#               training queries; dev queries for the dev loss)                    → sft-data/
+#               training queries; dev queries for the dev loss) and r1-query's vocabulary → sft-data/
 #   sft         SFTTrainer with LoRA until the dev loss stops falling                → ckpt-sft/
 #   eval-sft    keywords for the core training and held-out queries, imported        → import-sft-query.json
 #   grpo-query  GRPOTrainer (LoRA) over the core training queries, rewards from
@@ -38,7 +44,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
-grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() queries=0 judged=0 sft_limit=0 sft_steps=0
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 queries=0 judged=0 sft_limit=0 sft_steps=0
 invocation="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -62,6 +68,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --demo-flags) demo_flags="$2"; shift 2 ;;
     --free) free=(--free); shift ;;
+    --open-vocabulary) open_vocab=1; shift ;;
     --queries) queries="$2"; shift 2 ;;
     --judged) judged="$2"; shift 2 ;;
     --sft-limit) sft_limit="$2"; shift 2 ;;
@@ -142,24 +149,28 @@ import_gen() { # import_gen <side> <keywords.jsonl> <out.json> [--half name]
 }
 
 grammar=() # the keyword-list grammar's bounds, the same as the prompts' (prompts/split.json)
+query_grammar=() # the same for the query side, with the vocabulary constraint unless --free or --open-vocabulary
 set_grammar() {
   grammar=(--max-keywords "$(node -p "require('$work/prompts/split.json').maxKeywords")"
     --max-keyword-length "$(node -p "require('$work/prompts/split.json').maxKeywordLength")" "${free[@]}")
+  query_grammar=("${grammar[@]}")
+  if [[ ${#free[@]} -eq 0 && "$open_vocab" -eq 0 ]]; then query_grammar+=(--vocabulary "$work/sft-data/vocabulary.json"); fi
 }
 
-keywords_for() { # keywords_for <stage> <model> <prompts> <name>: completions (greedy), then keywords (cogr's parser)
-  [[ -f "$work/$4.completions.jsonl" ]] ||
-    timed "$1" "${py[@]}" generate --device "$device" --model "$2" --prompts "$3" --out "$work/$4.completions.jsonl" \
-      --max-new-tokens "$gen_tokens" --batch "$gen_batch" --temperature 0 "${grammar[@]}"
-  "${tools[@]}" parse --from "$work/$4.completions.jsonl" --out "$work/$4.keywords.jsonl"
+keywords_for() { # keywords_for <stage> <model> <prompts> <name> <grammar flags...>: completions (greedy), then keywords (cogr's parser)
+  local stage="$1" model="$2" prompts="$3" name="$4"; shift 4
+  [[ -f "$work/$name.completions.jsonl" ]] ||
+    timed "$stage" "${py[@]}" generate --device "$device" --model "$model" --prompts "$prompts" --out "$work/$name.completions.jsonl" \
+      --max-new-tokens "$gen_tokens" --batch "$gen_batch" --temperature 0 "$@"
+  "${tools[@]}" parse --from "$work/$name.completions.jsonl" --out "$work/$name.keywords.jsonl"
 }
 
-grpo() { # grpo <name> <half-round> <model> <prompts> <steps> <out>
-  local url
-  url="$(start_server "$2")"
-  timed "grpo-$1" "${py[@]}" grpo "${train[@]}" --name "$1" --model "$3" --prompts "$4" --reward-url "$url" \
-    --out "$6" --log "$work/grpo-$1.log.jsonl" --rewards-log "$work/grpo-$1.rewards.jsonl" --lr "$grpo_lr" \
-    --steps "$5" --batch "$(( per_step * generations ))" --generations "$generations" --max-completion "$gen_tokens" "${grammar[@]}"
+grpo() { # grpo <name> <half-round> <model> <prompts> <steps> <out> <grammar flags...>
+  local url name="$1" half="$2" model="$3" prompts="$4" n="$5" out="$6"; shift 6
+  url="$(start_server "$half")"
+  timed "grpo-$name" "${py[@]}" grpo "${train[@]}" --name "$name" --model "$model" --prompts "$prompts" --reward-url "$url" \
+    --out "$out" --log "$work/grpo-$name.log.jsonl" --rewards-log "$work/grpo-$name.rewards.jsonl" --lr "$grpo_lr" \
+    --steps "$n" --batch "$(( per_step * generations ))" --generations "$generations" --max-completion "$gen_tokens" "$@"
   stop_server
 }
 
@@ -170,6 +181,8 @@ done_or "$work/demo.json" demo || {
 }
 done_or "$work/prompts/split.json" prompts || "${tools[@]}" prompts --db "$db" --out "$work/prompts" --items "$items" --queries "$queries" --judged "$judged"
 set_grammar
+# A work folder exported before the vocabulary existed: exported again (the same targets, and vocabulary.json).
+[[ -f "$work/sft-data/done.json" && ! -f "$work/sft-data/vocabulary.json" ]] && rm -f "$work/sft-data/done.json"
 done_or "$work/sft-data/done.json" sft-export || {
   rm -rf "$work/sft-data"
   "${cogr[@]}" sft --db "$db" --export "$work/sft-data" --json >"$work/sft-data.json"
@@ -179,19 +192,19 @@ done_or "$work/ckpt-sft/cogr-done.json" sft ||
   timed sft "${py[@]}" sft "${train[@]}" --model "$base" --data "$work/sft-data" --out "$work/ckpt-sft" --log "$work/sft.log.jsonl" \
     --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience 1 --limit "$sft_limit" --max-steps "$sft_steps"
 done_or "$work/import-sft-query.json" eval-sft || {
-  keywords_for eval-sft "$work/ckpt-sft" "$work/prompts/query-all.jsonl" sft-query
+  keywords_for eval-sft "$work/ckpt-sft" "$work/prompts/query-all.jsonl" sft-query "${query_grammar[@]}"
   import_gen query "$work/sft-query.keywords.jsonl" "$work/import-sft-query.json"
 }
 done_or "$work/ckpt-query/cogr-done.json" grpo-query ||
-  grpo query r1-query "$work/ckpt-sft" "$work/prompts/query-core.jsonl" "$query_steps" "$work/ckpt-query"
+  grpo query r1-query "$work/ckpt-sft" "$work/prompts/query-core.jsonl" "$query_steps" "$work/ckpt-query" "${query_grammar[@]}"
 done_or "$work/import-query.json" query || {
-  keywords_for query "$work/ckpt-query" "$work/prompts/query-all.jsonl" query
+  keywords_for query "$work/ckpt-query" "$work/prompts/query-all.jsonl" query "${query_grammar[@]}"
   import_gen query "$work/query.keywords.jsonl" "$work/import-query.json" --half r1-query
 }
 done_or "$work/ckpt-item/cogr-done.json" grpo-item ||
-  grpo item r1-item "$work/ckpt-query" "$work/prompts/item-sample.jsonl" "$item_steps" "$work/ckpt-item"
+  grpo item r1-item "$work/ckpt-query" "$work/prompts/item-sample.jsonl" "$item_steps" "$work/ckpt-item" "${grammar[@]}"
 done_or "$work/import-item.json" item || {
-  keywords_for item "$work/ckpt-item" "$work/prompts/item-judged.jsonl" item
+  keywords_for item "$work/ckpt-item" "$work/prompts/item-judged.jsonl" item "${grammar[@]}"
   import_gen item "$work/item.keywords.jsonl" "$work/import-item.json" --half r1-item
 }
 # The same query keywords against the new item generation (the query file is the latest import: re-evaluated, not committed again).
