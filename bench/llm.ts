@@ -18,6 +18,10 @@
  *   reward_curve  the mean training reward of the first and the last fifth of the query
  *       half-round's GRPO steps (mean and standard error over those steps), and the item's
  *   seconds, max_rss_mb  per stage, from round.sh's stages.jsonl
+ *   query_vocabulary  the phrases the query side's keywords were decoded under (round.sh's
+ *       sft-data/vocabulary.json: half-round, item generation, minCarriers, how many), or
+ *       null when the round ran without the constraint (--open-vocabulary, --free, or a round
+ *       from before it)
  * and writes bench/results/llm-<dataset>.json (kept in git) with the machine's load average.
  * Relatedness of the keywords to their query needs an embeddings endpoint (`cogr audit
  * --embeddings`) and is not measured here.
@@ -174,16 +178,31 @@ export async function run(argv: string[]): Promise<void> {
     const item = await stage('import-query-after-item.json', 'query.keywords.jsonl');
     const sftStep = stored.steps.find((s) => s.phase === 'sft');
     const stages = jsonl(join(work, 'stages.jsonl'));
+    const invocations = existsSync(join(work, 'invocations.txt'))
+      ? readFileSync(join(work, 'invocations.txt'), 'utf8').trim().split('\n')
+      : null;
+    const vocabularyFile = join(work, 'sft-data', 'vocabulary.json');
+    const unconstrained = (invocations ?? [args.string('--round-flags', '')]).some((l) => /(^|\s)--(open-vocabulary|free)(\s|$)/.test(l));
+    const vocabulary =
+      !unconstrained && existsSync(vocabularyFile)
+        ? (({ half, itemGeneration, minCarriers, phrases }) => ({ half, itemGeneration, minCarriers, phrases: phrases.length }))(
+            JSON.parse(readFileSync(vocabularyFile, 'utf8')) as {
+              half: string;
+              itemGeneration: number;
+              minCarriers: number;
+              phrases: unknown[];
+            },
+          )
+        : null;
     const result = {
       dataset,
       command: `npm run bench -- llm --dataset ${dataset}`,
       // round.sh's options: as it recorded them (invocations.txt, one line per run of it), or as given here.
-      round_flags: existsSync(join(work, 'invocations.txt'))
-        ? readFileSync(join(work, 'invocations.txt'), 'utf8').trim().split('\n').join(' ; ')
-        : args.string('--round-flags', ''),
+      round_flags: invocations ? invocations.join(' ; ') : args.string('--round-flags', ''),
       model: JSON.parse(readFileSync(join(work, 'ckpt-sft', 'cogr-done.json'), 'utf8')) as unknown,
       split: { core: run.coreQueries.length, dev: run.devQueries.length, heldOut: run.evalQueries.length },
       config: { beta, kMax: run.config.kMax, vocabulary: run.config.vocabulary },
+      query_vocabulary: vocabulary,
       llm: {
         sft: sft?.figures ?? null,
         query: query?.figures ?? null,

@@ -547,6 +547,10 @@ export function llmBlock(s: Sources): string {
     out.push(
       `**${display(name)}** (split: ${j.split.core} core training, ${j.split.dev} dev, ${j.split.heldOut} held-out queries)`,
       '',
+      j.query_vocabulary
+        ? `The query side's keywords decoded under the vocabulary constraint: each one of the ${j.query_vocabulary.phrases} phrases of ${j.query_vocabulary.half}'s frozen item generation (${j.query_vocabulary.itemGeneration}) that ${j.query_vocabulary.minCarriers}+ items carry.`
+        : "The query side's keywords decoded under the keyword-list grammar alone (no vocabulary constraint).",
+      '',
       t.toString(),
       '',
       p.toString(),

@@ -267,6 +267,7 @@ export const LlmBenchSchema = z.object({
   seconds: z.record(z.string(), Num),
   max_rss_mb: z.record(z.string(), Num.nullable()),
   round_flags: z.string().optional(),
+  query_vocabulary: z.object({ half: z.string(), itemGeneration: Num, minCarriers: Num, phrases: Num }).nullable().optional(),
 });
 export type LlmBench = z.output<typeof LlmBenchSchema>;
 
