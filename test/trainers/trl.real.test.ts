@@ -9,7 +9,8 @@
  * error[REWARD_UNAVAILABLE] naming the reason, never a reward of 0; a prompt longer than
  * the context is error[PROMPT_TOO_LONG] naming it. The keyword grammar (keyword_grammar.py):
  * its unit tests, its bounds equal to DEFAULTS.llm's, and three answers of the real
- * checkpoint under it that all parse and none cut off. round.sh on a tiny MED round whose
+ * checkpoint under it that all parse and none cut off; under the run's vocabulary (`cogr sft
+ * --export`'s vocabulary.json) every keyword of three answers is one of its phrases. round.sh on a tiny MED round whose
  * reward server is killed during the GRPO step: the step fails with REWARD_UNAVAILABLE and
  * its reason, a re-run resumes at that stage and ends with the table. No timing is asserted. Without the venv
  * the test FAILS naming what to run; it is skipped only when COGR_SKIP_TRL=1 is set.
@@ -276,6 +277,65 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         expect(keywords.length).toBeGreaterThanOrEqual(1);
         expect(new Set(keywords).size, JSON.stringify(keywords)).toBe(keywords.length);
       }
+    },
+    HOUR,
+  );
+
+  it(
+    "under the run's vocabulary (cogr sft --export's vocabulary.json) every query keyword of the real checkpoint is one of its phrases",
+    async () => {
+      const exported = join(dir, 'sft-data');
+      await run(process.execPath, [BIN, 'sft', '--db', join(dir, 'home', 'db'), '--export', exported, '--json'], {
+        env: { ...process.env, COGR_HOME: join(dir, 'home') },
+        timeout: HOUR,
+        maxBuffer: 64 << 20,
+      });
+      const vocab = JSON.parse(readFileSync(join(exported, 'vocabulary.json'), 'utf8')) as {
+        minCarriers: number;
+        phrases: { phrase: string; carriers: number }[];
+      };
+      expect(vocab.phrases.length).toBeGreaterThan(100);
+      expect(vocab.phrases.every((p) => p.carriers >= vocab.minCarriers)).toBe(true);
+      const phrases = new Set(vocab.phrases.map((p) => p.phrase.toLowerCase()));
+      const rows = readFileSync(join(dir, 'prompts', 'query-all.jsonl'), 'utf8')
+        .trim()
+        .split('\n');
+      const three = join(dir, 'three-v.jsonl');
+      writeFileSync(three, [rows[0], rows[rows.length - 2], rows[rows.length - 1]].join('\n') + '\n');
+      const out = join(dir, 'three-v.completions.jsonl');
+      const r = await trainer([
+        'generate',
+        '--model',
+        BASE,
+        '--prompts',
+        three,
+        '--out',
+        out,
+        '--max-new-tokens',
+        '64',
+        '--batch',
+        '3',
+        '--vocabulary',
+        join(exported, 'vocabulary.json'),
+      ]);
+      expect(r.code, r.stderr).toBe(0);
+      const cut = /phrases of a \d+-phrase vocabulary \((\d+) cut off it by a forced closing\)/.exec(r.stderr);
+      expect(cut, r.stderr).not.toBeNull();
+      expect(parseCompletions(out, join(dir, 'three-v.keywords.jsonl'))).toEqual({ lines: 3, invalid: 0, truncated: 0 });
+      let off = 0;
+      for (const l of readFileSync(out, 'utf8').trim().split('\n')) {
+        const v = JSON.parse((JSON.parse(l) as { completion: string }).completion) as { keywords?: string[] } | string[];
+        const kws = (Array.isArray(v) ? v : v.keywords!).map((k) => k.toLowerCase());
+        expect(kws.length).toBeGreaterThanOrEqual(1);
+        // Only a keyword the forced closing cut at the token budget may be off the vocabulary, and it is the last.
+        kws.forEach((k, i) => {
+          if (!phrases.has(k)) {
+            off++;
+            expect(i, JSON.stringify(kws)).toBe(kws.length - 1);
+          }
+        });
+      }
+      expect(off).toBeLessThanOrEqual(Number(cut![1]));
     },
     HOUR,
   );
