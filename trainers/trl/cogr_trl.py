@@ -17,8 +17,12 @@ and resume from the last one when run again (a killed stage loses at most --eval
 `grpo` and `generate` sample under the keyword-list grammar (keyword_grammar.py: a JSON
 keyword list of at most --max-keywords strings of at most --max-keyword-length characters,
 no keyword twice, closed before the token budget); --free turns it off. --vocabulary FILE
-(`cogr sft --export`'s vocabulary.json) also keeps every keyword to the file's phrases (the
-frozen item generation's keywords that the planner may plan), through a trie in the grammar.
+(`cogr sft --export`'s vocabulary.json: the frozen item generation's keywords that the planner
+may plan) keeps the keywords to the file's phrases, in one of two ways (--vocabulary-mode):
+`filter` (the default) samples under the list grammar alone and leaves out of each answer the
+keywords that are no phrase — before the answer is scored in `grpo` and before it is written
+in `generate` — so a keyword the model did not mean is never forced on it; `force` constrains
+the sampling itself through a trie in the grammar, so every keyword written is a phrase.
 
 Everything runs offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE / HF_DATASETS_OFFLINE are
 set before transformers is imported) on the CPU with a bounded number of torch threads
@@ -372,10 +376,8 @@ def cmd_sft(a: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- constrained decoding
 
 
-def grammar_for(tok, model, a: argparse.Namespace):
-    """The keyword-list grammar (keyword_grammar.py) for this tokenizer, or None with --free."""
-    if a.free:
-        return None
+def load_vocabulary(a: argparse.Namespace):
+    """--vocabulary's phrases (keyword_grammar.Vocabulary), or None without it."""
     vocab = None
     if a.vocabulary:
         path = Path(a.vocabulary)
@@ -387,8 +389,28 @@ def grammar_for(tok, model, a: argparse.Namespace):
             raise CogrError("DATA_FORMAT", f"{path}: {e}")
         if len(vocab) == 0:
             raise CogrError("DATA_FORMAT", f"{path}: no phrase the keyword grammar can write")
-        log(f"vocabulary: {len(vocab)} phrases from {path}" + (f" ({vocab.dropped} left out: not writable under the grammar)" if vocab.dropped else ""))
-    return keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length, vocab)
+        log(f"vocabulary ({a.vocabulary_mode}): {len(vocab)} phrases from {path}" + (f" ({vocab.dropped} left out: not writable under the grammar)" if vocab.dropped else ""))
+    return vocab
+
+
+def grammar_for(tok, model, a: argparse.Namespace, vocab):
+    """The keyword-list grammar (keyword_grammar.py) for this tokenizer, or None with --free; its trie is the vocabulary with --vocabulary-mode force."""
+    if a.free:
+        return None
+    trie = vocab if a.vocabulary_mode == "force" else None
+    return keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length, trie)
+
+
+def phrase_filter(a: argparse.Namespace, vocab):
+    """With --vocabulary-mode filter, the vocabulary the answers are filtered by (keyword_grammar.keep_phrases); else None."""
+    return vocab if vocab is not None and a.vocabulary_mode == "filter" else None
+
+
+def filter_summary(keep, kept: dict) -> str:
+    """The vocabulary filter's count for a progress line ('' without the filter)."""
+    if keep is None:
+        return ""
+    return f"; vocabulary filter: {kept['dropped']} of {kept['keywords']} keywords left out (no phrase of the {len(keep)}, or repeated)"
 
 
 def grammar_summary(g) -> str:
@@ -432,7 +454,10 @@ def completion_text(c) -> str:
     return str(c)
 
 
-def make_reward_func(url: str, token: str | None, timeout: float, log_path: Path, resume: bool = False):
+def make_reward_func(url: str, token: str | None, timeout: float, log_path: Path, resume: bool = False, keep=None, stats=None):
+    """TRL's reward function: the completions posted to the reward server's /get_reward; with
+    `keep` (a Vocabulary) each answer's off-vocabulary keywords left out first (the answer is
+    scored as filtered, and the rewards log holds it so), counted in `stats`."""
     calls = {"n": 0}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if not resume or not log_path.exists():
@@ -440,6 +465,12 @@ def make_reward_func(url: str, token: str | None, timeout: float, log_path: Path
 
     def cogr_reward(prompts, completions, label, **kw):
         texts = [completion_text(c) for c in completions]
+        if keep is not None:
+            filtered = [keyword_grammar.keep_phrases(t, keep) for t in texts]
+            texts = [t for t, _, _ in filtered]
+            if stats is not None:
+                stats["keywords"] += sum(n for _, n, _ in filtered)
+                stats["dropped"] += sum(d for _, _, d in filtered)
         ans = post_json(url, {"query": texts, "prompts": [""] * len(texts), "labels": list(label)}, token, timeout)
         rewards = ans.get("rewards")
         if not isinstance(rewards, list) or len(rewards) != len(texts) or not all(isinstance(r, (int, float)) for r in rewards):
@@ -550,7 +581,10 @@ def cmd_grpo(a: argparse.Namespace) -> None:
     work = out.with_name(out.name + ".work")
     last = last_checkpoint(work)
     steps = StepLog(Path(a.log), a.steps, f"grpo {a.name}", start=last)
-    reward = make_reward_func(url, a.token, a.reward_timeout, Path(a.rewards_log), resume=last > 0)
+    vocab = load_vocabulary(a)
+    keep = phrase_filter(a, vocab)
+    kept = {"keywords": 0, "dropped": 0}
+    reward = make_reward_func(url, a.token, a.reward_timeout, Path(a.rewards_log), resume=last > 0, keep=keep, stats=kept)
     args = train_args_common(a, work)
     args.update(save_strategy="steps", save_steps=a.save_steps, save_total_limit=1, lr_scheduler_type="constant", warmup_steps=0)
     cfg = GRPOConfig(
@@ -565,7 +599,7 @@ def cmd_grpo(a: argparse.Namespace) -> None:
         shuffle_dataset=False,
         log_completions=False,
     )
-    g = grammar_for(tok, model, a)
+    g = grammar_for(tok, model, a, vocab)
     trainer = constrained_trainer_class()(
         model=model,
         reward_funcs=[reward],
@@ -585,10 +619,10 @@ def cmd_grpo(a: argparse.Namespace) -> None:
         trainer,
         tok,
         out,
-        {"stage": f"grpo-{a.name}", "steps": a.steps, "lora_r": a.lora_r, "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length, "vocabulary": None if g.vocab is None else len(g.vocab)}},
+        {"stage": f"grpo-{a.name}", "steps": a.steps, "lora_r": a.lora_r, "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length, "vocabulary": None if vocab is None else len(vocab), "vocabularyMode": None if vocab is None else a.vocabulary_mode}},
     )
     shutil.rmtree(work, ignore_errors=True)
-    log(f"grpo {a.name}: saved {out}; rollouts with {grammar_summary(g)}")
+    log(f"grpo {a.name}: saved {out}; rollouts with {grammar_summary(g)}{filter_summary(keep, kept)}")
 
 
 # ---------------------------------------------------------------- generation
@@ -612,7 +646,10 @@ def cmd_generate(a: argparse.Namespace) -> None:
     answers: dict[int, dict] = {}
     out = Path(a.out)
     tmp = out.with_name(out.name + ".partial")
-    g = grammar_for(tok, model, a)
+    vocab = load_vocabulary(a)
+    keep = phrase_filter(a, vocab)
+    kept = {"keywords": 0, "dropped": 0}
+    g = grammar_for(tok, model, a, vocab)
     torch.manual_seed(a.seed)
     t0 = time.time()
     done = 0
@@ -636,13 +673,18 @@ def cmd_generate(a: argparse.Namespace) -> None:
         for j, r, c in zip(idx, batch, gen[:, enc["input_ids"].shape[1] :]):
             ended = bool((c == tok.eos_token_id).any())
             cut += 0 if ended else 1
-            answers[j] = {"id": r["id"], "completion": tok.decode(c, skip_special_tokens=True), "truncated": not ended}
+            text = tok.decode(c, skip_special_tokens=True)
+            if keep is not None:
+                text, n, d = keyword_grammar.keep_phrases(text, keep)
+                kept["keywords"] += n
+                kept["dropped"] += d
+            answers[j] = {"id": r["id"], "completion": text, "truncated": not ended}
         done += len(batch)
         el = time.time() - t0
         log(f"generate: {done}/{len(rows)} prompts ({done / el:.2f}/s, ETA {(len(rows) - done) * el / done:.0f} s)")
     tmp.write_text("".join(json.dumps(answers[j]) + "\n" for j in range(len(rows))), encoding="utf-8")
     os.replace(tmp, out)
-    log(f"generate: {done} answers in {time.time() - t0:.0f} s, {cut} cut off at {a.max_new_tokens} tokens; {grammar_summary(g)}")
+    log(f"generate: {done} answers in {time.time() - t0:.0f} s, {cut} cut off at {a.max_new_tokens} tokens; {grammar_summary(g)}{filter_summary(keep, kept)}")
 
 
 # ---------------------------------------------------------------- CLI
@@ -720,6 +762,12 @@ def main(argv: list[str]) -> int:
         )
         s.add_argument("--free", action="store_true", help="sample without the keyword-list grammar")
         s.add_argument("--vocabulary", help="every keyword a phrase of this file (cogr sft --export's vocabulary.json)")
+        s.add_argument(
+            "--vocabulary-mode",
+            choices=("filter", "force"),
+            default="filter",
+            help="filter: off-vocabulary keywords left out of each answer; force: sampled under the vocabulary's trie (default filter)",
+        )
 
     grammar_flags(g)
     grammar_flags(q)
@@ -729,8 +777,8 @@ def main(argv: list[str]) -> int:
         p.error("--threads: expected ≥ 1")
     if a.cmd in ("grpo", "generate") and (a.max_keywords < 1 or a.max_keyword_length < 1):
         p.error("--max-keywords and --max-keyword-length: expected ≥ 1")
-    if a.cmd in ("grpo", "generate") and a.free and a.vocabulary:
-        p.error("--vocabulary constrains the keyword grammar, which --free turns off")
+    if a.cmd in ("grpo", "generate") and a.free and a.vocabulary and a.vocabulary_mode == "force":
+        p.error("--vocabulary-mode force constrains the keyword grammar, which --free turns off")
     if a.cmd == "grpo" and a.batch % a.generations:
         p.error(f"--batch {a.batch} must be a multiple of --generations {a.generations}")
     try:

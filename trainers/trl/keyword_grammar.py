@@ -173,6 +173,32 @@ class Vocabulary:
         return self.size - sum(1 for p in seen if self.is_phrase(p))
 
 
+def keep_phrases(completion: str, vocab: Vocabulary) -> tuple[str, int, int]:
+    """The vocabulary filter (cogr_trl.py --vocabulary-mode filter): the answer with every
+    keyword that is no phrase of `vocab` (compared normalised, as the trie is) left out, and
+    a keyword written twice kept once, as `{"keywords":[...]}`; with how many keywords the
+    answer held and how many were left out. An answer that is not a keyword list (the
+    object or the bare array) comes back unchanged, for cogr's parser to judge."""
+    import json
+
+    try:
+        v = json.loads(completion)
+    except ValueError:
+        return completion, 0, 0
+    ks = v.get("keywords") if isinstance(v, dict) else v
+    if not isinstance(ks, list) or not all(isinstance(k, str) for k in ks):
+        return completion, 0, 0
+    kept: list[str] = []
+    seen: set[str] = set()
+    for k in ks:
+        key = normalize(k)
+        if key in seen or not vocab.is_phrase(key):
+            continue
+        seen.add(key)
+        kept.append(k)
+    return json.dumps({"keywords": kept}, separators=(",", ":")), len(ks), len(ks) - len(kept)
+
+
 @dataclass(frozen=True)
 class State:
     phase: int = START

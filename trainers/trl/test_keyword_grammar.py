@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from keyword_grammar import KEYWORD_MAX_WORDS, RESERVE, KeywordGrammar, State, Vocabulary, normalize, step_text  # noqa: E402
+from keyword_grammar import KEYWORD_MAX_WORDS, RESERVE, KeywordGrammar, State, Vocabulary, keep_phrases, normalize, step_text  # noqa: E402
 
 VOCAB = ["<pad>", "<eos>", '{"', "keywords", '":', ' ["', "[", '["', '"', '","', '", "', ",", "]", "]}", '"]', '"]}', "}", " ",
          "crystal", "line", " lens", " lenses", "Lens", "lens", "x", " x", "cat", "ar", "act", "  ", "\n", '"x"', "é", "a\\b"]
@@ -225,6 +225,26 @@ class VocabularyTest(unittest.TestCase):
         s, first = self.at(g, '["crystal')
         self.assertIn("crystal", g._node_cache)
         self.assertEqual({VOCAB[t] for t in g.allowed(s, 100)}, first)
+
+
+class PhraseFilterTest(unittest.TestCase):
+    """The vocabulary filter (--vocabulary-mode filter): off-vocabulary keywords are left out of an answer."""
+
+    v = Vocabulary(["crystalline lens", "cataract", "lens"], max_length=20)
+
+    def test_off_vocabulary_and_repeated_keywords_are_left_out(self):
+        text, n, dropped = keep_phrases('{"keywords":["Crystalline Lens","a-crystallin","lens.","cataract","LENS","lenses"]}', self.v)
+        self.assertEqual(json.loads(text), {"keywords": ["Crystalline Lens", "lens.", "cataract"]})
+        self.assertEqual((n, dropped), (6, 3))
+
+    def test_the_bare_array_and_an_empty_result(self):
+        text, n, dropped = keep_phrases('["retina", "cornea"]', self.v)
+        self.assertEqual(json.loads(text), {"keywords": []})
+        self.assertEqual((n, dropped), (2, 2))
+
+    def test_an_answer_that_is_no_keyword_list_is_left_as_it_is(self):
+        for bad in ['{"keywords":["lens"', "lens, cataract", '{"keywords": "lens"}', '{"keywords":[1, "lens"]}']:
+            self.assertEqual(keep_phrases(bad, self.v), (bad, 0, 0))
 
 
 if __name__ == "__main__":
