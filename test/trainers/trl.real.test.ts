@@ -10,7 +10,8 @@
  * the context is error[PROMPT_TOO_LONG] naming it. The keyword grammar (keyword_grammar.py):
  * its unit tests, its bounds equal to DEFAULTS.llm's, and three answers of the real
  * checkpoint under it that all parse and none cut off; under the run's vocabulary (`cogr sft
- * --export`'s vocabulary.json) every keyword of three answers is one of its phrases. round.sh on a tiny MED round whose
+ * --export`'s vocabulary.json) every keyword of three answers is one of its phrases, forced
+ * (the trie) or filtered (the default). round.sh on a tiny MED round whose
  * reward server is killed during the GRPO step: the step fails with REWARD_UNAVAILABLE and
  * its reason, a re-run resumes at that stage and ends with the table. No timing is asserted. Without the venv
  * the test FAILS naming what to run; it is skipped only when COGR_SKIP_TRL=1 is set.
@@ -317,6 +318,8 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         '3',
         '--vocabulary',
         join(exported, 'vocabulary.json'),
+        '--vocabulary-mode',
+        'force',
       ]);
       expect(r.code, r.stderr).toBe(0);
       const cut = /phrases of a \d+-phrase vocabulary \((\d+) cut off it by a forced closing\)/.exec(r.stderr);
@@ -336,6 +339,41 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         });
       }
       expect(off).toBeLessThanOrEqual(Number(cut![1]));
+      // The filter (the default mode): sampled under the list grammar alone, the off-vocabulary keywords left out of each answer.
+      const outF = join(dir, 'three-f.completions.jsonl');
+      const f = await trainer([
+        'generate',
+        '--model',
+        BASE,
+        '--prompts',
+        three,
+        '--out',
+        outF,
+        '--max-new-tokens',
+        '64',
+        '--batch',
+        '3',
+        '--vocabulary',
+        join(exported, 'vocabulary.json'),
+      ]);
+      expect(f.code, f.stderr).toBe(0);
+      const left = /vocabulary filter: (\d+) of (\d+) keywords left out/.exec(f.stderr);
+      expect(left, f.stderr).not.toBeNull();
+      let kept = 0;
+      for (const l of readFileSync(outF, 'utf8').trim().split('\n')) {
+        const v = JSON.parse((JSON.parse(l) as { completion: string }).completion) as { keywords: string[] };
+        // Compared as keyword_grammar.normalize does: lower case, edge punctuation off every word.
+        const norm = (k: string) =>
+          k
+            .toLowerCase()
+            .split(/\s+/)
+            .map((w) => w.replace(/^[\p{P}\p{S}]+|[\p{P}\p{S}]+$/gu, ''))
+            .filter(Boolean)
+            .join(' ');
+        for (const k of v.keywords) expect(phrases.has(norm(k)), k).toBe(true);
+        kept += v.keywords.length;
+      }
+      expect(kept + Number(left![1])).toBe(Number(left![2]));
     },
     HOUR,
   );
