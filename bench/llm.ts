@@ -18,8 +18,9 @@
  *   reward_curve  the mean training reward of the first and the last fifth of the query
  *       half-round's GRPO steps (mean and standard error over those steps), and the item's
  *   seconds, max_rss_mb  per stage, from round.sh's stages.jsonl
- *   query_vocabulary  the phrases the query side's keywords were decoded under (round.sh's
- *       sft-data/vocabulary.json: half-round, item generation, minCarriers, how many), or
+ *   query_vocabulary  the phrases the query side's keywords were kept to (round.sh's
+ *       sft-data/vocabulary.json: half-round, item generation, minCarriers, how many, and the
+ *       mode: filter or force), or
  *       null when the round ran without the constraint (--open-vocabulary, --free, or a round
  *       from before it)
  * and writes bench/results/llm-<dataset>.json (kept in git) with the machine's load average.
@@ -183,9 +184,26 @@ export async function run(argv: string[]): Promise<void> {
       : null;
     const vocabularyFile = join(work, 'sft-data', 'vocabulary.json');
     const unconstrained = (invocations ?? [args.string('--round-flags', '')]).some((l) => /(^|\s)--(open-vocabulary|free)(\s|$)/.test(l));
+    // How the query side kept to it: as its GRPO stage recorded (cogr-done.json), else as round.sh was told; a
+    // round made before --vocabulary-mode (its checkpoint names the vocabulary but no mode) was forced.
+    const queryDone = join(work, 'ckpt-query', 'cogr-done.json');
+    const grammar = existsSync(queryDone)
+      ? (
+          JSON.parse(readFileSync(queryDone, 'utf8')) as {
+            grammar?: { vocabulary?: number | null; vocabularyMode?: 'filter' | 'force' | null } | null;
+          }
+        ).grammar
+      : undefined;
+    const mode: 'filter' | 'force' =
+      grammar?.vocabularyMode ??
+      (grammar?.vocabulary != null
+        ? 'force'
+        : (invocations ?? []).some((l) => /(^|\s)--vocabulary-mode force(\s|$)/.test(l))
+          ? 'force'
+          : 'filter');
     const vocabulary =
       !unconstrained && existsSync(vocabularyFile)
-        ? (({ half, itemGeneration, minCarriers, phrases }) => ({ half, itemGeneration, minCarriers, phrases: phrases.length }))(
+        ? (({ half, itemGeneration, minCarriers, phrases }) => ({ half, itemGeneration, minCarriers, phrases: phrases.length, mode }))(
             JSON.parse(readFileSync(vocabularyFile, 'utf8')) as {
               half: string;
               itemGeneration: number;

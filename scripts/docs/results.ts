@@ -548,8 +548,8 @@ export function llmBlock(s: Sources): string {
       `**${display(name)}** (split: ${j.split.core} core training, ${j.split.dev} dev, ${j.split.heldOut} held-out queries)`,
       '',
       j.query_vocabulary
-        ? `The query side's keywords decoded under the vocabulary constraint: each one of the ${j.query_vocabulary.phrases} phrases of ${j.query_vocabulary.half}'s frozen item generation (${j.query_vocabulary.itemGeneration}) that ${j.query_vocabulary.minCarriers}+ items carry.`
-        : "The query side's keywords decoded under the keyword-list grammar alone (no vocabulary constraint).",
+        ? `The query side's keywords kept to the vocabulary (${j.query_vocabulary.mode === 'filter' ? 'filtered: sampled under the list grammar, the other keywords left out of each answer' : 'forced: sampled under its trie'}): each one of the ${j.query_vocabulary.phrases} phrases of ${j.query_vocabulary.half}'s frozen item generation (${j.query_vocabulary.itemGeneration}) that ${j.query_vocabulary.minCarriers}+ items carry.`
+        : "The query side's keywords decoded under the keyword-list grammar alone (no vocabulary).",
       '',
       t.toString(),
       '',

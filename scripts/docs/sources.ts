@@ -267,7 +267,10 @@ export const LlmBenchSchema = z.object({
   seconds: z.record(z.string(), Num),
   max_rss_mb: z.record(z.string(), Num.nullable()),
   round_flags: z.string().optional(),
-  query_vocabulary: z.object({ half: z.string(), itemGeneration: Num, minCarriers: Num, phrases: Num }).nullable().optional(),
+  query_vocabulary: z
+    .object({ half: z.string(), itemGeneration: Num, minCarriers: Num, phrases: Num, mode: z.enum(['filter', 'force']).optional() })
+    .nullable()
+    .optional(),
 });
 export type LlmBench = z.output<typeof LlmBenchSchema>;
 
