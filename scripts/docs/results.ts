@@ -556,7 +556,7 @@ export function llmBlock(s: Sources): string {
       p.toString(),
       '',
       curve
-        ? `Query half-round's training reward over ${curve.steps} GRPO steps: first fifth ${f3(curve.first_fifth.mean)} ± ${f3(curve.first_fifth.se)}, last fifth ${f3(curve.last_fifth.mean)} ± ${f3(curve.last_fifth.se)}` +
+        ? `Query half-round's training reward over ${curve.steps} GRPO steps: first fifth ${f3(curve.first_fifth.mean).replace('-', '−')} ± ${f3(curve.first_fifth.se)}, last fifth ${f3(curve.last_fifth.mean).replace('-', '−')} ± ${f3(curve.last_fifth.se)}` +
             (cp ? `; paired by query (first pass against last, ${cp.queries} queries): ${pm(cp)}.` : '.')
         : 'No GRPO reward log.',
       '',
