@@ -1,9 +1,10 @@
 /**
  * Where the package's own files are (data/, generators/prompts/, package.json): the
  * folder holding package.json above this module, whether the code runs from the
- * TypeScript sources or from the compiled dist/ (one level deeper).
+ * TypeScript sources or from the compiled dist/ (one level deeper). And `writeAtomic`, a
+ * file written whole or not at all (through a rename).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -16,4 +17,10 @@ export function packageRoot(): string {
     root = dir;
   }
   return root;
+}
+
+/** Writes `text` to `path` through `path.partial` and a rename: a reader sees the old file or the whole new one. */
+export function writeAtomic(path: string, text: string): void {
+  writeFileSync(path + '.partial', text);
+  renameSync(path + '.partial', path);
 }

@@ -18,9 +18,10 @@
  *
  * Held-out queries and their judgements are never read.
  */
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { cogrError } from '../../index/core/errors.ts';
+import { writeAtomic } from '../../index/core/paths.ts';
 import type { Query } from '../../index/core/types.ts';
 import type { KeywordView } from '../../index/view/view.ts';
 import { exportTrl, queryInput } from '../../generators/sft.ts';
@@ -114,11 +115,13 @@ export function queryVocabulary(view: KeywordView, minCarriers: number): Vocabul
   const { fwd, self } = view.data;
   const carried = new Uint8Array(view.numKeywords); // 1: some item's keyword (not only a title)
   for (let j = 0; j < fwd.length; j++) carried[fwd[j]] = 1;
+  const title = new Uint8Array(view.numKeywords); // 1: some item's title
+  for (const k of self) if (k >= 0) title[k] = 1;
   const out: VocabularyPhrase[] = [];
   for (let k = 0; k < view.numKeywords; k++) {
     const carriers = view.keywordDf(k);
     if (minCarriers > 0 && (carried[k] === 0 || carriers < minCarriers)) continue;
-    if (minCarriers === 0 && carried[k] === 0 && !self.includes(k)) continue;
+    if (minCarriers === 0 && carried[k] === 0 && title[k] === 0) continue;
     out.push({ phrase: view.surface(k), key: view.keyword(k), carriers });
   }
   return out.sort((a, b) => (a.phrase < b.phrase ? -1 : a.phrase > b.phrase ? 1 : 0));
@@ -152,8 +155,6 @@ export async function exportQueryVocabulary(
     phrases: phrases.map(({ phrase, carriers }) => ({ phrase, carriers })),
   };
   mkdirSync(dir, { recursive: true });
-  const path = join(dir, 'vocabulary.json');
-  writeFileSync(path + '.partial', JSON.stringify(body) + '\n');
-  renameSync(path + '.partial', path);
+  writeAtomic(join(dir, 'vocabulary.json'), JSON.stringify(body) + '\n');
   return { half, itemGeneration: frozen.itemGeneration, minCarriers, phrases: phrases.length };
 }

@@ -19,11 +19,12 @@
  *       report.html (training reward per GRPO step, held-out F1 per stage, styled as the
  *       drift report) and table.md from the stage outputs round.sh wrote
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DEFAULTS, K_MAX } from '../../index/core/defaults.ts';
 import { cogrError, CogrError } from '../../index/core/errors.ts';
+import { writeAtomic } from '../../index/core/paths.ts';
 import { stderrLogger } from '../../index/core/log.ts';
 import { createRng, shuffle } from '../../index/core/random.ts';
 import { parseKeywordOutput } from '../../generators/parse.ts';
@@ -38,11 +39,6 @@ function flag(args: string[], name: string, fallback?: string): string {
   if (i >= 0 && i + 1 < args.length) return args[i + 1];
   if (fallback !== undefined) return fallback;
   throw cogrError('INVALID_ARGUMENT', `${name}: required`);
-}
-
-function writeAtomic(path: string, text: string): void {
-  writeFileSync(path + '.partial', text);
-  renameSync(path + '.partial', path);
 }
 
 function jsonl(rows: readonly unknown[]): string {

@@ -64,6 +64,32 @@ function trainer(args: string[]): Promise<Done> {
   return child(PY, [SCRIPT, '--threads', '1', ...args]);
 }
 
+/** Three MED queries of round.sh's prompts (the first and the last two: core training and held out) written to `name` in `dir`. */
+function threePrompts(dir: string, name: string): string {
+  const rows = readFileSync(join(dir, 'prompts', 'query-all.jsonl'), 'utf8')
+    .trim()
+    .split('\n');
+  const three = join(dir, name);
+  writeFileSync(three, [rows[0], rows[rows.length - 2], rows[rows.length - 1]].join('\n') + '\n');
+  return three;
+}
+
+/** Greedy answers of the base checkpoint to `prompts` (at most 64 new tokens, one batch) written to `out`; `extra` flags after. */
+function generateThree(prompts: string, out: string, ...extra: string[]): Promise<Done> {
+  return trainer(['generate', '--model', BASE, '--prompts', prompts, '--out', out, '--max-new-tokens', '64', '--batch', '3', ...extra]);
+}
+
+/** The keyword list of every answer in a completions file (the object or the bare array). */
+function answerKeywords(file: string): string[][] {
+  return readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => {
+      const v = JSON.parse((JSON.parse(l) as { completion: string }).completion) as { keywords?: string[] } | string[];
+      return Array.isArray(v) ? v : v.keywords!;
+    });
+}
+
 /** One GRPO step of the trainer (batch 2, 2 generations) against a reward server, writing under `name` in `dir`. */
 function grpoStep(
   dir: string,
@@ -250,13 +276,9 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
     'constrained generation on the real checkpoint: every answer parses and closes before the token budget',
     async () => {
       // Three MED queries (two held out, one core training), the prompts round.sh uses.
-      const rows = readFileSync(join(dir, 'prompts', 'query-all.jsonl'), 'utf8')
-        .trim()
-        .split('\n');
-      const three = join(dir, 'three.jsonl');
-      writeFileSync(three, [rows[0], rows[rows.length - 2], rows[rows.length - 1]].join('\n') + '\n');
+      const three = threePrompts(dir, 'three.jsonl');
       const out = join(dir, 'three.completions.jsonl');
-      const r = await trainer(['generate', '--model', BASE, '--prompts', three, '--out', out, '--max-new-tokens', '64', '--batch', '3']);
+      const r = await generateThree(three, out);
       expect(r.code, r.stderr).toBe(0);
       expect(r.stderr).toMatch(/generate: 3 answers in \d+ s, 0 cut off at 64 tokens; keyword grammar/);
       const parsed = parseCompletions(out, join(dir, 'three.keywords.jsonl'));
@@ -298,37 +320,16 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       expect(vocab.phrases.length).toBeGreaterThan(100);
       expect(vocab.phrases.every((p) => p.carriers >= vocab.minCarriers)).toBe(true);
       const phrases = new Set(vocab.phrases.map((p) => p.phrase.toLowerCase()));
-      const rows = readFileSync(join(dir, 'prompts', 'query-all.jsonl'), 'utf8')
-        .trim()
-        .split('\n');
-      const three = join(dir, 'three-v.jsonl');
-      writeFileSync(three, [rows[0], rows[rows.length - 2], rows[rows.length - 1]].join('\n') + '\n');
+      const three = threePrompts(dir, 'three-v.jsonl');
       const out = join(dir, 'three-v.completions.jsonl');
-      const r = await trainer([
-        'generate',
-        '--model',
-        BASE,
-        '--prompts',
-        three,
-        '--out',
-        out,
-        '--max-new-tokens',
-        '64',
-        '--batch',
-        '3',
-        '--vocabulary',
-        join(exported, 'vocabulary.json'),
-        '--vocabulary-mode',
-        'force',
-      ]);
+      const r = await generateThree(three, out, '--vocabulary', join(exported, 'vocabulary.json'), '--vocabulary-mode', 'force');
       expect(r.code, r.stderr).toBe(0);
       const cut = /phrases of a \d+-phrase vocabulary \((\d+) cut off it by a forced closing\)/.exec(r.stderr);
       expect(cut, r.stderr).not.toBeNull();
       expect(parseCompletions(out, join(dir, 'three-v.keywords.jsonl'))).toEqual({ lines: 3, invalid: 0, truncated: 0 });
       let off = 0;
-      for (const l of readFileSync(out, 'utf8').trim().split('\n')) {
-        const v = JSON.parse((JSON.parse(l) as { completion: string }).completion) as { keywords?: string[] } | string[];
-        const kws = (Array.isArray(v) ? v : v.keywords!).map((k) => k.toLowerCase());
+      for (const answer of answerKeywords(out)) {
+        const kws = answer.map((k) => k.toLowerCase());
         expect(kws.length).toBeGreaterThanOrEqual(1);
         // Only a keyword the forced closing cut at the token budget may be off the vocabulary, and it is the last.
         kws.forEach((k, i) => {
@@ -341,37 +342,22 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       expect(off).toBeLessThanOrEqual(Number(cut![1]));
       // The filter (the default mode): sampled under the list grammar alone, the off-vocabulary keywords left out of each answer.
       const outF = join(dir, 'three-f.completions.jsonl');
-      const f = await trainer([
-        'generate',
-        '--model',
-        BASE,
-        '--prompts',
-        three,
-        '--out',
-        outF,
-        '--max-new-tokens',
-        '64',
-        '--batch',
-        '3',
-        '--vocabulary',
-        join(exported, 'vocabulary.json'),
-      ]);
+      const f = await generateThree(three, outF, '--vocabulary', join(exported, 'vocabulary.json'));
       expect(f.code, f.stderr).toBe(0);
       const left = /vocabulary filter: (\d+) of (\d+) keywords left out/.exec(f.stderr);
       expect(left, f.stderr).not.toBeNull();
+      // Compared as keyword_grammar.normalize does: lower case, edge punctuation off every word.
+      const norm = (k: string) =>
+        k
+          .toLowerCase()
+          .split(/\s+/)
+          .map((w) => w.replace(/^[\p{P}\p{S}]+|[\p{P}\p{S}]+$/gu, ''))
+          .filter(Boolean)
+          .join(' ');
       let kept = 0;
-      for (const l of readFileSync(outF, 'utf8').trim().split('\n')) {
-        const v = JSON.parse((JSON.parse(l) as { completion: string }).completion) as { keywords: string[] };
-        // Compared as keyword_grammar.normalize does: lower case, edge punctuation off every word.
-        const norm = (k: string) =>
-          k
-            .toLowerCase()
-            .split(/\s+/)
-            .map((w) => w.replace(/^[\p{P}\p{S}]+|[\p{P}\p{S}]+$/gu, ''))
-            .filter(Boolean)
-            .join(' ');
-        for (const k of v.keywords) expect(phrases.has(norm(k)), k).toBe(true);
-        kept += v.keywords.length;
+      for (const answer of answerKeywords(outF)) {
+        for (const k of answer) expect(phrases.has(norm(k)), k).toBe(true);
+        kept += answer.length;
       }
       expect(kept + Number(left![1])).toBe(Number(left![2]));
     },
