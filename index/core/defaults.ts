@@ -44,9 +44,11 @@ export const DEFAULTS = deepFreeze({
     /** A half-round is adopted when its mean dev gain is at least this many standard errors (and not negative). */
     adoptZ: 1,
     /** What the adoption test pairs: 'dev' (the dev queries) or 'pooled' (the dev queries and the core training queries scored as held out; the dev gain must still be ≥ 0). */
-    adoptOn: 'dev' as 'dev' | 'pooled' | 'crossfit',
+    adoptOn: 'dev' as 'dev' | 'pooled' | 'crossfit' | 'leaveout',
     /** Inner folds of the core training queries for `adoptOn: 'crossfit'` (a shadow half-round per fold). */
     crossfitFolds: 2,
+    /** Groups of core training queries that `adoptOn: 'leaveout'` leaves out together (one query each when there are fewer). */
+    leaveOutGroups: 10,
     /**
      * How α is tuned on training queries whose judgements also fitted the relevance model:
      * 'insample' (planned as held out with the model fitted on them) or 'crossfit' (each of

@@ -7,7 +7,7 @@ import { cogrError } from '../../index/core/errors.ts';
 import type { Logger } from '../../index/core/log.ts';
 import { createRng, deriveSeed } from '../../index/core/random.ts';
 import { makeKeywordNormalizer } from '../../index/text/normalize.ts';
-import type { Query, Side } from '../../index/core/types.ts';
+import type { Item, Query, Side } from '../../index/core/types.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { carriedOnly } from '../../generators/policy/vocabulary.ts';
@@ -49,8 +49,11 @@ export function refitRelevance(
 }
 
 /** A generation held in memory, built as the store builds a committed one (the writer's normalisation, the run's analyzer). */
-export function memoryView(ctx: Ctx, entries: readonly { id: string; self: string; keywords: string[] }[]): KeywordView {
-  const norm = makeKeywordNormalizer({ memo: 0 });
+export function memoryView(
+  ctx: Ctx,
+  entries: readonly { id: string; self: string; keywords: string[] }[],
+  norm: ReturnType<typeof makeKeywordNormalizer> = makeKeywordNormalizer({ memo: 0 }),
+): KeywordView {
   const normalised = entries.map((e) => ({ id: e.id, self: norm.self(e.self), keywords: norm.set(e.keywords).keywords }));
   return KeywordView.build('item', -1, normalised, { analyzer: ctx.config.analyzer });
 }
@@ -81,17 +84,36 @@ export function decodeOptions(
  * An item generation: every item's keywords decoded by the policy; under the shared
  * vocabulary, only those at least `minCarriers` items carry (vocabulary.ts carriedOnly).
  */
-export function decodeItems(ctx: Ctx, policy: EmbeddedPolicy, step: string): { id: string; self: string; keywords: string[] }[] {
-  const { seed } = ctx.config;
+export function decodeItems(
+  ctx: Ctx,
+  policy: EmbeddedPolicy,
+  step: string,
+  opts: { raw?: boolean } = {},
+): { id: string; self: string; keywords: string[] }[] {
   ctx.progress.start(`${step}: indexing items`, ctx.corpus.items.length);
   const out = ctx.corpus.items.map((it) => {
-    const r = policy.decode(itemInput(it), decodeOptions(ctx.config, deriveSeed(seed, step, 'index', it.id)));
+    const e = decodeItem(ctx, policy, step, it);
     ctx.progress.tick();
-    return { id: it.id, self: it.title, keywords: r.keywords };
+    return e;
   });
   ctx.progress.end();
-  if (ctx.config.vocabulary !== 'shared') return out;
-  return carriedOnly(out, ctx.config.minCarriers, makeKeywordNormalizer({ analyzer: ctx.config.analyzer }).key);
+  return opts.raw ? out : carriedVocabulary(ctx, out);
+}
+
+/** One item's keywords as `decodeItems` decodes them (its own seed), before the vocabulary's carrier rule. */
+export function decodeItem(ctx: Ctx, policy: EmbeddedPolicy, step: string, it: Item): { id: string; self: string; keywords: string[] } {
+  const r = policy.decode(itemInput(it), decodeOptions(ctx.config, deriveSeed(ctx.config.seed, step, 'index', it.id)));
+  return { id: it.id, self: it.title, keywords: r.keywords };
+}
+
+/** With the shared vocabulary, an item generation's keywords that at least `minCarriers` items carry (vocabulary.ts carriedOnly); else as they are. */
+export function carriedVocabulary(
+  ctx: Ctx,
+  entries: { id: string; self: string; keywords: string[] }[],
+  key: (k: string) => string | null = makeKeywordNormalizer({ analyzer: ctx.config.analyzer }).key,
+): { id: string; self: string; keywords: string[] }[] {
+  if (ctx.config.vocabulary !== 'shared') return entries;
+  return carriedOnly(entries, ctx.config.minCarriers, key);
 }
 
 /** The query generation: the planner's keywords of every core training query, planned as held out. */

@@ -63,7 +63,16 @@ import {
   type RunConfig,
   type RunConfigInput,
 } from '../run/config.ts';
-import { halfRoundScorerData, offerSource, ownNames, queryOffers, runContext, runPlanner } from '../run/context.ts';
+import {
+  halfRoundScorerData,
+  offerSource,
+  ownNames,
+  queryOfferings,
+  querySideOf,
+  runContext,
+  runPlanner,
+  type QueryOffering,
+} from '../run/context.ts';
 import { loadPolicy, savePlanner, savePolicy } from '../run/policies.ts';
 import { checkRunData, dataFingerprint } from '../run/fingerprint.ts';
 import {
@@ -88,7 +97,18 @@ import { chooseRanker, evaluateQueries, plannerKeywords, pooledRankings } from '
 import { NO_FLOOR, type Floor } from '../../generators/planner/ranking.ts';
 import { tuneCutoff } from '../baseline/bm25.ts';
 import { setF1Curve } from '../metrics.ts';
-import { type Ctx, memoryView, commitGeneration, decodeItems, planQueries, vocabularySize, baseStep } from './loopContext.ts';
+import { makeKeywordNormalizer } from '../../index/text/normalize.ts';
+import {
+  type Ctx,
+  memoryView,
+  commitGeneration,
+  carriedVocabulary,
+  decodeItem,
+  decodeItems,
+  planQueries,
+  vocabularySize,
+  baseStep,
+} from './loopContext.ts';
 import { innerModel, queriesKey, tuneAlpha } from './crossfit.ts';
 import { refitStep } from './refit.ts';
 import { auditItems } from '../drift/keywordAudit.ts';
@@ -263,9 +283,10 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
   const t0 = Date.now();
   ctx.logger.info(`step ${name}: start`);
   let rec: Omit<StepRecord, 'finishedAt' | 'adopted'>;
+  let leaveOut: LeaveOutPair | undefined;
   if (phase === 'sft') rec = await sftStep(ctx);
   else if (phase === 'query') rec = await queryStep(ctx, round, done);
-  else if (phase === 'item') rec = await itemStep(ctx, round, done);
+  else if (phase === 'item') ({ leaveOutPair: leaveOut, ...rec } = await itemStep(ctx, round, done));
   else rec = await refitStep(ctx, round, done);
   const best = bestStep(done);
   // A half-round is adopted when its dev gain over the best adopted step is not negative
@@ -282,7 +303,20 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
     const { mean, se } = meanSe(cf.candidate.perQuery.map((f, i) => f - cf.best.perQuery[i]));
     rec.crossfit = { gain: mean, se, queries: cf.candidate.queries, folds: CROSSFIT_FOLDS };
   }
-  const test = half ? adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !crossfit }) : null;
+  // Leave out: the dev queries beside every core training query scored as held out, the item
+  // half-round's items decoded without the offers of the scored query's group (leaveOutScores).
+  if (leaveOut && rec.dev !== null && best?.dev != null) {
+    pooled = leaveOut;
+    const { mean, se } = meanSe(leaveOut.candidate.perQuery.map((f, i) => f - leaveOut.best.perQuery[i]));
+    rec.leaveOut = {
+      gain: mean,
+      se,
+      queries: leaveOut.candidate.queries,
+      groups: Math.min(ctx.coreQueries.length, DEFAULTS.run.leaveOutGroups),
+    };
+  }
+  const pooledAlone = crossfit || rec.leaveOut !== undefined;
+  const test = half ? adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !pooledAlone }) : null;
   const adopted = test === null || test.adopted;
   if (test && rec.dev) rec.devGain = { gain: test.gain, se: test.se, ...(test.queries !== undefined ? { queries: test.queries } : {}) };
   const m = rec.metrics;
@@ -290,6 +324,167 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
     `step ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)}s  dev F1=${rec.dev ? rec.dev.f1.toFixed(4) : '—'}${!half ? '' : adopted ? ' (adopted)' : ' (not adopted)'}  held-out P=${m.precision.toFixed(4)} R=${m.recall.toFixed(4)} F1=${m.f1.toFixed(4)}  vocab item=${rec.vocabulary.item} query=${rec.vocabulary.query}`,
   );
   return { ...rec, adopted, finishedAt: new Date().toISOString() };
+}
+
+/** `--adopt-on leaveout`: the core training queries' scores of an item half-round and of the step it builds on, paired per query. */
+interface LeaveOutPair {
+  candidate: QuerySetF;
+  best: QuerySetF;
+}
+
+function querySetF(perQuery: number[]): QuerySetF {
+  return { queries: perQuery.length, f1: perQuery.reduce((a, b) => a + b, 0) / Math.max(1, perQuery.length), perQuery };
+}
+
+/** An item generation made by an item half-round, as `leaveOutScores` decodes it again: the half-round's policy, step name, offerings and frozen query generation. */
+interface OfferedItems {
+  policy: EmbeddedPolicy;
+  step: string;
+  offerings: readonly QueryOffering[];
+  queryView: KeywordView;
+  /** The items' keywords as the step decoded them, before the carrier rule (decoded here when absent). */
+  raw?: { id: string; self: string; keywords: string[] }[];
+}
+
+/** Groups of the core training queries that `--adopt-on leaveout` leaves out together (seeded by the run's seed, the same for every step; one query each when there are fewer). */
+function leaveOutGroups(ctx: Ctx): number[][] {
+  const n = ctx.coreQueries.length;
+  const g = Math.min(n, DEFAULTS.run.leaveOutGroups);
+  const order = shuffle(
+    ctx.coreQueries.map((_, i) => i),
+    createRng(deriveSeed(ctx.config.seed, 'leaveout')),
+  );
+  const groups: number[][] = Array.from({ length: g }, () => []);
+  order.forEach((qi, i) => groups[i % g].push(qi));
+  return groups;
+}
+
+/**
+ * `--adopt-on leaveout`: every core training query planned and searched as held out (own {q},
+ * names and judgements left out) against the item generation decoded as the half-round
+ * decoded it, but with the offers of the query's group taken out of what the query side
+ * offers the items (querySideOf `without`): the items the group's queries judge relevant or
+ * rank high are decoded again by the same policy with the same seeds, the carrier rule
+ * applied to the whole generation again. What a query gains is then what the keywords of
+ * training queries outside its group brought its items, as for a held-out query (which gets
+ * them all: a group is a tenth of the queries), at the cost of decoding a group's items again
+ * instead of training a shadow half-round (`--adopt-on crossfit`). The policy's weights still
+ * saw the query's rewards: it approximates leaving the query out. With `stored` (the
+ * generation the step stored), warns when decoding again does not give it back.
+ */
+function leaveOutScores(ctx: Ctx, planner: KeywordPlanner, made: OfferedItems, stored?: KeywordView): number[] {
+  const { policy, step, offerings, queryView } = made;
+  const itemsById = new Map(ctx.corpus.items.map((it) => [it.id, it]));
+  const full = querySideOf(offerings, queryView);
+  policy.attachQuerySide(full);
+  const raw = made.raw ?? ctx.corpus.items.map((it) => decodeItem(ctx, policy, step, it));
+  const at = new Map(raw.map((e, i) => [e.id, i]));
+  // One memo for the near-equal generations built here (a fresh one per call normalises every keyword again).
+  const key = makeKeywordNormalizer({ analyzer: ctx.config.analyzer }).key;
+  const norm = makeKeywordNormalizer();
+  const whole = memoryView(ctx, carriedVocabulary(ctx, raw, key), norm);
+  if (stored) {
+    const sig = (v: KeywordView, o: number) => [...v.keywordsOf(o)].sort().join('\u0000');
+    let differ = 0;
+    for (let o = 0; o < whole.size; o++) {
+      const so = stored.ordinalOf(whole.id(o));
+      if (so < 0 || sig(stored, so) !== sig(whole, o)) differ++;
+    }
+    if (differ > 0)
+      ctx.logger.warn(`${step}: decoded again for the leave-out test, ${differ} of ${whole.size} items decode otherwise than stored`);
+    else ctx.logger.debug(`${step}: decoded again for the leave-out test, all ${whole.size} items as stored`);
+  }
+  const byQuery = new Map(offerings.map((o) => [o.queryId, o]));
+  const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((k, i) => k === b[i]);
+  const out: number[] = new Array<number>(ctx.coreQueries.length).fill(0);
+  const unchanged: number[] = [];
+  const groups = leaveOutGroups(ctx);
+  let redone = 0;
+  ctx.progress.start(`${step}: leave-out scores`, ctx.coreQueries.length);
+  try {
+    for (const group of groups) {
+      const members = group.map((qi) => ctx.coreQueries[qi]);
+      const touched = new Set<string>();
+      for (const q of members) {
+        const mine = byQuery.get(q.id);
+        if (mine && mine.keywords.length > 0) for (const id of [...mine.judged, ...mine.ranked]) touched.add(id);
+      }
+      let entries: typeof raw | null = null;
+      if (touched.size > 0) {
+        policy.attachQuerySide(querySideOf(offerings, queryView, { without: new Set(members.map((q) => q.id)) }));
+        for (const id of touched) {
+          const i = at.get(id);
+          const it = itemsById.get(id);
+          if (i === undefined || !it) continue;
+          const e = decodeItem(ctx, policy, step, it);
+          if (same(e.keywords, raw[i].keywords)) continue;
+          entries ??= raw.slice();
+          entries[i] = e;
+        }
+      }
+      if (entries === null) unchanged.push(...group);
+      else {
+        redone++;
+        const view = memoryView(ctx, carriedVocabulary(ctx, entries, key), norm);
+        const f = trainingAsHeldOut(ctx, planner, view, { queries: members }).perQuery;
+        group.forEach((qi, j) => (out[qi] = f[j] ?? 0));
+      }
+      for (let j = 0; j < group.length; j++) ctx.progress.tick();
+    }
+    if (unchanged.length > 0) {
+      // Groups whose offers change no item's keywords: scored against the whole generation, at once.
+      const f = trainingAsHeldOut(ctx, planner, whole, { queries: unchanged.map((qi) => ctx.coreQueries[qi]) }).perQuery;
+      unchanged.forEach((qi, j) => (out[qi] = f[j] ?? 0));
+    }
+    ctx.logger.debug(`${step}: leave-out: ${redone} of ${groups.length} groups' offers changed their items' keywords`);
+  } finally {
+    policy.attachQuerySide(full);
+    ctx.progress.end();
+  }
+  return out;
+}
+
+/** The base step's leave-out scores, per run and step that made its items and query planner round (a later item half-round on the same base scores it again otherwise). */
+const baseScoresCache = new WeakMap<Ctx, Map<string, QuerySetF>>();
+
+/**
+ * `--adopt-on leaveout`: the base step's scores of the core training queries under `planner`
+ * (the query planner of round `plannerRound`): over the base's items as stored when no item
+ * half-round made them (SFT, the refit), else left out group by group as `leaveOutScores`
+ * scores a candidate, the item half-round that made them rebuilt from the run (its saved
+ * policy, and the offerings of the steps before it, as trainItemHalf built them).
+ */
+async function baseLeaveOutScores(
+  ctx: Ctx,
+  done: readonly StepRecord[],
+  planner: KeywordPlanner,
+  plannerRound: number,
+): Promise<QuerySetF> {
+  const base = baseStep(done);
+  const maker = done.findIndex((s) => s.phase === 'item' && s.adopted && s.itemGeneration === base.itemGeneration);
+  if (maker < 0) {
+    const view = await ctx.store.openView('item', base.itemGeneration, { shared: true });
+    return querySetF(trainingAsHeldOut(ctx, planner, view).perQuery);
+  }
+  const made = done[maker];
+  let cache = baseScoresCache.get(ctx);
+  if (!cache) baseScoresCache.set(ctx, (cache = new Map()));
+  const cacheKey = `${made.step}|${plannerRound}`;
+  const hit = cache.get(cacheKey);
+  if (hit) return hit;
+  const before = done.slice(0, maker);
+  const prior = baseStep(before);
+  const priorItems = await ctx.store.openView('item', prior.itemGeneration, { shared: true });
+  const queryView = await ctx.store.openView('query', made.queryGeneration, { shared: true });
+  const offerPlanner = await runPlanner(ctx, generatorRound(before, 'query'));
+  offerPlanner.attachOpposite(priorItems);
+  const offerings = queryOfferings(offerSource(ctx), offerPlanner, queryView);
+  const policy = await loadPolicy(ctx.policies, 'item', made.round);
+  policy.attachOpposite(queryView);
+  const storedItems = await ctx.store.openView('item', made.itemGeneration, { shared: true });
+  const scores = querySetF(leaveOutScores(ctx, planner, { policy, step: made.step, offerings, queryView }, storedItems));
+  cache.set(cacheKey, scores);
+  return scores;
 }
 
 /** Inner folds of the cross-fitted adoption test (`--adopt-on crossfit`). */
@@ -804,14 +999,15 @@ async function trainItemHalf(
   queryView: KeywordView,
   queries: readonly Query[],
   offerPlanner?: KeywordPlanner,
-): Promise<{ policy: EmbeddedPolicy; stats: TrainStats }> {
+): Promise<{ policy: EmbeddedPolicy; stats: TrainStats; offerings: QueryOffering[] }> {
   const { config } = ctx;
   const policy = await loadPolicy(ctx.policies, 'item', generatorRound(done, 'item'));
   const reference = config.klCoef > 0 ? await loadPolicy(ctx.policies, 'item', 0) : undefined;
   const planner = offerPlanner ?? (await runPlanner(ctx, generatorRound(done, 'query')));
   planner.attachOpposite(itemView);
   ctx.logger.debug(`phase ${step}: query offers + reward cache`);
-  const offers = queryOffers(offerSource(ctx, queries), planner, queryView);
+  const offerings = queryOfferings(offerSource(ctx, queries), planner, queryView);
+  const offers = querySideOf(offerings, queryView);
   for (const p of [policy, reference]) {
     p?.attachOpposite(queryView);
     p?.attachQuerySide(offers);
@@ -848,7 +1044,7 @@ async function trainItemHalf(
       },
       rewardLabel: (m) => `mean ΔΣF1 reward ${m.toExponential(3)}`,
     });
-    return { policy, stats };
+    return { policy, stats, offerings };
   } finally {
     rewards.close();
   }
@@ -883,21 +1079,32 @@ export async function halfRoundRewards(
   return { score: (samples) => pool.rewards(samples, { contextId, signal: ctx.signal }), close: () => pool.dropContext(contextId) };
 }
 
-async function itemStep(ctx: Ctx, round: number, done: StepRecord[]): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'>> {
+async function itemStep(
+  ctx: Ctx,
+  round: number,
+  done: StepRecord[],
+): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'> & { leaveOutPair?: LeaveOutPair }> {
   const step = `r${round}-item`;
   const t0 = Date.now();
   const base = baseStep(done);
   const itemView = await ctx.store.openView('item', base.itemGeneration, { shared: true });
   const queryView = await ctx.store.openView('query', base.queryGeneration, { shared: true });
-  const { policy, stats } = await trainItemHalf(ctx, step, done, itemView, queryView, ctx.coreQueries);
+  const { policy, stats, offerings } = await trainItemHalf(ctx, step, done, itemView, queryView, ctx.coreQueries);
   await savePolicy(ctx.policies, round, policy);
-  const itemGen = await commitGeneration(ctx, 'item', decodeItems(ctx, policy, step), { step, round }, base.itemGeneration);
+  const raw = decodeItems(ctx, policy, step, { raw: true });
+  const itemGen = await commitGeneration(ctx, 'item', carriedVocabulary(ctx, raw), { step, round }, base.itemGeneration);
   const newItemView = await ctx.store.openView('item', itemGen);
   const planner = await runPlanner(ctx, generatorRound(done, 'query'));
   ctx.logger.debug(`phase ${step}: dev + held-out evaluation`);
   const { metrics, dev, trainEval } = evaluate(ctx, planner, newItemView, step);
+  let leaveOut: LeaveOutPair | undefined;
+  if (ctx.config.adoptOn === 'leaveout' && dev !== null && ctx.coreQueries.length > 0) {
+    const candidate = leaveOutScores(ctx, planner, { policy, step, offerings, queryView, raw }, newItemView);
+    leaveOut = { candidate: querySetF(candidate), best: await baseLeaveOutScores(ctx, done, planner, generatorRound(done, 'query')) };
+  }
   stats.seconds = (Date.now() - t0) / 1000;
   return {
+    ...(leaveOut ? { leaveOutPair: leaveOut } : {}),
     step,
     round,
     phase: 'item',

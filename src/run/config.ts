@@ -163,9 +163,9 @@ export const RUN_OPTIONS = {
    * training queries planned and searched as held out, with the dev gain alone still ≥ 0).
    * Runs written before this field were 'dev'.
    */
-  adoptOn: opt(z.enum(['dev', 'pooled', 'crossfit']).default(r.adoptOn), true, {
+  adoptOn: opt(z.enum(['dev', 'pooled', 'crossfit', 'leaveout']).default(r.adoptOn), true, {
     flag: '--adopt-on <queries>',
-    help: `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) | crossfit (dev and every core training query scored by a shadow half-round trained without its inner fold; dev gain still ≥ 0) (default ${r.adoptOn})`,
+    help: `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) | crossfit (dev and every core training query scored by a shadow half-round trained without its inner fold; dev gain still ≥ 0) | leaveout (an item half-round: dev and every core training query scored as held out, against its items decoded without the offers of the query's group, one of ${DEFAULTS.run.leaveOutGroups}; a query half-round: dev) (default ${r.adoptOn})`,
     kind: 'string',
   }),
   /**

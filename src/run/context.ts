@@ -301,21 +301,23 @@ export function offerSource(
 }
 
 /**
- * What the frozen query generation offers each item: for every training query that judges
- * the item relevant or ranks it among its top `itemRankDepth` items by relevance (the
- * planner's p, the query planned as held out), the query's name (its string when within
- * the keyword limits, else its label) or, with itemQuerySide 'keywords', every keyword of
- * its set; with how many judging and high-ranking queries offer each keyword and the share
- * of the keyword's carriers in the query generation that judge the item relevant.
+ * One training query's part of the offers: the keywords it offers (its name, or its keyword
+ * set with itemQuerySide 'keywords') and the items it offers them to, those it judges
+ * relevant and those among its top `itemRankDepth` by the planner's p (planned as held out).
  */
-export function queryOffers(src: OfferSource, planner: KeywordPlanner, queryView: KeywordView): QuerySide {
+export interface QueryOffering {
+  queryId: string;
+  keywords: readonly string[];
+  judged: readonly string[];
+  ranked: readonly string[];
+}
+
+/** Every training query's offering (`queryOffers` sums them; `--adopt-on leaveout` leaves a group out at a time). */
+export function queryOfferings(src: OfferSource, planner: KeywordPlanner, queryView: KeywordView): QueryOffering[] {
   const { config } = src;
-  const offered = new Map<string, Map<string, QueryOffer>>();
-  const carriers = (keyword: string) => {
-    const o = queryView.ordinalOfKeyword(keyword);
-    return o < 0 ? 0 : queryView.keywordDf(o);
-  };
-  const offer = (itemId: string, q: Query, field: 'judged' | 'ranked') => {
+  const itemIds = new Set(src.items.map((it) => it.id));
+  const view = planner.attached;
+  return src.queries.map((q) => {
     let keywords: string[];
     if (config.itemQuerySide === 'labels') {
       const name = planner.label(q.text) ?? normalizeKeyword(q.text);
@@ -324,6 +326,33 @@ export function queryOffers(src: OfferSource, planner: KeywordPlanner, queryView
       const o = queryView.ordinalOf(q.id);
       keywords = o < 0 ? [] : queryView.keywordsOf(o);
     }
+    const judged = [...(src.relevant.get(q.id) ?? [])].filter((id) => itemIds.has(id));
+    const ranked =
+      config.itemRankDepth > 0 && view ? topByP(planner.probabilities(queryInput(q)), config.itemRankDepth).map((e) => view.id(e)) : [];
+    return { queryId: q.id, keywords, judged, ranked };
+  });
+}
+
+/**
+ * What the frozen query generation offers each item, summed over `offerings` (all but the
+ * query or queries `without`, when given): every keyword offered to the item, with how many judging and
+ * high-ranking queries offer it and the share of the keyword's carriers in the query
+ * generation that judge the item relevant.
+ */
+export function querySideOf(
+  offerings: readonly QueryOffering[],
+  queryView: KeywordView,
+  opts: { without?: string | ReadonlySet<string> } = {},
+): QuerySide {
+  const { without } = opts;
+  const left =
+    without === undefined ? () => false : typeof without === 'string' ? (id: string) => id === without : (id: string) => without.has(id);
+  const offered = new Map<string, Map<string, QueryOffer>>();
+  const carriers = (keyword: string) => {
+    const o = queryView.ordinalOfKeyword(keyword);
+    return o < 0 ? 0 : queryView.keywordDf(o);
+  };
+  const offer = (itemId: string, keywords: readonly string[], field: 'judged' | 'ranked') => {
     let m = offered.get(itemId);
     if (!m) offered.set(itemId, (m = new Map()));
     for (const k of keywords) {
@@ -334,14 +363,10 @@ export function queryOffers(src: OfferSource, planner: KeywordPlanner, queryView
       x[field]++;
     }
   };
-  const itemIds = new Set(src.items.map((it) => it.id));
-  const view = planner.attached;
-  for (const q of src.queries) {
-    for (const id of src.relevant.get(q.id) ?? []) if (itemIds.has(id)) offer(id, q, 'judged');
-    if (config.itemRankDepth > 0 && view) {
-      const p = planner.probabilities(queryInput(q));
-      for (const e of topByP(p, config.itemRankDepth)) offer(view.id(e), q, 'ranked');
-    }
+  for (const o of offerings) {
+    if (left(o.queryId)) continue;
+    for (const id of o.judged) offer(id, o.keywords, 'judged');
+    for (const id of o.ranked) offer(id, o.keywords, 'ranked');
   }
   const lists = new Map<string, QueryOffer[]>();
   for (const [id, m] of offered) {
@@ -351,6 +376,18 @@ export function queryOffers(src: OfferSource, planner: KeywordPlanner, queryView
     lists.set(id, list);
   }
   return { offers: (id) => lists.get(id) ?? [] };
+}
+
+/**
+ * What the frozen query generation offers each item: for every training query that judges
+ * the item relevant or ranks it among its top `itemRankDepth` items by relevance (the
+ * planner's p, the query planned as held out), the query's name (its string when within
+ * the keyword limits, else its label) or, with itemQuerySide 'keywords', every keyword of
+ * its set; with how many judging and high-ranking queries offer each keyword and the share
+ * of the keyword's carriers in the query generation that judge the item relevant.
+ */
+export function queryOffers(src: OfferSource, planner: KeywordPlanner, queryView: KeywordView): QuerySide {
+  return querySideOf(queryOfferings(src, planner, queryView), queryView);
 }
 
 /**

@@ -160,6 +160,13 @@ export interface StepRecord {
    * when the dev gain alone was negative: no shadow was trained).
    */
   crossfit?: { gain: number; se: number; queries: number; folds: number };
+  /**
+   * `--adopt-on leaveout` (item half-rounds): the mean paired gain (and its standard error) of
+   * the core training queries, each scored as held out against items decoded without the
+   * offers of its group (one of `groups`; run.ts leaveOutScores), the half-round against the
+   * step it builds on.
+   */
+  leaveOut?: { gain: number; se: number; queries: number; groups: number };
   /** The planner's α after this step (query-side steps and SFT). */
   alpha?: number;
   metrics: HeldOutMetrics;

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openDb, type CogrDb } from '../../index/store/db.ts';
 import { isCogrError } from '../../index/core/errors.ts';
+import type { Logger } from '../../index/core/log.ts';
 import { KeywordIndexStore } from '../../index/store/store.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import { listPolicyRounds, loadPolicy, POLICY_SUBLEVEL } from '../../src/run/policies.ts';
@@ -35,10 +36,19 @@ async function snapshot(db: CogrDb) {
   return { steps, gens, policies };
 }
 
-async function runToEnd(path: string, corpus: Corpus = synthCorpus(), maxSteps?: number, config: RunConfigInput = LOOP_TEST_CONFIG) {
+async function runToEnd(
+  path: string,
+  corpus: Corpus = synthCorpus(),
+  maxSteps?: number,
+  config: RunConfigInput = LOOP_TEST_CONFIG,
+  logger?: Logger,
+) {
   const db = await openDb(path);
   try {
-    const res = await runCoevolution(db, corpus, config, maxSteps === undefined ? {} : { maxSteps });
+    const res = await runCoevolution(db, corpus, config, {
+      ...(maxSteps === undefined ? {} : { maxSteps }),
+      ...(logger ? { logger } : {}),
+    });
     return { res, snap: await snapshot(db) };
   } finally {
     await db.close();
@@ -245,6 +255,46 @@ describe('co-evolution loop', () => {
     // The shadows store nothing: one generation per step, as a run without them, and the SFT step's are the same.
     expect(Object.keys(a.snap.gens).sort()).toEqual(Object.keys(reference.snap.gens).sort());
     expect(a.snap.gens['item:0']).toEqual(reference.snap.gens['item:0']);
+    expect(b.snap.gens).toEqual(a.snap.gens);
+  });
+
+  it('the leave-out adoption test (dev + every core query against items decoded without its group’s offers) reads no held-out judgement either', async () => {
+    const corpus = synthCorpus();
+    const config = { ...LOOP_TEST_CONFIG, adoptOn: 'leaveout' as const };
+    const split = computeSplit(corpus, parseRunConfig(config));
+    const altered = scrambledHeldOut(corpus, split.eval);
+    const logs: { level: string; msg: string }[] = [];
+    const logger: Logger = {
+      info: () => {},
+      warn: (msg) => logs.push({ level: 'warn', msg }),
+      debug: (msg) => logs.push({ level: 'debug', msg }),
+    };
+    const a = await runToEnd(tempDb(), corpus, undefined, config, logger);
+    const b = await runToEnd(tempDb(), altered, undefined, config);
+    // Every item half-round's items are decoded again as the step stored them (and, when the base
+    // step's items came from an item half-round, that one's too, from its saved policy).
+    const again = logs.filter((l) => l.msg.includes('decoded again for the leave-out test'));
+    expect(again.filter((l) => l.level === 'warn')).toEqual([]);
+    // r1-item is adopted here, so r2-item's test decodes r1-item's items again as its base.
+    expect(a.res.steps.find((s) => s.step === 'r1-item')?.adopted).toBe(true);
+    expect(again.map((l) => l.msg.split(':')[0])).toEqual(['r1-item', 'r2-item', 'r1-item']);
+    const decision = (r: typeof a) => r.res.steps.map((s) => [s.leaveOut ?? null, s.devGain ?? null, s.adopted]);
+    expect(decision(b)).toEqual(decision(a));
+    // Item half-rounds pair the dev queries and every core training query; query half-rounds the dev queries alone.
+    const core = split.train.length - split.dev.length;
+    const items = a.res.steps.filter((s) => s.phase === 'item');
+    expect(items.length).toBeGreaterThan(0);
+    expect(
+      items.every(
+        (s) => s.leaveOut?.queries === core && s.leaveOut.groups === Math.min(core, 10) && s.devGain?.queries === split.train.length,
+      ),
+    ).toBe(true);
+    const queries = a.res.steps.filter((s) => s.phase === 'query');
+    expect(queries.every((s) => s.leaveOut === undefined && s.devGain?.queries === undefined)).toBe(true);
+    // The left-out decodings store nothing: the run's generations are those of a run without them up to its first item half-round.
+    expect(Object.keys(a.snap.gens).sort()).toEqual(Object.keys(reference.snap.gens).sort());
+    expect(a.snap.gens['item:0']).toEqual(reference.snap.gens['item:0']);
+    expect(a.snap.gens['item:1']).toEqual(reference.snap.gens['item:1']);
     expect(b.snap.gens).toEqual(a.snap.gens);
   });
 
