@@ -266,7 +266,7 @@ export class PlannerContexts {
     if (vocab) {
       const titles = this.selfKeys();
       const min = this.config.minCarriers;
-      list = list.filter((k) => titles[k] === 0 && d.postOff[k + 1] - d.postOff[k] >= min);
+      list = list.filter((k) => sharedKeyword(view, titles, k, min));
     }
     const tau = this.config.relatedness;
     if (tau !== null && this.related) {
@@ -286,15 +286,10 @@ export class PlannerContexts {
     return Int32Array.from(list).sort();
   }
 
-  /** Per keyword ordinal of the attached view, 1 when it is some item's title ({i}) and no item's keyword. */
+  /** Per keyword ordinal of the attached view, 1 when it is some item's title ({i}) and no item's keyword (titleOnlyKeys). */
   private selfKeys(): Uint8Array {
-    if (this.titles) return this.titles;
-    const d = this.requireView().data;
-    const t = new Uint8Array(this.requireView().numKeywords);
-    for (let e = 0; e < d.self.length; e++) if (d.self[e] >= 0) t[d.self[e]] = 1;
-    for (let j = 0; j < d.fwd.length; j++) t[d.fwd[j]] = 0;
-    this.titles = t;
-    return t;
+    this.titles ??= titleOnlyKeys(this.requireView());
+    return this.titles;
   }
 
   /**
@@ -398,4 +393,23 @@ export function topByP(p: Float64Array, k: number): number[] {
     }
   }
   return heap.sort((a, b) => p[b] - p[a] || a - b);
+}
+
+/** Per keyword ordinal of `view`, 1 when it is some item's title ({i}) and no item's keyword. */
+export function titleOnlyKeys(view: KeywordView): Uint8Array {
+  const d = view.data;
+  const t = new Uint8Array(view.numKeywords);
+  for (let e = 0; e < d.self.length; e++) if (d.self[e] >= 0) t[d.self[e]] = 1;
+  for (let j = 0; j < d.fwd.length; j++) t[d.fwd[j]] = 0;
+  return t;
+}
+
+/**
+ * The shared vocabulary's rule for a query keyword (config `minCarriers` > 0): keyword ordinal
+ * `k` of `view` is some item's keyword, not only a title (`titleOnly`: titleOnlyKeys), and at
+ * least `minCarriers` items carry it. The planner's candidates and the LLM's vocabulary
+ * (src/evolve/sftData.ts queryVocabulary) both keep to it.
+ */
+export function sharedKeyword(view: KeywordView, titleOnly: Uint8Array, k: number, minCarriers: number): boolean {
+  return titleOnly[k] === 0 && view.keywordDf(k) >= minCarriers;
 }

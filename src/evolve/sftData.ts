@@ -24,6 +24,7 @@ import { cogrError } from '../../index/core/errors.ts';
 import { writeAtomic } from '../../index/core/paths.ts';
 import type { Query } from '../../index/core/types.ts';
 import type { KeywordView } from '../../index/view/view.ts';
+import { sharedKeyword, titleOnlyKeys } from '../../generators/planner/queryContext.ts';
 import { exportTrl, queryInput } from '../../generators/sft.ts';
 import { plannerVocabulary } from '../run/config.ts';
 import { runPlanner, type RunReader } from '../run/context.ts';
@@ -112,17 +113,12 @@ export interface VocabularyPhrase {
  * phrase.
  */
 export function queryVocabulary(view: KeywordView, minCarriers: number): VocabularyPhrase[] {
-  const { fwd, self } = view.data;
-  const carried = new Uint8Array(view.numKeywords); // 1: some item's keyword (not only a title)
-  for (let j = 0; j < fwd.length; j++) carried[fwd[j]] = 1;
-  const title = new Uint8Array(view.numKeywords); // 1: some item's title
-  for (const k of self) if (k >= 0) title[k] = 1;
+  const titleOnly = titleOnlyKeys(view);
   const out: VocabularyPhrase[] = [];
   for (let k = 0; k < view.numKeywords; k++) {
-    const carriers = view.keywordDf(k);
-    if (minCarriers > 0 && (carried[k] === 0 || carriers < minCarriers)) continue;
-    if (minCarriers === 0 && carried[k] === 0 && title[k] === 0) continue;
-    out.push({ phrase: view.surface(k), key: view.keyword(k), carriers });
+    // The open vocabulary (minCarriers 0) plans any key: every item's keyword and title.
+    if (minCarriers > 0 && !sharedKeyword(view, titleOnly, k, minCarriers)) continue;
+    out.push({ phrase: view.surface(k), key: view.keyword(k), carriers: view.keywordDf(k) });
   }
   return out.sort((a, b) => (a.phrase < b.phrase ? -1 : a.phrase > b.phrase ? 1 : 0));
 }
