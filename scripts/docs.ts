@@ -46,6 +46,7 @@ import {
   expectedBlock,
   llmBlock,
   newItemsBlock,
+  adoptionBlock,
   oracleBlock,
   resultsBlock,
   resultsDetailBlock,
@@ -67,6 +68,7 @@ export const BLOCKS: Record<string, BlockMaker> = {
   audit: (s) => auditBlock(s),
   'keyword-examples': (s) => examplesBlock(s),
   'new-items': (s) => newItemsBlock(s),
+  adoption: (s) => adoptionBlock(s),
   llm: (s) => llmBlock(s),
   oracle: (s) => oracleBlock(s),
 };

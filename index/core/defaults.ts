@@ -43,8 +43,12 @@ export const DEFAULTS = deepFreeze({
     devFraction: 0.2,
     /** A half-round is adopted when its mean dev gain is at least this many standard errors (and not negative). */
     adoptZ: 1,
-    /** What the adoption test pairs: 'dev' (the dev queries) or 'pooled' (the dev queries and the core training queries scored as held out; the dev gain must still be ≥ 0). */
-    adoptOn: 'dev' as 'dev' | 'pooled' | 'crossfit' | 'leaveout',
+    /**
+     * What the adoption test pairs: 'leaveout' (item half-rounds: the dev queries and every core
+     * training query scored as held out against items decoded without its group's offers;
+     * query half-rounds: the dev queries), 'dev' (the dev queries), 'pooled' or 'crossfit'.
+     */
+    adoptOn: 'leaveout' as 'dev' | 'pooled' | 'crossfit' | 'leaveout',
     /** Inner folds of the core training queries for `adoptOn: 'crossfit'` (a shadow half-round per fold). */
     crossfitFolds: 2,
     /** Groups of core training queries that `adoptOn: 'leaveout'` leaves out together (one query each when there are fewer). */

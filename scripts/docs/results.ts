@@ -109,7 +109,7 @@ export function resultsDetailBlock(s: Sources): string {
     }
     if (paired.size > 0) out.push(paired.toString(), '');
     out.push(
-      'Per step, means over every held-out query (dev F1 over the dev queries carved from each fold’s training queries; adopted: folds, ties: no dev query changed). ' +
+      'Per step, means over every held-out query (dev F1 over the dev queries carved from each fold’s training queries; adopted: folds, ties: no query the adoption test scored changed). ' +
         'Keyword audit of the held-out queries’ keywords and of the step’s item generation: keywords per query, share matching at most one item, median items a keyword matches, share taken from the query; keywords per item, share carried by one item.',
       '',
     );
@@ -483,6 +483,54 @@ export function examplesBlock(s: Sources): string {
       return [`- ${display(e.name)}, before: \`${c.before}\``, `- ${display(e.name)}, after: \`${c.after}\``];
     }),
   ].join('\n');
+}
+
+/** docs/method.md: the stored k-fold runs beside the same runs with the dev adoption test (docs/results/adopt-dev/), what the rounds add to the same refit made from SFT. */
+export function adoptionBlock(s: Sources): string {
+  const pairs = s.adoptDev
+    .map((d) => ({ dev: d, run: s.runs.find((r) => r.name === d.name) }))
+    .filter((p): p is { dev: (typeof s.adoptDev)[number]; run: (typeof s.runs)[number] } => p.run !== undefined);
+  if (pairs.length === 0) return '_No stored run with the dev adoption test in docs/results/adopt-dev/._';
+  const t = new Table(
+    [
+      'collection',
+      'adoption test',
+      'F1 (folds)',
+      'result − SFT’s refit',
+      'rounds’ share',
+      'item half-rounds adopted',
+      'query half-rounds adopted',
+    ],
+    [2, 4],
+  );
+  for (const { dev, run } of pairs) {
+    for (const r of [run, dev]) {
+      const j = r.json;
+      const sft = j.final?.refit_from_sft?.f1;
+      const adopted = (side: string) => {
+        const steps = j.rounds.filter((x) => x.side === side);
+        const ties = steps.reduce((a, x) => a + x.adoptedOnTie, 0);
+        return `${steps.reduce((a, x) => a + x.adopted, 0)} of ${steps.length * j.folds}${ties > 0 ? ` (${ties} on a tie)` : ''}`;
+      };
+      t.add([
+        display(j.dataset),
+        `\`${String(j.config.adoptOn)}\``,
+        `${f3(j.final?.f1 ?? 0)}<br><sub>${j.perFold.map((f) => f3(f.final.f1)).join(' · ')}</sub>`,
+        j.final_vs_sft ? pm(j.final_vs_sft.f1) : '—',
+        sft && j.final ? `${j.final.f1 >= sft ? '+' : '−'}${Math.abs(100 * (j.final.f1 / sft - 1)).toFixed(1)} %` : '—',
+        adopted('item'),
+        adopted('query'),
+      ]);
+    }
+  }
+  return tableWithCommands(
+    t,
+    'Held-out F1 of the result (the final refit), means over every held-out query of the folds; result − SFT’s refit: paired per held-out query, mean ± standard error; rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1; adopted: half-rounds adopted, summed over rounds and folds (on a tie: no scored query’s F1 changed). Re-measure:',
+    pairs.flatMap(({ dev, run }) => [
+      `- ${display(run.name)}: \`${evolveCommand(run.json, run.file)}\``,
+      `- ${display(dev.name)}, dev test: \`${evolveCommand(dev.json, dev.file)}\``,
+    ]),
+  );
 }
 
 /** docs/results.md: items kept out of training (`--new-items`), found beside the others. */

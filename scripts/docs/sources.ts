@@ -317,6 +317,8 @@ export interface Sources {
   examples: { name: string; before: AuditJson; after: AuditJson; queries: string }[];
   /** docs/results/new-items/<dataset>.json. */
   newItems: { name: string; file: string; json: NewItemsJson }[];
+  /** docs/results/adopt-dev/<dataset>.json: the k-fold runs with the dev adoption test (`--adopt-on dev`), beside docs/results/<dataset>.json. */
+  adoptDev: { name: string; file: string; json: EvolveJson }[];
   /** bench/results/llm-<dataset>.json. */
   llm: { name: string; file: string; json: LlmBench }[];
   /** docs/results/oracle/<dataset>.json. */
@@ -413,5 +415,6 @@ export function readSources(root: string): Sources {
     }))
     .sort(byOrder);
   const oracle = storedIn(root, 'oracle', OracleJsonSchema);
-  return { runs, demo, bench, audits, examples, newItems, llm, oracle };
+  const adoptDev = storedIn(root, 'adopt-dev', EvolveJsonSchema);
+  return { runs, demo, bench, audits, examples, newItems, llm, oracle, adoptDev };
 }

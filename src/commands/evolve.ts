@@ -235,9 +235,10 @@ export function renderSteps(steps: readonly StepRecord[], baselines: SplitBaseli
 
 /**
  * One line on the run's adoptions: which half-rounds were adopted (those adopted on a tie,
- * with no dev query changed, named apart), or — when none was — the half-round with the
- * largest dev gain, its gain and standard error, and why the test kept SFT (a fall on dev,
- * or a rise within z standard errors of the dev queries).
+ * with no scored query changed, named apart), or — when none was — the half-round with the
+ * largest gain, its gain and standard error, and why the test kept SFT (a fall, or a rise
+ * within z standard errors of the queries it scored: the dev queries, with the core training
+ * queries too for the pooled, cross-fitted and leave-out tests).
  */
 export function adoptionSummary(steps: readonly StepRecord[]): string | null {
   const halves = steps.filter((s) => isHalfRound(s.phase));
@@ -249,18 +250,20 @@ export function adoptionSummary(steps: readonly StepRecord[]): string | null {
       ties.length === 0
         ? ''
         : ties.length === adopted.length
-          ? ', every one on a tie: no dev query changed'
-          : `; ${ties.join(', ')} on a tie: no dev query changed`;
-    return `adopted: ${adopted.map((s) => s.step).join(', ')}${tieNote} (a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors)`;
+          ? ', every one on a tie: no scored query changed'
+          : `; ${ties.join(', ')} on a tie: no scored query changed`;
+    return `adopted: ${adopted.map((s) => s.step).join(', ')}${tieNote} (a half-round is adopted when its mean gain over the scored queries is ≥ 0 and ≥ z standard errors)`;
   }
   const tested = halves.filter((s) => s.devGain);
   if (tested.length === 0) return 'no half-round was adopted (no dev queries to test them on)';
   const top = tested.reduce((a, b) => (b.devGain!.gain > a.devGain!.gain ? b : a));
   const g = top.devGain!;
   const n = g.queries ?? top.dev?.queries ?? 0;
-  const reason = g.gain < 0 ? 'every half-round lowered dev F1' : `a rise within the noise of ${n} dev queries`;
+  // What the test scored: the dev queries, or (pooled, cross-fitted, leave-out tests) the dev and core training queries.
+  const scored = g.queries !== undefined && top.dev && g.queries > top.dev.queries ? `${n} dev and training queries` : `${n} dev queries`;
+  const reason = g.gain < 0 ? 'every half-round lowered F1 on them' : `a rise within the noise of ${scored}`;
   const result = steps.some((s) => s.phase === 'refit') ? 'the result is the SFT step, refitted' : 'the result is the SFT step';
-  return `no half-round was adopted: the largest dev gain was ${top.step}'s ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} F1 (standard error ${g.se.toFixed(4)}): ${reason}, so ${result}`;
+  return `no half-round was adopted: the largest gain was ${top.step}'s ${g.gain >= 0 ? '+' : ''}${g.gain.toFixed(4)} F1 (standard error ${g.se.toFixed(4)}): ${reason}, so ${result}`;
 }
 
 /**

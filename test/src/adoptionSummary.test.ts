@@ -17,7 +17,7 @@ describe('the demo says which half-rounds were adopted, or why none was', () => 
       adoptionSummary([step('sft', 'sft', true), step('r1-query', 'query', false, -0.01), step('r1-item', 'item', true, 0.02, 0.005)]),
     ).toMatch(/^adopted: r1-item /);
   });
-  it('names the half-rounds adopted on a tie (no dev query changed) apart', () => {
+  it('names the half-rounds adopted on a tie (no scored query changed) apart', () => {
     expect(
       adoptionSummary([
         step('sft', 'sft', true),
@@ -27,10 +27,10 @@ describe('the demo says which half-rounds were adopted, or why none was', () => 
         step('r2-item', 'item', true, 0, 0),
       ]),
     ).toBe(
-      'adopted: r1-query, r1-item, r2-item; r1-item, r2-item on a tie: no dev query changed (a half-round is adopted when its mean dev gain is ≥ 0 and ≥ z standard errors)',
+      'adopted: r1-query, r1-item, r2-item; r1-item, r2-item on a tie: no scored query changed (a half-round is adopted when its mean gain over the scored queries is ≥ 0 and ≥ z standard errors)',
     );
     expect(adoptionSummary([step('sft', 'sft', true), step('r1-item', 'item', true, 0, 0)])).toMatch(
-      /^adopted: r1-item, every one on a tie: no dev query changed \(/,
+      /^adopted: r1-item, every one on a tie: no scored query changed \(/,
     );
   });
   it('a tie is what the adoption test adopts when no paired query changed, and only that', () => {
@@ -54,17 +54,22 @@ describe('the demo says which half-rounds were adopted, or why none was', () => 
     expect(adoptedOnTie({ adopted: true, devGain: { gain: 0.01, se: 0.002 } })).toBe(false);
     expect(adoptedOnTie({ adopted: true })).toBe(false);
   });
-  it('none adopted: the largest dev gain, its standard error and the reason', () => {
+  it('none adopted: the largest gain, its standard error, the queries it was scored on and the reason', () => {
     const s = adoptionSummary([
       step('sft', 'sft', true),
       step('r1-query', 'query', false, -0.0004, 0.001),
       step('r1-item', 'item', false, 0.0062, 0.0071),
     ]);
     expect(s).toBe(
-      "no half-round was adopted: the largest dev gain was r1-item's +0.0062 F1 (standard error 0.0071): a rise within the noise of 52 dev queries, so the result is the SFT step",
+      "no half-round was adopted: the largest gain was r1-item's +0.0062 F1 (standard error 0.0071): a rise within the noise of 52 dev queries, so the result is the SFT step",
+    );
+    // A test that also scored the core training queries (pooled, crossfit, leaveout) says so.
+    const leaveOut = { ...step('r1-item', 'item', false), devGain: { gain: 0.0035, se: 0.0051, queries: 258 } } as StepRecord;
+    expect(adoptionSummary([step('sft', 'sft', true), leaveOut])).toBe(
+      "no half-round was adopted: the largest gain was r1-item's +0.0035 F1 (standard error 0.0051): a rise within the noise of 258 dev and training queries, so the result is the SFT step",
     );
     expect(adoptionSummary([step('sft', 'sft', true), step('r1-query', 'query', false, -0.01, 0.002)])).toMatch(
-      /every half-round lowered dev F1/,
+      /every half-round lowered F1 on them/,
     );
     expect(adoptionSummary([step('sft', 'sft', true)])).toBeNull();
   });
