@@ -496,7 +496,7 @@ export function adoptionBlock(s: Sources): string {
       'collection',
       'adoption test',
       'F1 (folds)',
-      'result − SFT’s refit',
+      'result − SFT',
       'rounds’ share',
       'item half-rounds adopted',
       'query half-rounds adopted',
@@ -525,7 +525,7 @@ export function adoptionBlock(s: Sources): string {
   }
   return tableWithCommands(
     t,
-    'Held-out F1 of the result (the final refit), means over every held-out query of the folds; result − SFT’s refit: paired per held-out query, mean ± standard error; rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1; adopted: half-rounds adopted, summed over rounds and folds (on a tie: no scored query’s F1 changed). Re-measure:',
+    'Held-out F1 of the result (the final refit), means over every held-out query of the folds; result − SFT: paired per held-out query against the SFT step as served, mean ± standard error (the README’s cogr − SFT); rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1; adopted: half-rounds adopted, summed over rounds and folds (on a tie: no scored query’s F1 changed). Re-measure:',
     pairs.flatMap(({ dev, run }) => [
       `- ${display(run.name)}: \`${evolveCommand(run.json, run.file)}\``,
       `- ${display(dev.name)}, dev test: \`${evolveCommand(dev.json, dev.file)}\``,
