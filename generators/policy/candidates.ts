@@ -197,15 +197,26 @@ export function itemGrams(
   return out;
 }
 
-/** Candidates with dense features for one item. */
-export function extractCandidates(
+/**
+ * An item's candidates from its own text (n-grams, capped by a tf·idf prior, and its title
+ * outside the shared vocabulary), in order, with their dense features; what `withQuerySide`
+ * adds the query side's offers to. It does not depend on the query side, so a policy keeps it
+ * while the query side changes (model.ts).
+ */
+export interface TextCandidates {
+  /** Candidate keyword → dense features, in candidate order. Not to be changed: withQuerySide copies what it changes. */
+  readonly features: ReadonlyMap<string, Float64Array>;
+  /** The dense features of a keyword not among them (an offer the text does not hold). */
+  readonly borrowed: (k: string) => Float64Array;
+}
+
+export function textCandidates(
   input: GenerateInput,
   cfg: CandidateConfig,
   stats: WordStats | null,
   opposite: OppositeIndex | null,
-  querySide: QuerySide | null = null,
   vocabulary: Vocabulary | null = null,
-): RawCandidate[] {
+): TextCandidates {
   const strict = vocabulary !== null;
   const { title, text } = inputWords(input);
   const all = [...title, ...text];
@@ -230,10 +241,8 @@ export function extractCandidates(
     for (const w of ws) s += idfOf(w);
     return s / Math.max(1, ws.length);
   };
-  const base = (k: string, g?: Gram): Float64Array => {
-    let f = out.get(k);
-    if (f) return f;
-    f = new Float64Array(D);
+  const fresh = (k: string, g?: Gram): Float64Array => {
+    const f = new Float64Array(D);
     const ws = g ? g.words : keywordWords(k);
     f[ws.length === 1 ? DI.len1 : ws.length === 2 ? DI.len2 : DI.len3] = 1;
     f[DI.idf] = (g ? g.meanIdf : meanIdf(k)) / 10;
@@ -247,7 +256,11 @@ export function extractCandidates(
       f[DI.oppDf] = opposite.scaledDf(k);
     }
     f[DI.borrowed] = 1;
-    out.set(k, f);
+    return f;
+  };
+  const base = (k: string, g?: Gram): Float64Array => {
+    let f = out.get(k);
+    if (!f) out.set(k, (f = fresh(k, g)));
     return f;
   };
   // Input n-grams, capped by a tf·idf prior.
@@ -277,15 +290,34 @@ export function extractCandidates(
     f[DI.firstPos] = 0;
     if (normalizeKeyword(self) === null) out.delete(self); // over the keyword limits: cannot be emitted
   }
-  if (querySide) {
-    for (const o of querySide.offers(input.id).slice(0, cfg.maxQuerySide)) {
-      if (normalizeKeyword(o.keyword) !== o.keyword || (vocabulary && !vocabulary.has(o.keyword))) continue;
-      const f = base(o.keyword);
-      f[DI.qJudged] = Math.log1p(o.judged);
-      f[DI.qRanked] = Math.log1p(o.ranked);
-      f[DI.qPrec] = o.precision;
-      f[DI.fromQuery] = 1;
+  return { features: out, borrowed: (k) => fresh(k) };
+}
+
+/** An item's candidates: its text's, then the query side's offers (features copied where an offer meets a text candidate), in order. */
+export function withQuerySide(
+  text: TextCandidates,
+  input: GenerateInput,
+  cfg: CandidateConfig,
+  querySide: QuerySide | null,
+  vocabulary: Vocabulary | null = null,
+): RawCandidate[] {
+  if (!querySide) return [...text.features].map(([keyword, dense]) => ({ keyword, dense }));
+  const out = new Map(text.features);
+  const copied = new Set<string>();
+  for (const o of querySide.offers(input.id).slice(0, cfg.maxQuerySide)) {
+    if (normalizeKeyword(o.keyword) !== o.keyword || (vocabulary && !vocabulary.has(o.keyword))) continue;
+    let f = out.get(o.keyword);
+    if (!f) {
+      out.set(o.keyword, (f = text.borrowed(o.keyword)));
+      copied.add(o.keyword);
+    } else if (!copied.has(o.keyword)) {
+      out.set(o.keyword, (f = Float64Array.from(f)));
+      copied.add(o.keyword);
     }
+    f[DI.qJudged] = Math.log1p(o.judged);
+    f[DI.qRanked] = Math.log1p(o.ranked);
+    f[DI.qPrec] = o.precision;
+    f[DI.fromQuery] = 1;
   }
   return [...out.entries()].map(([keyword, dense]) => ({ keyword, dense }));
 }

@@ -21,7 +21,16 @@ import type { Side } from '../../index/core/types.ts';
 import type { KeywordView } from '../../index/view/view.ts';
 import type { GenerateInput, GenerateOptions, KeywordGenerator, KeywordSample } from '../types.ts';
 import { drawSamples } from '../samples.ts';
-import { D, DEFAULT_CANDIDATES, extractCandidates, inputWords, type QuerySide, type WordStats } from './candidates.ts';
+import {
+  D,
+  DEFAULT_CANDIDATES,
+  inputWords,
+  textCandidates,
+  withQuerySide,
+  type QuerySide,
+  type TextCandidates,
+  type WordStats,
+} from './candidates.ts';
 import { OppositeIndex } from './opposite.ts';
 import { PolicyParams, sequenceOf, type CandidateSet, type PolicyConfig } from './params.ts';
 import { greedySequence, sampleSequence, sequenceLogProb } from './sampling.ts';
@@ -58,6 +67,8 @@ export class EmbeddedPolicy implements KeywordGenerator {
   private stats: WordStats | null = null;
   private vocab: Vocabulary | null = null;
   private cache = new Map<string, CandidateSet>();
+  /** Per input id, its candidates from its own text (candidates.ts textCandidates): kept when only the query side changes. */
+  private textCache = new Map<string, { title: string; text: string; candidates: TextCandidates }>();
 
   constructor(side: Side, config: Partial<PolicyConfig> = {}) {
     if (side !== 'item')
@@ -94,11 +105,12 @@ export class EmbeddedPolicy implements KeywordGenerator {
   attachOpposite(view: KeywordView | null): void {
     this.opposite = view ? new OppositeIndex(view) : null;
     this.cache.clear();
+    this.textCache.clear();
   }
   /**
    * Attach (or detach) what the item side may borrow from the frozen query side: the
    * keywords the query generation offers each item (candidates.ts QuerySide). Clears the
-   * candidate cache.
+   * candidate cache; the candidates from the items' own texts are kept.
    */
   attachQuerySide(querySide: QuerySide | null): void {
     this.querySide = querySide;
@@ -113,6 +125,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
     }
     this.stats = { n: inputs.length, df };
     this.cache.clear();
+    this.textCache.clear();
   }
   /**
    * Fit the shared vocabulary on the items (vocabulary.ts): from now on the candidates are its
@@ -121,6 +134,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
   fitVocabulary(inputs: readonly GenerateInput[], analyzer: AnalyzerName, opts: Partial<VocabularyOptions> = {}): Vocabulary {
     this.vocab = Vocabulary.build(inputs, analyzer, opts);
     this.cache.clear();
+    this.textCache.clear();
     return this.vocab;
   }
   /** The shared vocabulary the candidates are drawn from (null: open, every n-gram and the title, as runs stored before it). */
@@ -130,6 +144,7 @@ export class EmbeddedPolicy implements KeywordGenerator {
   /** Drop the cached candidate sets and features (they are rebuilt on demand). */
   clearCache(): void {
     this.cache.clear();
+    this.textCache.clear();
   }
 
   /**
@@ -141,7 +156,13 @@ export class EmbeddedPolicy implements KeywordGenerator {
     const title = input.title ?? '';
     let cs = this.cache.get(key);
     if (cs && cs.text === input.text && cs.title === title) return cs;
-    const raw = extractCandidates(input, this.config, this.stats, this.opposite, this.querySide, this.vocab);
+    let text = this.textCache.get(key);
+    if (!text || text.text !== input.text || text.title !== title) {
+      text = { title, text: input.text, candidates: textCandidates(input, this.config, this.stats, this.opposite, this.vocab) };
+      if (this.textCache.size >= 200_000) this.textCache.clear();
+      this.textCache.set(key, text);
+    }
+    const raw = withQuerySide(text.candidates, input, this.config, this.querySide, this.vocab);
     const n = raw.length;
     const dense = new Float64Array(n * D);
     const spOff = new Int32Array(n + 1);

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { normalizeKeyword, normalizeSelf } from '../../index/text/normalize.ts';
 import { createRng } from '../../index/core/random.ts';
 import { KeywordView } from '../../index/view/view.ts';
-import { DI, DEFAULT_CANDIDATES, extractCandidates } from '../../generators/policy/candidates.ts';
+import { DI, DEFAULT_CANDIDATES, textCandidates, withQuerySide } from '../../generators/policy/candidates.ts';
 import { EmbeddedPolicy, type GrpoSample } from '../../generators/policy/model.ts';
 
 const view = KeywordView.build('item', 0, [
@@ -135,7 +135,9 @@ describe('item side: keywords offered by the query side', () => {
     const p = new EmbeddedPolicy('item');
     expect(p.candidateKeywords(input)).not.toContain('statin breast cancer');
     p.attachQuerySide({ offers: (id) => offers.get(id) ?? [] });
-    const raw = extractCandidates(input, DEFAULT_CANDIDATES, null, null, { offers: (id) => offers.get(id) ?? [] });
+    const raw = withQuerySide(textCandidates(input, DEFAULT_CANDIDATES, null, null), input, DEFAULT_CANDIDATES, {
+      offers: (id) => offers.get(id) ?? [],
+    });
     const by = new Map(raw.map((r) => [r.keyword, r.dense]));
     expect(by.get('statin breast cancer')![DI.qJudged]).toBeCloseTo(Math.log1p(2), 12);
     expect(by.get('statin breast cancer')![DI.qPrec]).toBe(1);
