@@ -315,8 +315,9 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
       groups: Math.min(ctx.coreQueries.length, DEFAULTS.run.leaveOutGroups),
     };
   }
-  const pooledAlone = crossfit || rec.leaveOut !== undefined;
-  const test = half ? adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !pooledAlone }) : null;
+  // The cross-fitted and leave-out tests decide on all the queries they pair; pooled also asks that the dev gain alone not fall.
+  const onAllPaired = crossfit || rec.leaveOut !== undefined;
+  const test = half ? adoptionTest(rec.dev, best?.dev ?? null, ctx.config.adoptZ, pooled, { devAlone: !onAllPaired }) : null;
   const adopted = test === null || test.adopted;
   if (test && rec.dev) rec.devGain = { gain: test.gain, se: test.se, ...(test.queries !== undefined ? { queries: test.queries } : {}) };
   const m = rec.metrics;

@@ -159,13 +159,15 @@ export const RUN_OPTIONS = {
     kind: 'number',
   }),
   /**
-   * The queries the adoption test pairs: 'dev' or 'pooled' (the dev queries and the core
-   * training queries planned and searched as held out, with the dev gain alone still ≥ 0).
-   * Runs written before this field were 'dev'.
+   * The queries the adoption test pairs: 'leaveout' (the default: an item half-round on the
+   * dev queries and every core training query, each against items decoded without its
+   * group's offers; a query half-round on the dev queries), 'dev', 'pooled' (the dev queries
+   * and the core training queries planned and searched as held out, with the dev gain alone
+   * still ≥ 0) or 'crossfit'. Runs written before this field were 'dev'.
    */
   adoptOn: opt(z.enum(['dev', 'pooled', 'crossfit', 'leaveout']).default(r.adoptOn), true, {
     flag: '--adopt-on <queries>',
-    help: `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) | crossfit (dev and every core training query scored by a shadow half-round trained without its inner fold; dev gain still ≥ 0) | leaveout (an item half-round: dev and every core training query scored as held out, against its items decoded without the offers of the query's group, one of ${DEFAULTS.run.leaveOutGroups}; a query half-round: dev) (default ${r.adoptOn})`,
+    help: `what the adoption test pairs: dev | pooled (dev and core training queries scored as held out; dev gain still ≥ 0) | crossfit (dev and every core training query scored by a shadow half-round trained without its inner fold) | leaveout (an item half-round: dev and every core training query scored as held out, against its items decoded without the offers of the query's group, one of ${DEFAULTS.run.leaveOutGroups}; a query half-round: dev) (default ${r.adoptOn})`,
     kind: 'string',
   }),
   /**

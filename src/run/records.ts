@@ -156,8 +156,7 @@ export interface StepRecord {
   trainEval?: QuerySetF;
   /**
    * `--adopt-on crossfit`: the mean paired gain (and its standard error) of the core training
-   * queries, each scored by a shadow of the half-round trained without its inner fold (absent
-   * when the dev gain alone was negative: no shadow was trained).
+   * queries, each scored by a shadow of the half-round trained without its inner fold.
    */
   crossfit?: { gain: number; se: number; queries: number; folds: number };
   /**
