@@ -150,6 +150,31 @@ describe('item side: keywords offered by the query side', () => {
     expect(p.candidateKeywords(input)).toContain('statin breast cancer');
   });
 
+  it('a policy that keeps its text candidates across query sides scores as one that never saw the earlier side', () => {
+    const other = new Map([['i1', [{ keyword: 'older patients', judged: 5, ranked: 1, precision: 0.5 }]]]);
+    const sideA = { offers: (id: string) => other.get(id) ?? [] };
+    const sideB = { offers: (id: string) => offers.get(id) ?? [] };
+    const p = new EmbeddedPolicy('item', { kMax: 4 });
+    for (const [i, n] of ['idf', 'logTf', 'len2', 'qJudged', 'qPrec', 'fromQuery', 'borrowed', 'stopBias'].entries())
+      p.setParam(n, ((i % 3) - 1) * 0.7);
+    // Sample under side A (its text candidates are cached), then under B, then under none.
+    p.attachQuerySide(sideA);
+    const underA = p.candidateKeywords(input);
+    p.sample(input, { temperature: 1, rng: createRng(1) });
+    p.attachQuerySide(sideB);
+    const fresh = EmbeddedPolicy.fromJSON(p.toJSON());
+    fresh.attachQuerySide(sideB);
+    expect(p.candidateKeywords(input)).toEqual(fresh.candidateKeywords(input));
+    for (const seq of [['statin breast cancer'], ['statin therapy', 'heart disease'], []])
+      expect(p.logProb(input, seq, 1)).toBeCloseTo(fresh.logProb(input, seq, 1), 12);
+    // The offer side A made was not written into the kept text candidates.
+    expect(underA).toContain('older patients');
+    p.attachQuerySide(null);
+    const bare = EmbeddedPolicy.fromJSON(p.toJSON());
+    expect(p.candidateKeywords(input)).toEqual(bare.candidateKeywords(input));
+    expect(p.logProb(input, ['older patients'], 1)).toBeCloseTo(bare.logProb(input, ['older patients'], 1), 12);
+  });
+
   it("GRPO with grpoParams 'query' moves only the query-side weights, towards adopting a rewarded offer", () => {
     const p = new EmbeddedPolicy('item', { kMax: 6 });
     p.attachQuerySide({ offers: (id) => offers.get(id) ?? [] });
