@@ -492,15 +492,7 @@ export function adoptionBlock(s: Sources): string {
     .filter((p): p is { dev: (typeof s.adoptDev)[number]; run: (typeof s.runs)[number] } => p.run !== undefined);
   if (pairs.length === 0) return '_No stored run with the dev adoption test in docs/results/adopt-dev/._';
   const t = new Table(
-    [
-      'collection',
-      'adoption test',
-      'F1 (folds)',
-      'result − SFT',
-      'rounds’ share',
-      'item half-rounds adopted',
-      'query half-rounds adopted',
-    ],
+    ['collection', 'adoption test', 'F1 (folds)', 'result − SFT', 'rounds’ share', 'item half-rounds adopted', 'query half-rounds adopted'],
     [2, 4],
   );
   for (const { dev, run } of pairs) {
