@@ -283,7 +283,7 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
   const t0 = Date.now();
   ctx.logger.info(`step ${name}: start`);
   let rec: Omit<StepRecord, 'finishedAt' | 'adopted'>;
-  let leaveOut: LeaveOutPair | undefined;
+  let leaveOut: PairedScores | undefined;
   if (phase === 'sft') rec = await sftStep(ctx);
   else if (phase === 'query') rec = await queryStep(ctx, round, done);
   else if (phase === 'item') ({ leaveOutPair: leaveOut, ...rec } = await itemStep(ctx, round, done));
@@ -327,8 +327,8 @@ async function runStep(ctx: Ctx, name: string, done: StepRecord[]): Promise<Step
   return { ...rec, adopted, finishedAt: new Date().toISOString() };
 }
 
-/** `--adopt-on leaveout`: the core training queries' scores of an item half-round and of the step it builds on, paired per query. */
-interface LeaveOutPair {
+/** The core training queries' scores of a half-round and of the step it builds on, paired per query (`--adopt-on crossfit` and `leaveout`). */
+interface PairedScores {
   candidate: QuerySetF;
   best: QuerySetF;
 }
@@ -349,14 +349,14 @@ interface OfferedItems {
 
 /** Groups of the core training queries that `--adopt-on leaveout` leaves out together (seeded by the run's seed, the same for every step; one query each when there are fewer). */
 function leaveOutGroups(ctx: Ctx): number[][] {
-  const n = ctx.coreQueries.length;
-  const g = Math.min(n, DEFAULTS.run.leaveOutGroups);
-  const order = shuffle(
-    ctx.coreQueries.map((_, i) => i),
-    createRng(deriveSeed(ctx.config.seed, 'leaveout')),
-  );
-  const groups: number[][] = Array.from({ length: g }, () => []);
-  order.forEach((qi, i) => groups[i % g].push(qi));
+  const indices = ctx.coreQueries.map((_, i) => i);
+  return seededGroups(indices, Math.min(indices.length, DEFAULTS.run.leaveOutGroups), ctx.config.seed, 'leaveout');
+}
+
+/** `list` shuffled by a stream of the run's seed named `stream`, dealt round-robin into `k` groups (inner folds, leave-out groups). */
+function seededGroups<T>(list: readonly T[], k: number, seed: number, stream: string): T[][] {
+  const groups: T[][] = Array.from({ length: k }, () => []);
+  shuffle(list, createRng(deriveSeed(seed, stream))).forEach((x, i) => groups[i % k].push(x));
   return groups;
 }
 
@@ -493,10 +493,7 @@ const CROSSFIT_FOLDS = DEFAULTS.run.crossfitFolds;
 
 /** The core training queries in `CROSSFIT_FOLDS` inner folds (seeded by the run's seed, the same for every step). */
 function innerFolds(ctx: Ctx): Query[][] {
-  const order = shuffle(ctx.coreQueries, createRng(deriveSeed(ctx.config.seed, 'crossfit')));
-  const folds: Query[][] = Array.from({ length: CROSSFIT_FOLDS }, () => []);
-  order.forEach((q, i) => folds[i % CROSSFIT_FOLDS].push(q));
-  return folds;
+  return seededGroups(ctx.coreQueries, CROSSFIT_FOLDS, ctx.config.seed, 'crossfit');
 }
 
 /**
@@ -514,12 +511,7 @@ function innerFolds(ctx: Ctx): Query[][] {
  * rounds' gain on held-out queries did not show.) A shadow's generators and generation
  * stay in memory: nothing of it is stored. Held-out and dev queries play no part.
  */
-async function crossfitScores(
-  ctx: Ctx,
-  step: string,
-  phase: Side,
-  done: readonly StepRecord[],
-): Promise<{ candidate: QuerySetF; best: QuerySetF }> {
+async function crossfitScores(ctx: Ctx, step: string, phase: Side, done: readonly StepRecord[]): Promise<PairedScores> {
   const base = baseStep(done);
   const folds = innerFolds(ctx);
   const baseItems = await ctx.store.openView('item', base.itemGeneration, { shared: true });
@@ -544,12 +536,7 @@ async function crossfitScores(
       cand.push(...trainingAsHeldOut(ctx, inner, shadowItems, { queries: scored }).perQuery);
     }
   }
-  const setF = (perQuery: number[]): QuerySetF => ({
-    queries: perQuery.length,
-    f1: perQuery.reduce((a, b) => a + b, 0) / Math.max(1, perQuery.length),
-    perQuery,
-  });
-  return { candidate: setF(cand), best: setF(prev) };
+  return { candidate: querySetF(cand), best: querySetF(prev) };
 }
 
 /**
@@ -1084,7 +1071,7 @@ async function itemStep(
   ctx: Ctx,
   round: number,
   done: StepRecord[],
-): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'> & { leaveOutPair?: LeaveOutPair }> {
+): Promise<Omit<StepRecord, 'finishedAt' | 'adopted'> & { leaveOutPair?: PairedScores }> {
   const step = `r${round}-item`;
   const t0 = Date.now();
   const base = baseStep(done);
@@ -1098,7 +1085,7 @@ async function itemStep(
   const planner = await runPlanner(ctx, generatorRound(done, 'query'));
   ctx.logger.debug(`phase ${step}: dev + held-out evaluation`);
   const { metrics, dev, trainEval } = evaluate(ctx, planner, newItemView, step);
-  let leaveOut: LeaveOutPair | undefined;
+  let leaveOut: PairedScores | undefined;
   if (ctx.config.adoptOn === 'leaveout' && dev !== null && ctx.coreQueries.length > 0) {
     const candidate = leaveOutScores(ctx, planner, { policy, step, offerings, queryView, raw }, newItemView);
     leaveOut = { candidate: querySetF(candidate), best: await baseLeaveOutScores(ctx, done, planner, generatorRound(done, 'query')) };
