@@ -6,7 +6,7 @@
  * items) for LLM training; `exportTrl` writes SFT data as JSONL in TRL's conversational
  * prompt–completion format, with the prompts of the LLM generator (generators/prompts/).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULTS, K_MAX } from '../index/core/defaults.ts';
 import { DEFAULT_ANALYZER, type AnalyzerName } from '../index/text/analyzer.ts';
@@ -214,7 +214,7 @@ export function relevantOrdinals(view: KeywordView, relevant: ReadonlyMap<string
 }
 
 /**
- * Write `item.jsonl` and `query.jsonl` under dir: one line per example,
+ * Write `item.jsonl` and `query.jsonl` (and `pseudo.jsonl` with `pseudo`) under dir: one line per example,
  * {"prompt": [{"role": "system", ...}, {"role": "user", ...}], "completion": [{"role":
  * "assistant", "content": "{\"keywords\": [...]}"}]} (TRL's conversational
  * prompt–completion format). Returns the number of lines written per file.
@@ -235,12 +235,14 @@ export function exportTrl(
     keywordLimit?: number;
     /** 'none': prompts without the template's worked example; 'compact': the user message alone (prompts.ts renderPrompt). */
     examples?: 'template' | 'none' | 'compact';
+    /** Extra query examples written to `pseudo.jsonl` (pseudo-queries: src/evolve/sftData.ts); the file is not written without them. */
+    pseudo?: { queries: readonly Query[]; targets: ReadonlyMap<string, readonly string[]> };
   },
-): { item: number; query: number } {
+): { item: number; query: number; pseudo: number } {
   mkdirSync(dir, { recursive: true });
   const promptDir = data.promptDir ?? DEFAULT_PROMPT_DIR;
   const limit = data.keywordLimit ?? Math.min(K_MAX, DEFAULTS.llm.maxKeywords);
-  const write = (side: 'item' | 'query', rows: { input: GenerateInput; keywords: readonly string[] }[]) => {
+  const write = (side: 'item' | 'query', rows: { input: GenerateInput; keywords: readonly string[] }[], file: string = side) => {
     const t = loadPromptTemplate(side, promptDir);
     const lines = rows.map((r) =>
       JSON.stringify({
@@ -249,7 +251,7 @@ export function exportTrl(
         completion: [{ role: 'assistant', content: JSON.stringify({ keywords: r.keywords.slice(0, limit) }) }],
       }),
     );
-    writeFileSync(join(dir, `${side}.jsonl`), lines.length ? lines.join('\n') + '\n' : '');
+    writeFileSync(join(dir, `${file}.jsonl`), lines.length ? lines.join('\n') + '\n' : '');
     return lines.length;
   };
   const item = write(
@@ -262,5 +264,17 @@ export function exportTrl(
     'query',
     data.queries.filter((q) => data.queryTargets.has(q.id)).map((q) => ({ input: queryInput(q), keywords: data.queryTargets.get(q.id)! })),
   );
-  return { item, query };
+  const ps = data.pseudo;
+  // Without pseudo-queries, none is left from an earlier export to the same folder.
+  if (!ps) rmSync(join(dir, 'pseudo.jsonl'), { force: true });
+  const pseudo = ps
+    ? write(
+        'query',
+        ps.queries
+          .filter((q) => (ps.targets.get(q.id)?.length ?? 0) > 0)
+          .map((q) => ({ input: queryInput(q), keywords: ps.targets.get(q.id)! })),
+        'pseudo',
+      )
+    : 0;
+  return { item, query, pseudo };
 }

@@ -1,7 +1,7 @@
 /**
  * `cogr sft --dataset <name|path> [--format f] [--seed n] [--eval-fraction f] [--epochs n]
  *   [--m auto|n] [--n 15] [--query-targets planner|pooled] [--export <dir>] [--commit-index]
- *   [--db <path>] [--json]`
+ *   [--db <path>] [--pseudo-queries n] [--json]`
  *
  * The SFT phase (Algorithm 1) for the embedded generators on the training queries of a
  * seeded train/eval split (the same split as `cogr evolve` with the same seed and
@@ -21,7 +21,9 @@
  * prompts are compact (the user message alone, generators/prompts.ts); `<dir>/vocabulary.json`
  * holds the phrases query half-round r1-query's keywords may be (sftData.ts
  * exportQueryVocabulary: the keywords of its frozen item generation the planner may plan,
- * with their carrier counts). Read from the published files: the database is not locked.
+ * with their carrier counts). With `--pseudo-queries n`, `<dir>/pseudo.jsonl` holds up to n
+ * pseudo-queries (item titles) with the SFT planner's keywords for them (sftData.ts
+ * pseudoQueryTargets). Read from the published files: the database is not locked.
  */
 import type { Command } from 'commander';
 import { openDb } from '../../index/store/db.ts';
@@ -48,6 +50,7 @@ interface SftFlags extends Omit<DatasetFlags, 'dataset'> {
   n: string;
   queryTargets: string;
   export?: string;
+  pseudoQueries: string;
   commitIndex?: boolean;
   db?: string;
   json?: boolean;
@@ -71,6 +74,11 @@ export function register(program: Command): void {
         'planner',
       )
       .option('--export <dir>', 'also write item.jsonl / query.jsonl in TRL conversational prompt–completion format')
+      .option(
+        '--pseudo-queries <n>',
+        "with --export on a run: also write pseudo.jsonl, up to n item titles as queries with the SFT planner's keywords for them (unjudged text: more query examples than the core training queries)",
+        '0',
+      )
       .option('--commit-index', 'also commit the item index built from the base item keywords as a new item generation'),
   )
     .option('--json', 'print a JSON summary')
@@ -88,7 +96,10 @@ export function register(program: Command): void {
             `${given.map((k) => '--' + k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())).join(', ')}: the database holds a run, whose SFT step is read as it was made; name --dataset to make a new one`,
           );
         const run = await openPublishedRun(dbPath(flags.db), { logger: stderrLogger });
-        const t = await runSftTargets(run);
+        const pseudoQueries = parseIntFlag('--pseudo-queries', flags.pseudoQueries, 0)!;
+        if (pseudoQueries > 0 && !flags.export)
+          throw cogrError('INVALID_ARGUMENT', '--pseudo-queries: only with --export (they are written to its pseudo.jsonl)');
+        const t = await runSftTargets(run, { pseudoQueries });
         const limit = Math.min(run.config.kMax ?? K_MAX, DEFAULTS.llm.maxKeywords);
         let exported: ReturnType<typeof exportSftTargets> | null = null;
         let vocabulary: Awaited<ReturnType<typeof exportQueryVocabulary>> | null = null;
@@ -117,6 +128,7 @@ export function register(program: Command): void {
             ? JSON.stringify(summary) + '\n'
             : `the run's SFT step (item generation ${t.itemGeneration}): ${t.items.size} judged items and ${t.queries.size} core training queries with their SFT targets, ${t.devQueries.size} dev queries and ${t.devItems.size} dev-only items` +
                 (exported ? `; wrote them to ${flags.export} (dev under ${flags.export}/dev)` : '') +
+                (exported?.pseudo ? `, and ${exported.pseudo} pseudo-queries (item titles) to ${flags.export}/pseudo.jsonl` : '') +
                 (vocabulary
                   ? `; ${vocabulary.half}'s query vocabulary (${vocabulary.phrases} phrases of item generation ${vocabulary.itemGeneration} that ${vocabulary.minCarriers}+ items carry) to ${flags.export}/vocabulary.json`
                   : '') +
@@ -124,6 +136,11 @@ export function register(program: Command): void {
         );
         return;
       }
+      if (this.getOptionValueSource('pseudoQueries') === 'cli')
+        throw cogrError(
+          'INVALID_ARGUMENT',
+          '--pseudo-queries: only with --db on a database that holds a co-evolution run (its SFT planner plans them)',
+        );
       const seed = parseIntFlag('--seed', flags.seed, 0)!;
       const epochs = parseIntFlag('--epochs', flags.epochs, 0)!;
       const M = flags.m === 'auto' ? [...DEFAULTS.sft.itemKeywordsGrid] : parseIntFlag('--m', flags.m, 1)!;

@@ -10,6 +10,13 @@
  *            against that item generation (no {q}, its own names left out; greedy)
  *   dev      the run's dev queries the same way, and the items judged relevant only to them:
  *            never trained on, what a trainer's dev loss (when to stop SFT) is measured on
+ *   pseudo   (with `pseudoQueries` > 0) pseudo-queries: the titles of a seeded sample of
+ *            the items in the SFT step's item generation, each with the SFT planner's keywords
+ *            for it planned as held out, kept to the shared vocabulary's rule (sharedKeyword)
+ *            and never the item's own title. A run has few core training queries (19 on MED),
+ *            so an LLM fine-tuned on them alone sees a handful of query answers, repeated; the
+ *            pseudo-queries teach it the query side's vocabulary on unjudged text, with the
+ *            embedded planner as the teacher. No judgement is read for them.
  *   vocabulary  the phrases a query keyword may be in the first query half-round: the
  *            keywords of its frozen item generation that the query planner may plan (at least
  *            `minCarriers` items carry them under the shared vocabulary; no item's title),
@@ -21,6 +28,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { cogrError } from '../../index/core/errors.ts';
+import { createRng, deriveSeed, shuffle } from '../../index/core/random.ts';
 import { writeAtomic } from '../../index/core/paths.ts';
 import type { Query } from '../../index/core/types.ts';
 import type { KeywordView } from '../../index/view/view.ts';
@@ -37,9 +45,14 @@ export interface SftTargets {
   queries: Map<string, string[]>;
   devItems: Map<string, string[]>;
   devQueries: Map<string, string[]>;
+  /** Pseudo-queries (item titles) and their targets; empty without `pseudoQueries`. */
+  pseudo: { queries: Query[]; targets: Map<string, string[]> };
 }
 
-export async function runSftTargets(run: RunReader): Promise<SftTargets> {
+/** The id of the pseudo-query made from an item's title. */
+export const pseudoQueryId = (itemId: string): string => `pseudo:${itemId}`;
+
+export async function runSftTargets(run: RunReader, opts: { pseudoQueries?: number } = {}): Promise<SftTargets> {
   const sft = run.steps.find((s) => s.phase === 'sft');
   if (!sft) throw cogrError('NOT_FOUND', `the run in ${run.path} has no SFT step yet`);
   const view = await run.openView('item', sft.itemGeneration);
@@ -68,7 +81,46 @@ export async function runSftTargets(run: RunReader): Promise<SftTargets> {
     queries: plans(run.coreQueries),
     devItems: keywordsOf(devOnly),
     devQueries: plans(run.devQueries),
+    pseudo: pseudoQueryTargets(run, view, opts.pseudoQueries ?? 0, (q) => planner.plan(queryInput(q), { asHeldOut: true }).keywords),
   };
+}
+
+/**
+ * Up to `n` pseudo-queries: the titles of a seeded sample of `view`'s items (the items the
+ * run trains on: new items are not in it), each planned by `plan`, its keywords kept to the
+ * shared vocabulary's rule and never the item's own title (which the planner may give a
+ * query naming an item); a title left with no keyword gives no example.
+ */
+export function pseudoQueryTargets(
+  run: Pick<RunReader, 'corpus' | 'config'>,
+  view: KeywordView,
+  n: number,
+  plan: (q: Query) => readonly string[],
+): { queries: Query[]; targets: Map<string, string[]> } {
+  const queries: Query[] = [];
+  const targets = new Map<string, string[]>();
+  if (n <= 0) return { queries, targets };
+  const byId = new Map(run.corpus.items.map((it) => [it.id, it]));
+  const { minCarriers } = plannerVocabulary(run.config);
+  const titleOnly = titleOnlyKeys(view);
+  const ordinals = shuffle(
+    Array.from({ length: view.size }, (_, e) => e),
+    createRng(deriveSeed(run.config.seed, 'pseudo-queries')),
+  );
+  for (const e of ordinals) {
+    if (queries.length >= n) break;
+    const title = byId.get(view.id(e))?.title.trim() ?? '';
+    if (title.split(/\s+/).length < 2) continue;
+    const q: Query = { id: pseudoQueryId(view.id(e)), text: title };
+    const own = view.data.self[e];
+    const kept = plan(q).filter((k) => {
+      const o = view.ordinalOfKeyword(k);
+      return o >= 0 && o !== own && (minCarriers === 0 || sharedKeyword(view, titleOnly, o, minCarriers));
+    });
+    queries.push(q);
+    if (kept.length > 0) targets.set(q.id, kept);
+  }
+  return { queries, targets };
 }
 
 /** The targets in TRL's conversational format: `dir/item.jsonl`, `dir/query.jsonl`, and the dev ones under `dir/dev/`; compact prompts (the user message alone, prompts.ts). */
@@ -77,7 +129,7 @@ export function exportSftTargets(
   t: SftTargets,
   dir: string,
   keywordLimit: number,
-): { item: number; query: number; devItem: number; devQuery: number } {
+): { item: number; query: number; pseudo: number; devItem: number; devQuery: number } {
   const items = run.corpus.items;
   const train = exportTrl(dir, {
     items,
@@ -86,6 +138,7 @@ export function exportSftTargets(
     queryTargets: t.queries,
     keywordLimit,
     examples: 'compact',
+    ...(t.pseudo.queries.length > 0 ? { pseudo: t.pseudo } : {}),
   });
   const dev = exportTrl(join(dir, 'dev'), {
     items,
@@ -95,7 +148,7 @@ export function exportSftTargets(
     keywordLimit,
     examples: 'compact',
   });
-  return { item: train.item, query: train.query, devItem: dev.item, devQuery: dev.query };
+  return { item: train.item, query: train.query, pseudo: train.pseudo, devItem: dev.item, devQuery: dev.query };
 }
 
 /** One phrase of a query half-round's vocabulary: its surface form, its match key and how many items it matches. */

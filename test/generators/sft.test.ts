@@ -112,7 +112,7 @@ describe('SFT (Algorithm 1)', () => {
       const itemKeywords = new Map([['i0', ['alpha', 'beta']]]);
       const queryTargets = new Map([['q1', ['gamma']]]);
       const n = exportTrl(dir, { items: c.items, itemKeywords, queries: c.queries, queryTargets });
-      expect(n).toEqual({ item: 1, query: 1 });
+      expect(n).toEqual({ item: 1, query: 1, pseudo: 0 });
       const item = readFileSync(join(dir, 'item.jsonl'), 'utf8')
         .trim()
         .split('\n')

@@ -6,7 +6,7 @@
  * the frozen item side counted afresh from its entries, and against the planner's own
  * candidates (every keyword it plans for a training query is a phrase of the file).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +14,15 @@ import { openDb, type CogrDb } from '../../index/store/db.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { loadDataset } from '../../src/datasets/index.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
-import { exportQueryVocabulary, queryVocabulary, VOCABULARY_FILE_VERSION } from '../../src/evolve/sftData.ts';
+import {
+  exportQueryVocabulary,
+  exportSftTargets,
+  pseudoQueryId,
+  pseudoQueryTargets,
+  queryVocabulary,
+  runSftTargets,
+  VOCABULARY_FILE_VERSION,
+} from '../../src/evolve/sftData.ts';
 import { frozenHalfRound, openRun, type OpenRun } from '../../src/run/context.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
@@ -89,5 +97,57 @@ describe("the query half-round's vocabulary", () => {
     const open = queryVocabulary(view, 0);
     expect(open).toHaveLength(view.numKeywords);
     expect(queryVocabulary(view, 1).length).toBeLessThanOrEqual(open.length);
+  });
+});
+
+describe('pseudo-queries (cogr sft --export --pseudo-queries)', () => {
+  it("are item titles of the SFT item generation, with the planner's keywords kept to the vocabulary and never the item's own title", async () => {
+    const t = await runSftTargets(run, { pseudoQueries: 12 });
+    const view = await run.openView('item', t.itemGeneration);
+    const vocabulary = new Set(queryVocabulary(view, run.config.minCarriers).map((p) => p.key));
+    const titles = new Map(run.corpus.items.map((it) => [pseudoQueryId(it.id), it.title.trim()]));
+    expect(t.pseudo.queries).toHaveLength(12);
+    expect(new Set(t.pseudo.queries.map((q) => q.id)).size).toBe(12);
+    expect(t.pseudo.targets.size).toBeGreaterThan(0);
+    for (const q of t.pseudo.queries) {
+      expect(q.text).toBe(titles.get(q.id));
+      const own = view.data.self[view.ordinalOf(q.id.slice('pseudo:'.length))];
+      for (const k of t.pseudo.targets.get(q.id) ?? []) {
+        expect(vocabulary.has(view.keyOf(k)!)).toBe(true);
+        expect(view.ordinalOfKeyword(k)).not.toBe(own);
+      }
+    }
+    // Seeded: the same sample and targets again; none without the option.
+    expect(await runSftTargets(run, { pseudoQueries: 12 })).toEqual(t);
+    expect((await runSftTargets(run)).pseudo.queries).toHaveLength(0);
+  });
+
+  it('the filter: a planned title, a keyword fewer than minCarriers items carry and an unknown one are dropped', async () => {
+    const t = await runSftTargets(run);
+    const view = await run.openView('item', t.itemGeneration);
+    const shared = queryVocabulary(view, run.config.minCarriers)[0].phrase;
+    const rare = [...Array(view.numKeywords).keys()].find((k) => view.keywordDf(k) < run.config.minCarriers);
+    expect(rare).toBeDefined();
+    const got = pseudoQueryTargets(run, view, 3, (q) => [q.text, view.surface(rare!), 'no such keyword anywhere', shared]);
+    expect(got.queries).toHaveLength(3);
+    for (const q of got.queries) expect(got.targets.get(q.id)).toEqual([shared]);
+  });
+
+  it('are written to pseudo.jsonl, and an export without them leaves none behind', async () => {
+    const out = join(dir, 'export-pseudo');
+    const t = await runSftTargets(run, { pseudoQueries: 8 });
+    const n = exportSftTargets(run, t, out, 12);
+    const lines = readFileSync(join(out, 'pseudo.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(n.pseudo).toBe(t.pseudo.targets.size);
+    expect(lines).toHaveLength(t.pseudo.targets.size);
+    for (const l of lines) {
+      expect(l.completion).toEqual([{ role: 'assistant', content: JSON.stringify({ keywords: t.pseudo.targets.get(l.id) }) }]);
+      expect(l.prompt.at(-1).content).toContain(t.pseudo.queries.find((q) => q.id === l.id)!.text);
+    }
+    exportSftTargets(run, await runSftTargets(run), out, 12);
+    expect(existsSync(join(out, 'pseudo.jsonl'))).toBe(false);
   });
 });

@@ -394,6 +394,8 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         '48',
         '--threads',
         '1',
+        '--pseudo-queries',
+        '3',
       ];
       let killed = false;
       const first = await child('bash', args, (err) => {
@@ -408,6 +410,13 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       expect(first.stderr).toMatch(/error\[REWARD_UNAVAILABLE\]: reward server http:\/\/127\.0\.0\.1:\d+\/get_reward unreachable: \S/);
       expect(existsSync(join(work, 'ckpt-query', 'cogr-done.json'))).toBe(false);
       expect(existsSync(join(work, 'ckpt-sft', 'cogr-done.json'))).toBe(true);
+      // --pseudo-queries: exported (item titles with the planner's keywords) and trained on, within --sft-limit.
+      const pseudo = readFileSync(join(work, 'sft-data', 'pseudo.jsonl'), 'utf8')
+        .trim()
+        .split('\n');
+      expect(pseudo.length).toBeGreaterThan(0);
+      expect(pseudo.length).toBeLessThanOrEqual(3);
+      expect(first.stderr).toMatch(/item examples, [12] pseudo-queries\)/);
       const second = await child('bash', args);
       expect(second.code, second.stderr).toBe(0);
       for (const done of ['demo', 'prompts', 'sft-export', 'sft', 'eval-sft']) expect(second.stderr).toContain(`stage ${done}: done`);

@@ -303,6 +303,9 @@ def cmd_sft(a: argparse.Namespace) -> None:
     data = Path(a.data)
     queries = sft_rows(data / "query.jsonl", "query")
     items = sft_rows(data / "item.jsonl", "item")
+    # Pseudo-queries (`cogr sft --export --pseudo-queries n`: item titles with the planner's keywords): more
+    # query answers than the core training queries, each seen once an epoch (not repeated as those are).
+    pseudo = sft_rows(data / "pseudo.jsonl", "query")
     if not queries and not items:
         raise CogrError("DATA_FORMAT", f"{data}: no SFT examples (item.jsonl and query.jsonl are empty or missing)")
     rng = random.Random(a.seed)
@@ -319,10 +322,11 @@ def cmd_sft(a: argparse.Namespace) -> None:
         # A seeded few of each (tests, smoke runs).
         rng.shuffle(queries)
         rng.shuffle(items)
-        queries, items, dev = queries[: a.limit], items[: a.limit], dev[: a.limit]
+        rng.shuffle(pseudo)
+        queries, items, dev, pseudo = queries[: a.limit], items[: a.limit], dev[: a.limit], pseudo[: a.limit]
     # Queries repeated so that they are about --query-share of the examples (the items, many more, would drown them).
     rep = max(1, round(a.query_share * len(items) / max(1, (1 - a.query_share) * len(queries)))) if queries else 0
-    rows = queries * rep + items
+    rows = queries * rep + items + pseudo
     rng.shuffle(rows)
     model, tok = load_model(a.model, a.device)
     check_lengths(tok, rows + dev, 0, context_of(model, a), str(data))
@@ -359,7 +363,7 @@ def cmd_sft(a: argparse.Namespace) -> None:
         callbacks=[steps.callback(), EarlyStoppingCallback(early_stopping_patience=a.patience)],
     )
     log(
-        f"sft: up to {a.max_epochs} epochs × {steps_per_epoch} steps of {a.batch} ({len(queries)} query examples × {rep}, {len(items)} item examples),"
+        f"sft: up to {a.max_epochs} epochs × {steps_per_epoch} steps of {a.batch} ({len(queries)} query examples × {rep}, {len(items)} item examples, {len(pseudo)} pseudo-queries),"
         f" stopping when the loss on {len(dev)} dev examples has not fallen for {a.patience} evaluation(s) (every {str(a.eval_steps) + ' steps' if a.eval_steps > 0 else 'epoch'}); {'LoRA r=' + str(a.lora_r) if a.lora_r > 0 else 'full updates'}, {a.device}"
     )
     if last:

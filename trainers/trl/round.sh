@@ -6,7 +6,7 @@
 #        [--grpo-lr 5e-5] [--generations 8] [--prompts-per-step 1] [--items 32] [--lora-r 16]
 #        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free] [--open-vocabulary]
 #        [--vocabulary-mode filter|force]
-#        [--queries 0] [--judged 0] [--sft-limit 0]
+#        [--queries 0] [--judged 0] [--sft-limit 0] [--pseudo-queries 0]
 #
 # The query side's keywords (eval-sft, grpo-query, query) are kept to the vocabulary: every
 # query keyword scored or imported is a phrase of sft-data/vocabulary.json (the keywords of
@@ -19,6 +19,8 @@
 # --sft-max-steps n: SFT stops after n steps at most (a time budget; 0: the dev loss and
 # --sft-max-epochs decide). --queries n / --judged n / --sft-limit n: keywords for n sampled core training queries / n
 # sampled judged items, SFT on n examples of each kind (0: all; smaller for smoke runs and tests).
+# --pseudo-queries n: SFT also on up to n item titles as queries, with the run's SFT planner's
+# keywords for them (`cogr sft --export --pseudo-queries`; sft-data/pseudo.jsonl).
 # --base: the model to start from (default the SmolLM2-135M checkpoint setup.sh converts;
 # any causal LM checkpoint folder works, e.g. a bigger one with --device cuda). --threads: torch
 # threads (default $COGR_TRL_THREADS or 1). --demo-flags: extra `cogr demo` run flags (--beta 2).
@@ -30,7 +32,8 @@
 #               with the planner's, BM25's and BM25 + RM3's held-out F1 on the same split → demo.json
 #   prompts     the run's compact LLM prompts: core training queries, keyword queries, items
 #   sft-export  cogr sft --db <run> --export: the run's own SFT targets (judged items, core
-#               training queries; dev queries for the dev loss) and r1-query's vocabulary → sft-data/
+#               training queries; dev queries for the dev loss; --pseudo-queries) and r1-query's
+#               vocabulary                                                           → sft-data/
 #   sft         SFTTrainer with LoRA until the dev loss stops falling                → ckpt-sft/
 #   eval-sft    keywords for the core training and held-out queries, imported        → import-sft-query.json
 #   grpo-query  GRPOTrainer (LoRA) over the core training queries, rewards from
@@ -47,7 +50,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
-grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=filter queries=0 judged=0 sft_limit=0 sft_steps=0
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=filter queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0
 invocation="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -76,6 +79,7 @@ while [[ $# -gt 0 ]]; do
     --queries) queries="$2"; shift 2 ;;
     --judged) judged="$2"; shift 2 ;;
     --sft-limit) sft_limit="$2"; shift 2 ;;
+    --pseudo-queries) pseudo="$2"; shift 2 ;;
     *) echo "error[INVALID_ARGUMENT]: round.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -83,7 +87,7 @@ done
 for n in "$sft_epochs" "$sft_eval" "$query_steps" "$item_steps" "$generations" "$per_step" "$items" "$threads" "$gen_tokens" "$gen_batch"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected a positive integer, got '$n'" >&2; exit 2; }
 done
-for n in "$queries" "$judged" "$sft_limit" "$sft_steps"; do
+for n in "$queries" "$judged" "$sft_limit" "$sft_steps" "$pseudo"; do
   [[ "$n" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected an integer ≥ 0, got '$n'" >&2; exit 2; }
 done
 [[ "$lora_r" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --lora-r: expected an integer ≥ 0, got '$lora_r'" >&2; exit 2; }
@@ -190,7 +194,7 @@ set_grammar
 [[ -f "$work/sft-data/done.json" && ! -f "$work/sft-data/vocabulary.json" ]] && rm -f "$work/sft-data/done.json"
 done_or "$work/sft-data/done.json" sft-export || {
   rm -rf "$work/sft-data"
-  "${cogr[@]}" sft --db "$db" --export "$work/sft-data" --json >"$work/sft-data.json"
+  "${cogr[@]}" sft --db "$db" --export "$work/sft-data" --pseudo-queries "$pseudo" --json >"$work/sft-data.json"
   mv "$work/sft-data.json" "$work/sft-data/done.json"
 }
 done_or "$work/ckpt-sft/cogr-done.json" sft ||
