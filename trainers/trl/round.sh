@@ -2,7 +2,7 @@
 # One alternating CoGR round with a real LLM trained by TRL (LoRA), rewards from cogr reward-server.
 #
 #   bash trainers/trl/round.sh --dataset med [--work DIR] [--device cpu|cuda] [--base DIR]
-#        [--sft-max-epochs 2] [--sft-max-steps 0] [--sft-eval-steps 20] [--sft-lr 3e-4] [--query-steps 40] [--item-steps 20]
+#        [--sft-max-epochs 2] [--sft-max-steps 0] [--sft-eval-steps 20] [--sft-patience 1] [--sft-lr 3e-4] [--query-steps 40] [--item-steps 20]
 #        [--grpo-lr 5e-5] [--generations 8] [--prompts-per-step 1] [--items 32] [--lora-r 16]
 #        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free] [--open-vocabulary]
 #        [--vocabulary-mode filter|force]
@@ -17,7 +17,8 @@
 # off (any keyword the list grammar allows); the item side is never constrained.
 #
 # --sft-max-steps n: SFT stops after n steps at most (a time budget; 0: the dev loss and
-# --sft-max-epochs decide). --queries n / --judged n / --sft-limit n: keywords for n sampled core training queries / n
+# --sft-max-epochs decide). --sft-patience n: SFT stops once the dev loss, evaluated every
+# --sft-eval-steps, has not fallen for n evaluations in a row. --queries n / --judged n / --sft-limit n: keywords for n sampled core training queries / n
 # sampled judged items, SFT on n examples of each kind (0: all; smaller for smoke runs and tests).
 # --pseudo-queries n: SFT also on up to n item titles as queries, with the run's SFT planner's
 # keywords for them (`cogr sft --export --pseudo-queries`; sft-data/pseudo.jsonl).
@@ -50,7 +51,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
-grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=filter queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=filter queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1
 invocation="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -61,6 +62,7 @@ while [[ $# -gt 0 ]]; do
     --sft-max-epochs) sft_epochs="$2"; shift 2 ;;
     --sft-eval-steps) sft_eval="$2"; shift 2 ;;
     --sft-max-steps) sft_steps="$2"; shift 2 ;;
+    --sft-patience) sft_patience="$2"; shift 2 ;;
     --sft-lr) sft_lr="$2"; shift 2 ;;
     --query-steps) query_steps="$2"; shift 2 ;;
     --item-steps) item_steps="$2"; shift 2 ;;
@@ -84,7 +86,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -n "$dataset" ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --dataset required" >&2; exit 2; }
-for n in "$sft_epochs" "$sft_eval" "$query_steps" "$item_steps" "$generations" "$per_step" "$items" "$threads" "$gen_tokens" "$gen_batch"; do
+for n in "$sft_epochs" "$sft_eval" "$sft_patience" "$query_steps" "$item_steps" "$generations" "$per_step" "$items" "$threads" "$gen_tokens" "$gen_batch"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected a positive integer, got '$n'" >&2; exit 2; }
 done
 for n in "$queries" "$judged" "$sft_limit" "$sft_steps" "$pseudo"; do
@@ -199,7 +201,7 @@ done_or "$work/sft-data/done.json" sft-export || {
 }
 done_or "$work/ckpt-sft/cogr-done.json" sft ||
   timed sft "${py[@]}" sft "${train[@]}" --model "$base" --data "$work/sft-data" --out "$work/ckpt-sft" --log "$work/sft.log.jsonl" \
-    --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience 1 --limit "$sft_limit" --max-steps "$sft_steps"
+    --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience "$sft_patience" --limit "$sft_limit" --max-steps "$sft_steps"
 done_or "$work/import-sft-query.json" eval-sft || {
   keywords_for eval-sft "$work/ckpt-sft" "$work/prompts/query-all.jsonl" sft-query "${query_grammar[@]}"
   import_gen query "$work/sft-query.keywords.jsonl" "$work/import-sft-query.json"
