@@ -86,10 +86,11 @@ export async function runSftTargets(run: RunReader, opts: { pseudoQueries?: numb
 }
 
 /**
- * Up to `n` pseudo-queries: the titles of a seeded sample of `view`'s items (the items the
- * run trains on: new items are not in it), each planned by `plan`, its keywords kept to the
- * shared vocabulary's rule and never the item's own title (which the planner may give a
- * query naming an item); a title left with no keyword gives no example.
+ * Up to `n` pseudo-queries: the titles (of two words or more) of a seeded sample of `view`'s
+ * items (the items the run trains on: new items are not in it), each planned by `plan`, its
+ * keywords kept to the query vocabulary's rule (queryVocabulary) and never the item's own
+ * title (which the planner may give a query naming an item). A title left with no keyword
+ * counts towards `n` but has no target, so it gives no example.
  */
 export function pseudoQueryTargets(
   run: Pick<RunReader, 'corpus' | 'config'>,
@@ -115,7 +116,7 @@ export function pseudoQueryTargets(
     const own = view.data.self[e];
     const kept = plan(q).filter((k) => {
       const o = view.ordinalOfKeyword(k);
-      return o >= 0 && o !== own && (minCarriers === 0 || sharedKeyword(view, titleOnly, o, minCarriers));
+      return o >= 0 && o !== own && plannable(view, titleOnly, o, minCarriers);
     });
     queries.push(q);
     if (kept.length > 0) targets.set(q.id, kept);
@@ -169,11 +170,15 @@ export function queryVocabulary(view: KeywordView, minCarriers: number): Vocabul
   const titleOnly = titleOnlyKeys(view);
   const out: VocabularyPhrase[] = [];
   for (let k = 0; k < view.numKeywords; k++) {
-    // The open vocabulary (minCarriers 0) plans any key: every item's keyword and title.
-    if (minCarriers > 0 && !sharedKeyword(view, titleOnly, k, minCarriers)) continue;
+    if (!plannable(view, titleOnly, k, minCarriers)) continue;
     out.push({ phrase: view.surface(k), key: view.keyword(k), carriers: view.keywordDf(k) });
   }
   return out.sort((a, b) => (a.phrase < b.phrase ? -1 : a.phrase > b.phrase ? 1 : 0));
+}
+
+/** Whether keyword ordinal `k` of `view` may be a query keyword: under the shared vocabulary (minCarriers > 0) its rule (sharedKeyword); the open vocabulary (0) plans any key, every item's keyword and title. */
+function plannable(view: KeywordView, titleOnly: Uint8Array, k: number, minCarriers: number): boolean {
+  return minCarriers === 0 || sharedKeyword(view, titleOnly, k, minCarriers);
 }
 
 /** The format of `vocabulary.json`. */
