@@ -360,6 +360,28 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         kept += answer.length;
       }
       expect(kept + Number(left![1])).toBe(Number(left![2]));
+      // The fallback: filtered, and an answer the filter leaves empty sampled again under the trie. A
+      // vocabulary no medical answer holds empties the filtered answers, so the fallback pass must write them.
+      const odd = ['maple syrup', 'quartz clock', 'volcanic ash', 'zebra mussel'];
+      const oddFile = join(dir, 'odd-vocabulary.json');
+      writeFileSync(oddFile, JSON.stringify(odd));
+      const outB = join(dir, 'three-b.completions.jsonl');
+      const b = await generateThree(three, outB, '--vocabulary', oddFile, '--vocabulary-mode', 'fallback');
+      expect(b.code, b.stderr).toBe(0);
+      const fell = /vocabulary fallback: (\d+) of 3 answers left empty by the filter/.exec(b.stderr);
+      expect(fell, b.stderr).not.toBeNull();
+      expect(Number(fell![1])).toBeGreaterThanOrEqual(1);
+      const rows = readFileSync(outB, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { completion: string; fallback?: boolean });
+      expect(rows.filter((r) => r.fallback).length).toBe(Number(fell![1]));
+      for (const [i, answer] of answerKeywords(outB).entries()) {
+        expect(answer.length, JSON.stringify(rows[i])).toBeGreaterThanOrEqual(1);
+        // Every keyword one of the four phrases, but a last one a forced closing cut at the token budget.
+        answer.slice(0, rows[i]!.fallback ? -1 : undefined).forEach((k) => expect(odd, k).toContain(norm(k)));
+        if (rows[i]!.fallback) expect(odd).toContain(norm(answer[0]!));
+      }
     },
     HOUR,
   );

@@ -22,7 +22,9 @@ may plan) keeps the keywords to the file's phrases, in one of two ways (--vocabu
 `filter` (the default) samples under the list grammar alone and leaves out of each answer the
 keywords that are no phrase — before the answer is scored in `grpo` and before it is written
 in `generate` — so a keyword the model did not mean is never forced on it; `force` constrains
-the sampling itself through a trie in the grammar, so every keyword written is a phrase.
+the sampling itself through a trie in the grammar, so every keyword written is a phrase;
+`fallback` filters, and in `generate` samples an answer the filter left empty again under the
+trie (in `grpo` it filters: an empty rollout keeps its reward, the signal to learn from).
 
 Everything runs offline (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE / HF_DATASETS_OFFLINE are
 set before transformers is imported) on the CPU with a bounded number of torch threads
@@ -406,8 +408,8 @@ def grammar_for(tok, model, a: argparse.Namespace, vocab):
 
 
 def phrase_filter(a: argparse.Namespace, vocab):
-    """With --vocabulary-mode filter, the vocabulary the answers are filtered by (keyword_grammar.keep_phrases); else None."""
-    return vocab if vocab is not None and a.vocabulary_mode == "filter" else None
+    """With --vocabulary-mode filter or fallback, the vocabulary the answers are filtered by (keyword_grammar.keep_phrases); else None."""
+    return vocab if vocab is not None and a.vocabulary_mode in ("filter", "fallback") else None
 
 
 def filter_summary(keep, kept: dict) -> str:
@@ -656,39 +658,59 @@ def cmd_generate(a: argparse.Namespace) -> None:
     g = grammar_for(tok, model, a, vocab)
     torch.manual_seed(a.seed)
     t0 = time.time()
-    done = 0
-    cut = 0
-    for i in range(0, len(rows), a.batch):
-        idx = order[i : i + a.batch]
-        batch = [rows[j] for j in idx]
-        texts = [texts_all[j] for j in idx]
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(a.device)
-        with torch.no_grad():
-            gen = model.generate(
-                **enc,
-                max_new_tokens=a.max_new_tokens,
-                do_sample=a.temperature > 0,
-                temperature=a.temperature if a.temperature > 0 else None,
-                top_p=a.top_p if a.temperature > 0 else None,
-                repetition_penalty=a.repetition_penalty,
-                pad_token_id=tok.pad_token_id,
-                **({"logits_processor": [g.processor(a.max_new_tokens)]} if g is not None else {}),
-            )
-        for j, r, c in zip(idx, batch, gen[:, enc["input_ids"].shape[1] :]):
-            ended = bool((c == tok.eos_token_id).any())
-            cut += 0 if ended else 1
-            text = tok.decode(c, skip_special_tokens=True)
-            if keep is not None:
-                text, n, d = keyword_grammar.keep_phrases(text, keep)
-                kept["keywords"] += n
-                kept["dropped"] += d
-            answers[j] = {"id": r["id"], "completion": text, "truncated": not ended}
-        done += len(batch)
-        el = time.time() - t0
-        log(f"generate: {done}/{len(rows)} prompts ({done / el:.2f}/s, ETA {(len(rows) - done) * el / done:.0f} s)")
+    empty: list[int] = []
+
+    def decode(idx: list[int], grammar, what: str, fallback: bool = False) -> None:
+        """Answers for the prompts `idx` (in batches) under `grammar` into `answers`: filtered when there is
+        a filter (an answer it leaves empty noted in `empty`), or, for the fallback pass, marked as such."""
+        done = 0
+        t = time.time()
+        for i in range(0, len(idx), a.batch):
+            part = idx[i : i + a.batch]
+            enc = tok([texts_all[j] for j in part], return_tensors="pt", padding=True, add_special_tokens=False).to(a.device)
+            with torch.no_grad():
+                gen = model.generate(
+                    **enc,
+                    max_new_tokens=a.max_new_tokens,
+                    do_sample=a.temperature > 0,
+                    temperature=a.temperature if a.temperature > 0 else None,
+                    top_p=a.top_p if a.temperature > 0 else None,
+                    repetition_penalty=a.repetition_penalty,
+                    pad_token_id=tok.pad_token_id,
+                    **({"logits_processor": [grammar.processor(a.max_new_tokens)]} if grammar is not None else {}),
+                )
+            for j, c in zip(part, gen[:, enc["input_ids"].shape[1] :]):
+                ended = bool((c == tok.eos_token_id).any())
+                text = tok.decode(c, skip_special_tokens=True)
+                row = {"id": rows[j]["id"], "completion": text, "truncated": not ended}
+                if fallback:
+                    row["fallback"] = True
+                elif keep is not None:
+                    text, n, d = keyword_grammar.keep_phrases(text, keep)
+                    kept["keywords"] += n
+                    kept["dropped"] += d
+                    row["completion"] = text
+                    if n == d:
+                        empty.append(j)
+                answers[j] = row
+            done += len(part)
+            el = time.time() - t
+            log(f"{what}: {done}/{len(idx)} prompts ({done / el:.2f}/s, ETA {(len(idx) - done) * el / done:.0f} s)")
+
+    decode(order, g, "generate")
+    done = len(order)
+    fb = ""
+    if a.vocabulary_mode == "fallback" and vocab is not None and g is not None:
+        # An answer the filter left empty is sampled again under the vocabulary's trie: every keyword then a phrase.
+        forced = keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length, vocab)
+        n_empty = len(empty)
+        if empty:
+            decode(sorted(empty, key=lambda i: len(texts_all[i])), forced, "generate (fallback)", fallback=True)
+        fb = f"; vocabulary fallback: {n_empty} of {done} answers left empty by the filter, sampled again under the vocabulary's trie ({grammar_summary(forced)})"
     tmp.write_text("".join(json.dumps(answers[j]) + "\n" for j in range(len(rows))), encoding="utf-8")
     os.replace(tmp, out)
-    log(f"generate: {done} answers in {time.time() - t0:.0f} s, {cut} cut off at {a.max_new_tokens} tokens; {grammar_summary(g)}{filter_summary(keep, kept)}")
+    cut = sum(1 for r in answers.values() if r["truncated"])
+    log(f"generate: {done} answers in {time.time() - t0:.0f} s, {cut} cut off at {a.max_new_tokens} tokens; {grammar_summary(g)}{filter_summary(keep, kept)}{fb}")
 
 
 # ---------------------------------------------------------------- CLI
@@ -768,9 +790,10 @@ def main(argv: list[str]) -> int:
         s.add_argument("--vocabulary", help="every keyword a phrase of this file (cogr sft --export's vocabulary.json)")
         s.add_argument(
             "--vocabulary-mode",
-            choices=("filter", "force"),
+            choices=("filter", "force", "fallback"),
             default="filter",
-            help="filter: off-vocabulary keywords left out of each answer; force: sampled under the vocabulary's trie (default filter)",
+            help="filter: off-vocabulary keywords left out of each answer; force: sampled under the vocabulary's trie; "
+            "fallback: filtered, and (generate) an answer left empty sampled again under the trie (default filter)",
         )
 
     grammar_flags(g)
@@ -781,8 +804,8 @@ def main(argv: list[str]) -> int:
         p.error("--threads: expected ≥ 1")
     if a.cmd in ("grpo", "generate") and (a.max_keywords < 1 or a.max_keyword_length < 1):
         p.error("--max-keywords and --max-keyword-length: expected ≥ 1")
-    if a.cmd in ("grpo", "generate") and a.free and a.vocabulary and a.vocabulary_mode == "force":
-        p.error("--vocabulary-mode force constrains the keyword grammar, which --free turns off")
+    if a.cmd in ("grpo", "generate") and a.free and a.vocabulary and a.vocabulary_mode in ("force", "fallback"):
+        p.error(f"--vocabulary-mode {a.vocabulary_mode} constrains the keyword grammar, which --free turns off")
     if a.cmd == "grpo" and a.batch % a.generations:
         p.error(f"--batch {a.batch} must be a multiple of --generations {a.generations}")
     try:

@@ -5,16 +5,18 @@
 #        [--sft-max-epochs 2] [--sft-max-steps 0] [--sft-eval-steps 20] [--sft-patience 1] [--sft-lr 3e-4] [--query-steps 40] [--item-steps 20]
 #        [--grpo-lr 5e-5] [--generations 8] [--prompts-per-step 1] [--items 32] [--lora-r 16]
 #        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free] [--open-vocabulary]
-#        [--vocabulary-mode filter|force]
+#        [--vocabulary-mode fallback|filter|force]
 #        [--queries 0] [--judged 0] [--sft-limit 0] [--pseudo-queries 0]
 #
 # The query side's keywords (eval-sft, grpo-query, query) are kept to the vocabulary: every
 # query keyword scored or imported is a phrase of sft-data/vocabulary.json (the keywords of
 # r1-query's frozen item generation that the planner may plan: carried by minCarriers+ items,
-# no titles; written by `cogr sft --export`). --vocabulary-mode filter (the default) leaves the
-# other keywords out of each answer before it is scored or imported; force samples under
-# keyword_grammar.py's trie, so the model writes phrases only. --open-vocabulary turns both
-# off (any keyword the list grammar allows); the item side is never constrained.
+# no titles; written by `cogr sft --export`). --vocabulary-mode filter leaves the other
+# keywords out of each answer before it is scored or imported; force samples under
+# keyword_grammar.py's trie, so the model writes phrases only; fallback (the default) filters,
+# and samples an imported answer that the filter left empty again under the trie (GRPO's
+# rollouts are filtered: an empty one keeps its reward). --open-vocabulary turns them off (any
+# keyword the list grammar allows); the item side is never constrained.
 #
 # --sft-max-steps n: SFT stops after n steps at most (a time budget; 0: the dev loss and
 # --sft-max-epochs decide). --sft-patience n: SFT stops once the dev loss, evaluated every
@@ -51,7 +53,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
-grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=filter queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=fallback queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1
 invocation="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -93,7 +95,7 @@ for n in "$queries" "$judged" "$sft_limit" "$sft_steps" "$pseudo"; do
   [[ "$n" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: expected an integer ≥ 0, got '$n'" >&2; exit 2; }
 done
 [[ "$lora_r" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --lora-r: expected an integer ≥ 0, got '$lora_r'" >&2; exit 2; }
-[[ "$vocab_mode" == filter || "$vocab_mode" == force ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --vocabulary-mode: expected filter or force, got '$vocab_mode'" >&2; exit 2; }
+[[ "$vocab_mode" == fallback || "$vocab_mode" == filter || "$vocab_mode" == force ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --vocabulary-mode: expected fallback, filter or force, got '$vocab_mode'" >&2; exit 2; }
 [[ "$device" == cpu || "$device" == cuda ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --device: expected cpu or cuda, got '$device'" >&2; exit 2; }
 work="${work:-${COGR_HOME:-.cogr}/trl/$dataset}"
 mkdir -p "$work"
