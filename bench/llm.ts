@@ -33,7 +33,7 @@ import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { openDb } from '../index/store/db.ts';
 import { loadRunCorpus } from '../src/run/corpus.ts';
-import { openRun } from '../src/run/context.ts';
+import { frozenHalfRound, openRun } from '../src/run/context.ts';
 import { meanSe, readStoredRun, type ImportRecord } from '../src/run/state.ts';
 import { evaluateQueries } from '../src/evolve/evaluate.ts';
 import { splitBaselines } from '../src/evolve/baseline.ts';
@@ -150,10 +150,29 @@ export async function run(argv: string[]): Promise<void> {
     const run = await openRun(db, corpus, stored);
     const { baselines, figures } = await splitBaselines(run);
     const beta = run.config.beta;
-    /** An LLM stage: its keyword file against the item generation its import was evaluated on. */
-    const stage = async (importFile: string, keywords: string) => {
+    /** How cogr_trl.py generate made a keyword file's answers (its x.completions.meta.json; none for rounds made before it). */
+    const generateMeta = (keywords: string) => {
+      const f = join(work, keywords.replace(/\.keywords\.jsonl$/, '.completions.meta.json'));
+      if (!existsSync(f)) return null;
+      const m = JSON.parse(readFileSync(f, 'utf8')) as {
+        vocabularyMode: 'filter' | 'force' | 'fallback' | null;
+        filter: { keywords: number; dropped: number; emptied: number } | null;
+        fallbacks: number;
+        answers: number;
+      };
+      return { answers: m.answers, vocabularyMode: m.vocabularyMode, filter: m.filter, fallbacks: m.fallbacks };
+    };
+    // The SFT model's keywords and the query half-round's are measured on the item index r1-query trains against.
+    const sftItems = (await frozenHalfRound(run, 'query', 1)).itemView.generation;
+    /** An LLM stage: its keyword file against the item generation its import was evaluated on (`expect`: the one it must be). */
+    const stage = async (importFile: string, keywords: string, expect?: number) => {
       const rec = existsSync(join(work, importFile)) ? (JSON.parse(readFileSync(join(work, importFile), 'utf8')) as ImportRecord) : null;
       if (!rec || rec.itemGeneration === undefined) return null;
+      if (expect !== undefined && rec.itemGeneration !== expect)
+        throw new Error(
+          `${join(work, importFile)}: evaluated against item generation ${rec.itemGeneration}, not r1-query's frozen item index (generation ${expect}): ` +
+            `the run held items imported before it; remove the file and run round.sh again (its stage imports with --against r1-query)`,
+        );
       const kw = new Map(jsonl(join(work, keywords)).map((x) => [x.id as string, x.keywords as string[]]));
       const view = await run.store.openView('item', rec.itemGeneration);
       const ev = evaluateQueries(view, run.evalQueries, (q) => kw.get(q.id) ?? [], corpus, beta);
@@ -168,14 +187,15 @@ export async function run(argv: string[]): Promise<void> {
           meanMatched: round(m.meanMatched),
           itemGeneration: rec.itemGeneration,
           ...(rec.trainReward ? { trainReward: rec.trainReward } : {}),
+          generate: generateMeta(keywords),
           audit: m.keywords ?? null,
         },
         perQuery: ev.perQuery,
         view,
       };
     };
-    const sft = await stage('import-sft-query.json', 'sft-query.keywords.jsonl');
-    const query = await stage('import-query.json', 'query.keywords.jsonl');
+    const sft = await stage('import-sft-query.json', 'sft-query.keywords.jsonl', sftItems);
+    const query = await stage('import-query.json', 'query.keywords.jsonl', sftItems);
     const item = await stage('import-query-after-item.json', 'query.keywords.jsonl');
     const sftStep = stored.steps.find((s) => s.phase === 'sft');
     const stages = jsonl(join(work, 'stages.jsonl'));
@@ -190,11 +210,13 @@ export async function run(argv: string[]): Promise<void> {
     const grammar = existsSync(queryDone)
       ? (
           JSON.parse(readFileSync(queryDone, 'utf8')) as {
-            grammar?: { vocabulary?: number | null; vocabularyMode?: 'filter' | 'force' | null } | null;
+            grammar?: { vocabulary?: number | null; vocabularyMode?: 'filter' | 'force' | 'fallback' | null } | null;
           }
         ).grammar
       : undefined;
-    const mode: 'filter' | 'force' =
+    // The imported keywords' mode as generate recorded it; else the GRPO stage's (rounds made before the record).
+    const mode: 'filter' | 'force' | 'fallback' =
+      query?.figures.generate?.vocabularyMode ??
       grammar?.vocabularyMode ??
       (grammar?.vocabulary != null
         ? 'force'

@@ -559,6 +559,25 @@ export function newItemsBlock(s: Sources): string {
   );
 }
 
+const VOCABULARY_MODE = {
+  filter: 'filtered: sampled under the list grammar, the other keywords left out of each answer',
+  force: 'forced: sampled under its trie',
+  fallback: 'filtered, and an answer the filter left with no phrase sampled again under its trie',
+} as const;
+
+/** How many held-out and training answers the filter left empty, and how many the fallback wrote again (rounds that recorded it). */
+function fallbackLine(j: LlmBench): string {
+  const parts = (
+    [
+      ['after SFT', j.llm.sft?.generate],
+      ['after the query half-round', j.llm.query?.generate],
+    ] as const
+  ).flatMap(([label, g]) =>
+    g?.filter ? [`${label} ${g.filter.emptied} of ${g.answers} (${g.fallbacks} written again under the trie)`] : [],
+  );
+  return parts.length > 0 ? ` Answers the filter left with no phrase: ${parts.join('; ')}.` : '';
+}
+
 /** docs/llm.md: the LLM half (bench/results/llm-<d>.json), beside the planner and the text baselines on the same split. */
 export function llmBlock(s: Sources): string {
   if (s.llm.length === 0) return '_No stored LLM bench in bench/results/llm-*.json._';
@@ -588,7 +607,8 @@ export function llmBlock(s: Sources): string {
       `**${display(name)}** (split: ${j.split.core} core training, ${j.split.dev} dev, ${j.split.heldOut} held-out queries)`,
       '',
       j.query_vocabulary
-        ? `The query side's keywords kept to the vocabulary (${j.query_vocabulary.mode === 'filter' ? 'filtered: sampled under the list grammar, the other keywords left out of each answer' : 'forced: sampled under its trie'}): each one of the ${j.query_vocabulary.phrases} phrases of ${j.query_vocabulary.half}'s frozen item generation (${j.query_vocabulary.itemGeneration}) that ${j.query_vocabulary.minCarriers}+ items carry.`
+        ? `The query side's keywords kept to the vocabulary (${VOCABULARY_MODE[j.query_vocabulary.mode ?? 'filter']}): each one of the ${j.query_vocabulary.phrases} phrases of ${j.query_vocabulary.half}'s frozen item generation (${j.query_vocabulary.itemGeneration}) that ${j.query_vocabulary.minCarriers}+ items carry.` +
+            fallbackLine(j)
         : "The query side's keywords decoded under the keyword-list grammar alone (no vocabulary).",
       '',
       t.toString(),

@@ -246,7 +246,18 @@ export const NewItemsJsonSchema = EvolveJsonSchema.extend({ new_items: NewItems 
 export type NewItemsJson = z.output<typeof NewItemsJsonSchema>;
 
 /** `npm run bench -- llm --dataset <d>` (bench/llm.ts): the LLM half against the planner and the text baselines on one split. */
-const LlmFigures = z.object({ f1: Num, ndcg10: Num, audit: z.object({ shareOneItem: Num, medianItemsPerKeyword: Num.nullable() }) });
+const LlmGenerate = z.object({
+  answers: Num,
+  vocabularyMode: z.enum(['filter', 'force', 'fallback']).nullable(),
+  filter: z.object({ keywords: Num, dropped: Num, emptied: Num }).nullable(),
+  fallbacks: Num,
+});
+const LlmFigures = z.object({
+  f1: Num,
+  ndcg10: Num,
+  audit: z.object({ shareOneItem: Num, medianItemsPerKeyword: Num.nullable() }),
+  generate: LlmGenerate.nullable().optional(),
+});
 const GainSe = z.object({ gain: Num, se: Num, queries: Num });
 const FifthMean = z.object({ mean: Num, se: Num });
 export const LlmBenchSchema = z.object({
@@ -268,7 +279,13 @@ export const LlmBenchSchema = z.object({
   max_rss_mb: z.record(z.string(), Num.nullable()),
   round_flags: z.string().optional(),
   query_vocabulary: z
-    .object({ half: z.string(), itemGeneration: Num, minCarriers: Num, phrases: Num, mode: z.enum(['filter', 'force']).optional() })
+    .object({
+      half: z.string(),
+      itemGeneration: Num,
+      minCarriers: Num,
+      phrases: Num,
+      mode: z.enum(['filter', 'force', 'fallback']).optional(),
+    })
     .nullable()
     .optional(),
 });

@@ -130,14 +130,21 @@ export function register(program: Command): void {
       '--half <name>',
       "the half-round (r<round>-<side>) the keywords are an external trainer's result of: built on its frozen generations, scored with its reward, and built on by the half-rounds after it",
     )
+    .option(
+      '--against <name>',
+      "query keywords: the held-out queries matched against this query half-round's (r<round>-query) frozen item index instead of the latest item generation",
+    )
     .option('--json', 'print one JSON object on stdout')
-    .action(async (flags: { side: string; from: string; db?: string; json?: boolean; half?: string }) => {
+    .action(async (flags: { side: string; from: string; db?: string; json?: boolean; half?: string; against?: string }) => {
       const s = parseSide('--side', flags.side);
       const db = await openDb(dbPath(flags.db), { logger: stderrLogger });
       try {
         const run = await readStoredRun(db);
         const { corpus } = await loadRunCorpus(run.config, stderrLogger);
-        const rec = await importGeneration(db, corpus, s, flags.from, stderrLogger, flags.half !== undefined ? { half: flags.half } : {});
+        const rec = await importGeneration(db, corpus, s, flags.from, stderrLogger, {
+          ...(flags.half !== undefined ? { half: flags.half } : {}),
+          ...(flags.against !== undefined ? { against: flags.against } : {}),
+        });
         if (flags.json) process.stdout.write(JSON.stringify(rec) + '\n');
         else {
           const m = rec.metrics;

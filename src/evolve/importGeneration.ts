@@ -21,6 +21,11 @@
  * generation, the file's training entities are scored with the half-round's one scorer (the
  * reward the trainer was given: `trainReward`), and the record names the half-round, so the
  * half-rounds after it build on it where the run has no step of that name (state.ts frozenFor).
+ *
+ * `against` (`--against rR-query`, query side, not with `half`): the held-out queries are
+ * matched against that half-round's frozen item generation instead of the latest one (a
+ * model's keywords before its half-round, e.g. round.sh's SFT stage, measured on the item
+ * index that half-round trains against, whatever items were imported since).
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -64,7 +69,7 @@ export async function importGeneration(
   side: Side,
   path: string,
   logger: Logger = silentLogger,
-  opts: { half?: string } = {},
+  opts: { half?: string; against?: string } = {},
 ): Promise<ImportRecord> {
   const run = await openRun(db, corpus);
   const { store, evalQueries } = run;
@@ -75,6 +80,23 @@ export async function importGeneration(
     const h = parseHalfRound(opts.half);
     if (h.side !== side) throw cogrError('INVALID_ARGUMENT', `--half ${opts.half}: a ${h.side} half-round, imported with --side ${h.side}`);
     half = await frozenHalfRound(run, h.side, h.round);
+  }
+  let against: FrozenHalfRound | null = null;
+  if (opts.against !== undefined) {
+    if (side !== 'query')
+      throw cogrError('INVALID_ARGUMENT', `--against ${opts.against}: only query keywords are evaluated against an item index`);
+    if (half)
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `--against and --half: a half-round's query keywords are evaluated against its own frozen item index`,
+      );
+    const h = parseHalfRound(opts.against);
+    if (h.side !== 'query')
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `--against ${opts.against}: expected a query half-round (rR-query), whose frozen item index is used`,
+      );
+    against = await frozenHalfRound(run, h.side, h.round);
   }
   const known = new Set(side === 'item' ? corpus.items.map((i) => i.id) : corpus.queries.map((q) => q.id));
   const lines = readKeywordFile(path, known, side);
@@ -129,10 +151,11 @@ export async function importGeneration(
       if (written === 0) logger.warn(`${path}: no training query in the file; the new query generation equals the previous one`);
       generation = await w.commit({ step: 'import', source: path, digest, ...(half ? { half: half.name } : {}) });
     }
-    // A half-round's keywords are evaluated against its frozen item generation, others against the latest.
-    const latestItem = half ? half.itemView.generation : await store.latest('item');
+    // A half-round's keywords (or --against's) are evaluated against its frozen item generation, others against the latest.
+    const frozen = half ?? against;
+    const latestItem = frozen ? frozen.itemView.generation : await store.latest('item');
     if (latestItem === null) throw cogrError('NOT_FOUND', 'no item generation to evaluate against');
-    const view = half ? half.itemView : await store.openView('item', latestItem);
+    const view = frozen ? frozen.itemView : await store.openView('item', latestItem);
     const fromFile: QueryKeywordsFn = (q) => lines.get(q.id)?.keywords ?? [];
     heldOutFromFile = run.split.eval.filter((id) => lines.has(id)).length;
     if (heldOutFromFile < evalQueries.length)
@@ -141,7 +164,8 @@ export async function importGeneration(
       );
     metrics = evaluateQueries(view, evalQueries, fromFile, corpus, run.config.beta).metrics;
   }
-  const itemGeneration = half && side === 'query' ? half.itemView.generation : ((await store.latest('item')) ?? undefined);
+  const frozenItems = side === 'query' ? (half ?? against) : null;
+  const itemGeneration = frozenItems ? frozenItems.itemView.generation : ((await store.latest('item')) ?? undefined);
   const { state } = run;
   if (reused) {
     const same = (await state.imports()).find(

@@ -216,3 +216,36 @@ describe('one half-round, one reward (β 2, K_max 5)', () => {
     expect(((await r2.json()) as { error: { message: string } }).error.message).toMatch(/withheld from rewards: a held-out query/);
   }, 60_000);
 });
+
+// Last in the file: it commits query generations of its own.
+describe('import-generation --against: query keywords before a half-round, on its item index', () => {
+  it("evaluates the held-out queries against r1-query's frozen item generation, not the latest (r1-item's import)", async () => {
+    const q1 = await frozenHalfRound(run, 'query', 1);
+    const latest = await run.store.latest('item');
+    expect(latest).not.toBe(q1.itemView.generation);
+    // Each query (held-out ones too) gets the r1-item keywords of its first relevant item: they differ between the two indexes.
+    const after = await run.store.openView('item', latest!);
+    const pick = (id: string) => after.keywordsOf(after.ordinalOf(id)).slice(-2);
+    const queries = [...run.coreQueries, ...run.evalQueries];
+    const file = join(dir, 'before-r1.jsonl');
+    const kw = new Map(queries.map((q) => [q.id, pick([...corpus.relevant.get(q.id)!][0])]));
+    writeFileSync(file, queries.map((q) => JSON.stringify({ id: q.id, keywords: kw.get(q.id) })).join('\n') + '\n');
+    const { evaluateQueries } = await import('../../src/evolve/evaluate.ts');
+    const on = (v: typeof after) => evaluateQueries(v, run.evalQueries, (q) => kw.get(q.id) ?? [], corpus, run.config.beta).metrics.f1;
+    expect(on(q1.itemView)).not.toBe(on(after));
+    const rec = await importGeneration(db, corpus, 'query', file, silentLogger, { against: 'r1-query' });
+    expect(rec.itemGeneration).toBe(q1.itemView.generation);
+    expect(rec.metrics.f1).toBe(on(q1.itemView));
+    const plain = await importGeneration(db, corpus, 'query', file, silentLogger);
+    expect(plain.reused).toBe(true);
+    expect(plain.itemGeneration).toBe(latest);
+    expect(plain.metrics.f1).toBe(on(after));
+    await expect(importGeneration(db, corpus, 'item', file, silentLogger, { against: 'r1-query' })).rejects.toThrow(/only query keywords/);
+    await expect(importGeneration(db, corpus, 'query', file, silentLogger, { against: 'r1-query', half: 'r1-query' })).rejects.toThrow(
+      /--against and --half/,
+    );
+    await expect(importGeneration(db, corpus, 'query', file, silentLogger, { against: 'r1-item' })).rejects.toThrow(
+      /expected a query half-round/,
+    );
+  }, 60_000);
+});

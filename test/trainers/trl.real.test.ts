@@ -376,6 +376,10 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         .split('\n')
         .map((l) => JSON.parse(l) as { completion: string; fallback?: boolean });
       expect(rows.filter((r) => r.fallback).length).toBe(Number(fell![1]));
+      // What made them, beside them: bench llm reads the mode and the counts from it.
+      const meta = JSON.parse(readFileSync(join(dir, 'three-b.completions.meta.json'), 'utf8')) as Record<string, unknown>;
+      expect(meta).toMatchObject({ answers: 3, vocabularyMode: 'fallback', vocabulary: odd.length, fallbacks: Number(fell![1]) });
+      expect((meta.filter as { emptied: number }).emptied).toBe(Number(fell![1]));
       for (const [i, answer] of answerKeywords(outB).entries()) {
         expect(answer.length, JSON.stringify(rows[i])).toBeGreaterThanOrEqual(1);
         // Every keyword one of the four phrases, but a last one a forced closing cut at the token budget.

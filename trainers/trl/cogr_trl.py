@@ -634,6 +634,12 @@ def cmd_grpo(a: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- generation
 
 
+def meta_path(out: Path) -> Path:
+    """generate's record beside its answers: x.completions.jsonl -> x.completions.meta.json."""
+    name = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
+    return out.with_name(name + ".meta.json")
+
+
 def cmd_generate(a: argparse.Namespace) -> None:
     set_threads(a.threads)
     import torch
@@ -700,16 +706,32 @@ def cmd_generate(a: argparse.Namespace) -> None:
     decode(order, g, "generate")
     done = len(order)
     fb = ""
+    n_empty = len(empty)
     if a.vocabulary_mode == "fallback" and vocab is not None and g is not None:
         # An answer the filter left empty is sampled again under the vocabulary's trie: every keyword then a phrase.
         forced = keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length, vocab)
-        n_empty = len(empty)
         if empty:
             decode(sorted(empty, key=lambda i: len(texts_all[i])), forced, "generate (fallback)", fallback=True)
         fb = f"; vocabulary fallback: {n_empty} of {done} answers left empty by the filter, sampled again under the vocabulary's trie ({grammar_summary(forced)})"
     tmp.write_text("".join(json.dumps(answers[j]) + "\n" for j in range(len(rows))), encoding="utf-8")
     os.replace(tmp, out)
     cut = sum(1 for r in answers.values() if r["truncated"])
+    # What made the answers, beside them: <out stem>.meta.json (bench llm reads the vocabulary mode from it).
+    meta = {
+        "model": str(a.model),
+        "prompts": str(a.prompts),
+        "answers": done,
+        "cutOff": cut,
+        "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length},
+        "vocabulary": None if vocab is None else len(vocab),
+        "vocabularyMode": None if vocab is None else a.vocabulary_mode,
+        # The filter's counts: keywords written, left out, and answers it left with no phrase.
+        "filter": None if keep is None else {**kept, "emptied": n_empty},
+        "fallbacks": sum(1 for r in answers.values() if r.get("fallback")),
+        "temperature": a.temperature,
+        "seconds": round(time.time() - t0, 2),
+    }
+    write_atomic(meta_path(out), json.dumps(meta, indent=2) + "\n")
     log(f"generate: {done} answers in {time.time() - t0:.0f} s, {cut} cut off at {a.max_new_tokens} tokens; {grammar_summary(g)}{filter_summary(keep, kept)}{fb}")
 
 
