@@ -38,7 +38,8 @@
 #               training queries; dev queries for the dev loss; --pseudo-queries) and r1-query's
 #               vocabulary                                                           → sft-data/
 #   sft         SFTTrainer with LoRA until the dev loss stops falling                → ckpt-sft/
-#   eval-sft    keywords for the core training and held-out queries, imported        → import-sft-query.json
+#   eval-sft    keywords for the core training and held-out queries, imported (held-out
+#               ones matched against r1-query's frozen item index: --against)        → import-sft-query.json
 #   grpo-query  GRPOTrainer (LoRA) over the core training queries, rewards from
 #               cogr reward-server --half r1-query                                   → ckpt-query/
 #   query       keywords again, imported as half-round r1-query                      → import-query.json
@@ -155,7 +156,7 @@ start_server() { # start_server <half-round>: prints the base URL
   echo "$url"
 }
 
-import_gen() { # import_gen <side> <keywords.jsonl> <out.json> [--half name]
+import_gen() { # import_gen <side> <keywords.jsonl> <out.json> [--half name | --against name]
   local side="$1" from="$2" out="$3"; shift 3
   "${cogr[@]}" import-generation --db "$db" --side "$side" --from "$from" --json "$@" >"$out.partial"
   mv "$out.partial" "$out"
@@ -206,7 +207,8 @@ done_or "$work/ckpt-sft/cogr-done.json" sft ||
     --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience "$sft_patience" --limit "$sft_limit" --max-steps "$sft_steps"
 done_or "$work/import-sft-query.json" eval-sft || {
   keywords_for eval-sft "$work/ckpt-sft" "$work/prompts/query-all.jsonl" sft-query "${query_grammar[@]}"
-  import_gen query "$work/sft-query.keywords.jsonl" "$work/import-sft-query.json"
+  # On the item index the query half-round trains against, whatever items were imported since.
+  import_gen query "$work/sft-query.keywords.jsonl" "$work/import-sft-query.json" --against r1-query
 }
 done_or "$work/ckpt-query/cogr-done.json" grpo-query ||
   grpo query r1-query "$work/ckpt-sft" "$work/prompts/query-core.jsonl" "$query_steps" "$work/ckpt-query" "${query_grammar[@]}"
