@@ -240,6 +240,10 @@ export async function run(argv: string[]): Promise<void> {
       // round.sh's options: as it recorded them (invocations.txt, one line per run of it), or as given here.
       round_flags: invocations ? invocations.join(' ; ') : args.string('--round-flags', ''),
       model: JSON.parse(readFileSync(join(work, 'ckpt-sft', 'cogr-done.json'), 'utf8')) as unknown,
+      // round.sh --query-sft own: the query side's own SFT model (query targets alone); else the joint one above is both sides'.
+      query_model: existsSync(join(work, 'ckpt-sft-query', 'cogr-done.json'))
+        ? (JSON.parse(readFileSync(join(work, 'ckpt-sft-query', 'cogr-done.json'), 'utf8')) as unknown)
+        : null,
       split: { core: run.coreQueries.length, dev: run.devQueries.length, heldOut: run.evalQueries.length },
       config: { beta, kMax: run.config.kMax, vocabulary: run.config.vocabulary },
       query_vocabulary: vocabulary,

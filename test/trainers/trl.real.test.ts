@@ -422,6 +422,8 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         '1',
         '--pseudo-queries',
         '3',
+        '--query-sft',
+        'own',
       ];
       let killed = false;
       const first = await child('bash', args, (err) => {
@@ -445,9 +447,18 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       expect(first.stderr).toMatch(/item examples, [12] pseudo-queries\)/);
       const second = await child('bash', args);
       expect(second.code, second.stderr).toBe(0);
-      for (const done of ['demo', 'prompts', 'sft-export', 'sft', 'eval-sft']) expect(second.stderr).toContain(`stage ${done}: done`);
+      for (const done of ['demo', 'prompts', 'sft-export', 'sft', 'sft-query', 'eval-sft'])
+        expect(second.stderr).toContain(`stage ${done}: done`);
       expect(second.stderr).toMatch(/stage grpo-query \(/);
       expect(existsSync(join(work, 'ckpt-item', 'cogr-done.json'))).toBe(true);
+      // --query-sft own: two generators. The query side's SFT saw query targets only; the query half-round
+      // starts from it, the item half-round from the joint SFT model.
+      const done = (ckpt: string) => JSON.parse(readFileSync(join(work, ckpt, 'cogr-done.json'), 'utf8')) as Record<string, unknown>;
+      expect(done('ckpt-sft-query')).toMatchObject({ stage: 'sft', items: 0 });
+      expect(done('ckpt-sft-query').queries).toBeGreaterThan(0);
+      expect(done('ckpt-sft').items).toBeGreaterThan(0);
+      expect(done('ckpt-query').from).toBe(join(work, 'ckpt-sft-query'));
+      expect(done('ckpt-item').from).toBe(join(work, 'ckpt-sft'));
       const table = readFileSync(join(work, 'table.md'), 'utf8');
       expect(table).toMatch(/\| query \| 1 \| -?\d\.\d{4} \|/);
       expect(table).toMatch(/\| item \| 1 \| -?\d\.\d{4} \|/);

@@ -315,11 +315,18 @@ def cmd_sft(a: argparse.Namespace) -> None:
     rng.shuffle(dev_items)
     # The dev loss is computed at every evaluation: every dev query, and --dev-items of the dev items.
     dev = sft_rows(data / "dev" / "query.jsonl", "query") + dev_items[: a.dev_items]
-    if not dev:
+    if not dev and items:
         # No dev split in the run: a seeded tenth of the items decides when to stop.
         rng.shuffle(items)
         k = max(1, len(items) // 10)
         dev, items = items[:k], items[k:]
+    elif not dev and pseudo:
+        # Query targets alone (round.sh --query-sft own) and no dev queries: a tenth of the pseudo-queries.
+        rng.shuffle(pseudo)
+        k = max(1, len(pseudo) // 10)
+        dev, pseudo = pseudo[:k], pseudo[k:]
+    if not dev:
+        raise CogrError("DATA_FORMAT", f"{data}: no dev examples to decide when to stop (dev/query.jsonl, dev/item.jsonl, or items or pseudo-queries to take a tenth of)")
     if a.limit > 0:
         # A seeded few of each (tests, smoke runs).
         rng.shuffle(queries)
@@ -373,7 +380,7 @@ def cmd_sft(a: argparse.Namespace) -> None:
     trainer.train(resume_from_checkpoint=True if last else None)
     hist = [{"step": h["step"], "epoch": h["epoch"], "eval_loss": h["eval_loss"]} for h in trainer.state.log_history if "eval_loss" in h]
     best = min(hist, key=lambda h: h["eval_loss"]) if hist else None
-    save_final(trainer, tok, out, {"stage": "sft", "epochs": hist, "best": best, "examples": len(rows), "queries": len(queries), "items": len(items), "dev": len(dev), "lora_r": a.lora_r})
+    save_final(trainer, tok, out, {"stage": "sft", "from": str(a.model), "epochs": hist, "best": best, "examples": len(rows), "queries": len(queries), "items": len(items), "dev": len(dev), "lora_r": a.lora_r})
     shutil.rmtree(work, ignore_errors=True)
     by_step = ", ".join(f"step {h['step']} (epoch {h['epoch']:.2f}): {h['eval_loss']:.4f}" for h in hist)
     log(f"sft: dev loss {by_step}; kept step {best['step'] if best else '?'}; saved {out}")
@@ -625,7 +632,7 @@ def cmd_grpo(a: argparse.Namespace) -> None:
         trainer,
         tok,
         out,
-        {"stage": f"grpo-{a.name}", "steps": a.steps, "lora_r": a.lora_r, "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length, "vocabulary": None if vocab is None else len(vocab), "vocabularyMode": None if vocab is None else a.vocabulary_mode}},
+        {"stage": f"grpo-{a.name}", "from": str(a.model), "steps": a.steps, "lora_r": a.lora_r, "grammar": None if g is None else {"maxKeywords": g.k, "maxKeywordLength": g.length, "vocabulary": None if vocab is None else len(vocab), "vocabularyMode": None if vocab is None else a.vocabulary_mode}},
     )
     shutil.rmtree(work, ignore_errors=True)
     log(f"grpo {a.name}: saved {out}; rollouts with {grammar_summary(g)}{filter_summary(keep, kept)}")

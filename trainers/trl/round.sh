@@ -6,7 +6,7 @@
 #        [--grpo-lr 5e-5] [--generations 8] [--prompts-per-step 1] [--items 32] [--lora-r 16]
 #        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free] [--open-vocabulary]
 #        [--vocabulary-mode fallback|filter|force]
-#        [--queries 0] [--judged 0] [--sft-limit 0] [--pseudo-queries 0]
+#        [--queries 0] [--judged 0] [--sft-limit 0] [--pseudo-queries 0] [--query-sft joint|own]
 #
 # The query side's keywords (eval-sft, grpo-query, query) are kept to the vocabulary: every
 # query keyword scored or imported is a phrase of sft-data/vocabulary.json (the keywords of
@@ -24,6 +24,11 @@
 # sampled judged items, SFT on n examples of each kind (0: all; smaller for smoke runs and tests).
 # --pseudo-queries n: SFT also on up to n item titles as queries, with the run's SFT planner's
 # keywords for them (`cogr sft --export --pseudo-queries`; sft-data/pseudo.jsonl).
+# --query-sft: joint (the default): one model, SFT on both sides' targets, is the query side's
+# start and, after the query half-round, the item side's; own: the query side gets a model of its
+# own, SFT on the query targets alone (core training and pseudo-queries; the dev queries' loss
+# decides when to stop: stage sft-query → ckpt-sft-query/), and the item half-round starts from
+# the joint SFT model — two generators, as in the paper.
 # --base: the model to start from (default the SmolLM2-135M checkpoint setup.sh converts;
 # any causal LM checkpoint folder works, e.g. a bigger one with --device cuda). --threads: torch
 # threads (default $COGR_TRL_THREADS or 1). --demo-flags: extra `cogr demo` run flags (--beta 2).
@@ -38,6 +43,7 @@
 #               training queries; dev queries for the dev loss; --pseudo-queries) and r1-query's
 #               vocabulary                                                           → sft-data/
 #   sft         SFTTrainer with LoRA until the dev loss stops falling                → ckpt-sft/
+#   sft-query   (--query-sft own) the same on the query targets alone                → ckpt-sft-query/
 #   eval-sft    keywords for the core training and held-out queries, imported (held-out
 #               ones matched against r1-query's frozen item index: --against)        → import-sft-query.json
 #   grpo-query  GRPOTrainer (LoRA) over the core training queries, rewards from
@@ -54,7 +60,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
-grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=fallback queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=fallback queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1 query_sft=joint
 invocation="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -84,6 +90,7 @@ while [[ $# -gt 0 ]]; do
     --queries) queries="$2"; shift 2 ;;
     --judged) judged="$2"; shift 2 ;;
     --sft-limit) sft_limit="$2"; shift 2 ;;
+    --query-sft) query_sft="$2"; shift 2 ;;
     --pseudo-queries) pseudo="$2"; shift 2 ;;
     *) echo "error[INVALID_ARGUMENT]: round.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -97,6 +104,7 @@ for n in "$queries" "$judged" "$sft_limit" "$sft_steps" "$pseudo"; do
 done
 [[ "$lora_r" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --lora-r: expected an integer ≥ 0, got '$lora_r'" >&2; exit 2; }
 [[ "$vocab_mode" == fallback || "$vocab_mode" == filter || "$vocab_mode" == force ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --vocabulary-mode: expected fallback, filter or force, got '$vocab_mode'" >&2; exit 2; }
+[[ "$query_sft" == joint || "$query_sft" == own ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --query-sft: expected joint or own, got '$query_sft'" >&2; exit 2; }
 [[ "$device" == cpu || "$device" == cuda ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --device: expected cpu or cuda, got '$device'" >&2; exit 2; }
 work="${work:-${COGR_HOME:-.cogr}/trl/$dataset}"
 mkdir -p "$work"
@@ -205,19 +213,32 @@ done_or "$work/sft-data/done.json" sft-export || {
 done_or "$work/ckpt-sft/cogr-done.json" sft ||
   timed sft "${py[@]}" sft "${train[@]}" --model "$base" --data "$work/sft-data" --out "$work/ckpt-sft" --log "$work/sft.log.jsonl" \
     --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience "$sft_patience" --limit "$sft_limit" --max-steps "$sft_steps"
+query_start="$work/ckpt-sft" # the query side's SFT model
+if [[ "$query_sft" == own ]]; then
+  query_start="$work/ckpt-sft-query"
+  done_or "$work/ckpt-sft-query/cogr-done.json" sft-query || {
+    # The query targets alone: core training queries, pseudo-queries, and the dev queries for the dev loss.
+    rm -rf "$work/sft-data-query" && mkdir -p "$work/sft-data-query/dev"
+    cp "$work/sft-data/query.jsonl" "$work/sft-data-query/"
+    [[ -f "$work/sft-data/pseudo.jsonl" ]] && cp "$work/sft-data/pseudo.jsonl" "$work/sft-data-query/"
+    [[ -f "$work/sft-data/dev/query.jsonl" ]] && cp "$work/sft-data/dev/query.jsonl" "$work/sft-data-query/dev/"
+    timed sft-query "${py[@]}" sft "${train[@]}" --model "$base" --data "$work/sft-data-query" --out "$work/ckpt-sft-query" --log "$work/sft-query.log.jsonl" \
+      --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience "$sft_patience" --limit "$sft_limit" --max-steps "$sft_steps"
+  }
+fi
 done_or "$work/import-sft-query.json" eval-sft || {
-  keywords_for eval-sft "$work/ckpt-sft" "$work/prompts/query-all.jsonl" sft-query "${query_grammar[@]}"
+  keywords_for eval-sft "$query_start" "$work/prompts/query-all.jsonl" sft-query "${query_grammar[@]}"
   # On the item index the query half-round trains against, whatever items were imported since.
   import_gen query "$work/sft-query.keywords.jsonl" "$work/import-sft-query.json" --against r1-query
 }
 done_or "$work/ckpt-query/cogr-done.json" grpo-query ||
-  grpo query r1-query "$work/ckpt-sft" "$work/prompts/query-core.jsonl" "$query_steps" "$work/ckpt-query" "${query_grammar[@]}"
+  grpo query r1-query "$query_start" "$work/prompts/query-core.jsonl" "$query_steps" "$work/ckpt-query" "${query_grammar[@]}"
 done_or "$work/import-query.json" query || {
   keywords_for query "$work/ckpt-query" "$work/prompts/query-all.jsonl" query "${query_grammar[@]}"
   import_gen query "$work/query.keywords.jsonl" "$work/import-query.json" --half r1-query
 }
 done_or "$work/ckpt-item/cogr-done.json" grpo-item ||
-  grpo item r1-item "$work/ckpt-query" "$work/prompts/item-sample.jsonl" "$item_steps" "$work/ckpt-item" "${grammar[@]}"
+  grpo item r1-item "$([[ "$query_sft" == own ]] && echo "$work/ckpt-sft" || echo "$work/ckpt-query")" "$work/prompts/item-sample.jsonl" "$item_steps" "$work/ckpt-item" "${grammar[@]}"
 done_or "$work/import-item.json" item || {
   keywords_for item "$work/ckpt-item" "$work/prompts/item-judged.jsonl" item "${grammar[@]}"
   import_gen item "$work/item.keywords.jsonl" "$work/import-item.json" --half r1-item
