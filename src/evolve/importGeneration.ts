@@ -98,6 +98,8 @@ export async function importGeneration(
       );
     against = await frozenHalfRound(run, h.side, h.round);
   }
+  // Query keywords of a half-round (or --against's) are matched against its frozen item generation, others against the latest.
+  const frozenItems = side === 'query' ? (half ?? against) : null;
   const known = new Set(side === 'item' ? corpus.items.map((i) => i.id) : corpus.queries.map((q) => q.id));
   const lines = readKeywordFile(path, known, side);
   const digest = createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -151,11 +153,9 @@ export async function importGeneration(
       if (written === 0) logger.warn(`${path}: no training query in the file; the new query generation equals the previous one`);
       generation = await w.commit({ step: 'import', source: path, digest, ...(half ? { half: half.name } : {}) });
     }
-    // A half-round's keywords (or --against's) are evaluated against its frozen item generation, others against the latest.
-    const frozen = half ?? against;
-    const latestItem = frozen ? frozen.itemView.generation : await store.latest('item');
+    const latestItem = frozenItems ? frozenItems.itemView.generation : await store.latest('item');
     if (latestItem === null) throw cogrError('NOT_FOUND', 'no item generation to evaluate against');
-    const view = frozen ? frozen.itemView : await store.openView('item', latestItem);
+    const view = frozenItems ? frozenItems.itemView : await store.openView('item', latestItem);
     const fromFile: QueryKeywordsFn = (q) => lines.get(q.id)?.keywords ?? [];
     heldOutFromFile = run.split.eval.filter((id) => lines.has(id)).length;
     if (heldOutFromFile < evalQueries.length)
@@ -164,7 +164,6 @@ export async function importGeneration(
       );
     metrics = evaluateQueries(view, evalQueries, fromFile, corpus, run.config.beta).metrics;
   }
-  const frozenItems = side === 'query' ? (half ?? against) : null;
   const itemGeneration = frozenItems ? frozenItems.itemView.generation : ((await store.latest('item')) ?? undefined);
   const { state } = run;
   if (reused) {

@@ -406,11 +406,12 @@ def load_vocabulary(a: argparse.Namespace):
     return vocab
 
 
-def grammar_for(tok, model, a: argparse.Namespace, vocab):
-    """The keyword-list grammar (keyword_grammar.py) for this tokenizer, or None with --free; its trie is the vocabulary with --vocabulary-mode force."""
+def grammar_for(tok, model, a: argparse.Namespace, vocab, forced: bool | None = None):
+    """The keyword-list grammar (keyword_grammar.py) for this tokenizer, or None with --free; its trie is the
+    vocabulary with --vocabulary-mode force (or when `forced` says so: the fallback pass)."""
     if a.free:
         return None
-    trie = vocab if a.vocabulary_mode == "force" else None
+    trie = vocab if (a.vocabulary_mode == "force" if forced is None else forced) else None
     return keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length, trie)
 
 
@@ -711,12 +712,12 @@ def cmd_generate(a: argparse.Namespace) -> None:
             log(f"{what}: {done}/{len(idx)} prompts ({done / el:.2f}/s, ETA {(len(idx) - done) * el / done:.0f} s)")
 
     decode(order, g, "generate")
-    done = len(order)
+    done = len(rows)
     fb = ""
     n_empty = len(empty)
     if a.vocabulary_mode == "fallback" and vocab is not None and g is not None:
         # An answer the filter left empty is sampled again under the vocabulary's trie: every keyword then a phrase.
-        forced = keyword_grammar.KeywordGrammar(tok, model.config.vocab_size, a.max_keywords, a.max_keyword_length, vocab)
+        forced = grammar_for(tok, model, a, vocab, forced=True)
         if empty:
             decode(sorted(empty, key=lambda i: len(texts_all[i])), forced, "generate (fallback)", fallback=True)
         fb = f"; vocabulary fallback: {n_empty} of {done} answers left empty by the filter, sampled again under the vocabulary's trie ({grammar_summary(forced)})"

@@ -213,9 +213,9 @@ done_or "$work/sft-data/done.json" sft-export || {
 done_or "$work/ckpt-sft/cogr-done.json" sft ||
   timed sft "${py[@]}" sft "${train[@]}" --model "$base" --data "$work/sft-data" --out "$work/ckpt-sft" --log "$work/sft.log.jsonl" \
     --batch 8 --lr "$sft_lr" --max-epochs "$sft_epochs" --eval-steps "$sft_eval" --patience "$sft_patience" --limit "$sft_limit" --max-steps "$sft_steps"
-query_start="$work/ckpt-sft" # the query side's SFT model
+query_start="$work/ckpt-sft" item_start="$work/ckpt-query" # where each half-round's GRPO starts
 if [[ "$query_sft" == own ]]; then
-  query_start="$work/ckpt-sft-query"
+  query_start="$work/ckpt-sft-query" item_start="$work/ckpt-sft"
   done_or "$work/ckpt-sft-query/cogr-done.json" sft-query || {
     # The query targets alone: core training queries, pseudo-queries, and the dev queries for the dev loss.
     rm -rf "$work/sft-data-query" && mkdir -p "$work/sft-data-query/dev"
@@ -238,7 +238,7 @@ done_or "$work/import-query.json" query || {
   import_gen query "$work/query.keywords.jsonl" "$work/import-query.json" --half r1-query
 }
 done_or "$work/ckpt-item/cogr-done.json" grpo-item ||
-  grpo item r1-item "$([[ "$query_sft" == own ]] && echo "$work/ckpt-sft" || echo "$work/ckpt-query")" "$work/prompts/item-sample.jsonl" "$item_steps" "$work/ckpt-item" "${grammar[@]}"
+  grpo item r1-item "$item_start" "$work/prompts/item-sample.jsonl" "$item_steps" "$work/ckpt-item" "${grammar[@]}"
 done_or "$work/import-item.json" item || {
   keywords_for item "$work/ckpt-item" "$work/prompts/item-judged.jsonl" item "${grammar[@]}"
   import_gen item "$work/item.keywords.jsonl" "$work/import-item.json" --half r1-item
