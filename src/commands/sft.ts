@@ -2,6 +2,7 @@
  * `cogr sft --dataset <name|path> [--format f] [--seed n] [--eval-fraction f] [--epochs n]
  *   [--m auto|n] [--n 15] [--query-targets planner|pooled] [--export <dir>] [--commit-index]
  *   [--db <path>] [--pseudo-queries n] [--json]`
+ * `cogr sft --db <run db> [--export <dir>] [--pseudo-queries n] [--query-targets planner|oracle] [--json]`
  *
  * The SFT phase (Algorithm 1) for the embedded generators on the training queries of a
  * seeded train/eval split (the same split as `cogr evolve` with the same seed and
@@ -23,7 +24,9 @@
  * exportQueryVocabulary: the keywords of its frozen item generation the planner may plan,
  * with their carrier counts). With `--pseudo-queries n`, `<dir>/pseudo.jsonl` holds up to n
  * pseudo-queries (item titles) with the SFT planner's keywords for them (sftData.ts
- * pseudoQueryTargets). Read from the published files: the database is not locked.
+ * pseudoQueryTargets). `--query-targets oracle`: the judged (core and dev) queries' targets are
+ * the greedy oracle's keywords of their judgements in the planner's vocabulary instead
+ * (sftData.ts oracleTargets). Read from the published files: the database is not locked.
  */
 import type { Command } from 'commander';
 import { openDb } from '../../index/store/db.ts';
@@ -36,7 +39,7 @@ import { outputError } from '../output.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { policyStore, savePlanner, savePolicy } from '../run/policies.ts';
 import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
-import { exportQueryVocabulary, exportSftTargets, runSftTargets } from '../evolve/sftData.ts';
+import { exportQueryVocabulary, exportSftTargets, QUERY_TARGET_KINDS, runSftTargets } from '../evolve/sftData.ts';
 import { openPublishedRun } from '../run/context.ts';
 import { readRunAt } from '../run/state.ts';
 import { dbPath, parseIntFlag, withDatasetOptions, withDbOption, type DatasetFlags } from './options.ts';
@@ -70,7 +73,7 @@ export function register(program: Command): void {
       .option('--n <n>', 'keywords per pooled query target (N, with --query-targets pooled)', String(DEFAULTS.sft.queryKeywords))
       .option(
         '--query-targets <kind>',
-        "exported query targets: planner (its keywords, planned as held out) or pooled (the paper's)",
+        "exported query targets: planner (its keywords, planned as held out), pooled (the paper's; without --db) or oracle (with --db: the greedy oracle's keywords of each judged query, in the planner's vocabulary; src/evolve/sftData.ts)",
         'planner',
       )
       .option('--export <dir>', 'also write item.jsonl / query.jsonl in TRL conversational prompt–completion format')
@@ -87,7 +90,7 @@ export function register(program: Command): void {
       if (!flags.dataset && !stored)
         throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${dbPath(flags.db)} holds no co-evolution run)`);
       if (stored) {
-        const given = ['seed', 'evalFraction', 'epochs', 'm', 'n', 'queryTargets', 'commitIndex', 'format'].filter(
+        const given = ['seed', 'evalFraction', 'epochs', 'm', 'n', 'commitIndex', 'format'].filter(
           (k) => this.getOptionValueSource(k) === 'cli',
         );
         if (given.length > 0)
@@ -99,8 +102,14 @@ export function register(program: Command): void {
         const pseudoQueries = parseIntFlag('--pseudo-queries', flags.pseudoQueries, 0)!;
         if (pseudoQueries > 0 && !flags.export)
           throw cogrError('INVALID_ARGUMENT', '--pseudo-queries: only with --export (they are written to its pseudo.jsonl)');
-        const t = await runSftTargets(run, { pseudoQueries });
+        const queryTargets = QUERY_TARGET_KINDS.find((k) => k === flags.queryTargets);
+        if (!queryTargets)
+          throw cogrError(
+            'INVALID_ARGUMENT',
+            `--query-targets: on a run, expected ${QUERY_TARGET_KINDS.join(' or ')}, got ${JSON.stringify(flags.queryTargets)} (pooled targets are made with --dataset)`,
+          );
         const limit = Math.min(run.config.kMax ?? K_MAX, DEFAULTS.llm.maxKeywords);
+        const t = await runSftTargets(run, { pseudoQueries, queryTargets, keywordLimit: limit });
         let exported: ReturnType<typeof exportSftTargets> | null = null;
         let vocabulary: Awaited<ReturnType<typeof exportQueryVocabulary>> | null = null;
         try {
@@ -120,6 +129,7 @@ export function register(program: Command): void {
           devItems: t.devItems.size,
           devQueries: t.devQueries.size,
           keywordLimit: limit,
+          queryTargets: t.queryTargets,
           exported: exported && flags.export ? { dir: flags.export, ...exported } : null,
           vocabulary,
         };
@@ -127,6 +137,9 @@ export function register(program: Command): void {
           flags.json
             ? JSON.stringify(summary) + '\n'
             : `the run's SFT step (item generation ${t.itemGeneration}): ${t.items.size} judged items and ${t.queries.size} core training queries with their SFT targets, ${t.devQueries.size} dev queries and ${t.devItems.size} dev-only items` +
+                (t.queryTargets.kind === 'oracle'
+                  ? `; query targets: the oracle's keywords for ${t.queryTargets.oracle} judged queries, the planner's for ${t.queryTargets.planner} (no related shared keyword reaches a relevant item)`
+                  : '') +
                 (exported ? `; wrote them to ${flags.export} (dev under ${flags.export}/dev)` : '') +
                 (exported?.pseudo ? `, and ${exported.pseudo} pseudo-queries (item titles) to ${flags.export}/pseudo.jsonl` : '') +
                 (vocabulary
@@ -146,7 +159,10 @@ export function register(program: Command): void {
       const M = flags.m === 'auto' ? [...DEFAULTS.sft.itemKeywordsGrid] : parseIntFlag('--m', flags.m, 1)!;
       const N = parseIntFlag('--n', flags.n, 1)!;
       if (flags.queryTargets !== 'planner' && flags.queryTargets !== 'pooled')
-        throw cogrError('INVALID_ARGUMENT', `--query-targets: expected planner or pooled, got ${JSON.stringify(flags.queryTargets)}`);
+        throw cogrError(
+          'INVALID_ARGUMENT',
+          `--query-targets: expected planner or pooled, got ${JSON.stringify(flags.queryTargets)}${flags.queryTargets === 'oracle' ? ' (oracle targets are read from a run: --db)' : ''}`,
+        );
       const evalFraction = Number(flags.evalFraction);
       if (!(evalFraction > 0 && evalFraction < 1))
         throw cogrError('INVALID_ARGUMENT', `--eval-fraction: expected a number in (0, 1), got ${JSON.stringify(flags.evalFraction)}`);

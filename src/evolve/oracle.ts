@@ -29,13 +29,15 @@ import { evaluateRun, rankedMetrics, type RunEntry } from '../metrics.ts';
 /**
  * Greedy oracle keywords (view keyword ordinals) of one query and the F1 of their matched set.
  * `minCarriers` > 0: only keywords at least that many items match, no item's title (the
- * shared vocabulary's rule).
+ * shared vocabulary's rule); `keep`, when given, must also accept a keyword (the planner's
+ * relatedness to the query, for SFT targets: sftData.ts oracleQueryTargets).
  */
 export function oracleQuery(
   view: KeywordView,
   relevant: ReadonlySet<number>,
   kMax: number,
   minCarriers = 0,
+  keep?: (keyword: number) => boolean,
 ): { keywords: number[]; f1: number } {
   const nRel = relevant.size;
   if (nRel === 0) return { keywords: [], f1: 0 };
@@ -45,6 +47,7 @@ export function oracleQuery(
     for (let j = fwdOff[e]; j < fwdOff[e + 1]; j++) if (minCarriers === 0 || view.postings(fwd[j]).length >= minCarriers) seen.add(fwd[j]);
     if (self[e] >= 0 && minCarriers === 0) seen.add(self[e]);
   }
+  if (keep) for (const k of [...seen]) if (!keep(k)) seen.delete(k);
   // Ascending ordinals, a strict improvement needed: ties go to the smaller ordinal.
   const cands = [...seen].sort((a, b) => a - b);
   const taken = new Uint8Array(view.numKeywords);

@@ -7,8 +7,14 @@
  *            SFT step's item generation (the base item keywords: under the shared vocabulary,
  *            phrases several items carry)
  *   queries  every core training query, with the SFT planner's keywords planned as held out
- *            against that item generation (no {q}, its own names left out; greedy)
- *   dev      the run's dev queries the same way, and the items judged relevant only to them:
+ *            against that item generation (no {q}, its own names left out; greedy); with
+ *            `queryTargets: 'oracle'` instead the greedy oracle keywords of its judgements
+ *            (oracle.ts oracleQuery: the keywords of its relevant items, each added while it
+ *            raises the F1 of the union, at most ORACLE_TARGET_KEYWORDS) that the planner may plan
+ *            for it — carried by `minCarriers`+ items, no item's title, related to the query
+ *            (related.ts) — and the planner's keywords where no such keyword reaches a
+ *            relevant item. A teacher that knows the answers but speaks the planner's language.
+ *   dev      the run's dev queries the same way (oracle targets from their own judgements), and the items judged relevant only to them:
  *            never trained on, what a trainer's dev loss (when to stop SFT) is measured on
  *   pseudo   (with `pseudoQueries` > 0) pseudo-queries: the titles of a seeded sample of
  *            the items in the SFT step's item generation, each with the SFT planner's keywords
@@ -33,6 +39,9 @@ import { writeAtomic } from '../../index/core/paths.ts';
 import type { Query } from '../../index/core/types.ts';
 import type { KeywordView } from '../../index/view/view.ts';
 import { sharedKeyword, titleOnlyKeys } from '../../generators/planner/queryContext.ts';
+import { Relatedness } from '../../generators/planner/related.ts';
+import type { KeywordPlanner } from '../../generators/planner/planner.ts';
+import { oracleQuery } from './oracle.ts';
 import { exportTrl, queryInput } from '../../generators/sft.ts';
 import { plannerVocabulary } from '../run/config.ts';
 import { runPlanner, type RunReader } from '../run/context.ts';
@@ -47,12 +56,28 @@ export interface SftTargets {
   devQueries: Map<string, string[]>;
   /** Pseudo-queries (item titles) and their targets; empty without `pseudoQueries`. */
   pseudo: { queries: Query[]; targets: Map<string, string[]> };
+  /** Whose keywords the query targets are, and (oracle) how many core and dev queries got oracle keywords rather than the planner's. */
+  queryTargets: { kind: QueryTargetKind; oracle: number; planner: number };
 }
+
+/** The query side's SFT targets: the SFT planner's keywords (planned as held out) or the greedy oracle's of the query's judgements, in the planner's vocabulary. */
+export type QueryTargetKind = 'planner' | 'oracle';
+/**
+ * Oracle targets hold at most this many keywords (the keyword limit, when smaller): the
+ * planner plans 1.5–3.5 a query, and the greedy oracle of a query with many relevant items
+ * goes on adding keywords that each gain little, a list the model would then write for
+ * every query. Set before any measurement, not tuned.
+ */
+export const ORACLE_TARGET_KEYWORDS = 4;
+export const QUERY_TARGET_KINDS: readonly QueryTargetKind[] = ['planner', 'oracle'];
 
 /** The id of the pseudo-query made from an item's title. */
 export const pseudoQueryId = (itemId: string): string => `pseudo:${itemId}`;
 
-export async function runSftTargets(run: RunReader, opts: { pseudoQueries?: number } = {}): Promise<SftTargets> {
+export async function runSftTargets(
+  run: RunReader,
+  opts: { pseudoQueries?: number; queryTargets?: QueryTargetKind; keywordLimit?: number } = {},
+): Promise<SftTargets> {
   const sft = run.steps.find((s) => s.phase === 'sft');
   if (!sft) throw cogrError('NOT_FOUND', `the run in ${run.path} has no SFT step yet`);
   const view = await run.openView('item', sft.itemGeneration);
@@ -71,17 +96,59 @@ export async function runSftTargets(run: RunReader, opts: { pseudoQueries?: numb
     for (const q of qs) for (const id of also.get(q.id) ?? []) out.add(id);
     return out;
   };
-  const plans = (qs: readonly Query[]) => new Map(qs.map((q) => [q.id, planner.plan(queryInput(q), { asHeldOut: true }).keywords]));
+  const kind = opts.queryTargets ?? 'planner';
+  const counts = { kind, oracle: 0, planner: 0 };
+  const oracle =
+    kind === 'oracle' ? oracleTargets(run, view, planner, Math.min(ORACLE_TARGET_KEYWORDS, opts.keywordLimit ?? run.config.kMax)) : null;
+  const plans = (qs: readonly Query[], relevant: ReadonlyMap<string, ReadonlySet<string>>) =>
+    new Map(
+      qs.map((q) => {
+        const o = oracle?.(q, relevant.get(q.id) ?? new Set()) ?? [];
+        if (o.length > 0) counts.oracle++;
+        else counts.planner++;
+        return [q.id, o.length > 0 ? o : planner.plan(queryInput(q), { asHeldOut: true }).keywords];
+      }),
+    );
   const coreItems = judged(run.coreQueries, run.coreRelevant);
   const devRelevant = new Map(run.devQueries.map((q) => [q.id, new Set(run.corpus.relevant.get(q.id) ?? [])]));
   const devOnly = [...judged(run.devQueries, devRelevant)].filter((id) => !coreItems.has(id));
   return {
     itemGeneration: sft.itemGeneration,
     items: keywordsOf(coreItems),
-    queries: plans(run.coreQueries),
+    queries: plans(run.coreQueries, run.coreRelevant),
     devItems: keywordsOf(devOnly),
-    devQueries: plans(run.devQueries),
+    devQueries: plans(run.devQueries, devRelevant),
     pseudo: pseudoQueryTargets(run, view, opts.pseudoQueries ?? 0, (q) => planner.plan(queryInput(q), { asHeldOut: true }).keywords),
+    queryTargets: counts,
+  };
+}
+
+/**
+ * The oracle query targets (the top of this file): a function of a judged query and its
+ * relevant item ids giving the greedy oracle's keywords among those the planner may plan for
+ * it (empty when none reaches a relevant item).
+ */
+export function oracleTargets(
+  run: Pick<RunReader, 'config'>,
+  view: KeywordView,
+  planner: KeywordPlanner,
+  keywordLimit: number,
+): (q: Query, relevant: ReadonlySet<string>) => string[] {
+  const { minCarriers, relatedness } = plannerVocabulary(run.config);
+  const src = planner.relevance;
+  const related =
+    relatedness !== null && src.wordItems && src.textWords
+      ? new Relatedness(src as typeof src & { wordItems(word: string): Int32Array }, src.size ?? 0)
+      : null;
+  return (q, relevant) => {
+    const rel = new Set<number>();
+    for (const id of relevant) {
+      const e = view.ordinalOf(id);
+      if (e >= 0) rel.add(e);
+    }
+    const r = related?.forQuery(q.text);
+    const keep = r && relatedness !== null ? (k: number) => r(view.surface(k)) >= relatedness : undefined;
+    return oracleQuery(view, rel, keywordLimit, minCarriers, keep).keywords.map((k) => view.surface(k));
   };
 }
 

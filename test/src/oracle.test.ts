@@ -44,4 +44,11 @@ describe('the oracle query side: greedy over the relevant items’ keywords, by 
     // relevant {b}: its only keyword "shoe" is on one item: nothing is left to plan.
     expect(oracleQuery(view, ord('b'), 30, 2)).toEqual({ keywords: [], f1: 0 });
   });
+  it("a keep rule (the planner's relatedness, for SFT targets) removes candidates before the greedy choice", () => {
+    // relevant {a, c, d} without "red": "red shoe" ({a, d}: 2·2/(2+3) = 0.8) is all that is left.
+    const r = oracleQuery(view, ord('a', 'c', 'd'), 30, 0, (k) => view.surface(k) !== 'red');
+    expect(names(r.keywords)).toEqual(['red shoe']);
+    expect(r.f1).toBeCloseTo(0.8, 12);
+    expect(oracleQuery(view, ord('a', 'c', 'd'), 30, 0, () => false)).toEqual({ keywords: [], f1: 0 });
+  });
 });

@@ -7,6 +7,7 @@
 #        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free] [--open-vocabulary]
 #        [--vocabulary-mode fallback|filter|force]
 #        [--queries 0] [--judged 0] [--sft-limit 0] [--pseudo-queries 0] [--query-sft joint|own]
+#        [--query-targets planner|oracle]
 #
 # The query side's keywords (eval-sft, grpo-query, query) are kept to the vocabulary: every
 # query keyword scored or imported is a phrase of sft-data/vocabulary.json (the keywords of
@@ -29,6 +30,11 @@
 # own, SFT on the query targets alone (core training and pseudo-queries; the dev queries' loss
 # decides when to stop: stage sft-query → ckpt-sft-query/), and the item half-round starts from
 # the joint SFT model — two generators, as in the paper.
+# --query-targets: the judged queries' SFT targets (`cogr sft --query-targets`): planner (the
+# default: the SFT planner's keywords, planned as held out) or oracle (the greedy oracle's
+# keywords of each query's judgements, among those the planner may plan for it; the
+# planner's where none reaches a relevant item). Pseudo-queries keep the planner's. A work
+# folder exported with other targets is refused (its checkpoints learned them).
 # --base: the model to start from (default the SmolLM2-135M checkpoint setup.sh converts;
 # any causal LM checkpoint folder works, e.g. a bigger one with --device cuda). --threads: torch
 # threads (default $COGR_TRL_THREADS or 1). --demo-flags: extra `cogr demo` run flags (--beta 2).
@@ -60,7 +66,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
-grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=fallback queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1 query_sft=joint
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=fallback queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1 query_sft=joint query_targets=planner
 invocation="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -91,6 +97,7 @@ while [[ $# -gt 0 ]]; do
     --judged) judged="$2"; shift 2 ;;
     --sft-limit) sft_limit="$2"; shift 2 ;;
     --query-sft) query_sft="$2"; shift 2 ;;
+    --query-targets) query_targets="$2"; shift 2 ;;
     --pseudo-queries) pseudo="$2"; shift 2 ;;
     *) echo "error[INVALID_ARGUMENT]: round.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -104,6 +111,7 @@ for n in "$queries" "$judged" "$sft_limit" "$sft_steps" "$pseudo"; do
 done
 [[ "$lora_r" =~ ^(0|[1-9][0-9]*)$ ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --lora-r: expected an integer ≥ 0, got '$lora_r'" >&2; exit 2; }
 [[ "$vocab_mode" == fallback || "$vocab_mode" == filter || "$vocab_mode" == force ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --vocabulary-mode: expected fallback, filter or force, got '$vocab_mode'" >&2; exit 2; }
+[[ "$query_targets" == planner || "$query_targets" == oracle ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --query-targets: expected planner or oracle, got '$query_targets'" >&2; exit 2; }
 [[ "$query_sft" == joint || "$query_sft" == own ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --query-sft: expected joint or own, got '$query_sft'" >&2; exit 2; }
 [[ "$device" == cpu || "$device" == cuda ]] || { echo "error[INVALID_ARGUMENT]: round.sh: --device: expected cpu or cuda, got '$device'" >&2; exit 2; }
 work="${work:-${COGR_HOME:-.cogr}/trl/$dataset}"
@@ -205,9 +213,13 @@ done_or "$work/prompts/split.json" prompts || "${tools[@]}" prompts --db "$db" -
 set_grammar
 # A work folder exported before the vocabulary existed: exported again (the same targets, and vocabulary.json).
 [[ -f "$work/sft-data/done.json" && ! -f "$work/sft-data/vocabulary.json" ]] && rm -f "$work/sft-data/done.json"
+if [[ -f "$work/sft-data/done.json" ]]; then
+  exported="$(node -p "(require('$work/sft-data/done.json').queryTargets || {kind: 'planner'}).kind")"
+  [[ "$exported" == "$query_targets" ]] || { echo "error[INVALID_ARGUMENT]: round.sh: $work/sft-data was exported with --query-targets $exported, not $query_targets: use another --work" >&2; exit 2; }
+fi
 done_or "$work/sft-data/done.json" sft-export || {
   rm -rf "$work/sft-data"
-  "${cogr[@]}" sft --db "$db" --export "$work/sft-data" --pseudo-queries "$pseudo" --json >"$work/sft-data.json"
+  "${cogr[@]}" sft --db "$db" --export "$work/sft-data" --pseudo-queries "$pseudo" --query-targets "$query_targets" --json >"$work/sft-data.json"
   mv "$work/sft-data.json" "$work/sft-data/done.json"
 }
 done_or "$work/ckpt-sft/cogr-done.json" sft ||
