@@ -11,7 +11,7 @@
  * its unit tests, its bounds equal to DEFAULTS.llm's, and three answers of the real
  * checkpoint under it that all parse and none cut off; under the run's vocabulary (`cogr sft
  * --export`'s vocabulary.json) every keyword of three answers is one of its phrases, forced
- * (the trie) or filtered (the default). round.sh on a tiny MED round whose
+ * (the trie) or filtered (the default). round.sh on a tiny MED round (--query-sft own, --query-targets oracle) whose
  * reward server is killed during the GRPO step: the step fails with REWARD_UNAVAILABLE and
  * its reason, a re-run resumes at that stage and ends with the table. No timing is asserted. Without the venv
  * the test FAILS naming what to run; it is skipped only when COGR_SKIP_TRL=1 is set.
@@ -424,6 +424,8 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
         '3',
         '--query-sft',
         'own',
+        '--query-targets',
+        'oracle',
       ];
       let killed = false;
       const first = await child('bash', args, (err) => {
@@ -463,6 +465,17 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       expect(table).toMatch(/\| query \| 1 \| -?\d\.\d{4} \|/);
       expect(table).toMatch(/\| item \| 1 \| -?\d\.\d{4} \|/);
       expect(table).toContain('| LLM after the item half-round |');
+      // --query-targets oracle: the export says whose targets it holds, and a resumed round with other targets is refused.
+      const exported = JSON.parse(readFileSync(join(work, 'sft-data', 'done.json'), 'utf8')) as {
+        queryTargets: { kind: string; oracle: number };
+      };
+      expect(exported.queryTargets.kind).toBe('oracle');
+      expect(exported.queryTargets.oracle).toBeGreaterThan(0);
+      const other = await child('bash', [...args.slice(0, -1), 'planner']);
+      expect(other.code).toBe(2);
+      expect(other.stderr).toContain(
+        `round.sh: ${work}/sft-data was exported with --query-targets oracle, not planner: use another --work`,
+      );
       // No reward server is left running.
       expect(existsSync(join(work, 'reward-server.pid'))).toBe(false);
     },
