@@ -30,7 +30,7 @@ import { evaluateRun, rankedMetrics, type RunEntry } from '../metrics.ts';
  * Greedy oracle keywords (view keyword ordinals) of one query and the F1 of their matched set.
  * `minCarriers` > 0: only keywords at least that many items match, no item's title (the
  * shared vocabulary's rule); `keep`, when given, must also accept a keyword (the planner's
- * relatedness to the query, for SFT targets: sftData.ts oracleQueryTargets).
+ * relatedness to the query, for SFT targets: sftData.ts oracleTargets).
  */
 export function oracleQuery(
   view: KeywordView,

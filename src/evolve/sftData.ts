@@ -10,12 +10,13 @@
  *            against that item generation (no {q}, its own names left out; greedy); with
  *            `queryTargets: 'oracle'` instead the greedy oracle keywords of its judgements
  *            (oracle.ts oracleQuery: the keywords of its relevant items, each added while it
- *            raises the F1 of the union, at most ORACLE_TARGET_KEYWORDS) that the planner may plan
- *            for it — carried by `minCarriers`+ items, no item's title, related to the query
- *            (related.ts) — and the planner's keywords where no such keyword reaches a
+ *            raises the F1 of the union, at most ORACLE_TARGET_KEYWORDS) that the planner may
+ *            plan for it — carried by `minCarriers`+ items, no item's title, related to the
+ *            query (related.ts) — and the planner's keywords where no such keyword reaches a
  *            relevant item. A teacher that knows the answers but speaks the planner's language.
- *   dev      the run's dev queries the same way (oracle targets from their own judgements), and the items judged relevant only to them:
- *            never trained on, what a trainer's dev loss (when to stop SFT) is measured on
+ *   dev      the run's dev queries the same way (oracle targets from their own judgements),
+ *            and the items judged relevant only to them: never trained on, what a trainer's
+ *            dev loss (when to stop SFT) is measured on
  *   pseudo   (with `pseudoQueries` > 0) pseudo-queries: the titles of a seeded sample of
  *            the items in the SFT step's item generation, each with the SFT planner's keywords
  *            for it planned as held out, kept to the shared vocabulary's rule (sharedKeyword)
@@ -68,7 +69,7 @@ export type QueryTargetKind = 'planner' | 'oracle';
  * goes on adding keywords that each gain little, a list the model would then write for
  * every query. Set before any measurement, not tuned.
  */
-export const ORACLE_TARGET_KEYWORDS = 4;
+const ORACLE_TARGET_KEYWORDS = 4;
 export const QUERY_TARGET_KINDS: readonly QueryTargetKind[] = ['planner', 'oracle'];
 
 /** The id of the pseudo-query made from an item's title. */
@@ -128,7 +129,7 @@ export async function runSftTargets(
  * relevant item ids giving the greedy oracle's keywords among those the planner may plan for
  * it (empty when none reaches a relevant item).
  */
-export function oracleTargets(
+function oracleTargets(
   run: Pick<RunReader, 'config'>,
   view: KeywordView,
   planner: KeywordPlanner,
