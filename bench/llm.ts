@@ -239,11 +239,9 @@ export async function run(argv: string[]): Promise<void> {
       command: `npm run bench -- llm --dataset ${dataset}`,
       // round.sh's options: as it recorded them (invocations.txt, one line per run of it), or as given here.
       round_flags: invocations ? invocations.join(' ; ') : args.string('--round-flags', ''),
-      model: JSON.parse(readFileSync(join(work, 'ckpt-sft', 'cogr-done.json'), 'utf8')) as unknown,
+      model: checkpointDone(join(work, 'ckpt-sft')),
       // round.sh --query-sft own: the query side's own SFT model (query targets alone); else the joint one above is both sides'.
-      query_model: existsSync(join(work, 'ckpt-sft-query', 'cogr-done.json'))
-        ? (JSON.parse(readFileSync(join(work, 'ckpt-sft-query', 'cogr-done.json'), 'utf8')) as unknown)
-        : null,
+      query_model: existsSync(join(work, 'ckpt-sft-query', 'cogr-done.json')) ? checkpointDone(join(work, 'ckpt-sft-query')) : null,
       split: { core: run.coreQueries.length, dev: run.devQueries.length, heldOut: run.evalQueries.length },
       config: { beta, kMax: run.config.kMax, vocabulary: run.config.vocabulary },
       query_vocabulary: vocabulary,
@@ -284,4 +282,9 @@ export async function run(argv: string[]): Promise<void> {
   } finally {
     await db.close();
   }
+}
+
+/** A finished checkpoint's record (cogr_trl.py save_final's cogr-done.json). */
+function checkpointDone(dir: string): unknown {
+  return JSON.parse(readFileSync(join(dir, 'cogr-done.json'), 'utf8')) as unknown;
 }

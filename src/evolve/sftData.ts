@@ -97,6 +97,7 @@ export async function runSftTargets(
     for (const q of qs) for (const id of also.get(q.id) ?? []) out.add(id);
     return out;
   };
+  const planned = (q: Query) => planner.plan(queryInput(q), { asHeldOut: true }).keywords;
   const kind = opts.queryTargets ?? 'planner';
   const counts = { kind, oracle: 0, planner: 0 };
   const oracle =
@@ -107,7 +108,7 @@ export async function runSftTargets(
         const o = oracle?.(q, relevant.get(q.id) ?? new Set()) ?? [];
         if (o.length > 0) counts.oracle++;
         else counts.planner++;
-        return [q.id, o.length > 0 ? o : planner.plan(queryInput(q), { asHeldOut: true }).keywords];
+        return [q.id, o.length > 0 ? o : planned(q)];
       }),
     );
   const coreItems = judged(run.coreQueries, run.coreRelevant);
@@ -119,7 +120,7 @@ export async function runSftTargets(
     queries: plans(run.coreQueries, run.coreRelevant),
     devItems: keywordsOf(devOnly),
     devQueries: plans(run.devQueries, devRelevant),
-    pseudo: pseudoQueryTargets(run, view, opts.pseudoQueries ?? 0, (q) => planner.plan(queryInput(q), { asHeldOut: true }).keywords),
+    pseudo: pseudoQueryTargets(run, view, opts.pseudoQueries ?? 0, planned),
     queryTargets: counts,
   };
 }

@@ -315,16 +315,18 @@ def cmd_sft(a: argparse.Namespace) -> None:
     rng.shuffle(dev_items)
     # The dev loss is computed at every evaluation: every dev query, and --dev-items of the dev items.
     dev = sft_rows(data / "dev" / "query.jsonl", "query") + dev_items[: a.dev_items]
+    def tenth(rows: list) -> tuple[list, list]:
+        # A seeded tenth of the rows as the dev set, the rest to train on.
+        rng.shuffle(rows)
+        k = max(1, len(rows) // 10)
+        return rows[:k], rows[k:]
+
     if not dev and items:
-        # No dev split in the run: a seeded tenth of the items decides when to stop.
-        rng.shuffle(items)
-        k = max(1, len(items) // 10)
-        dev, items = items[:k], items[k:]
+        # No dev split in the run: a tenth of the items decides when to stop.
+        dev, items = tenth(items)
     elif not dev and pseudo:
         # Query targets alone (round.sh --query-sft own) and no dev queries: a tenth of the pseudo-queries.
-        rng.shuffle(pseudo)
-        k = max(1, len(pseudo) // 10)
-        dev, pseudo = pseudo[:k], pseudo[k:]
+        dev, pseudo = tenth(pseudo)
     if not dev:
         raise CogrError("DATA_FORMAT", f"{data}: no dev examples to decide when to stop (dev/query.jsonl, dev/item.jsonl, or items or pseudo-queries to take a tenth of)")
     if a.limit > 0:
