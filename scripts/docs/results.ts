@@ -456,11 +456,40 @@ export function auditBlock(s: Sources): string {
       pct(a.item.shareOneItem),
       med(a.item.medianItemsPerKeyword),
     ]);
-  return tableWithCommands(
-    t,
-    'After `cogr demo --dataset <d>`, as `cogr serve` serves it; item keywords over every item. Re-measure (with `npx cogr embeddings serve` on port 8001):',
-    s.audits.map((a) => `- ${display(a.name)}: \`${auditCommand(a.name, a.file)}\``),
-  );
+  return [
+    tableWithCommands(
+      t,
+      'After `cogr demo --dataset <d>`, as `cogr serve` serves it; item keywords over every item. Re-measure (with `npx cogr embeddings serve` on port 8001):',
+      s.audits.map((a) => `- ${display(a.name)}: \`${auditCommand(a.name, a.file)}\``),
+    ),
+    relatedApart(s),
+  ]
+    .filter((x) => x !== '')
+    .join('\n\n');
+}
+
+/** The related share apart: keywords taken from the query against added ones, and by the query's length (audits that hold the parts). */
+function relatedApart(s: Sources): string {
+  const rows = s.audits.filter(({ json: a }) => a.query.related?.fromQuery && a.query.related.added && a.query.related.byQueryLength);
+  if (rows.length === 0) return '';
+  const lengths = rows[0].json.query.related!.byQueryLength!;
+  let lo = 1;
+  const heads = lengths.map((b) => {
+    const h = b.maxWords === null ? `queries of ${lo}+ words` : `queries of ${lo}–${b.maxWords} words`;
+    if (b.maxWords !== null) lo = b.maxWords + 1;
+    return h;
+  });
+  const cell = (p: { keywords: number; share: number }) => (p.keywords > 0 ? `${pct(p.share)} of ${p.keywords}` : '—');
+  const t = new Table(['related to the query, apart', 'taken from the query', 'added', ...heads], [1, 2, ...heads.map((_, j) => 3 + j)]);
+  for (const { name, json: a } of rows) {
+    const r = a.query.related!;
+    t.add([display(name), cell(r.fromQuery!), cell(r.added!), ...r.byQueryLength!.map(cell)]);
+  }
+  return [
+    t.toString(),
+    '',
+    'The same audits: the share at MiniLM cosine ≥ 0.3 of the keywords whose every word is in the query’s text and of the added ones, and by the query’s length in words (“of n”: keywords counted).',
+  ].join('\n');
 }
 
 /** README: a few real queries' keywords, before (the open vocabulary of earlier runs) and after (the shared one). */

@@ -27,6 +27,7 @@ export const Metrics = z.object({
   meanMatched: Num,
   meanKeywords: Num,
 });
+const RelatedPart = z.object({ keywords: Num, share: Num });
 const QueryAudit = z.object({
   queries: Num,
   keywords: Num,
@@ -35,7 +36,16 @@ const QueryAudit = z.object({
   medianItemsPerKeyword: Num.nullable(),
   shareBareNumbers: Num,
   shareFromQuery: Num,
-  related: z.object({ share: Num, medianCosine: Num, threshold: Num }).optional(),
+  related: z
+    .object({
+      share: Num,
+      medianCosine: Num,
+      threshold: Num,
+      fromQuery: RelatedPart.optional(),
+      added: RelatedPart.optional(),
+      byQueryLength: z.array(RelatedPart.extend({ maxWords: Num.nullable(), queries: Num })).optional(),
+    })
+    .optional(),
 });
 const ItemAudit = z.object({ items: Num, keywords: Num, keywordsPerItem: Num, shareOneItem: Num, medianItemsPerKeyword: Num.nullable() });
 export const Audit = z.object({ query: QueryAudit, item: ItemAudit });
@@ -366,7 +376,8 @@ function storedIn<S extends z.ZodType>(root: string, sub: string, schema: S): { 
 
 /** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`). */
 export function auditCommand(dataset: string, file: string): string {
-  return `npx cogr demo --dataset ${dataset} && npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${file}`;
+  const home = `COGR_HOME=.cogr-${dataset}`;
+  return `${home} npx cogr demo --dataset ${dataset} && ${home} npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/examples/<d>-{before,after}.json. */
@@ -375,8 +386,8 @@ export function exampleCommands(dataset: string): { before: string; after: strin
   const audit = (f: string) =>
     `npx cogr audit --queries ${q} --embeddings http://127.0.0.1:8001/v1 --json > docs/results/examples/${dataset}-${f}.json`;
   return {
-    before: `COGR_HOME=.cogr-open npx cogr demo --dataset ${dataset} --vocabulary open --item-query-side labels --served-set auto && COGR_HOME=.cogr-open ${audit('before')}`,
-    after: `npx cogr demo --dataset ${dataset} && ${audit('after')}`,
+    before: `COGR_HOME=.cogr-open-${dataset} npx cogr demo --dataset ${dataset} --vocabulary open --item-query-side labels --served-set auto && COGR_HOME=.cogr-open-${dataset} ${audit('before')}`,
+    after: `COGR_HOME=.cogr-${dataset} npx cogr demo --dataset ${dataset} && COGR_HOME=.cogr-${dataset} ${audit('after')}`,
   };
 }
 

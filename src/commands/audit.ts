@@ -16,7 +16,15 @@ import type { Command } from 'commander';
 import { cogrError } from '../../index/core/errors.ts';
 import { stderrLogger, type Logger } from '../../index/core/log.ts';
 import type { Corpus, Query } from '../../index/core/types.ts';
-import { auditItems, auditLine, auditQueries, keywordMatches, type AuditedQuery, type KeywordAudit } from '../drift/keywordAudit.ts';
+import {
+  auditItems,
+  auditLine,
+  auditQueries,
+  keywordMatches,
+  relatedLine,
+  type AuditedQuery,
+  type KeywordAudit,
+} from '../drift/keywordAudit.ts';
 import { loadDataset } from '../datasets/index.ts';
 import { readJsonl, idSchema } from '../datasets/common.ts';
 import { EmbeddingsClient, parseEmbeddingsUrl } from '../embeddings/client.ts';
@@ -197,7 +205,10 @@ export function register(program: Command): void {
     .option('--dataset <name|path>', "the queries and items (default: the stored run's dataset)")
     .option('--queries <file.jsonl>', 'audit these queries instead (JSON lines {"id", "text"})')
     .option('--items <n>', 'item keywords of the first n items (default: all; with --url 300)')
-    .option('--embeddings <url>', 'an OpenAI-compatible /v1/embeddings base URL: the cosine of each query keyword to its query')
+    .option(
+      '--embeddings <url>',
+      'an OpenAI-compatible /v1/embeddings base URL: the cosine of each query keyword to its query, and the share at 0.3 or more: all, taken from the query, added, by query length',
+    )
     .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
     .option('--examples <n>', 'queries shown with their keywords', '8')
     .option('--json', 'print one JSON object')
@@ -219,7 +230,8 @@ export function register(program: Command): void {
         process.stdout.write(JSON.stringify({ ...audit, examples }) + '\n');
         return;
       }
-      process.stdout.write(`${auditLine(audit)}\n\n`);
+      const related = relatedLine(audit.query.related);
+      process.stdout.write(`${auditLine(audit)}\n${related ? `${related}\n` : ''}\n`);
       const shown = (k: (typeof examples)[number]['keywords'][number]) =>
         `${k.keyword} (${k.matches}${k.cosine !== undefined ? `, ${k.cosine.toFixed(2)}` : ''})`;
       for (const e of examples) process.stdout.write(`${e.query.slice(0, 100)}\n  → ${e.keywords.map(shown).join(', ') || '(none)'}\n`);

@@ -7,7 +7,10 @@
  *            a query keyword matches; the share of bare numbers; the share whose every word
  *            is a word of the query's text ("taken from the query") against the rest
  *            ("added"); with cosines (an embeddings endpoint), the share at cosine ≥ 0.3 to
- *            the query's text ("related") and the median cosine.
+ *            the query's text ("related") and the median cosine, and that share apart for
+ *            the keywords taken from the query and the added ones, and by the query's length
+ *            in words (QUERY_LENGTHS): a one-word keyword is seldom near a query that is an
+ *            abstract, even when the abstract holds the word.
  *   items:   keywords per item; the share of item keywords that no other item carries; the
  *            median number of items an item keyword matches.
  * "Matches" counts the items the keyword alone retrieves under the CoGR rule: those that
@@ -19,6 +22,26 @@ import type { KeywordView } from '../../index/view/view.ts';
 /** A query keyword is related to its query at this cosine or more (the team's audit's threshold). */
 export const RELATED_COSINE = 0.3;
 
+/** The query lengths (words of the text, at most) the related share is broken down by; the last group is the longer ones. */
+export const QUERY_LENGTHS = [10, 30] as const;
+
+/** The related share of a part of the query keywords: how many keywords it holds and their share at cosine ≥ RELATED_COSINE (0 when none). */
+export interface RelatedPart {
+  keywords: number;
+  share: number;
+}
+
+export interface RelatedAudit {
+  share: number;
+  medianCosine: number;
+  threshold: number;
+  /** The keywords taken from the query (every word in its text) and the added ones. */
+  fromQuery?: RelatedPart;
+  added?: RelatedPart;
+  /** By the query's length: words at most `maxWords` (null: the longer ones), the queries of that length too. */
+  byQueryLength?: (RelatedPart & { maxWords: number | null; queries: number })[];
+}
+
 export interface QueryKeywordAudit {
   queries: number;
   keywords: number;
@@ -29,8 +52,8 @@ export interface QueryKeywordAudit {
   shareBareNumbers: number;
   /** Share of query keywords whose every word occurs in the query's text. */
   shareFromQuery: number;
-  /** With cosines: share at cosine ≥ RELATED_COSINE and the median cosine. */
-  related?: { share: number; medianCosine: number; threshold: number };
+  /** With cosines: share at cosine ≥ RELATED_COSINE, the median cosine, and the share by kind of keyword and by length of query (audits stored before them lack the parts). */
+  related?: RelatedAudit;
 }
 
 export interface ItemKeywordAudit {
@@ -74,9 +97,16 @@ export function auditQueries(queries: readonly AuditedQuery[]): QueryKeywordAudi
   let fromQuery = 0;
   const matches: number[] = [];
   const cos: number[] = [];
+  const part = () => ({ keywords: 0, related: 0 });
+  const taken = part();
+  const added = part();
+  const byLength = [...QUERY_LENGTHS, null].map((maxWords) => ({ maxWords, queries: 0, ...part() }));
   let measured = true;
   for (const q of queries) {
-    const words = new Set(q.text.toLowerCase().match(WORD) ?? []);
+    const textWords = q.text.toLowerCase().match(WORD) ?? [];
+    const words = new Set(textWords);
+    const length = byLength.find((b) => b.maxWords === null || textWords.length <= b.maxWords)!;
+    length.queries++;
     if (!q.cosines) measured = false;
     q.keywords.forEach((k, i) => {
       keywords++;
@@ -85,10 +115,22 @@ export function auditQueries(queries: readonly AuditedQuery[]): QueryKeywordAudi
       if (c <= 1) one++;
       if (BARE_NUMBER.test(k.trim())) numbers++;
       const kw = k.toLowerCase().match(WORD) ?? [];
-      if (kw.every((w) => words.has(w))) fromQuery++;
-      if (q.cosines) cos.push(q.cosines[i]);
+      const own = kw.every((w) => words.has(w));
+      if (own) fromQuery++;
+      if (q.cosines) {
+        const x = q.cosines[i];
+        cos.push(x);
+        for (const p of [own ? taken : added, length]) {
+          p.keywords++;
+          if (x >= RELATED_COSINE) p.related++;
+        }
+      }
     });
   }
+  const relatedPart = (p: { keywords: number; related: number }): RelatedPart => ({
+    keywords: p.keywords,
+    share: share(p.related, p.keywords),
+  });
   const out: QueryKeywordAudit = {
     queries: queries.length,
     keywords,
@@ -103,6 +145,9 @@ export function auditQueries(queries: readonly AuditedQuery[]): QueryKeywordAudi
       share: share(cos.filter((c) => c >= RELATED_COSINE).length, cos.length),
       medianCosine: median(cos) ?? 0,
       threshold: RELATED_COSINE,
+      fromQuery: relatedPart(taken),
+      added: relatedPart(added),
+      byQueryLength: byLength.map((b) => ({ maxWords: b.maxWords, queries: b.queries, ...relatedPart(b) })),
     };
   return out;
 }
@@ -158,11 +203,12 @@ export function poolAudits(audits: readonly (KeywordAudit | null | undefined)[])
   const it = all.map((a) => a.item);
   const qk = (pick: (x: QueryKeywordAudit) => number) => wmean(q.map((x) => ({ w: x.keywords, v: pick(x) })));
   const ik = (pick: (x: ItemKeywordAudit) => number) => wmean(it.map((x) => ({ w: x.keywords, v: pick(x) })));
-  const related = q.every((x) => x.related)
+  const related: RelatedAudit | undefined = q.every((x) => x.related)
     ? {
         share: qk((x) => x.related!.share),
         medianCosine: meanOf(q.map((x) => x.related!.medianCosine)) ?? 0,
         threshold: RELATED_COSINE,
+        ...poolParts(q.map((x) => x.related!)),
       }
     : undefined;
   return {
@@ -186,6 +232,30 @@ export function poolAudits(audits: readonly (KeywordAudit | null | undefined)[])
   };
 }
 
+/** The related parts of several audits pooled by keyword counts; none when an audit lacks them (stored before them). */
+function poolParts(rs: readonly RelatedAudit[]): Pick<RelatedAudit, 'fromQuery' | 'added' | 'byQueryLength'> {
+  if (!rs.every((r) => r.fromQuery && r.added && r.byQueryLength)) return {};
+  const pool = (ps: RelatedPart[]): RelatedPart => {
+    const keywords = ps.reduce((a, p) => a + p.keywords, 0);
+    return {
+      keywords,
+      share: share(
+        ps.reduce((a, p) => a + p.share * p.keywords, 0),
+        keywords,
+      ),
+    };
+  };
+  return {
+    fromQuery: pool(rs.map((r) => r.fromQuery!)),
+    added: pool(rs.map((r) => r.added!)),
+    byQueryLength: rs[0].byQueryLength!.map((b, j) => ({
+      maxWords: b.maxWords,
+      queries: rs.reduce((a, r) => a + r.byQueryLength![j].queries, 0),
+      ...pool(rs.map((r) => r.byQueryLength![j])),
+    })),
+  };
+}
+
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 
 /** One line of an audit: the query side, then the item side. */
@@ -199,6 +269,19 @@ export function auditLine(a: KeywordAudit): string {
     `${pct(q.shareFromQuery)} taken from the query, ${pct(q.shareBareNumbers)} bare numbers${related}; ` +
     `item keywords ${i.keywordsPerItem.toFixed(1)} per item, ${pct(i.shareOneItem)} carried by one item, median ${med(i.medianItemsPerKeyword)} items each`
   );
+}
+
+/** The related share apart (taken from the query, added, by query length), one line; null when the audit has no parts. */
+export function relatedLine(r: RelatedAudit | undefined): string | null {
+  if (!r?.fromQuery || !r.added || !r.byQueryLength) return null;
+  const part = (p: RelatedPart) => `${pct(p.share)} of ${p.keywords}`;
+  let lo = 1;
+  const lengths = r.byQueryLength.map((b) => {
+    const label = b.maxWords === null ? `${lo}+ words` : `${lo}–${b.maxWords} words`;
+    if (b.maxWords !== null) lo = b.maxWords + 1;
+    return `${label} (${b.queries} queries) ${part(b)}`;
+  });
+  return `related (cosine ≥ ${r.threshold}): taken from the query ${part(r.fromQuery)}, added ${part(r.added)}; by query length: ${lengths.join(', ')}`;
 }
 
 /** A step's audit: its held-out queries' keywords and its item generation (null for steps stored before audits). */

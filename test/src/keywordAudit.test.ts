@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KeywordView } from '../../index/view/view.ts';
-import { auditItems, auditQueries, keywordMatches, poolAudits } from '../../src/drift/keywordAudit.ts';
+import { auditItems, auditQueries, keywordMatches, poolAudits, relatedLine } from '../../src/drift/keywordAudit.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
 
 // A hand-made item index: "heart disease" on 3 items, "statins" on 2, "1752" on 1, "finland" on 1;
@@ -45,7 +45,18 @@ describe('the keyword audit', () => {
       medianItemsPerKeyword: 1, // 0 1 1 2 3
       shareBareNumbers: 1 / 5,
       shareFromQuery: 3 / 5, // heart disease, statins, finland
-      related: { share: 3 / 5, medianCosine: 0.6, threshold: 0.3 },
+      related: {
+        share: 3 / 5,
+        medianCosine: 0.6,
+        threshold: 0.3,
+        fromQuery: { keywords: 3, share: 1 }, // heart disease 0.7, statins 0.6, finland 0.9
+        added: { keywords: 2, share: 0 }, // 1752 0.05, cholesterol 0.2
+        byQueryLength: [
+          { maxWords: 10, queries: 3, keywords: 5, share: 3 / 5 },
+          { maxWords: 30, queries: 0, keywords: 0, share: 0 },
+          { maxWords: null, queries: 0, keywords: 0, share: 0 },
+        ],
+      },
     });
     // without cosines there is no relatedness
     expect(auditQueries([{ text: 'x', keywords: ['x'], matches: [2] }]).related).toBeUndefined();
@@ -70,6 +81,47 @@ describe('the keyword audit', () => {
     expect(p.query.shareFromQuery).toBeCloseTo(2 / 6, 12);
     expect(p.query.medianItemsPerKeyword).toBeCloseTo((3 + 4) / 2, 12);
     expect(poolAudits([null, undefined])).toBeNull();
+  });
+
+  it('breaks the related share down by query length (words of the text) and pools it by keyword counts', () => {
+    const words = (n: number) => Array.from({ length: n }, (_, i) => `w${i}`).join(' ');
+    const a = auditQueries([
+      { text: words(10), keywords: ['w1', 'x'], matches: [3, 3], cosines: [0.5, 0.1] }, // 10 words: the first group
+      { text: words(11), keywords: ['w2'], matches: [3], cosines: [0.2] }, // 11: the second
+      { text: words(31), keywords: ['w3', 'w4', 'y'], matches: [3, 3, 3], cosines: [0.1, 0.4, 0.35] }, // 31: the longer ones
+    ]);
+    expect(a.related!.byQueryLength).toEqual([
+      { maxWords: 10, queries: 1, keywords: 2, share: 1 / 2 },
+      { maxWords: 30, queries: 1, keywords: 1, share: 0 },
+      { maxWords: null, queries: 1, keywords: 3, share: 2 / 3 },
+    ]);
+    expect(a.related!.fromQuery).toEqual({ keywords: 4, share: 2 / 4 }); // w1 0.5, w2 0.2, w3 0.1, w4 0.4
+    expect(a.related!.added).toEqual({ keywords: 2, share: 1 / 2 }); // x 0.1, y 0.35
+    const b = auditQueries([{ text: 'one two', keywords: ['one', 'z', 'zz'], matches: [3, 3, 3], cosines: [0.9, 0.9, 0.1] }]);
+    const p = poolAudits([
+      { query: a, item: auditItems(view) },
+      { query: b, item: auditItems(view) },
+    ])!;
+    expect(p.query.related!.share).toBeCloseTo(5 / 9, 12);
+    expect(p.query.related!.fromQuery!.keywords).toBe(5);
+    expect(p.query.related!.fromQuery!.share).toBeCloseTo(3 / 5, 12);
+    expect(p.query.related!.added!.keywords).toBe(4);
+    expect(p.query.related!.added!.share).toBeCloseTo(2 / 4, 12);
+    expect(p.query.related!.byQueryLength![0].queries).toBe(2);
+    expect(p.query.related!.byQueryLength![0].keywords).toBe(5);
+    expect(p.query.related!.byQueryLength![0].share).toBeCloseTo(3 / 5, 12);
+    expect(relatedLine(p.query.related)).toBe(
+      'related (cosine ≥ 0.3): taken from the query 60.0 % of 5, added 50.0 % of 4; by query length: 1–10 words (2 queries) 60.0 % of 5, 11–30 words (1 queries) 0.0 % of 1, 31+ words (1 queries) 66.7 % of 3',
+    );
+    // an audit stored before the parts pools without them
+    const { fromQuery: _f, added: _a, byQueryLength: _b, ...old } = b.related!;
+    const q = poolAudits([
+      { query: a, item: auditItems(view) },
+      { query: { ...b, related: old }, item: auditItems(view) },
+    ])!.query.related!;
+    expect(q.share).toBeCloseTo(5 / 9, 12);
+    expect(q.fromQuery).toBeUndefined();
+    expect(relatedLine(q)).toBeNull();
   });
 });
 
