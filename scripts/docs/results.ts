@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { z } from 'zod';
 import { readExpectedQuality } from '../../src/baseline/expected.ts';
 import { adoptionSummary, keywordLines, pairedLines, servedSetSummary } from '../../src/commands/evolve.ts';
+import { queryLengthLabels } from '../../src/drift/keywordAudit.ts';
 import { CSS, lineChart } from '../../src/drift/report.ts';
 import { adoptedLabel, bestStep, servedRanking } from '../../src/run/state.ts';
 import type { StepRecord } from '../../src/run/state.ts';
@@ -472,13 +473,7 @@ export function auditBlock(s: Sources): string {
 function relatedApart(s: Sources): string {
   const rows = s.audits.filter(({ json: a }) => a.query.related?.fromQuery && a.query.related.added && a.query.related.byQueryLength);
   if (rows.length === 0) return '';
-  const lengths = rows[0].json.query.related!.byQueryLength!;
-  let lo = 1;
-  const heads = lengths.map((b) => {
-    const h = b.maxWords === null ? `queries of ${lo}+ words` : `queries of ${lo}–${b.maxWords} words`;
-    if (b.maxWords !== null) lo = b.maxWords + 1;
-    return h;
-  });
+  const heads = queryLengthLabels(rows[0].json.query.related!.byQueryLength!).map((l) => `queries of ${l}`);
   const cell = (p: { keywords: number; share: number }) => (p.keywords > 0 ? `${pct(p.share)} of ${p.keywords}` : '—');
   const t = new Table(['related to the query, apart', 'taken from the query', 'added', ...heads], [1, 2, ...heads.map((_, j) => 3 + j)]);
   for (const { name, json: a } of rows) {

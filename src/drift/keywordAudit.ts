@@ -271,16 +271,22 @@ export function auditLine(a: KeywordAudit): string {
   );
 }
 
+/** The names of the query-length groups of an audit, in order: "1–10 words", "11–30 words", "31+ words". */
+export function queryLengthLabels(groups: readonly { maxWords: number | null }[]): string[] {
+  let lo = 1;
+  return groups.map((b) => {
+    const label = b.maxWords === null ? `${lo}+ words` : `${lo}–${b.maxWords} words`;
+    if (b.maxWords !== null) lo = b.maxWords + 1;
+    return label;
+  });
+}
+
 /** The related share apart (taken from the query, added, by query length), one line; null when the audit has no parts. */
 export function relatedLine(r: RelatedAudit | undefined): string | null {
   if (!r?.fromQuery || !r.added || !r.byQueryLength) return null;
   const part = (p: RelatedPart) => `${pct(p.share)} of ${p.keywords}`;
-  let lo = 1;
-  const lengths = r.byQueryLength.map((b) => {
-    const label = b.maxWords === null ? `${lo}+ words` : `${lo}–${b.maxWords} words`;
-    if (b.maxWords !== null) lo = b.maxWords + 1;
-    return `${label} (${b.queries} queries) ${part(b)}`;
-  });
+  const labels = queryLengthLabels(r.byQueryLength);
+  const lengths = r.byQueryLength.map((b, j) => `${labels[j]} (${b.queries} queries) ${part(b)}`);
   return `related (cosine ≥ ${r.threshold}): taken from the query ${part(r.fromQuery)}, added ${part(r.added)}; by query length: ${lengths.join(', ')}`;
 }
 
