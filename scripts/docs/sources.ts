@@ -306,6 +306,8 @@ const OracleRow = z.object({
   queries: Num,
   oracle_query_f1: Num,
   oracle_shared_query_f1: Num,
+  /** Stored before it: absent. */
+  oracle_planned_query_f1: Num.optional(),
   sft_f1: Num,
   final_f1: Num,
   bm25_f1: Num,

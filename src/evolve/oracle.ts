@@ -15,7 +15,11 @@
  *   oracle query side under the shared vocabulary   the same greedy choice, among the
  *                       relevant items' keywords that at least `minCarriers` items carry
  *                       (no title, no keyword of fewer items): the ceiling of a query side
- *                       that plans only shared keywords, as the run's planner does.
+ *                       that plans only shared keywords.
+ *   oracle query side among the plannable keywords   the same, among what the run's planner
+ *                       may plan for the query: shared keywords that are also related to it
+ *                       (generators/planner/related.ts, the run's `--relatedness`): the
+ *                       ceiling of the run's own planner.
  *   perfect order       nDCG@10 of cogr's served set (the run's final step) with its items
  *                       sorted by grade: the ranking ceiling of the matched set.
  */
@@ -23,6 +27,8 @@ import { normalizeSelf } from '../../index/text/normalize.ts';
 import type { Corpus, Query } from '../../index/core/types.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
+import type { RelevanceSource } from '../../generators/planner/config.ts';
+import { Relatedness } from '../../generators/planner/related.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, rankedMetrics, type RunEntry } from '../metrics.ts';
 
@@ -90,12 +96,40 @@ export function oracleQuery(
   return { keywords: chosen, f1 };
 }
 
+/**
+ * The greedy oracle among the keywords a run's planner may plan for a query: carried by at
+ * least `minCarriers` items, no item's title, and related to the query by the planner's rule
+ * (NPMI ≥ `relatedness` or a shared word; null: any). For a query's text and its relevant
+ * items (view ordinals): the oracle's keywords and the F1 of their matched set. SFT's oracle
+ * targets (sftData.ts) and `cogr oracle` use it.
+ */
+export function plannableOracle(
+  rule: { minCarriers: number; relatedness: number | null },
+  view: KeywordView,
+  relevance: RelevanceSource,
+  kMax: number,
+): (text: string, relevant: ReadonlySet<number>) => { keywords: number[]; f1: number } {
+  const tau = rule.relatedness;
+  const src = relevance;
+  const related =
+    tau !== null && src.wordItems && src.textWords
+      ? new Relatedness(src as typeof src & { wordItems(word: string): Int32Array }, src.size ?? 0)
+      : null;
+  return (text, relevant) => {
+    const r = related?.forQuery(text);
+    const keep = r && tau !== null ? (k: number) => r(view.surface(k)) >= tau : undefined;
+    return oracleQuery(view, relevant, kMax, rule.minCarriers, keep);
+  };
+}
+
 export interface OracleFigures {
   queries: number;
   /** F1 of the greedy oracle query side over the SFT item generation. */
   oracleQueryF1: number;
   /** F1 of the greedy oracle query side over the SFT item generation, shared keywords only (`minCarriers`+ items). */
   oracleSharedQueryF1: number;
+  /** F1 of the greedy oracle among what the run's planner may plan (plannableOracle: shared and related to the query). */
+  oraclePlannedQueryF1: number;
   /** F1 of the planner's keywords against the oracle item side. */
   oracleItemF1: number;
   /** nDCG@10 of the served set ordered by grade (the ranking ceiling). */
@@ -111,16 +145,19 @@ export function oracleFigures(opts: {
   /** The run's served sets of the queries (final step, served ranking); their items are re-ordered by grade. */
   served: ReadonlyMap<string, readonly string[]>;
   kMax: number;
-  /** The run's shared vocabulary: the fewest items a planned keyword is carried by. */
-  minCarriers: number;
+  /** The run's planner rule (run/config.ts plannerVocabulary): the fewest items a planned keyword is carried by, its least relatedness to the query. */
+  rule: { minCarriers: number; relatedness: number | null };
 }): OracleFigures {
   const { corpus, queries, sftItemView: view, planner, kMax } = opts;
+  const planned = plannableOracle(opts.rule, view, planner.relevance, kMax);
   let qSum = 0;
   let sharedSum = 0;
+  let plannedSum = 0;
   for (const q of queries) {
     const rel = new Set([...(corpus.relevant.get(q.id) ?? [])].map((id) => view.ordinalOf(id)).filter((o) => o >= 0));
     qSum += oracleQuery(view, rel, kMax).f1;
-    sharedSum += oracleQuery(view, rel, kMax, opts.minCarriers).f1;
+    sharedSum += oracleQuery(view, rel, kMax, opts.rule.minCarriers).f1;
+    plannedSum += planned(q.text, rel).f1;
   }
   // Oracle item side: each item carries the names of the held-out queries that judge it relevant
   // (the query string, or its label when the string is over the keyword limits: the planner's
@@ -160,6 +197,7 @@ export function oracleFigures(opts: {
     queries: queries.length,
     oracleQueryF1: qSum / n,
     oracleSharedQueryF1: sharedSum / n,
+    oraclePlannedQueryF1: plannedSum / n,
     oracleItemF1: itemF1,
     perfectOrderNdcg10: nd / n,
   };

@@ -40,9 +40,8 @@ import { writeAtomic } from '../../index/core/paths.ts';
 import type { Query } from '../../index/core/types.ts';
 import type { KeywordView } from '../../index/view/view.ts';
 import { sharedKeyword, titleOnlyKeys } from '../../generators/planner/queryContext.ts';
-import { Relatedness } from '../../generators/planner/related.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
-import { oracleQuery } from './oracle.ts';
+import { plannableOracle } from './oracle.ts';
 import { exportTrl, queryInput } from '../../generators/sft.ts';
 import { plannerVocabulary } from '../run/config.ts';
 import { runPlanner, type RunReader } from '../run/context.ts';
@@ -136,21 +135,14 @@ function oracleTargets(
   planner: KeywordPlanner,
   keywordLimit: number,
 ): (q: Query, relevant: ReadonlySet<string>) => string[] {
-  const { minCarriers, relatedness } = plannerVocabulary(run.config);
-  const src = planner.relevance;
-  const related =
-    relatedness !== null && src.wordItems && src.textWords
-      ? new Relatedness(src as typeof src & { wordItems(word: string): Int32Array }, src.size ?? 0)
-      : null;
+  const oracle = plannableOracle(plannerVocabulary(run.config), view, planner.relevance, keywordLimit);
   return (q, relevant) => {
     const rel = new Set<number>();
     for (const id of relevant) {
       const e = view.ordinalOf(id);
       if (e >= 0) rel.add(e);
     }
-    const r = related?.forQuery(q.text);
-    const keep = r && relatedness !== null ? (k: number) => r(view.surface(k)) >= relatedness : undefined;
-    return oracleQuery(view, rel, keywordLimit, minCarriers, keep).keywords.map((k) => view.surface(k));
+    return oracle(q.text, rel).keywords.map((k) => view.surface(k));
   };
 }
 

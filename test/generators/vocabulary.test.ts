@@ -7,6 +7,7 @@ import { Vocabulary, carriedOnly, carriedTopM } from '../../generators/policy/vo
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { Relatedness } from '../../generators/planner/related.ts';
+import { oracleQuery, plannableOracle } from '../../src/evolve/oracle.ts';
 
 const item = (id: string, title: string, text: string) => ({ id, title, text });
 const key = makeKeywordNormalizer({ analyzer: 'english' }).key;
@@ -213,6 +214,33 @@ describe('the query planner under the shared vocabulary', () => {
     // and a query that does not name it does not get it
     const s = planner.plan({ id: 'h-other', text: 'zebra' });
     expect(s.keywords).not.toContain('the zebra protocol');
+  });
+});
+
+describe('the oracle among what the planner may plan (cogr oracle, oracle SFT targets)', () => {
+  it('takes only keywords carried by the minimum and related to the query, and its F1 is that of their matched set', () => {
+    const { queries, view, planner } = sharedSetup(3);
+    const model = planner.relevance as RelevanceModel;
+    const oracle = plannableOracle({ minCarriers: 3, relatedness: 0.7 }, view, model, 30);
+    let planned = 0;
+    for (const q of queries) {
+      const rel = new Set(q.rel.map((id) => view.ordinalOf(id)));
+      const r = oracle(q.text, rel);
+      const related = new Relatedness(model, model.size).forQuery(q.text);
+      for (const k of r.keywords) {
+        planned++;
+        expect(view.keywordDf(k), view.surface(k)).toBeGreaterThanOrEqual(3);
+        expect(related(view.surface(k)), `${view.surface(k)} for ${q.text}`).toBeGreaterThanOrEqual(0.7);
+        expect([...view.postings(k)].some((e) => rel.has(e))).toBe(true);
+      }
+      // F1 of the union of the chosen keywords' postings, counted here
+      const union = new Set(r.keywords.flatMap((k) => [...view.postings(k)]));
+      const tp = [...union].filter((e) => rel.has(e)).length;
+      expect(r.f1).toBeCloseTo(union.size + rel.size > 0 ? (2 * tp) / (union.size + rel.size) : 0, 12);
+      // without the relatedness rule it is the shared-vocabulary oracle
+      expect(plannableOracle({ minCarriers: 3, relatedness: null }, view, model, 30)(q.text, rel)).toEqual(oracleQuery(view, rel, 30, 3));
+    }
+    expect(planned).toBeGreaterThan(0);
   });
 });
 
