@@ -78,6 +78,7 @@ export function register(program: Command): void {
             planner: sftPlanner,
             served,
             kMax: run.config.kMax,
+            minCarriers: run.config.minCarriers,
             rule: plannerVocabulary(run.config),
           });
           const finalStep = run.steps.find((s) => s.step === best.step)!;

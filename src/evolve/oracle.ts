@@ -145,7 +145,9 @@ export function oracleFigures(opts: {
   /** The run's served sets of the queries (final step, served ranking); their items are re-ordered by grade. */
   served: ReadonlyMap<string, readonly string[]>;
   kMax: number;
-  /** The run's planner rule (run/config.ts plannerVocabulary): the fewest items a planned keyword is carried by, its least relatedness to the query. */
+  /** The run's `--min-carriers`: the shared keywords' fewest carriers (also for a run of the open vocabulary). */
+  minCarriers: number;
+  /** The run's planner rule (run/config.ts plannerVocabulary): the fewest items a planned keyword is carried by (0 under the open vocabulary), its least relatedness to the query. */
   rule: { minCarriers: number; relatedness: number | null };
 }): OracleFigures {
   const { corpus, queries, sftItemView: view, planner, kMax } = opts;
@@ -156,7 +158,7 @@ export function oracleFigures(opts: {
   for (const q of queries) {
     const rel = new Set([...(corpus.relevant.get(q.id) ?? [])].map((id) => view.ordinalOf(id)).filter((o) => o >= 0));
     qSum += oracleQuery(view, rel, kMax).f1;
-    sharedSum += oracleQuery(view, rel, kMax, opts.rule.minCarriers).f1;
+    sharedSum += oracleQuery(view, rel, kMax, opts.minCarriers).f1;
     plannedSum += planned(q.text, rel).f1;
   }
   // Oracle item side: each item carries the names of the held-out queries that judge it relevant
