@@ -49,6 +49,7 @@ import {
   adoptionBlock,
   oracleBlock,
   resultsBlock,
+  seedsBlock,
   resultsDetailBlock,
 } from './docs/results.ts';
 import { readSources, type Sources } from './docs/sources.ts';
@@ -71,6 +72,7 @@ export const BLOCKS: Record<string, BlockMaker> = {
   adoption: (s) => adoptionBlock(s),
   llm: (s) => llmBlock(s),
   oracle: (s) => oracleBlock(s),
+  seeds: (s) => seedsBlock(s),
 };
 
 const MARKER = /<!-- docs:([a-z0-9-]+):(start|end) -->/g;

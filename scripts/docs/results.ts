@@ -655,6 +655,51 @@ export function llmBlock(s: Sources): string {
   return out.join('\n').trimEnd();
 }
 
+/** docs/results.md: the stored k-fold runs beside the same runs with other seeds (other folds, other sampling). */
+export function seedsBlock(s: Sources): string {
+  const groups = s.runs
+    .map((run) => ({ run, others: s.seeds.filter((r) => r.json.dataset === run.json.dataset) }))
+    .filter((g) => g.others.length > 0);
+  if (groups.length === 0) return '_No stored run with another seed in docs/results/seeds/._';
+  const t = new Table(
+    [
+      'collection',
+      'seed',
+      'F1: cogr (folds)',
+      'F1: BM25',
+      'cogr − BM25',
+      'cogr − BM25 + RM3',
+      'rounds’ share',
+      'nDCG@10: cogr / BM25 + RM3',
+    ],
+    [3],
+  );
+  for (const { run, others } of groups) {
+    const rows = [run, ...others].sort((a, b) => Number(a.json.config.seed) - Number(b.json.config.seed));
+    for (const r of rows) {
+      const j = r.json;
+      const sft = j.final?.refit_from_sft?.f1;
+      t.add([
+        display(j.dataset),
+        String(Number(j.config.seed)),
+        `${f3(j.final?.f1 ?? 0)}<br><sub>${j.perFold.map((f) => f3(f.final.f1)).join(' · ')}</sub>`,
+        f3(j.baselines.bm25.f1),
+        j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
+        j.final_vs_rm3 ? pm(j.final_vs_rm3.f1) : '—',
+        sft && j.final ? `${j.final.f1 >= sft ? '+' : '−'}${Math.abs(100 * (j.final.f1 / sft - 1)).toFixed(1)} %` : '—',
+        `${f3(j.final?.ndcg10 ?? 0)} / ${f3(j.baselines.rm3.ndcg10)}`,
+      ]);
+    }
+  }
+  return tableWithCommands(
+    t,
+    'Held-out F1 of the result and of BM25 (its cut-off tuned on each fold’s training queries), means over every held-out query of the folds; differences paired per held-out query, mean ± standard error; rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1. The seed draws the folds, the dev split and every sampling. Re-measure:',
+    groups.flatMap(({ run, others }) =>
+      [run, ...others].map((r) => `- ${display(r.json.dataset)}, seed ${Number(r.json.config.seed)}: \`${evolveCommand(r.json, r.file)}\``),
+    ),
+  );
+}
+
 /** docs/results.md: how far each collection's stored run is from the ceilings the rule allows (`cogr oracle`). */
 export function oracleBlock(s: Sources): string {
   if (s.oracle.length === 0) return '_No stored ceiling analysis in docs/results/oracle/._';

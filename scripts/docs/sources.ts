@@ -350,6 +350,8 @@ export interface Sources {
   adoptDev: { name: string; file: string; json: EvolveJson }[];
   /** bench/results/llm-<dataset>.json. */
   llm: { name: string; file: string; json: LlmBench }[];
+  /** docs/results/seeds/<dataset>-seed<n>.json: the stored k-fold runs again with other seeds (other folds). */
+  seeds: StoredRun[];
   /** docs/results/oracle/<dataset>.json. */
   oracle: { name: string; file: string; json: OracleJson }[];
 }
@@ -446,5 +448,6 @@ export function readSources(root: string): Sources {
     .sort(byOrder);
   const oracle = storedIn(root, 'oracle', OracleJsonSchema);
   const adoptDev = storedIn(root, 'adopt-dev', EvolveJsonSchema);
-  return { runs, demo, bench, audits, examples, newItems, llm, oracle, adoptDev };
+  const seeds = storedIn(root, 'seeds', EvolveJsonSchema);
+  return { runs, demo, bench, audits, examples, newItems, llm, oracle, adoptDev, seeds };
 }

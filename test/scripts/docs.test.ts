@@ -133,6 +133,24 @@ describe('the generator', () => {
     expect(demoCommand({ dataset: 'med', config: med }, 'd.json')).toBe('npx cogr demo --dataset med --rounds 1 --json > d.json');
   });
 
+  it("sets each collection's runs with other seeds beside its stored run, seed by seed, with the command of each", () => {
+    const s = readSources(ROOT);
+    expect(s.seeds.length).toBeGreaterThan(0);
+    const block = BLOCKS.seeds(s, ROOT);
+    for (const r of s.seeds) {
+      const seed = Number(r.json.config.seed);
+      expect(seed).not.toBe(1);
+      expect(block).toContain(`\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds} --seed ${seed} --json > ${r.file}\``);
+      const run = s.runs.find((x) => x.json.dataset === r.json.dataset)!;
+      expect(block).toContain(`${run.file}\``);
+      // the row carries this run's own result and paired gain
+      const f3 = (x: number) => x.toFixed(3);
+      expect(block).toMatch(new RegExp(`\\| ${seed} \\| ${f3(r.json.final!.f1).replace('.', '\\.')}<br>`));
+    }
+    // without runs of other seeds, it says so
+    expect(BLOCKS.seeds({ ...s, seeds: [] }, ROOT)).toContain('No stored run with another seed');
+  });
+
   it('writes a JSON schema as a compact type', () => {
     const s = {
       type: 'object',
