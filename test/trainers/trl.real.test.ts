@@ -257,11 +257,13 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
   );
 
   it(
-    'the keyword grammar: its unit tests pass in the venv and its bounds are the LLM schema\u2019s',
+    'the keyword grammar and the resumed logs: their unit tests pass in the venv, and the grammar\u2019s bounds are the LLM schema\u2019s',
     async () => {
-      const unit = await child(PY, ['-m', 'unittest', '-v', join(ROOT, 'trainers', 'trl', 'test_keyword_grammar.py')]);
-      expect(unit.code, unit.stderr).toBe(0);
-      expect(unit.stderr).toMatch(/Ran [1-9]\d* tests/);
+      for (const file of ['test_keyword_grammar.py', 'test_resume_logs.py']) {
+        const unit = await child(PY, ['-m', 'unittest', '-v', join(ROOT, 'trainers', 'trl', file)]);
+        expect(unit.code, `${file}: ${unit.stderr}`).toBe(0);
+        expect(unit.stderr).toMatch(/Ran [1-9]\d* tests/);
+      }
       const { stdout } = await run(
         PY,
         ['-c', 'import keyword_grammar as g; print(g.MAX_KEYWORDS, g.MAX_KEYWORD_LENGTH, g.KEYWORD_MAX_WORDS)'],

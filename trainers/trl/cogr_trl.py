@@ -224,6 +224,9 @@ class StepLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         if start == 0 or not path.exists():
             path.write_text("")
+        else:
+            # Resuming from the checkpoint of step `start`: the steps logged after it are run again.
+            keep_log_lines(path, lambda r: int(r.get("step", 0)) <= start)
 
     def callback(self):
         from transformers import TrainerCallback
@@ -470,14 +473,34 @@ def completion_text(c) -> str:
     return str(c)
 
 
-def make_reward_func(url: str, token: str | None, timeout: float, log_path: Path, resume: bool = False, keep=None, stats=None):
+def keep_log_lines(path: Path, keep) -> None:
+    """A JSON-lines log with only the records `keep` accepts (a line that is not JSON, cut by a kill, is dropped), rewritten through a rename."""
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and keep(rec):
+            kept.append(line)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text("".join(l + "\n" for l in kept), encoding="utf-8")
+    tmp.replace(path)
+
+
+def make_reward_func(url: str, token: str | None, timeout: float, log_path: Path, resume_after: int = 0, keep=None, stats=None):
     """TRL's reward function: the completions posted to the reward server's /get_reward; with
     `keep` (a Vocabulary) each answer's off-vocabulary keywords left out first (the answer is
-    scored as filtered, and the rewards log holds it so), counted in `stats`."""
-    calls = {"n": 0}
+    scored as filtered, and the rewards log holds it so), counted in `stats`. GRPO here calls it
+    once per step (no gradient accumulation), so a stage resumed from the checkpoint of step
+    `resume_after` keeps the log's calls up to it, drops the later ones (run again), and numbers
+    on from there."""
+    calls = {"n": resume_after}
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    if not resume or not log_path.exists():
+    if resume_after == 0 or not log_path.exists():
         log_path.write_text("")
+    else:
+        keep_log_lines(log_path, lambda r: int(r.get("call", 0)) <= resume_after)
 
     def cogr_reward(prompts, completions, label, **kw):
         texts = [completion_text(c) for c in completions]
@@ -600,7 +623,7 @@ def cmd_grpo(a: argparse.Namespace) -> None:
     vocab = load_vocabulary(a)
     keep = phrase_filter(a, vocab)
     kept = {"keywords": 0, "dropped": 0}
-    reward = make_reward_func(url, a.token, a.reward_timeout, Path(a.rewards_log), resume=last > 0, keep=keep, stats=kept)
+    reward = make_reward_func(url, a.token, a.reward_timeout, Path(a.rewards_log), resume_after=last, keep=keep, stats=kept)
     args = train_args_common(a, work)
     args.update(save_strategy="steps", save_steps=a.save_steps, save_total_limit=1, lr_scheduler_type="constant", warmup_steps=0)
     cfg = GRPOConfig(
