@@ -442,6 +442,15 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       expect(first.stderr).toMatch(/error\[REWARD_UNAVAILABLE\]: reward server http:\/\/127\.0\.0\.1:\d+\/get_reward unreachable: \S/);
       expect(existsSync(join(work, 'ckpt-query', 'cogr-done.json'))).toBe(false);
       expect(existsSync(join(work, 'ckpt-sft', 'cogr-done.json'))).toBe(true);
+      // The stopped stage records the seconds it ran (bench llm sums a stage's records).
+      const stages = () =>
+        readFileSync(join(work, 'stages.jsonl'), 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as { stage: string; seconds: number; max_rss_mb?: number; stopped?: boolean });
+      const stopped = stages().filter((s) => s.stage === 'grpo-query');
+      expect(stopped).toEqual([{ stage: 'grpo-query', seconds: expect.any(Number), stopped: true }]);
+      expect(stopped[0].seconds).toBeGreaterThanOrEqual(0);
       // --pseudo-queries: exported (item titles with the planner's keywords) and trained on, within --sft-limit.
       const pseudo = readFileSync(join(work, 'sft-data', 'pseudo.jsonl'), 'utf8')
         .trim()
@@ -451,6 +460,10 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       expect(first.stderr).toMatch(/item examples, [12] pseudo-queries\)/);
       const second = await child('bash', args);
       expect(second.code, second.stderr).toBe(0);
+      const grpo = stages().filter((s) => s.stage === 'grpo-query');
+      expect(grpo).toHaveLength(2);
+      expect(grpo[0].stopped).toBe(true);
+      expect(grpo[1]).toEqual({ stage: 'grpo-query', seconds: expect.any(Number), max_rss_mb: expect.any(Number) });
       for (const done of ['demo', 'prompts', 'sft-export', 'sft', 'sft-query', 'eval-sft'])
         expect(second.stderr).toContain(`stage ${done}: done`);
       expect(second.stderr).toMatch(/stage grpo-query \(/);

@@ -138,9 +138,12 @@ done_or() { # done_or <output> <stage name>: true (skip) when the output exists
   if [[ -e "$1" ]]; then echo "round.sh [$dataset] stage $2: done ($1), skipped" >&2; return 0; fi
   stage "$2"; return 1
 }
+running="" running_t0=0 # the stage timed() runs: a run stopped in it records its seconds on exit (on_exit)
 timed() { # timed <stage> <command...>: runs it, appends {stage, seconds, max_rss_mb} to stages.jsonl
   local name="$1"; shift
+  running="$name" running_t0=$(date +%s)
   /usr/bin/time -f '%e %M' -o "$work/.time" "$@"
+  running=""
   read -r secs kb <"$work/.time"
   printf '{"stage":"%s","seconds":%s,"max_rss_mb":%s}\n' "$name" "$secs" "$(( kb / 1024 ))" >>"$work/stages.jsonl"
 }
@@ -154,7 +157,15 @@ stop_server() {
     rm -f "$rs_pid_file"
   fi
 }
-trap stop_server EXIT
+# A run stopped (killed, or a stage failed) inside a timed stage records the seconds it spent there,
+# {stage, seconds, stopped: true}: bench llm sums a stage's records, so a resumed stage counts all its time.
+on_exit() {
+  if [[ -n "$running" ]]; then
+    printf '{"stage":"%s","seconds":%s,"stopped":true}\n' "$running" "$(( $(date +%s) - running_t0 ))" >>"$work/stages.jsonl"
+  fi
+  stop_server
+}
+trap on_exit EXIT
 start_server() { # start_server <half-round>: prints the base URL
   stop_server
   local log="$work/reward-server.log"
