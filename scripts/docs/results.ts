@@ -13,7 +13,7 @@ import { adoptedLabel, bestStep, servedRanking } from '../../src/run/state.ts';
 import type { StepRecord } from '../../src/run/state.ts';
 import { display, f3, f4, header, med, pct, pm, row, Table } from './markdown.ts';
 import { auditCommand, benchCommand, demoCommand, evolveCommand, exampleCommands, oracleCommand } from './sources.ts';
-import type { Audit, AuditJson, Bench, LlmBench, Metrics, OracleJson, Paired, Sources, SplitBaseline } from './sources.ts';
+import type { Audit, AuditJson, Bench, EvolveJson, LlmBench, Metrics, OracleJson, Paired, Sources, SplitBaseline } from './sources.ts';
 
 function auditCells(a: z.output<typeof Audit> | null): string[] {
   if (!a) return ['', '', '', '', '', ''];
@@ -509,6 +509,12 @@ export function examplesBlock(s: Sources): string {
   ].join('\n');
 }
 
+/** The rounds' own share of a stored run: its result's F1 over that of the same refit made from SFT, − 1 ('—' without one). */
+function roundsShare(j: EvolveJson): string {
+  const sft = j.final?.refit_from_sft?.f1;
+  return sft && j.final ? `${j.final.f1 >= sft ? '+' : '−'}${Math.abs(100 * (j.final.f1 / sft - 1)).toFixed(1)} %` : '—';
+}
+
 /** docs/method.md: the stored k-fold runs beside the same runs with the dev adoption test (docs/results/adopt-dev/), what the rounds add to the same refit made from SFT. */
 export function adoptionBlock(s: Sources): string {
   const pairs = s.adoptDev
@@ -522,7 +528,6 @@ export function adoptionBlock(s: Sources): string {
   for (const { dev, run } of pairs) {
     for (const r of [run, dev]) {
       const j = r.json;
-      const sft = j.final?.refit_from_sft?.f1;
       const adopted = (side: string) => {
         const steps = j.rounds.filter((x) => x.side === side);
         const ties = steps.reduce((a, x) => a + x.adoptedOnTie, 0);
@@ -533,7 +538,7 @@ export function adoptionBlock(s: Sources): string {
         `\`${String(j.config.adoptOn)}\``,
         `${f3(j.final?.f1 ?? 0)}<br><sub>${j.perFold.map((f) => f3(f.final.f1)).join(' · ')}</sub>`,
         j.final_vs_sft ? pm(j.final_vs_sft.f1) : '—',
-        sft && j.final ? `${j.final.f1 >= sft ? '+' : '−'}${Math.abs(100 * (j.final.f1 / sft - 1)).toFixed(1)} %` : '—',
+        roundsShare(j),
         adopted('item'),
         adopted('query'),
       ]);
@@ -678,7 +683,6 @@ export function seedsBlock(s: Sources): string {
     const rows = [run, ...others].sort((a, b) => Number(a.json.config.seed) - Number(b.json.config.seed));
     for (const r of rows) {
       const j = r.json;
-      const sft = j.final?.refit_from_sft?.f1;
       t.add([
         display(j.dataset),
         String(Number(j.config.seed)),
@@ -686,7 +690,7 @@ export function seedsBlock(s: Sources): string {
         f3(j.baselines.bm25.f1),
         j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
         j.final_vs_rm3 ? pm(j.final_vs_rm3.f1) : '—',
-        sft && j.final ? `${j.final.f1 >= sft ? '+' : '−'}${Math.abs(100 * (j.final.f1 / sft - 1)).toFixed(1)} %` : '—',
+        roundsShare(j),
         `${f3(j.final?.ndcg10 ?? 0)} / ${f3(j.baselines.rm3.ndcg10)}`,
       ]);
     }
