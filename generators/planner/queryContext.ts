@@ -97,9 +97,7 @@ export class PlannerContexts {
     private readonly relevance: RelevanceSource,
     private readonly config: PlannerConfig,
   ) {
-    const r = relevance;
-    if (config.relatedness !== null && r.wordItems && r.textWords)
-      this.related = new Relatedness(r as RelevanceSource & { wordItems(word: string): Int32Array }, r.size ?? 0);
+    this.related = Relatedness.of(relevance, config.relatedness);
   }
 
   /** Attach the frozen item index (clears per-query probabilities, candidates and start states). */

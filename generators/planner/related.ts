@@ -26,6 +26,12 @@ export interface QueryRelatedness {
 }
 
 export class Relatedness {
+  /** The relatedness of a relevance source, or null when the rule is off (`tau` null) or the source cannot give words' items. */
+  static of(source: RelevanceSource, tau: number | null): Relatedness | null {
+    if (tau === null || !source.wordItems || !source.textWords) return null;
+    return new Relatedness(source as RelevanceSource & { wordItems(word: string): Int32Array }, source.size ?? 0);
+  }
+
   private readonly n: number;
   private readonly keywordItems: (keyword: string) => Int32Array | null;
   private mask: Uint32Array;

@@ -110,11 +110,7 @@ export function plannableOracle(
   kMax: number,
 ): (text: string, relevant: ReadonlySet<number>) => { keywords: number[]; f1: number } {
   const tau = rule.relatedness;
-  const src = relevance;
-  const related =
-    tau !== null && src.wordItems && src.textWords
-      ? new Relatedness(src as typeof src & { wordItems(word: string): Int32Array }, src.size ?? 0)
-      : null;
+  const related = Relatedness.of(relevance, tau);
   return (text, relevant) => {
     const r = related?.forQuery(text);
     const keep = r && tau !== null ? (k: number) => r(view.surface(k)) >= tau : undefined;
