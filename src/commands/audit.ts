@@ -10,7 +10,8 @@
  * what each keyword matches) — and the item keywords of the first --items items (default:
  * all) are counted the same way; src/drift/keywordAudit.ts says what each figure is. With
  * --embeddings (an OpenAI-compatible /v1/embeddings endpoint, e.g. `cogr embeddings serve`'s
- * all-MiniLM-L6-v2), the cosine of each query keyword to its query text too.
+ * all-MiniLM-L6-v2), the cosine of each query keyword to its query text too; a stored run fitted
+ * with embeddings plans with the items' and queries' vectors from that endpoint (withRunVectors).
  */
 import type { Command } from 'commander';
 import { cogrError } from '../../index/core/errors.ts';
@@ -28,6 +29,8 @@ import {
 import { loadDataset } from '../datasets/index.ts';
 import { readJsonl, idSchema } from '../datasets/common.ts';
 import { EmbeddingsClient, parseEmbeddingsUrl } from '../embeddings/client.ts';
+import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
+import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { readRunAt } from '../run/state.ts';
 import { loadQueryGenerator, rebuildQueryGenerator } from '../server/queryGenerator.ts';
@@ -86,15 +89,53 @@ async function withCosines(queries: AuditedQuery[], url: string, model: string |
   return queries.map((q) => ({ ...q, cosines: q.keywords.map((k) => cos(vec.get(q.text.slice(0, 500))!, vec.get(k)!)) }));
 }
 
+/**
+ * A run fitted with an embeddings model's cosines (`--embeddings` on evolve or demo) plans with
+ * them: the items' and the audited queries' vectors, from --embeddings (the endpoint the cosines
+ * to the query come from too, which must serve the run's model), registered for its relevance
+ * model as `cogr serve --embeddings` does.
+ */
+async function withRunVectors(
+  flags: AuditFlags,
+  runModel: string | null,
+  corpus: Corpus | null,
+  queries: readonly Query[],
+  log: Logger,
+): Promise<void> {
+  if (runModel === null) return;
+  const setup = embeddingsFromFlags({
+    ...(flags.embeddings !== undefined ? { embeddings: flags.embeddings } : {}),
+    ...(flags.embeddingsModel !== undefined ? { embeddingsModel: flags.embeddingsModel } : {}),
+  });
+  if (setup === null)
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `the stored run's relevance model uses ${runModel} embeddings: give --embeddings URL of an endpoint serving ${runModel}`,
+      { embeddings: runModel },
+    );
+  const model = await setup.client.modelName();
+  if (model !== runModel)
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `--embeddings: the endpoint serves ${model}, the stored run was fitted with ${runModel}; give --embeddings-model ${runModel} or an endpoint serving it`,
+      { embeddings: runModel, endpoint: model },
+    );
+  if (!corpus) throw cogrError('INVALID_ARGUMENT', "the run's embeddings need the dataset's items (give --dataset)");
+  const v = await embedCorpus({ items: corpus.items, queries: [...queries] }, setup, log);
+  registerDenseVectors(new DenseVectors(v.model, v.dim, v.items, v.queries));
+}
+
 /** The audit of a stored run, read from its published files as `cogr serve` reads them. */
 async function auditStored(flags: AuditFlags, log: Logger): Promise<Audited> {
   const path = dbPath(flags.db);
-  const run = flags.dataset ? null : await readRunAt(path);
+  const run = await readRunAt(path);
   const corpus = flags.dataset
     ? (await loadDataset(flags.dataset, { logger: log })).corpus
     : run
       ? (await loadRunCorpus(run.config, log)).corpus
       : null;
+  const queries = await auditQueriesOf(flags, corpus);
+  await withRunVectors(flags, run?.config.embeddingsModel ?? null, corpus, queries, log);
   const loader = storeSnapshotLoader({
     dbPath: path,
     round: (flags.round ?? 'best') === 'best' ? 'best' : parseLatestOr('--round', flags.round),
@@ -109,7 +150,6 @@ async function auditStored(flags: AuditFlags, log: Logger): Promise<Audited> {
   });
   const snap = await loader.load();
   if (!snap.keywordSource) throw cogrError('NOT_FOUND', `${path}: the served round has no query planner to audit`);
-  const queries = await auditQueriesOf(flags, corpus);
   const out: AuditedQuery[] = [];
   const never = new AbortController().signal;
   for (const q of queries) {
@@ -207,7 +247,7 @@ export function register(program: Command): void {
     .option('--items <n>', 'item keywords of the first n items (default: all; with --url 300)')
     .option(
       '--embeddings <url>',
-      'an OpenAI-compatible /v1/embeddings base URL: the cosine of each query keyword to its query, and the share at 0.3 or more: all, taken from the query, added, by query length',
+      'an OpenAI-compatible /v1/embeddings base URL: the cosine of each query keyword to its query, and the share at 0.3 or more: all, taken from the query, added, by query length; a run fitted with embeddings (evolve/demo --embeddings) also plans with its vectors, so it must serve the run’s model',
     )
     .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
     .option('--examples <n>', 'queries shown with their keywords', '8')

@@ -1,4 +1,6 @@
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -158,5 +160,81 @@ describe('cogr audit', () => {
     expect(out.query.shareBareNumbers).toBe(0);
     expect(out.item.shareOneItem).toBe(0);
     expect(out.item.items).toBeGreaterThan(0);
+  }, 300_000);
+
+  it('audits a run fitted with embeddings with their vectors from --embeddings, and refuses it without, naming the model', async () => {
+    // A fake OpenAI-style embeddings endpoint on loopback: a hashed bag of words in 16 dimensions.
+    const vec = (text: string) => {
+      const v = new Array<number>(16).fill(0);
+      for (const w of text.toLowerCase().split(/\W+/).filter(Boolean)) {
+        let h = 7;
+        for (const c of w) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+        v[h % 16] += 1;
+      }
+      v[0] += 0.01;
+      return v;
+    };
+    const emb = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        if (req.url?.endsWith('/models'))
+          return void res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ object: 'list', data: [{ id: 'fake-embed', object: 'model' }] }));
+        const input = (JSON.parse(body) as { input: string[] }).input;
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ object: 'list', data: input.map((t, index) => ({ object: 'embedding', index, embedding: vec(t) })) }));
+      });
+    });
+    await new Promise<void>((r) => emb.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(emb.address() as AddressInfo).port}/v1`;
+    // Not spawnSync: the endpoint answers from this process.
+    const run = (...args: string[]) =>
+      new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          [cli, ...args],
+          { encoding: 'utf8', env: { ...process.env, COGR_HOME: join(dir, 'home-dense') }, timeout: 300_000, maxBuffer: 1 << 26 },
+          (err, stdout, stderr) => resolve({ status: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+        );
+      });
+    try {
+      const dataset = writeSynthDataset(join(dir, 'ds-dense'));
+      const demo = await run(
+        'demo',
+        '--dataset',
+        dataset,
+        '--rounds',
+        '0',
+        '--sft-epochs',
+        '1',
+        '--workers',
+        '1',
+        '--quiet',
+        '--embeddings',
+        url,
+      );
+      expect(demo.status, demo.stderr).toBe(0);
+      const queries = join(dir, 'q-dense.jsonl');
+      writeFileSync(queries, '{"id": "x1", "text": "t0w0 study results"}\n');
+      const without = await run('audit', '--queries', queries, '--json');
+      expect(without.status).not.toBe(0);
+      expect(without.stderr).toMatch(/uses fake-embed embeddings: give --embeddings URL/);
+      const r = await run('audit', '--queries', queries, '--json', '--embeddings', url);
+      expect(r.status, r.stderr).toBe(0);
+      const out = JSON.parse(r.stdout) as {
+        query: { queries: number; keywords: number; related?: { share: number } };
+        examples: { keywords: { cosine?: number }[] }[];
+      };
+      expect(out.query.queries).toBe(1);
+      expect(out.query.keywords).toBeGreaterThan(0);
+      expect(out.query.related).toBeDefined();
+      for (const k of out.examples[0].keywords) expect(k.cosine).toEqual(expect.any(Number));
+    } finally {
+      emb.closeAllConnections();
+      await new Promise((r) => emb.close(r));
+    }
   }, 300_000);
 });
