@@ -50,6 +50,7 @@ import {
   oracleBlock,
   resultsBlock,
   seedsBlock,
+  denseBlock,
   resultsDetailBlock,
 } from './docs/results.ts';
 import { readSources, type Sources } from './docs/sources.ts';
@@ -73,6 +74,7 @@ export const BLOCKS: Record<string, BlockMaker> = {
   llm: (s) => llmBlock(s),
   oracle: (s) => oracleBlock(s),
   seeds: (s) => seedsBlock(s),
+  dense: (s) => denseBlock(s),
 };
 
 const MARKER = /<!-- docs:([a-z0-9-]+):(start|end) -->/g;

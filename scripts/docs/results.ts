@@ -704,6 +704,85 @@ export function seedsBlock(s: Sources): string {
   );
 }
 
+/** docs/results.md: the k-fold runs with a dense encoder's cosines in the relevance model (`--embeddings`), and the served keywords of such a demo, beside the stored runs without. */
+export function denseBlock(s: Sources): string {
+  const groups = s.dense.map((d) => ({ d, run: s.runs.find((r) => r.json.dataset === d.json.dataset) }));
+  if (groups.length === 0) return '_No stored run with embeddings in docs/results/dense/._';
+  const t = new Table(
+    [
+      'collection',
+      'encoder',
+      'F1: with its cosines (folds)',
+      'F1: without (the README’s run)',
+      'F1: BM25',
+      'with − BM25',
+      'with − BM25 + RM3',
+      'rounds’ share',
+      'nDCG@10: with / without / BM25 + RM3',
+    ],
+    [4],
+  );
+  for (const { d, run } of groups) {
+    const j = d.json;
+    t.add([
+      display(j.dataset),
+      String(j.config.embeddingsModel),
+      `${f3(j.final?.f1 ?? 0)}<br><sub>${j.perFold.map((f) => f3(f.final.f1)).join(' · ')}</sub>`,
+      run ? f3(run.json.final?.f1 ?? 0) : '—',
+      f3(j.baselines.bm25.f1),
+      j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
+      j.final_vs_rm3 ? pm(j.final_vs_rm3.f1) : '—',
+      roundsShare(j),
+      `${f3(j.final?.ndcg10 ?? 0)} / ${run ? f3(run.json.final?.ndcg10 ?? 0) : '—'} / ${f3(j.baselines.rm3.ndcg10)}`,
+    ]);
+  }
+  const out = [
+    tableWithCommands(
+      t,
+      'Held-out F1 of the result and of BM25 (its cut-off tuned on each fold’s training queries), means over every held-out query of the folds, the same folds and seed as the run without; differences paired per held-out query, mean ± standard error; rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1. Re-measure, with `npx cogr embeddings serve` on port 8001:',
+      groups.map(
+        ({ d }) => `- ${display(d.json.dataset)}: \`${evolveCommand(d.json, d.file).replace(/<an endpoint serving [^>]*>/, DENSE_URL)}\``,
+      ),
+    ),
+  ];
+  if (s.denseAudits.length > 0) {
+    const a = new Table(
+      [
+        'collection',
+        'query keywords: with / without',
+        'related to the query (MiniLM ≥ 0.3): with / without',
+        'taken from the query: with / without',
+        'match ≤ 1 item: with / without',
+      ],
+      [],
+    );
+    for (const x of s.denseAudits) {
+      const q = x.json.query;
+      const b = s.audits.find((y) => y.name === x.name)?.json.query;
+      const pair = (v: number | undefined, w: number | undefined, f: (n: number) => string) =>
+        `${v === undefined ? '—' : f(v)} / ${w === undefined ? '—' : f(w)}`;
+      const k = (n: number) => n.toFixed(1);
+      a.add([
+        display(x.name),
+        `${q.keywords} (${k(q.keywordsPerQuery)} a query) / ${b ? `${b.keywords} (${k(b.keywordsPerQuery)} a query)` : '—'}`,
+        pair(q.related?.share, b?.related?.share, pct),
+        pair(q.shareFromQuery, b?.shareFromQuery, pct),
+        pair(q.shareOneItem, b?.shareOneItem, pct),
+      ]);
+    }
+    out.push(
+      '',
+      tableWithCommands(
+        a,
+        'The served keywords of `cogr demo --dataset <d> --embeddings` over every query of the collection, audited as in the README (the keyword rule is the same; only the relevance model that chooses among the allowed keywords differs), beside the run without. Re-measure:',
+        s.denseAudits.map((x) => `- ${display(x.name)}: \`${auditCommand(x.name, x.file, true)}\``),
+      ),
+    );
+  }
+  return out.join('\n');
+}
+const DENSE_URL = 'http://127.0.0.1:8001/v1';
+
 /** docs/results.md: how far each collection's stored run is from the ceilings the rule allows (`cogr oracle`). */
 export function oracleBlock(s: Sources): string {
   if (s.oracle.length === 0) return '_No stored ceiling analysis in docs/results/oracle/._';

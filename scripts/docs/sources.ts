@@ -352,6 +352,10 @@ export interface Sources {
   llm: { name: string; file: string; json: LlmBench }[];
   /** docs/results/seeds/<dataset>-seed<n>.json: the stored k-fold runs again with other seeds (other folds). */
   seeds: StoredRun[];
+  /** docs/results/dense/<dataset>.json: the stored k-fold runs again with an embeddings model's cosines as relevance features (`--embeddings`). */
+  dense: StoredRun[];
+  /** docs/results/dense/audit/<dataset>.json: the served keywords of `cogr demo --dataset <d> --embeddings`, audited. */
+  denseAudits: { name: string; file: string; json: AuditJson }[];
   /** docs/results/oracle/<dataset>.json. */
   oracle: { name: string; file: string; json: OracleJson }[];
 }
@@ -379,9 +383,10 @@ function storedIn<S extends z.ZodType>(root: string, sub: string, schema: S): { 
 }
 
 /** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`). */
-export function auditCommand(dataset: string, file: string): string {
-  const home = `COGR_HOME=.cogr-${dataset}`;
-  return `${home} npx cogr demo --dataset ${dataset} && ${home} npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${file}`;
+export function auditCommand(dataset: string, file: string, dense = false): string {
+  const home = `COGR_HOME=.cogr-${dense ? 'dense-' : ''}${dataset}`;
+  const url = 'http://127.0.0.1:8001/v1';
+  return `${home} npx cogr demo --dataset ${dataset}${dense ? ` --embeddings ${url}` : ''} && ${home} npx cogr audit --embeddings ${url} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/examples/<d>-{before,after}.json. */
@@ -449,5 +454,7 @@ export function readSources(root: string): Sources {
   const oracle = storedIn(root, 'oracle', OracleJsonSchema);
   const adoptDev = storedIn(root, 'adopt-dev', EvolveJsonSchema);
   const seeds = storedIn(root, 'seeds', EvolveJsonSchema);
-  return { runs, demo, bench, audits, examples, newItems, llm, oracle, adoptDev, seeds };
+  const dense = storedIn(root, 'dense', EvolveJsonSchema);
+  const denseAudits = storedIn(root, 'dense/audit', AuditJsonSchema);
+  return { runs, demo, bench, audits, examples, newItems, llm, oracle, adoptDev, seeds, dense, denseAudits };
 }

@@ -151,6 +151,35 @@ describe('the generator', () => {
     expect(BLOCKS.seeds({ ...s, seeds: [] }, ROOT)).toContain('No stored run with another seed');
   });
 
+  it("sets each collection's run with an embeddings model beside its stored run, with a command that names the shipped server's URL", () => {
+    const s = readSources(ROOT);
+    expect(s.dense.length).toBeGreaterThan(0);
+    const block = BLOCKS.dense(s, ROOT);
+    const f3 = (x: number) => x.toFixed(3);
+    for (const r of s.dense) {
+      expect(r.json.config.embeddingsModel).toBeTruthy();
+      expect(block).toContain(
+        `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds} --embeddings http://127.0.0.1:8001/v1 --json > ${r.file}\``,
+      );
+      // the row carries this run's own result, the stored run's beside it, and its own paired gain over BM25
+      const run = s.runs.find((x) => x.json.dataset === r.json.dataset)!;
+      expect(block).toContain(`${f3(r.json.final!.f1)}<br>`);
+      expect(block).toContain(`| ${f3(run.json.final!.f1)} |`);
+      const g = r.json.final_vs_bm25!.f1;
+      expect(block).toContain(`${g.gain >= 0 ? '+' : '−'}${f3(Math.abs(g.gain))} ± ${f3(g.se)}`);
+    }
+    // the served keywords of a demo with embeddings, audited, beside the demo without, each with its command
+    expect(s.denseAudits.length).toBeGreaterThan(0);
+    for (const a of s.denseAudits) {
+      expect(block).toContain(
+        `\`COGR_HOME=.cogr-dense-${a.name} npx cogr demo --dataset ${a.name} --embeddings http://127.0.0.1:8001/v1 && COGR_HOME=.cogr-dense-${a.name} npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${a.file}\``,
+      );
+      const b = s.audits.find((x) => x.name === a.name)!.json.query.related!.share;
+      expect(block).toContain(`| ${Math.round(100 * a.json.query.related!.share)} % / ${Math.round(100 * b)} % |`);
+    }
+    expect(BLOCKS.dense({ ...s, dense: [] }, ROOT)).toContain('No stored run with embeddings');
+  });
+
   it('writes a JSON schema as a compact type', () => {
     const s = {
       type: 'object',
