@@ -1,6 +1,4 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { KeywordView } from '../../index/view/view.ts';
 import { auditItems, auditQueries, keywordMatches, poolAudits, relatedLine } from '../../src/drift/keywordAudit.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
+import { startFakeEmbeddings } from '../fixtures/fakeEmbeddings.ts';
 
 // A hand-made item index: "heart disease" on 3 items, "statins" on 2, "1752" on 1, "finland" on 1;
 // item d's title "finland trial" is a keyword of its own under the rule (it matches d), not "finland".
@@ -163,33 +162,8 @@ describe('cogr audit', () => {
   }, 300_000);
 
   it('audits a run fitted with embeddings with their vectors from --embeddings, and refuses it without, naming the model', async () => {
-    // A fake OpenAI-style embeddings endpoint on loopback: a hashed bag of words in 16 dimensions.
-    const vec = (text: string) => {
-      const v = new Array<number>(16).fill(0);
-      for (const w of text.toLowerCase().split(/\W+/).filter(Boolean)) {
-        let h = 7;
-        for (const c of w) h = (h * 31 + c.charCodeAt(0)) >>> 0;
-        v[h % 16] += 1;
-      }
-      v[0] += 0.01;
-      return v;
-    };
-    const emb = createServer((req, res) => {
-      let body = '';
-      req.on('data', (c: Buffer) => (body += c.toString()));
-      req.on('end', () => {
-        if (req.url?.endsWith('/models'))
-          return void res
-            .writeHead(200, { 'content-type': 'application/json' })
-            .end(JSON.stringify({ object: 'list', data: [{ id: 'fake-embed', object: 'model' }] }));
-        const input = (JSON.parse(body) as { input: string[] }).input;
-        res
-          .writeHead(200, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ object: 'list', data: input.map((t, index) => ({ object: 'embedding', index, embedding: vec(t) })) }));
-      });
-    });
-    await new Promise<void>((r) => emb.listen(0, '127.0.0.1', () => r()));
-    const url = `http://127.0.0.1:${(emb.address() as AddressInfo).port}/v1`;
+    const emb = await startFakeEmbeddings(() => 'fake-embed');
+    const url = emb.url;
     // Not spawnSync: the endpoint answers from this process.
     const run = (...args: string[]) =>
       new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
@@ -233,8 +207,7 @@ describe('cogr audit', () => {
       expect(out.query.related).toBeDefined();
       for (const k of out.examples[0].keywords) expect(k.cosine).toEqual(expect.any(Number));
     } finally {
-      emb.closeAllConnections();
-      await new Promise((r) => emb.close(r));
+      await emb.close();
     }
   }, 300_000);
 });

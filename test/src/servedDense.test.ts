@@ -5,8 +5,6 @@
  * in-process evaluation's; a serve without --embeddings, or against an endpoint serving
  * another model, is refused naming the model; a resume with another model is refused.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDb } from '../../index/store/db.ts';
@@ -29,45 +27,23 @@ import { servingDense } from '../../src/commands/serve.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 import { tempDir } from './_serverFixture.ts';
+import { hashedVector, startFakeEmbeddings, type FakeEmbeddings } from '../fixtures/fakeEmbeddings.ts';
 
 const corpus = synthCorpus();
-/** A hashed bag of words in 16 dimensions. */
-function vec(text: string): number[] {
-  const v = new Array(16).fill(0);
-  for (const w of text.toLowerCase().split(/\W+/).filter(Boolean)) {
-    let h = 7;
-    for (const c of w) h = (h * 31 + c.charCodeAt(0)) >>> 0;
-    v[h % 16] += 1;
-  }
-  v[0] += 0.01;
-  return v;
-}
 let served: string[] = [];
 let modelName = 'fake-embed';
-let emb: Server;
+let emb: FakeEmbeddings;
 let url = '';
 let tmp: ReturnType<typeof tempDir>;
 let dbPath = '';
 const closers: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
-  emb = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      if (req.url?.endsWith('/models'))
-        return void res
-          .writeHead(200, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ object: 'list', data: [{ id: modelName, object: 'model' }] }));
-      const input = (JSON.parse(body) as { input: string[] }).input;
-      served.push(...input);
-      res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ object: 'list', data: input.map((t, index) => ({ object: 'embedding', index, embedding: vec(t) })) }));
-    });
-  });
-  await new Promise<void>((r) => emb.listen(0, '127.0.0.1', () => r()));
-  url = `http://127.0.0.1:${(emb.address() as AddressInfo).port}/v1`;
+  emb = await startFakeEmbeddings(
+    () => modelName,
+    (input) => served.push(...input),
+  );
+  url = emb.url;
   tmp = tempDir('cogr-served-dense-');
   dbPath = join(tmp.dir, 'db');
   const v = await embedCorpus(corpus, { client: new EmbeddingsClient({ baseURL: url }), cachePath: join(tmp.dir, 'cache') });
@@ -81,8 +57,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   for (const c of closers) await c();
-  emb.closeAllConnections();
-  await new Promise((r) => emb.close(r));
+  await emb.close();
   tmp.cleanup();
 });
 
@@ -123,7 +98,7 @@ describe('a run with dense relevance features', () => {
     };
     expect(served).toContain(text);
     // In process: the same planner with the same query vector.
-    denseVectorsOf('fake-embed')!.addQuery(text, Float32Array.from(vec(text)));
+    denseVectorsOf('fake-embed')!.addQuery(text, Float32Array.from(hashedVector(text)));
     const db = await openDb(dbPath);
     try {
       const planner = await loadPlanner(policyStore(db), 0, corpus.items);
