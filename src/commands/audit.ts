@@ -29,7 +29,7 @@ import {
 import { loadDataset } from '../datasets/index.ts';
 import { readJsonl, idSchema } from '../datasets/common.ts';
 import { EmbeddingsClient, parseEmbeddingsUrl } from '../embeddings/client.ts';
-import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
+import { embedCorpus, embeddingsFromFlags, runEmbeddingsSetup } from '../embeddings/dense.ts';
 import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { readRunAt } from '../run/state.ts';
@@ -103,23 +103,13 @@ async function withRunVectors(
   log: Logger,
 ): Promise<void> {
   if (runModel === null) return;
-  const setup = embeddingsFromFlags({
-    ...(flags.embeddings !== undefined ? { embeddings: flags.embeddings } : {}),
-    ...(flags.embeddingsModel !== undefined ? { embeddingsModel: flags.embeddingsModel } : {}),
-  });
-  if (setup === null)
-    throw cogrError(
-      'INVALID_ARGUMENT',
-      `the stored run's relevance model uses ${runModel} embeddings: give --embeddings URL of an endpoint serving ${runModel}`,
-      { embeddings: runModel },
-    );
-  const model = await setup.client.modelName();
-  if (model !== runModel)
-    throw cogrError(
-      'INVALID_ARGUMENT',
-      `--embeddings: the endpoint serves ${model}, the stored run was fitted with ${runModel}; give --embeddings-model ${runModel} or an endpoint serving it`,
-      { embeddings: runModel, endpoint: model },
-    );
+  const setup = await runEmbeddingsSetup(
+    embeddingsFromFlags({
+      ...(flags.embeddings !== undefined ? { embeddings: flags.embeddings } : {}),
+      ...(flags.embeddingsModel !== undefined ? { embeddingsModel: flags.embeddingsModel } : {}),
+    }),
+    runModel,
+  );
   if (!corpus) throw cogrError('INVALID_ARGUMENT', "the run's embeddings need the dataset's items (give --dataset)");
   const v = await embedCorpus({ items: corpus.items, queries: [...queries] }, setup, log);
   registerDenseVectors(new DenseVectors(v.model, v.dim, v.items, v.queries));

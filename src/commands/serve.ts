@@ -48,7 +48,7 @@ import {
 } from './options.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import type { Corpus } from '../../index/core/types.ts';
-import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
+import { embedCorpus, embeddingsFromFlags, runEmbeddingsSetup } from '../embeddings/dense.ts';
 import type { KeywordPoolOptions } from '../server/keywordPool.ts';
 import { checkIndexName, OpenSearchNodes, parseNodeUrls } from '../opensearch/client.ts';
 import { openSearchBackend } from '../opensearch/backend.ts';
@@ -66,25 +66,16 @@ export async function servingDense(
   corpus: Corpus | undefined,
   log: Logger,
 ): Promise<KeywordPoolOptions['dense'] | undefined> {
-  const setup = embeddingsFromFlags(flags);
-  if (setup === null) {
-    if (runModel !== null)
-      throw cogrError(
-        'INVALID_ARGUMENT',
-        `the stored run's relevance model uses ${runModel} embeddings: give --embeddings URL of an endpoint serving ${runModel}`,
-        { embeddings: runModel },
-      );
+  const given = embeddingsFromFlags(flags);
+  if (runModel === null) {
+    if (given !== null)
+      log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used', {
+        model: await given.client.modelName(),
+      });
     return undefined;
   }
-  const model = await setup.client.modelName();
-  if (runModel === null) log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used', { model });
-  if (runModel === null) return undefined;
-  if (model !== runModel)
-    throw cogrError(
-      'INVALID_ARGUMENT',
-      `--embeddings: the endpoint serves ${model}, the stored run was fitted with ${runModel}; give --embeddings-model ${runModel} or an endpoint serving it`,
-      { embeddings: runModel, endpoint: model },
-    );
+  const setup = await runEmbeddingsSetup(given, runModel);
+  const model = runModel;
   if (!corpus)
     throw cogrError('INVALID_ARGUMENT', "--embeddings needs the dataset's items (serve the stored run's dataset or give --dataset)");
   const v = await embedCorpus({ items: corpus.items, queries: [] }, setup, log);

@@ -108,6 +108,27 @@ export function embeddingsFromFlags(flags: EmbeddingsFlags, env: NodeJS.ProcessE
   };
 }
 
+/**
+ * The endpoint a stored run fitted with `runModel`'s embeddings is read with: refused without
+ * --embeddings, or when the endpoint serves another model, naming both (serve, audit).
+ */
+export async function runEmbeddingsSetup(setup: EmbeddingsSetup | null, runModel: string): Promise<EmbeddingsSetup> {
+  if (setup === null)
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `the stored run's relevance model uses ${runModel} embeddings: give --embeddings URL of an endpoint serving ${runModel}`,
+      { embeddings: runModel },
+    );
+  const model = await setup.client.modelName();
+  if (model !== runModel)
+    throw cogrError(
+      'INVALID_ARGUMENT',
+      `--embeddings: the endpoint serves ${model}, the stored run was fitted with ${runModel}; give --embeddings-model ${runModel} or an endpoint serving it`,
+      { embeddings: runModel, endpoint: model },
+    );
+  return setup;
+}
+
 async function withCache<T>(path: string | null, fn: (db: CogrDb | null) => Promise<T>): Promise<T> {
   if (path === null) return fn(null);
   const db = await openDb(path);
