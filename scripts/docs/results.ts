@@ -12,7 +12,7 @@ import { CSS, lineChart } from '../../src/drift/report.ts';
 import { adoptedLabel, bestStep, servedRanking } from '../../src/run/state.ts';
 import type { StepRecord } from '../../src/run/state.ts';
 import { display, f3, f4, header, med, pct, pm, row, Table } from './markdown.ts';
-import { auditCommand, benchCommand, demoCommand, evolveCommand, exampleCommands, oracleCommand } from './sources.ts';
+import { auditCommand, benchCommand, demoCommand, EMBEDDINGS_URL, evolveCommand, exampleCommands, oracleCommand } from './sources.ts';
 import type { Audit, AuditJson, Bench, EvolveJson, LlmBench, Metrics, OracleJson, Paired, Sources, SplitBaseline } from './sources.ts';
 
 function auditCells(a: z.output<typeof Audit> | null): string[] {
@@ -509,6 +509,11 @@ export function examplesBlock(s: Sources): string {
   ].join('\n');
 }
 
+/** A k-fold run's held-out F1 with each fold's beneath. */
+function foldsF1(j: EvolveJson): string {
+  return `${f3(j.final?.f1 ?? 0)}<br><sub>${j.perFold.map((f) => f3(f.final.f1)).join(' · ')}</sub>`;
+}
+
 /** The rounds' own share of a stored run: its result's F1 over that of the same refit made from SFT, − 1 ('—' without one). */
 function roundsShare(j: EvolveJson): string {
   const sft = j.final?.refit_from_sft?.f1;
@@ -536,7 +541,7 @@ export function adoptionBlock(s: Sources): string {
       t.add([
         display(j.dataset),
         `\`${String(j.config.adoptOn)}\``,
-        `${f3(j.final?.f1 ?? 0)}<br><sub>${j.perFold.map((f) => f3(f.final.f1)).join(' · ')}</sub>`,
+        foldsF1(j),
         j.final_vs_sft ? pm(j.final_vs_sft.f1) : '—',
         roundsShare(j),
         adopted('item'),
@@ -686,7 +691,7 @@ export function seedsBlock(s: Sources): string {
       t.add([
         display(j.dataset),
         String(Number(j.config.seed)),
-        `${f3(j.final?.f1 ?? 0)}<br><sub>${j.perFold.map((f) => f3(f.final.f1)).join(' · ')}</sub>`,
+        foldsF1(j),
         f3(j.baselines.bm25.f1),
         j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
         j.final_vs_rm3 ? pm(j.final_vs_rm3.f1) : '—',
@@ -727,7 +732,7 @@ export function denseBlock(s: Sources): string {
     t.add([
       display(j.dataset),
       String(j.config.embeddingsModel),
-      `${f3(j.final?.f1 ?? 0)}<br><sub>${j.perFold.map((f) => f3(f.final.f1)).join(' · ')}</sub>`,
+      foldsF1(j),
       run ? f3(run.json.final?.f1 ?? 0) : '—',
       f3(j.baselines.bm25.f1),
       j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
@@ -741,7 +746,8 @@ export function denseBlock(s: Sources): string {
       t,
       'Held-out F1 of the result and of BM25 (its cut-off tuned on each fold’s training queries), means over every held-out query of the folds, the same folds and seed as the run without; differences paired per held-out query, mean ± standard error; rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1. Re-measure, with `npx cogr embeddings serve` on port 8001:',
       groups.map(
-        ({ d }) => `- ${display(d.json.dataset)}: \`${evolveCommand(d.json, d.file).replace(/<an endpoint serving [^>]*>/, DENSE_URL)}\``,
+        ({ d }) =>
+          `- ${display(d.json.dataset)}: \`${evolveCommand(d.json, d.file).replace(/<an endpoint serving [^>]*>/, EMBEDDINGS_URL)}\``,
       ),
     ),
   ];
@@ -781,7 +787,6 @@ export function denseBlock(s: Sources): string {
   }
   return out.join('\n');
 }
-const DENSE_URL = 'http://127.0.0.1:8001/v1';
 
 /** docs/results.md: how far each collection's stored run is from the ceilings the rule allows (`cogr oracle`). */
 export function oracleBlock(s: Sources): string {

@@ -382,10 +382,13 @@ function storedIn<S extends z.ZodType>(root: string, sub: string, schema: S): { 
     .sort(byOrder);
 }
 
+/** The shipped embeddings server's URL in the printed commands (`npx cogr embeddings serve` on port 8001). */
+export const EMBEDDINGS_URL = 'http://127.0.0.1:8001/v1';
+
 /** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`). */
 export function auditCommand(dataset: string, file: string, dense = false): string {
   const home = `COGR_HOME=.cogr-${dense ? 'dense-' : ''}${dataset}`;
-  const url = 'http://127.0.0.1:8001/v1';
+  const url = EMBEDDINGS_URL;
   return `${home} npx cogr demo --dataset ${dataset}${dense ? ` --embeddings ${url}` : ''} && ${home} npx cogr audit --embeddings ${url} --json --examples 0 > ${file}`;
 }
 
@@ -393,7 +396,7 @@ export function auditCommand(dataset: string, file: string, dense = false): stri
 export function exampleCommands(dataset: string): { before: string; after: string } {
   const q = `docs/results/examples/${dataset}.jsonl`;
   const audit = (f: string) =>
-    `npx cogr audit --queries ${q} --embeddings http://127.0.0.1:8001/v1 --json > docs/results/examples/${dataset}-${f}.json`;
+    `npx cogr audit --queries ${q} --embeddings ${EMBEDDINGS_URL} --json > docs/results/examples/${dataset}-${f}.json`;
   return {
     before: `COGR_HOME=.cogr-open-${dataset} npx cogr demo --dataset ${dataset} --vocabulary open --item-query-side labels --served-set auto && COGR_HOME=.cogr-open-${dataset} ${audit('before')}`,
     after: `COGR_HOME=.cogr-${dataset} npx cogr demo --dataset ${dataset} && COGR_HOME=.cogr-${dataset} ${audit('after')}`,
