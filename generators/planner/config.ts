@@ -31,6 +31,8 @@ export interface RelevanceSource {
   /** The items (the source's ordinals, ascending) whose text holds an analysed word, and how many items there are (relatedness, related.ts). */
   wordItems?(word: string): Int32Array;
   readonly size?: number;
+  /** The embeddings model whose vectors are registered for it (relevance.ts registerDenseVectors), or null/absent: none (keywordCosine). */
+  readonly embeddingsModel?: string | null;
   /** The analysed words of a text as wordIdf knows them (default: index/text/analyzer.ts textTokens with `analyzer`). */
   textWords?(text: string): string[];
   /** The feature column of the normalised text BM25 the text ranking reads (default TEXT_SCORE_COLUMN). */
@@ -77,6 +79,13 @@ export interface PlannerConfig {
    * keyword, as planners saved before it).
    */
   relatedness: number | null;
+  /**
+   * A candidate's least cosine to the query under the relevance model's embeddings model
+   * (its vectors registered in this thread, relevance.ts DenseVectors, fetching the keywords'
+   * on demand): "related to what the query asks" as the encoder reads the two texts; null: no
+   * such rule (planners saved before it, runs without embeddings).
+   */
+  keywordCosine: number | null;
   /** A query over the keyword limits starts its keywords with its label (its highest-idf words), which items can adopt (planners saved before the shared vocabulary); off: no label. */
   labels: boolean;
   /** A query whose text holds an item's title (2+ words) starts its keywords with that title, so a query naming an item finds it (the shared vocabulary; off for planners saved before it). */
@@ -100,6 +109,7 @@ export const DEFAULT_PLANNER: PlannerConfig = (({ topItems, lambda, epsilon, grp
   maxCandidates,
   minCarriers: 0,
   relatedness: null,
+  keywordCosine: null,
   labels: true,
   names: false,
 }))(DEFAULTS.planner);

@@ -13,7 +13,7 @@ import { KEYWORD_MAX_CHARS, KEYWORD_MAX_WORDS, normalizeKeyword, normalizeSelf }
 import type { KeywordView } from '../../index/view/view.ts';
 import { STOP_WORDS } from '../policy/stopwords.ts';
 import type { PlannerConfig, RelevanceSource } from './config.ts';
-import { TEXT_SCORE_COLUMN } from './relevance.ts';
+import { denseVectorsOf, TEXT_SCORE_COLUMN } from './relevance.ts';
 import { Relatedness } from './related.ts';
 
 /** Longest run of query words looked up as an item's title. */
@@ -238,7 +238,8 @@ export class PlannerContexts {
    * Candidate keyword ordinals: keywords and titles of the top-T items by p, and the query's
    * own 1–3-grams; its own {q}, label and names excluded. Under the shared vocabulary's rules
    * (config `minCarriers`, `relatedness`): only keywords at least that many items carry, no
-   * item's title, and only keywords related to the query (related.ts).
+   * item's title, and only keywords related to the query (related.ts); with `keywordCosine`,
+   * only those the relevance model's encoder puts at least that close to the query.
    */
   private candidates(text: string, p: Float64Array, own: readonly number[]): Int32Array {
     const view = this.requireView();
@@ -271,6 +272,14 @@ export class PlannerContexts {
       const rel = this.related.forQuery(text);
       list = list.filter((k) => rel(view.surface(k)) >= tau);
     }
+    const minCos = this.config.keywordCosine;
+    if (minCos !== null && list.length > 0) {
+      const cos = this.cosines(
+        text,
+        list.map((k) => view.surface(k)),
+      );
+      list = list.filter((_, i) => cos[i] >= minCos);
+    }
     const cap = this.config.maxCandidates;
     if (cap > 0 && list.length > cap) {
       const mean = (k: number) => {
@@ -282,6 +291,36 @@ export class PlannerContexts {
       list = list.sort((a, b) => m.get(b)! - m.get(a)! || a - b).slice(0, cap);
     }
     return Int32Array.from(list).sort();
+  }
+
+  /** The cosine of each keyword (surface form) with the query text under the relevance model's embeddings model (config `keywordCosine`). */
+  private cosines(text: string, keywords: readonly string[]): Float64Array {
+    const model = this.relevance.embeddingsModel ?? null;
+    if (model === null)
+      throw cogrError('INVALID_ARGUMENT', "the planner's keywordCosine rule needs a relevance model with embeddings (none is configured)");
+    const dense = denseVectorsOf(model);
+    if (!dense)
+      throw cogrError(
+        'DATA_MISSING',
+        `the planner's keywordCosine rule needs ${model} vectors: give --embeddings URL of an endpoint serving ${model}`,
+        {
+          embeddings: model,
+        },
+      );
+    const [q, ...ks] = dense.vectorsOf([text, ...keywords]);
+    const out = new Float64Array(keywords.length);
+    let qq = 0;
+    for (let j = 0; j < q.length; j++) qq += q[j] * q[j];
+    ks.forEach((k, i) => {
+      let dot = 0;
+      let kk = 0;
+      for (let j = 0; j < k.length; j++) {
+        dot += q[j] * k[j];
+        kk += k[j] * k[j];
+      }
+      out[i] = qq > 0 && kk > 0 ? dot / Math.sqrt(qq * kk) : 0;
+    });
+    return out;
   }
 
   /** Per keyword ordinal of the attached view, 1 when it is some item's title ({i}) and no item's keyword (titleOnlyKeys). */

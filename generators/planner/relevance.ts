@@ -154,8 +154,49 @@ export class DenseVectors {
     }
     this.queries.set(text, v);
   }
+
+  /** Vectors of texts asked for by `texts` (keywords, and query texts embedded on demand), at most MAX_DENSE_TEXTS kept. */
+  private readonly texts = new Map<string, Float32Array>();
+  private fetcher: ((texts: readonly string[]) => Float32Array[]) | null = null;
+
+  /** How `vectorsOf` gets the texts it has no vector for, synchronously (src/embeddings/syncEmbedder.ts). */
+  setFetcher(fetch: (texts: readonly string[]) => Float32Array[]): void {
+    this.fetcher = fetch;
+  }
+
+  /**
+   * The vectors of texts (a query text's from those embedded ahead, else any text's from the
+   * ones fetched before), fetching the missing ones in one call; DATA_MISSING without a fetcher.
+   */
+  vectorsOf(texts: readonly string[]): Float32Array[] {
+    const have = new Map<string, Float32Array>();
+    for (const t of texts) {
+      const v = this.queries.get(t) ?? this.texts.get(t);
+      if (v) have.set(t, v);
+    }
+    const missing = [...new Set(texts.filter((t) => !have.has(t)))];
+    if (missing.length > 0) {
+      if (!this.fetcher)
+        throw cogrError('DATA_MISSING', `no ${this.model} vector for ${JSON.stringify(missing[0])} and no embeddings endpoint to ask`, {
+          embeddings: this.model,
+        });
+      const got = this.fetcher(missing);
+      if (got.length !== missing.length)
+        throw cogrError('EMBEDDINGS_FORMAT', `${got.length} ${this.model} vectors for ${missing.length} texts`);
+      if (this.texts.size + missing.length > MAX_DENSE_TEXTS) this.texts.clear();
+      missing.forEach((t, i) => {
+        if (got[i].length !== this.dim)
+          throw cogrError('EMBEDDINGS_FORMAT', `a ${this.model} vector has dimension ${got[i].length}, expected ${this.dim}`);
+        this.texts.set(t, got[i]);
+        have.set(t, got[i]);
+      });
+    }
+    return texts.map((t) => have.get(t)!);
+  }
 }
 const MAX_DENSE_QUERIES = 10_000;
+/** Keyword and other texts' vectors kept (a vocabulary's surfaces; beyond it the memo starts again). */
+const MAX_DENSE_TEXTS = 500_000;
 const denseRegistry = new Map<string, DenseVectors>();
 /** Make a model's vectors available to relevance models built with `embeddings: model` (in this thread). */
 export function registerDenseVectors(v: DenseVectors): void {

@@ -100,6 +100,11 @@ export const DEFAULTS = deepFreeze({
     vocabulary: 'shared' as 'shared' | 'open',
     minCarriers: 3,
     relatedness: 0.7,
+    /**
+     * With a run's embeddings model (--embeddings): a planned keyword is at cosine ≥ this to
+     * its query under that encoder (0.3, the cut keyword audits call "related"); -1: no such rule.
+     */
+    keywordCosine: 0.3,
     itemRankDepth: 20,
     clip: 0.2,
     klCoef: 0,

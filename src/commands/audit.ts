@@ -29,8 +29,7 @@ import {
 import { loadDataset } from '../datasets/index.ts';
 import { readJsonl, idSchema } from '../datasets/common.ts';
 import { EmbeddingsClient, parseEmbeddingsUrl } from '../embeddings/client.ts';
-import { embedCorpus, embeddingsFromFlags, runEmbeddingsSetup } from '../embeddings/dense.ts';
-import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
+import { embedCorpus, embeddingsFromFlags, registerCorpusVectors, runEmbeddingsSetup, syncEndpoint } from '../embeddings/dense.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { readRunAt } from '../run/state.ts';
 import { loadQueryGenerator, rebuildQueryGenerator } from '../server/queryGenerator.ts';
@@ -112,7 +111,7 @@ async function withRunVectors(
   );
   if (!corpus) throw cogrError('INVALID_ARGUMENT', "the run's embeddings need the dataset's items (give --dataset)");
   const v = await embedCorpus({ items: corpus.items, queries: [...queries] }, setup, log);
-  registerDenseVectors(new DenseVectors(v.model, v.dim, v.items, v.queries));
+  registerCorpusVectors(v, syncEndpoint(setup, runModel));
 }
 
 /** The audit of a stored run, read from its published files as `cogr serve` reads them. */

@@ -63,8 +63,7 @@ import {
   withDbOption,
   withEmbeddingsOptions,
 } from './options.ts';
-import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
-import { embedCorpus, embeddingsFromFlags } from '../embeddings/dense.ts';
+import { embedCorpus, embeddingsFromFlags, registerCorpusVectors, syncEndpoint } from '../embeddings/dense.ts';
 
 /** The demo's defaults: the paper's settings scaled to finish in well under a minute on 2 cores. */
 export const DEMO_DEFAULTS: RunConfigInput = { ...DEFAULTS.demo };
@@ -121,7 +120,7 @@ async function withEmbeddings(flags: RunFlags, corpus: Corpus): Promise<Partial<
   const setup = embeddingsFromFlags(flags);
   if (setup === null) return {};
   const v = await embedCorpus(corpus, setup, stderrLogger);
-  registerDenseVectors(new DenseVectors(v.model, v.dim, v.items, v.queries));
+  registerCorpusVectors(v, syncEndpoint(setup, v.model));
   stderrLogger.info(
     `embeddings: ${v.items.size} items and ${v.queries.size} query texts under ${v.model} (dimension ${v.dim}) as relevance features`,
   );

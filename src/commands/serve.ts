@@ -48,7 +48,7 @@ import {
 } from './options.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import type { Corpus } from '../../index/core/types.ts';
-import { embedCorpus, embeddingsFromFlags, runEmbeddingsSetup } from '../embeddings/dense.ts';
+import { embedCorpus, embeddingsFromFlags, runEmbeddingsSetup, syncEndpoint } from '../embeddings/dense.ts';
 import type { KeywordPoolOptions } from '../server/keywordPool.ts';
 import { checkIndexName, OpenSearchNodes, parseNodeUrls } from '../opensearch/client.ts';
 import { openSearchBackend } from '../opensearch/backend.ts';
@@ -96,7 +96,7 @@ export async function servingDense(
     endpoint: setup.client.baseURL,
     items: ids.length,
   });
-  return { vectors: { model, dim: v.dim, ids, data }, embed };
+  return { vectors: { model, dim: v.dim, ids, data, endpoint: syncEndpoint(setup, model) }, embed };
 }
 
 interface ServeFlags extends ServerFlags, LlmFlags, EmbeddingsFlags {

@@ -13,6 +13,8 @@ import type { Corpus, Item } from '../../index/core/types.ts';
 import { cogrHome } from '../home.ts';
 import { join } from 'node:path';
 import { EmbeddingsClient, embeddingsTimeoutFromEnv, embedTexts, normalized, parseEmbeddingsUrl } from './client.ts';
+import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
+import { SyncEmbedder, type SyncEmbedderOptions } from './syncEmbedder.ts';
 
 export function denseItemText(item: Pick<Item, 'title' | 'text'>): string {
   if (item.title === '' || item.text.startsWith(item.title)) return item.text;
@@ -162,4 +164,27 @@ export async function embedCorpus(
       queries: new Map(qTexts.map((t, i) => [t, queries.vectors[i]])),
     };
   });
+}
+
+/** The endpoint a thread's planner asks for the vectors it lacks (keywords under `keywordCosine`): the setup's, its model and deadline. */
+export function syncEndpoint(setup: EmbeddingsSetup, model: string): SyncEmbedderOptions {
+  return { baseURL: setup.client.baseURL, model, timeoutMs: setup.client.timeoutMs };
+}
+
+/**
+ * Register a corpus's vectors for the relevance models and planners of this thread, with the
+ * endpoint (if any) asked synchronously for the texts they lack: the keywords a planner
+ * judges under `keywordCosine` (generators/planner/queryContext.ts).
+ */
+export function registerCorpusVectors(
+  v: Pick<CorpusVectors, 'model' | 'dim' | 'items' | 'queries'>,
+  endpoint: SyncEmbedderOptions | null,
+): DenseVectors {
+  const dense = new DenseVectors(v.model, v.dim, v.items, v.queries);
+  if (endpoint !== null) {
+    const embedder = new SyncEmbedder(endpoint);
+    dense.setFetcher((texts) => embedder.embed(texts));
+  }
+  registerDenseVectors(dense);
+  return dense;
 }

@@ -335,6 +335,12 @@ export const RUN_OPTIONS = {
     help: `shared vocabulary: a planned keyword that shares no word with the query must co-occur with one of its words in the items' texts with at least this NPMI (-1: any; default ${r.relatedness})`,
     kind: 'number',
   }),
+  /** With the shared vocabulary and an embeddings model: the least cosine of a planned keyword to its query under that model (-1: no such rule). */
+  keywordCosine: opt(z.number().min(-1).max(1).default(r.keywordCosine), true, {
+    flag: '--keyword-cosine <c>',
+    help: `with --embeddings and the shared vocabulary: a planned keyword's least cosine to its query under the embeddings model (-1: no such rule; default ${r.keywordCosine})`,
+    kind: 'number',
+  }),
   /** A training query "ranks an item high" when the item is among its top this-many by relevance. */
   itemRankDepth: opt(z.number().int().min(0).max(1000).default(r.itemRankDepth), true),
   workers: opt(z.number().int().min(1).max(64).optional(), false, {
@@ -402,6 +408,7 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
   relevanceAnalysis: 'wink',
   vocabulary: 'open',
   itemQuerySide: 'labels',
+  keywordCosine: -1,
   // Not an identity field: a resume adds the refit as asked; a stored config without it was made without one.
   refit: false,
 };
@@ -429,15 +436,25 @@ export function parseRunConfig(input: unknown): RunConfig {
 }
 
 /** The query planner's vocabulary rules of a run (generators/planner/config.ts): the shared vocabulary's, or none (open). */
-export function plannerVocabulary(config: Pick<RunConfig, 'vocabulary' | 'minCarriers' | 'relatedness'>): {
+export function plannerVocabulary(
+  config: Pick<RunConfig, 'vocabulary' | 'minCarriers' | 'relatedness'> & Partial<Pick<RunConfig, 'keywordCosine' | 'embeddingsModel'>>,
+): {
   minCarriers: number;
   relatedness: number | null;
+  keywordCosine: number | null;
   labels: boolean;
   names: boolean;
 } {
+  const cos = config.keywordCosine ?? -1;
   return config.vocabulary === 'shared'
-    ? { minCarriers: config.minCarriers, relatedness: config.relatedness, labels: false, names: true }
-    : { minCarriers: 0, relatedness: null, labels: true, names: false };
+    ? {
+        minCarriers: config.minCarriers,
+        relatedness: config.relatedness,
+        keywordCosine: (config.embeddingsModel ?? null) !== null && cos > -1 ? cos : null,
+        labels: false,
+        names: true,
+      }
+    : { minCarriers: 0, relatedness: null, keywordCosine: null, labels: true, names: false };
 }
 
 /**

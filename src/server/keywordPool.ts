@@ -29,6 +29,7 @@ import { cogrError } from '../../index/core/errors.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import type { Item } from '../../index/core/types.ts';
 import type { ViewData } from '../../index/view/view.ts';
+import type { SyncEmbedderOptions } from '../embeddings/syncEmbedder.ts';
 import { NoSearchableTerms, type QueryGeneratorDocument, type RankedSet, type RankRequest } from './queryTypes.ts';
 export type { RankedSet, RankRequest } from './queryTypes.ts';
 
@@ -54,6 +55,8 @@ export interface DensePayload {
   dim: number;
   ids: string[];
   data: Float32Array;
+  /** The endpoint a worker's planner asks, synchronously, for the keyword vectors it lacks (a run with `keywordCosine`); null: none. */
+  endpoint: SyncEmbedderOptions | null;
 }
 
 export interface LoadPayload {

@@ -7,7 +7,8 @@ import { KeywordView } from '../../index/view/view.ts';
 import type { FromWorker, ToWorker } from './keywordPool.ts';
 import { rebuildQueryGenerator, type QueryPlanner } from './queryGenerator.ts';
 import { NoSearchableTerms } from './state.ts';
-import { DenseVectors, denseVectorsOf, registerDenseVectors, type RelevanceModel } from '../../generators/planner/relevance.ts';
+import { denseVectorsOf, type RelevanceModel } from '../../generators/planner/relevance.ts';
+import { registerCorpusVectors } from '../embeddings/dense.ts';
 import type { Item } from '../../index/core/types.ts';
 
 const port = parentPort;
@@ -34,8 +35,14 @@ port.on('message', (m: ToWorker) => {
       const d = m.payload.dense;
       if (d) denseModel = d.model;
       if (d && denseVectorsOf(d.model) === undefined) {
-        registerDenseVectors(
-          new DenseVectors(d.model, d.dim, new Map(d.ids.map((id, i) => [id, d.data.subarray(i * d.dim, (i + 1) * d.dim)]))),
+        registerCorpusVectors(
+          {
+            model: d.model,
+            dim: d.dim,
+            items: new Map(d.ids.map((id, i) => [id, d.data.subarray(i * d.dim, (i + 1) * d.dim)])),
+            queries: new Map(),
+          },
+          d.endpoint,
         );
       }
       const { doc, itemsKey } = m.payload;

@@ -5,7 +5,7 @@ import { KeywordView } from '../../index/view/view.ts';
 import { EmbeddedPolicy } from '../../generators/policy/model.ts';
 import { Vocabulary, carriedOnly, carriedTopM } from '../../generators/policy/vocabulary.ts';
 import { KeywordPlanner } from '../../generators/planner/planner.ts';
-import { RelevanceModel } from '../../generators/planner/relevance.ts';
+import { DenseVectors, RelevanceModel, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { Relatedness } from '../../generators/planner/related.ts';
 import { oracleQuery, plannableOracle } from '../../src/evolve/oracle.ts';
 
@@ -280,5 +280,120 @@ describe('relatedness', () => {
     // never together: −1; together in fewer than two items: −1
     expect(rel.forQuery('cholesterol')('hearing')).toBe(-1);
     expect(rel.forQuery('zebra')('adults')).toBe(-1);
+  });
+});
+
+describe("the query planner's encoder rule (keywordCosine)", () => {
+  // A bag of the topics' words, one dimension each: a keyword sharing no such word with its
+  // query sits near cosine 0, one sharing most of its words above 0.5.
+  const vocab =
+    'deafness hearing loss noise exposure cochlear implants dental x-rays thyroid cancer radiation dose ionizing heart disease blood pressure cholesterol levels saturated fat autophagy caloric restriction lifespan extension ageing cells'.split(
+      ' ',
+    );
+  const DIM = vocab.length + 1;
+  const vec = (text: string): Float32Array => {
+    const v = new Float32Array(DIM).fill(0);
+    for (const w of text.toLowerCase().split(/[^a-z-]+/)) {
+      const j = vocab.indexOf(w);
+      if (j >= 0) v[j] += 1;
+    }
+    v[DIM - 1] = 0.05; // never the zero vector
+    return v;
+  };
+  const cos = (a: Float32Array, b: Float32Array) => {
+    let d = 0;
+    let na = 0;
+    let nb = 0;
+    for (let i = 0; i < a.length; i++) ((d += a[i] * b[i]), (na += a[i] * a[i]), (nb += b[i] * b[i]));
+    return d / Math.sqrt(na * nb);
+  };
+
+  function gatedSetup(keywordCosine: number | null, fetched: string[][] | null, name = `topic-vectors-${keywordCosine}`) {
+    const { items, queries } = collection();
+    const policy = new EmbeddedPolicy('item');
+    policy.fitStats(items);
+    policy.fitVocabulary(items, 'english', { minItems: 3, maxShare: 0.5 });
+    const ranked = new Map(items.map((it) => [it.id, policy.rank(it, 20)]));
+    const assigned = carriedTopM(ranked, 10, 3, key);
+    const view = KeywordView.build(
+      'item',
+      0,
+      items.map((it) => ({ id: it.id, self: it.title, keywords: assigned.get(it.id)! })),
+      { analyzer: 'english' },
+    );
+    const model = name;
+    const dense = new DenseVectors(
+      model,
+      DIM,
+      new Map(items.map((it) => [it.id, vec(`${it.title} ${it.text}`)])),
+      new Map(queries.map((q) => [q.text, vec(q.text)])),
+    );
+    if (fetched)
+      dense.setFetcher((texts) => {
+        fetched.push([...texts]);
+        return texts.map(vec);
+      });
+    registerDenseVectors(dense);
+    const relevance = RelevanceModel.fit(
+      items,
+      queries.map((q) => [{ id: q.id, text: q.text }, q.rel] as const),
+      { analyzer: 'english', rm3: false, embeddings: model },
+    );
+    const planner = new KeywordPlanner(relevance, { minCarriers: 3, relatedness: -1, keywordCosine, labels: false, names: true });
+    planner.attachOpposite(view);
+    return planner;
+  }
+
+  const texts = ['deafness and hearing loss', 'are dental x-rays safe', 'heart disease and cholesterol', 'autophagy to live longer'];
+
+  it('plans only keywords at or above the cosine to their query, asking the endpoint once per keyword', () => {
+    const fetched: string[][] = [];
+    const gated = gatedSetup(0.5, fetched);
+    const open = gatedSetup(null, []);
+    let below = 0;
+    let planned = 0;
+    for (const text of texts) {
+      const q = vec(text);
+      // without the rule, some planned keyword is off the query's topic: the rule has work to do
+      for (const k of open.plan({ id: `h-${text}`, text }).keywords) if (cos(vec(k), q) < 0.5) below++;
+      const r = gated.plan({ id: `h-${text}`, text });
+      for (const k of r.keywords) {
+        planned++;
+        expect(cos(vec(k), q), `${k} for ${text}`).toBeGreaterThanOrEqual(0.5);
+      }
+    }
+    expect(below).toBeGreaterThan(0);
+    expect(planned).toBeGreaterThan(0);
+    // the query texts were known; every keyword was asked for once
+    const asked = fetched.flat();
+    expect(asked.length).toBeGreaterThan(0);
+    expect(new Set(asked).size).toBe(asked.length);
+    for (const text of texts) expect(asked).not.toContain(text);
+  });
+
+  it('is DATA_MISSING naming the model when a keyword has no vector and no endpoint is set to ask, and refused without an embeddings model', () => {
+    const noEndpoint = gatedSetup(0.5, null, 'topic-vectors-no-endpoint');
+    expect(() => noEndpoint.plan({ id: 'h', text: 'deafness and hearing loss' })).toThrow(
+      /no topic-vectors-no-endpoint vector for .* and no embeddings endpoint to ask/,
+    );
+    const { items, queries } = collection();
+    const relevance = RelevanceModel.fit(
+      items,
+      queries.map((q) => [{ id: q.id, text: q.text }, q.rel] as const),
+      { analyzer: 'english', rm3: false },
+    );
+    const view = KeywordView.build(
+      'item',
+      0,
+      items.map((it) => ({ id: it.id, self: it.title, keywords: ['hearing loss'] })),
+      {
+        analyzer: 'english',
+      },
+    );
+    const planner = new KeywordPlanner(relevance, { minCarriers: 3, relatedness: -1, keywordCosine: 0.3, labels: false, names: true });
+    planner.attachOpposite(view);
+    expect(() => planner.plan({ id: 'h', text: 'deafness and hearing loss' })).toThrow(
+      /keywordCosine rule needs a relevance model with embeddings/,
+    );
   });
 });

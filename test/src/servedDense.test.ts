@@ -47,7 +47,11 @@ beforeAll(async () => {
   tmp = tempDir('cogr-served-dense-');
   dbPath = join(tmp.dir, 'db');
   const v = await embedCorpus(corpus, { client: new EmbeddingsClient({ baseURL: url }), cachePath: join(tmp.dir, 'cache') });
-  registerDenseVectors(new DenseVectors(v.model, v.dim, v.items, v.queries));
+  const vectors = new DenseVectors(v.model, v.dim, v.items, v.queries);
+  // The planner's keyword vectors (keywordCosine) as the endpoint computes them: this thread
+  // serves the endpoint, so it cannot block on it as `cogr evolve` does (syncEmbedder.ts).
+  vectors.setFetcher((texts) => texts.map((t) => Float32Array.from(hashedVector(t))));
+  registerDenseVectors(vectors);
   const db = await openDb(dbPath);
   try {
     await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0, embeddingsModel: v.model });
@@ -106,6 +110,10 @@ describe('a run with dense relevance features', () => {
       planner.attachOpposite(view);
       const input = { id: 'http', text };
       const keywords = planner.plan(input).keywords;
+      // The run's encoder rule holds in the worker too: it asked the endpoint for the planned keywords' vectors.
+      expect(planner.config.keywordCosine).toBe(0.3);
+      expect(keywords.length).toBeGreaterThan(0);
+      for (const k of keywords) expect(served).toContain(k);
       const floor = (await readStoredRun(db)).steps[0].floor!;
       const set = servedSet(view, view.search({ self: text, keywords }, { all: true }).items, planner, input, floor);
       // The served list: the served set by p, then the run's backfill (the other items by p).
