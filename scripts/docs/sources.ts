@@ -7,7 +7,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { z } from 'zod';
 import { DEFAULTS } from '../../index/core/defaults.ts';
-import { parseRunConfig, RUN_OPTIONS } from '../../src/run/config.ts';
+import { parseRunConfig, parseStoredConfig, RUN_OPTIONS } from '../../src/run/config.ts';
 import type { RunConfigInput } from '../../src/run/config.ts';
 import type { summarizeFolds } from '../../src/commands/evolve.ts';
 import type { EvolveBenchResult } from '../../bench/evolveChart.ts';
@@ -183,8 +183,11 @@ function readJson<S extends z.ZodType>(path: string, schema: S, root: string): z
  * differs, its flag (RUN_OPTIONS); a differing field without a flag is refused, since no
  * command would re-measure it.
  */
-export function runFlags(config: Record<string, unknown>, base: RunConfigInput, skip: readonly string[] = []): string[] {
+export function runFlags(stored: Record<string, unknown>, base: RunConfigInput, skip: readonly string[] = []): string[] {
   const defaults = parseRunConfig(base) as Record<string, unknown>;
+  // A field the run predates reads as the run read it (run/config.ts parseStoredConfig).
+  const parsed = parseStoredConfig(stored);
+  const config = parsed.success ? (parsed.data as Record<string, unknown>) : stored;
   const out: string[] = [];
   for (const [key, row] of Object.entries(RUN_OPTIONS)) {
     if (skip.includes(key)) continue;

@@ -408,7 +408,6 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
   relevanceAnalysis: 'wink',
   vocabulary: 'open',
   itemQuerySide: 'labels',
-  keywordCosine: -1,
   // Not an identity field: a resume adds the refit as asked; a stored config without it was made without one.
   refit: false,
 };
@@ -419,7 +418,9 @@ export function parseStoredConfig(raw: unknown): ReturnType<typeof RunConfigSche
   const stored = raw as Record<string, unknown>;
   // The refit test's z was the run's adoption z before it had its own field (it mattered only with the test on).
   const refitZ = stored.refitZ === undefined && stored.refitTest === true && stored.adoptZ !== undefined ? { refitZ: stored.adoptZ } : {};
-  const withLegacy = { ...STORED_BEFORE, ...refitZ, ...stored };
+  // The encoder's keyword rule came after runs with embeddings were stored: those ran without it (without embeddings it does nothing).
+  const cosine = stored.keywordCosine === undefined && (stored.embeddingsModel ?? null) !== null ? { keywordCosine: -1 } : {};
+  const withLegacy = { ...STORED_BEFORE, ...refitZ, ...cosine, ...stored };
   return RunConfigSchema.safeParse(withLegacy);
 }
 export type RunConfigInput = z.input<typeof RunConfigSchema>;
