@@ -780,7 +780,7 @@ export function denseBlock(s: Sources): string {
       '',
       tableWithCommands(
         a,
-        'The served keywords of `cogr demo --dataset <d> --embeddings` over every query of the collection, audited as in the README (the keyword rule is the same; only the relevance model that chooses among the allowed keywords differs), beside the run without. Re-measure:',
+        'The served keywords of `cogr demo --dataset <d> --embeddings` over every query of the collection, audited as in the README, beside the run without. With the encoder the planner plans only keywords at cosine ≥ 0.3 to the query under it (`--keyword-cosine`), which is the audit’s own test of relatedness: that column says the rule holds where the audit reads the query as the planner did (the audit reads a query’s first 500 characters, the planner all of it), not that an independent judge agrees; the share taken from the query’s own words is a test the rule does not use. Re-measure:',
         s.denseAudits.map((x) => `- ${display(x.name)}: \`${auditCommand(x.name, x.file, true)}\``),
       ),
     );

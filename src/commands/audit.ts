@@ -111,7 +111,7 @@ async function withRunVectors(
   );
   if (!corpus) throw cogrError('INVALID_ARGUMENT', "the run's embeddings need the dataset's items (give --dataset)");
   const v = await embedCorpus({ items: corpus.items, queries: [...queries] }, setup, log);
-  registerCorpusVectors(v, syncEndpoint(setup, runModel));
+  registerCorpusVectors(v, syncEndpoint(setup, runModel), log);
 }
 
 /** The audit of a stored run, read from its published files as `cogr serve` reads them. */

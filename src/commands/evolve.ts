@@ -120,7 +120,7 @@ async function withEmbeddings(flags: RunFlags, corpus: Corpus): Promise<Partial<
   const setup = embeddingsFromFlags(flags);
   if (setup === null) return {};
   const v = await embedCorpus(corpus, setup, stderrLogger);
-  registerCorpusVectors(v, syncEndpoint(setup, v.model));
+  registerCorpusVectors(v, syncEndpoint(setup, v.model), stderrLogger);
   stderrLogger.info(
     `embeddings: ${v.items.size} items and ${v.queries.size} query texts under ${v.model} (dimension ${v.dim}) as relevance features`,
   );

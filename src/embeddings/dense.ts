@@ -166,6 +166,8 @@ export async function embedCorpus(
   });
 }
 
+const PROGRESS_MS = 10_000;
+
 /** The endpoint a thread's planner asks for the vectors it lacks (keywords under `keywordCosine`): the setup's, its model and deadline. */
 export function syncEndpoint(setup: EmbeddingsSetup, model: string): SyncEmbedderOptions {
   return { baseURL: setup.client.baseURL, model, timeoutMs: setup.client.timeoutMs };
@@ -179,11 +181,28 @@ export function syncEndpoint(setup: EmbeddingsSetup, model: string): SyncEmbedde
 export function registerCorpusVectors(
   v: Pick<CorpusVectors, 'model' | 'dim' | 'items' | 'queries'>,
   endpoint: SyncEmbedderOptions | null,
+  log: Logger = silentLogger,
 ): DenseVectors {
   const dense = new DenseVectors(v.model, v.dim, v.items, v.queries);
   if (endpoint !== null) {
     const embedder = new SyncEmbedder(endpoint);
-    dense.setFetcher((texts) => embedder.embed(texts));
+    // A line every PROGRESS_MS at most: texts fetched so far and the rate while fetching.
+    let fetched = 0;
+    let busyMs = 0;
+    let lastLog = Date.now();
+    dense.setFetcher((texts) => {
+      const t0 = Date.now();
+      const out = embedder.embed(texts);
+      fetched += texts.length;
+      busyMs += Date.now() - t0;
+      if (Date.now() - lastLog >= PROGRESS_MS) {
+        lastLog = Date.now();
+        log.info(
+          `embeddings: ${fetched} keyword texts fetched for the planner's keyword rule (${(fetched / Math.max(busyMs / 1000, 1e-3)).toFixed(0)}/s while fetching)`,
+        );
+      }
+      return out;
+    });
   }
   registerDenseVectors(dense);
   return dense;
