@@ -717,7 +717,7 @@ export function denseBlock(s: Sources): string {
     [
       'collection',
       'encoder',
-      'F1: with its cosines (folds)',
+      'F1: with the encoder (folds)',
       'F1: without (the README’s run)',
       'F1: BM25',
       'with − BM25',
