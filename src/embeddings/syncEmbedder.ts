@@ -12,6 +12,7 @@
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { DEFAULTS } from '../../index/core/defaults.ts';
 import { cogrError, type CogrError } from '../../index/core/errors.ts';
 
 /** What a sync embedder needs of an endpoint (plain data: it is sent to a thread). */
@@ -31,8 +32,8 @@ const OWN_EXTENSION = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
 const ENTRY = fileURLToPath(new URL(`./syncEmbedderWorker${OWN_EXTENSION}`, import.meta.url));
 const TS_BOOT = fileURLToPath(new URL('../server/tsWorkerBoot.cjs', import.meta.url));
 
-/** Attempts the client makes (its first and two retries) and the back-off between them, bounded. */
-const ATTEMPTS = 3;
+/** Attempts the client makes per batch (its first and its retries) and the back-off between them, bounded. */
+const ATTEMPTS = 1 + DEFAULTS.embeddings.maxRetries;
 const BACKOFF_ALLOWANCE_MS = 10_000;
 
 export class SyncEmbedder {
@@ -59,9 +60,10 @@ export class SyncEmbedder {
     this.port.unref();
   }
 
-  /** The deadline of one call: every attempt's, with back-off between them. */
-  get deadlineMs(): number {
-    return ATTEMPTS * this.options.timeoutMs + BACKOFF_ALLOWANCE_MS;
+  /** The deadline of a call on `n` texts: every attempt's on each of its batches, with back-off between them. */
+  deadlineMs(n: number): number {
+    const batches = Math.max(1, Math.ceil(n / DEFAULTS.embeddings.batchSize));
+    return batches * (ATTEMPTS * this.options.timeoutMs + BACKOFF_ALLOWANCE_MS);
   }
 
   /** The vectors of `texts`, in order (one request per client batch); EMBEDDINGS_ERROR past the deadline. */
@@ -70,13 +72,14 @@ export class SyncEmbedder {
     if (this.dead) throw this.dead;
     Atomics.store(this.flag, 0, 0);
     this.port.postMessage({ texts: [...texts] } satisfies ToSyncEmbedder);
-    const waited = Atomics.wait(this.flag, 0, 0, this.deadlineMs);
+    const deadline = this.deadlineMs(texts.length);
+    const waited = Atomics.wait(this.flag, 0, 0, deadline);
     const m = receiveMessageOnPort(this.port)?.message as FromSyncEmbedder | undefined;
     if (!m) {
       this.dead = cogrError(
         'EMBEDDINGS_ERROR',
         waited === 'timed-out'
-          ? `embeddings endpoint ${this.options.baseURL}: no answer for ${texts.length} keyword texts within ${this.deadlineMs} ms`
+          ? `embeddings endpoint ${this.options.baseURL}: no answer for ${texts.length} texts within ${deadline} ms`
           : `embeddings endpoint ${this.options.baseURL}: the embeddings thread answered nothing`,
         { endpoint: this.options.baseURL },
       );

@@ -18,6 +18,11 @@ function answer(m: FromSyncEmbedder): void {
   Atomics.notify(flag, 0);
 }
 
+// Whatever fails outside a request's own promise still answers the waiting caller (else it would wait out its deadline).
+process.on('uncaughtException', (e) =>
+  answer({ ok: false, code: 'EMBEDDINGS_ERROR', message: `the embeddings thread for ${options.baseURL} failed: ${e.message}` }),
+);
+
 port.on('message', (m: ToSyncEmbedder) => {
   embedTexts(m.texts, client, { db: null }).then(
     (r) => {
