@@ -195,8 +195,8 @@ export class DenseVectors {
   }
 }
 const MAX_DENSE_QUERIES = 10_000;
-/** Keyword and other texts' vectors kept (a vocabulary's surfaces; beyond it the memo starts again). */
-const MAX_DENSE_TEXTS = 500_000;
+/** Keyword and other texts' vectors kept (about 150 MB at 384 dimensions; beyond it the memo starts again). */
+const MAX_DENSE_TEXTS = 100_000;
 const denseRegistry = new Map<string, DenseVectors>();
 /** Make a model's vectors available to relevance models built with `embeddings: model` (in this thread). */
 export function registerDenseVectors(v: DenseVectors): void {
