@@ -29,7 +29,7 @@ import {
 import { loadDataset } from '../datasets/index.ts';
 import { readJsonl, idSchema } from '../datasets/common.ts';
 import { EmbeddingsClient, parseEmbeddingsUrl } from '../embeddings/client.ts';
-import { embedCorpus, embeddingsFromFlags, registerCorpusVectors, runEmbeddingsSetup, syncEndpoint } from '../embeddings/dense.ts';
+import { registerRunEmbeddings } from '../embeddings/dense.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { readRunAt } from '../run/state.ts';
 import { loadQueryGenerator, rebuildQueryGenerator } from '../server/queryGenerator.ts';
@@ -102,16 +102,12 @@ async function withRunVectors(
   log: Logger,
 ): Promise<void> {
   if (runModel === null) return;
-  const setup = await runEmbeddingsSetup(
-    embeddingsFromFlags({
-      ...(flags.embeddings !== undefined ? { embeddings: flags.embeddings } : {}),
-      ...(flags.embeddingsModel !== undefined ? { embeddingsModel: flags.embeddingsModel } : {}),
-    }),
-    runModel,
-  );
   if (!corpus) throw cogrError('INVALID_ARGUMENT', "the run's embeddings need the dataset's items (give --dataset)");
-  const v = await embedCorpus({ items: corpus.items, queries: [...queries] }, setup, log);
-  registerCorpusVectors(v, syncEndpoint(setup, runModel), log);
+  const given = {
+    ...(flags.embeddings !== undefined ? { embeddings: flags.embeddings } : {}),
+    ...(flags.embeddingsModel !== undefined ? { embeddingsModel: flags.embeddingsModel } : {}),
+  };
+  await registerRunEmbeddings(given, runModel, { items: corpus.items, queries: [...queries] }, log);
 }
 
 /** The audit of a stored run, read from its published files as `cogr serve` reads them. */

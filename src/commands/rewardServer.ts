@@ -40,9 +40,18 @@ import { listenUntilSignal } from '../server/listen.ts';
 import { buildRewardServer, halfRoundSnapshot, type RewardServerOptions } from '../server/rewardServer.ts';
 import { LiveSnapshot } from '../server/state.ts';
 import { storeSnapshotLoader } from '../server/storeLoader.ts';
-import { parseIntFlag, parseServerFlags, parseSide, withServerOptions, type ServerFlags } from './options.ts';
+import {
+  parseIntFlag,
+  parseServerFlags,
+  parseSide,
+  withEmbeddingsOptions,
+  withServerOptions,
+  type EmbeddingsFlags,
+  type ServerFlags,
+} from './options.ts';
+import { registerRunEmbeddings } from '../embeddings/dense.ts';
 
-interface RewardServerFlags extends ServerFlags {
+interface RewardServerFlags extends ServerFlags, EmbeddingsFlags {
   dataset?: string;
   includeHeldOut?: boolean;
   includeDev?: boolean;
@@ -81,6 +90,7 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
   const loaded = (flags.dataset ? await loadDataset(flags.dataset, { logger: log }) : await loadRunCorpus(run!.config, log)).corpus;
   // Rewards from other judgements than the run's would be served without a word.
   if (run && !flags.dataset) checkPublishedRunData(server.dbPath, run, loaded);
+  await registerRunEmbeddings(flags, run && !flags.dataset ? run.config.embeddingsModel : null, loaded, log);
   let corpus = loaded;
   const withheld = new Map<string, 'dev' | 'held-out'>();
   if (run && !(flags.includeHeldOut && flags.includeDev)) {
@@ -136,6 +146,7 @@ async function serveHalfRound(
       `${ignored.map((k) => `--${k === 'kMax' ? 'k-max' : k}`).join(', ')}: a run's rewards are its half-round's (--half ${name}: its frozen generations, the run's K_max ${stored.config.kMax} and β ${stored.config.beta}); these flags are for a database without a run`,
     );
   const run = await openPublishedRun(server.dbPath, { logger: log });
+  await registerRunEmbeddings(flags, run.config.embeddingsModel, run.corpus, log);
   const half = await frozenHalfRound(run, side, round);
   const include = [...(flags.includeDev ? run.devQueries : []), ...(flags.includeHeldOut ? run.evalQueries : [])];
   let scorer = half.scorer;
@@ -177,7 +188,7 @@ async function serveHalfRound(
 }
 
 export function register(program: Command): void {
-  withServerOptions(
+  const cmd = withServerOptions(
     program.command('reward-server'),
     DEFAULTS.rewardServer,
     'round whose generations are frozen',
@@ -198,15 +209,18 @@ export function register(program: Command): void {
       "refuse a whole /get_reward batch (404) when one label cannot be scored (an unknown id, or a withheld dev or held-out query); by default that sample gets a null reward, named in the answer's errors",
     )
     .option('--side <side>', 'side of a bare label without "query:" / "item:" (without a run; a half-round\'s is its side)', 'query')
-    .option('--k-max <n>', `keyword budget K_max (without a run; default ${DEFAULTS.kMax}; a run's is its own)`)
-    .action(async function (this: Command, flags: RewardServerFlags) {
-      const cli = (k: string) => this.getOptionValueSource(k) === 'cli';
-      await runRewardServer(flags, stderrLogger, {
-        round: cli('round'),
-        side: cli('side'),
-        kMax: cli('kMax'),
-        watch: cli('watch'),
-        dataset: cli('dataset'),
-      });
+    .option('--k-max <n>', `keyword budget K_max (without a run; default ${DEFAULTS.kMax}; a run's is its own)`);
+  withEmbeddingsOptions(
+    cmd,
+    "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)",
+  ).action(async function (this: Command, flags: RewardServerFlags) {
+    const cli = (k: string) => this.getOptionValueSource(k) === 'cli';
+    await runRewardServer(flags, stderrLogger, {
+      round: cli('round'),
+      side: cli('side'),
+      kMax: cli('kMax'),
+      watch: cli('watch'),
+      dataset: cli('dataset'),
     });
+  });
 }

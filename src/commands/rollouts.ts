@@ -22,9 +22,21 @@ import { createProgress } from '../progress.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { llmCache } from '../run/policies.ts';
 import { readStoredRun } from '../run/state.ts';
-import { dbPath, parseChoice, parseIntFlag, parseNumberFlag, parseSide, withDbOption, withLlmOptions, type LlmFlags } from './options.ts';
+import {
+  dbPath,
+  parseChoice,
+  parseIntFlag,
+  parseNumberFlag,
+  parseSide,
+  withDbOption,
+  withEmbeddingsOptions,
+  withLlmOptions,
+  type EmbeddingsFlags,
+  type LlmFlags,
+} from './options.ts';
+import { registerRunEmbeddings } from '../embeddings/dense.ts';
 
-interface RolloutFlags extends LlmFlags {
+interface RolloutFlags extends LlmFlags, EmbeddingsFlags {
   side: string;
   round: string;
   out: string;
@@ -40,21 +52,24 @@ interface RolloutFlags extends LlmFlags {
 }
 
 export function register(program: Command): void {
-  withLlmOptions(
-    withDbOption(
-      program
-        .command('rollouts')
-        .requiredOption('--side <side>', 'query or item')
-        .requiredOption('--round <r>', 'the round being trained (≥ 1): rewards come from the generations it trains against')
-        .requiredOption('--out <file.jsonl>', 'output file'),
-      'the run database',
-    )
-      .option('--samples <G>', 'completions per prompt (default: the run’s group size)')
-      .option('--temperature <t>', 'sampling temperature (default: the run’s rollout temperature)')
-      .option('--limit <n>', 'only the first n prompts')
-      .option('--generator <kind>', 'embedded (the run’s policy of round r−1) or openai', 'embedded')
-      .option('--grouping <mode>', 'GRPO groups: exact (each prompt) or semantic (near-identical prompts pooled; default: the run’s)')
-      .option('--grouping-delta <x>', 'semantic grouping: token-F1 threshold δ (default: the run’s, 0.8)'),
+  withEmbeddingsOptions(
+    withLlmOptions(
+      withDbOption(
+        program
+          .command('rollouts')
+          .requiredOption('--side <side>', 'query or item')
+          .requiredOption('--round <r>', 'the round being trained (≥ 1): rewards come from the generations it trains against')
+          .requiredOption('--out <file.jsonl>', 'output file'),
+        'the run database',
+      )
+        .option('--samples <G>', 'completions per prompt (default: the run’s group size)')
+        .option('--temperature <t>', 'sampling temperature (default: the run’s rollout temperature)')
+        .option('--limit <n>', 'only the first n prompts')
+        .option('--generator <kind>', 'embedded (the run’s policy of round r−1) or openai', 'embedded')
+        .option('--grouping <mode>', 'GRPO groups: exact (each prompt) or semantic (near-identical prompts pooled; default: the run’s)')
+        .option('--grouping-delta <x>', 'semantic grouping: token-F1 threshold δ (default: the run’s, 0.8)'),
+    ),
+    "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)",
   )
     .option(
       '--concurrency <n>',
@@ -77,6 +92,7 @@ export function register(program: Command): void {
       try {
         const run = await readStoredRun(db);
         const { corpus } = await loadRunCorpus(run.config, stderrLogger);
+        await registerRunEmbeddings(flags, run.config.embeddingsModel, corpus, stderrLogger, db);
         const generator = llm
           ? new OpenAIGenerator(
               { ...llm, ...(concurrency !== undefined ? { concurrency } : {}) },
@@ -119,28 +135,32 @@ export function register(program: Command): void {
       }
     });
 
-  withDbOption(
-    program
-      .command('import-generation')
-      .requiredOption('--side <side>', 'item or query')
-      .requiredOption('--from <keywords.jsonl>', 'lines {"id", "keywords": [...], "title"?}'),
-    'the run database',
-  )
-    .option(
-      '--half <name>',
-      "the half-round (r<round>-<side>) the keywords are an external trainer's result of: built on its frozen generations, scored with its reward, and built on by the half-rounds after it",
+  withEmbeddingsOptions(
+    withDbOption(
+      program
+        .command('import-generation')
+        .requiredOption('--side <side>', 'item or query')
+        .requiredOption('--from <keywords.jsonl>', 'lines {"id", "keywords": [...], "title"?}'),
+      'the run database',
     )
-    .option(
-      '--against <name>',
-      "query keywords: the held-out queries matched against this query half-round's (r<round>-query) frozen item index instead of the latest item generation",
-    )
-    .option('--json', 'print one JSON object on stdout')
-    .action(async (flags: { side: string; from: string; db?: string; json?: boolean; half?: string; against?: string }) => {
+      .option(
+        '--half <name>',
+        "the half-round (r<round>-<side>) the keywords are an external trainer's result of: built on its frozen generations, scored with its reward, and built on by the half-rounds after it",
+      )
+      .option(
+        '--against <name>',
+        "query keywords: the held-out queries matched against this query half-round's (r<round>-query) frozen item index instead of the latest item generation",
+      )
+      .option('--json', 'print one JSON object on stdout'),
+    "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)",
+  ).action(
+    async (flags: { side: string; from: string; db?: string; json?: boolean; half?: string; against?: string } & EmbeddingsFlags) => {
       const s = parseSide('--side', flags.side);
       const db = await openDb(dbPath(flags.db), { logger: stderrLogger });
       try {
         const run = await readStoredRun(db);
         const { corpus } = await loadRunCorpus(run.config, stderrLogger);
+        await registerRunEmbeddings(flags, run.config.embeddingsModel, corpus, stderrLogger, db);
         const rec = await importGeneration(db, corpus, s, flags.from, stderrLogger, {
           ...(flags.half !== undefined ? { half: flags.half } : {}),
           ...(flags.against !== undefined ? { against: flags.against } : {}),
@@ -159,5 +179,6 @@ export function register(program: Command): void {
       } finally {
         await db.close();
       }
-    });
+    },
+  );
 }

@@ -11,7 +11,7 @@ import { cogrError } from '../../index/core/errors.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import type { Corpus, Item } from '../../index/core/types.ts';
 import { cogrHome } from '../home.ts';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { EmbeddingsClient, embeddingsTimeoutFromEnv, embedTexts, normalized, parseEmbeddingsUrl } from './client.ts';
 import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { SyncEmbedder, type SyncEmbedderOptions } from './syncEmbedder.ts';
@@ -131,8 +131,10 @@ export async function runEmbeddingsSetup(setup: EmbeddingsSetup | null, runModel
   return setup;
 }
 
-async function withCache<T>(path: string | null, fn: (db: CogrDb | null) => Promise<T>): Promise<T> {
+async function withCache<T>(path: string | null, fn: (db: CogrDb | null) => Promise<T>, open?: CogrDb): Promise<T> {
   if (path === null) return fn(null);
+  // The cache is a database this process already holds open (a command's run database): use it.
+  if (open && resolve(open.path) === resolve(path)) return fn(open);
   const db = await openDb(path);
   try {
     return await fn(db);
@@ -147,23 +149,28 @@ export async function embedCorpus(
   setup: EmbeddingsSetup,
   log: Logger = silentLogger,
   extraQueries: readonly string[] = [],
+  openDb?: CogrDb,
 ): Promise<CorpusVectors> {
-  return withCache(setup.cachePath, async (db) => {
-    const items = await embedTexts(corpus.items.map(denseItemText), setup.client, { db, log, what: 'items' });
-    const qTexts = [...new Set([...corpus.queries.map((q) => q.text), ...extraQueries])];
-    const queries = await embedTexts(qTexts, setup.client, { db, log, what: 'queries' });
-    if (items.dim !== queries.dim && queries.vectors.length > 0 && items.vectors.length > 0)
-      throw cogrError(
-        'EMBEDDINGS_FORMAT',
-        `embeddings endpoint ${setup.client.baseURL}: items have dimension ${items.dim}, queries ${queries.dim}`,
-      );
-    return {
-      model: items.model,
-      dim: items.dim,
-      items: new Map(corpus.items.map((it, i) => [it.id, items.vectors[i]])),
-      queries: new Map(qTexts.map((t, i) => [t, queries.vectors[i]])),
-    };
-  });
+  return withCache(
+    setup.cachePath,
+    async (db) => {
+      const items = await embedTexts(corpus.items.map(denseItemText), setup.client, { db, log, what: 'items' });
+      const qTexts = [...new Set([...corpus.queries.map((q) => q.text), ...extraQueries])];
+      const queries = await embedTexts(qTexts, setup.client, { db, log, what: 'queries' });
+      if (items.dim !== queries.dim && queries.vectors.length > 0 && items.vectors.length > 0)
+        throw cogrError(
+          'EMBEDDINGS_FORMAT',
+          `embeddings endpoint ${setup.client.baseURL}: items have dimension ${items.dim}, queries ${queries.dim}`,
+        );
+      return {
+        model: items.model,
+        dim: items.dim,
+        items: new Map(corpus.items.map((it, i) => [it.id, items.vectors[i]])),
+        queries: new Map(qTexts.map((t, i) => [t, queries.vectors[i]])),
+      };
+    },
+    openDb,
+  );
 }
 
 const PROGRESS_MS = 10_000;
@@ -206,4 +213,30 @@ export function registerCorpusVectors(
   }
   registerDenseVectors(dense);
   return dense;
+}
+
+/**
+ * For a command that loads a stored run's planner (audit, rollouts, import-generation,
+ * reward-server): when the run was fitted with embeddings, its items' and queries' vectors
+ * from `--embeddings` (refused without it, or from an endpoint serving another model, naming
+ * the model), registered with that endpoint asked for the keywords' (runEmbeddingsSetup,
+ * registerCorpusVectors). `openDb`: the database the command holds open, used as the cache
+ * when it is the cache's. A run without embeddings: nothing, and a warning when --embeddings
+ * was given.
+ */
+export async function registerRunEmbeddings(
+  flags: EmbeddingsFlags,
+  runModel: string | null,
+  corpus: Pick<Corpus, 'items' | 'queries'>,
+  log: Logger,
+  openDb?: CogrDb,
+): Promise<void> {
+  const given = embeddingsFromFlags(flags);
+  if (runModel === null) {
+    if (given !== null) log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used');
+    return;
+  }
+  const setup = await runEmbeddingsSetup(given, runModel);
+  const v = await embedCorpus(corpus, setup, log, [], openDb);
+  registerCorpusVectors(v, syncEndpoint(setup, runModel), log);
 }

@@ -1,0 +1,117 @@
+/**
+ * The LLM half on a run fitted with embeddings (its cosines as relevance features and the
+ * planner's keyword rule): `cogr rollouts` and `cogr reward-server --half` need `--embeddings`
+ * naming the run's model (refused without it, naming the model), and with it the reward
+ * server gives the rollouts' completions the rewards the rollouts file holds. The fake
+ * endpoint answers from this process, so every cogr command is a child process (a planner
+ * waits for keyword vectors synchronously, src/embeddings/syncEmbedder.ts).
+ */
+import { execFile, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeEmbeddings, type FakeEmbeddings } from '../fixtures/fakeEmbeddings.ts';
+import { startRewardServer } from '../fixtures/rewardServerChild.ts';
+import { writeSynthDataset } from '../fixtures/synthDataset.ts';
+
+const cli = join(import.meta.dirname, '../../bin/cogr.mjs');
+let dir = '';
+let emb: FakeEmbeddings;
+const children: ChildProcess[] = [];
+
+const run = (...args: string[]) =>
+  new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      process.execPath,
+      [cli, ...args],
+      { encoding: 'utf8', env: { ...process.env, COGR_HOME: join(dir, 'home') }, timeout: 300_000, maxBuffer: 1 << 26 },
+      (err, stdout, stderr) => resolve({ status: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'cogr-dense-half-'));
+  emb = await startFakeEmbeddings(() => 'fake-embed');
+  const dataset = writeSynthDataset(join(dir, 'ds'));
+  const demo = await run(
+    'demo',
+    '--dataset',
+    dataset,
+    '--rounds',
+    '0',
+    '--sft-epochs',
+    '1',
+    '--workers',
+    '1',
+    '--quiet',
+    '--embeddings',
+    emb.url,
+  );
+  expect(demo.status, demo.stderr).toBe(0);
+}, 300_000);
+
+afterAll(async () => {
+  for (const c of children) c.kill('SIGTERM');
+  await emb?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Line {
+  entity_id: string;
+  prompt: { role: string; content: string }[];
+  completion: { content: string }[];
+  reward: number;
+}
+
+const chatml = (msgs: readonly { role: string; content: string }[]) =>
+  msgs.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join('') + '<|im_start|>assistant\n';
+
+describe('the LLM half on a run fitted with embeddings', () => {
+  it('rollouts and the reward server need --embeddings, and then give the same rewards', async () => {
+    const out = join(dir, 'r1-query.jsonl');
+    const without = await run('rollouts', '--side', 'query', '--round', '1', '--out', out, '--samples', '2', '--limit', '4', '--quiet');
+    expect(without.status).not.toBe(0);
+    expect(without.stderr).toMatch(/uses fake-embed embeddings: give --embeddings URL/);
+    const r = await run(
+      'rollouts',
+      '--side',
+      'query',
+      '--round',
+      '1',
+      '--out',
+      out,
+      '--samples',
+      '2',
+      '--limit',
+      '4',
+      '--quiet',
+      '--embeddings',
+      emb.url,
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const lines = readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Line);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.some((l) => l.reward > 0)).toBe(true);
+    const cache = ['--embeddings-cache', join(dir, 'home', 'db')];
+    await expect(startRewardServer(join(dir, 'home', 'db'), ['--half', 'r1-query', ...cache], children)).rejects.toThrow(
+      /uses fake-embed embeddings: give --embeddings URL/,
+    );
+    const url = await startRewardServer(join(dir, 'home', 'db'), ['--half', 'r1-query', '--embeddings', emb.url, ...cache], children);
+    const res = await fetch(`${url}/get_reward`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        query: lines.map((l) => chatml(l.prompt) + l.completion[0].content + '<|im_end|>'),
+        prompts: lines.map((l) => chatml(l.prompt)),
+        labels: lines.map((l) => `query:${l.entity_id}`),
+      }),
+    });
+    expect(res.status).toBe(200);
+    const rewards = ((await res.json()) as { rewards: (number | null)[] }).rewards;
+    expect(rewards).toEqual(lines.map((l) => l.reward));
+  }, 300_000);
+});
