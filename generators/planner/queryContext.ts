@@ -274,7 +274,8 @@ export class PlannerContexts {
     }
     const minCos = this.config.keywordCosine;
     if (minCos !== null && list.length > 0) {
-      const cos = this.cosines(
+      const cos = keywordCosines(
+        this.relevance,
         text,
         list.map((k) => view.surface(k)),
       );
@@ -291,36 +292,6 @@ export class PlannerContexts {
       list = list.sort((a, b) => m.get(b)! - m.get(a)! || a - b).slice(0, cap);
     }
     return Int32Array.from(list).sort();
-  }
-
-  /** The cosine of each keyword (surface form) with the query text under the relevance model's embeddings model (config `keywordCosine`). */
-  private cosines(text: string, keywords: readonly string[]): Float64Array {
-    const model = this.relevance.embeddingsModel ?? null;
-    if (model === null)
-      throw cogrError('INVALID_ARGUMENT', "the planner's keywordCosine rule needs a relevance model with embeddings (none is configured)");
-    const dense = denseVectorsOf(model);
-    if (!dense)
-      throw cogrError(
-        'DATA_MISSING',
-        `the planner's keywordCosine rule needs ${model} vectors: give --embeddings URL of an endpoint serving ${model}`,
-        {
-          embeddings: model,
-        },
-      );
-    const [q, ...ks] = dense.vectorsOf([text, ...keywords]);
-    const out = new Float64Array(keywords.length);
-    let qq = 0;
-    for (let j = 0; j < q.length; j++) qq += q[j] * q[j];
-    ks.forEach((k, i) => {
-      let dot = 0;
-      let kk = 0;
-      for (let j = 0; j < k.length; j++) {
-        dot += q[j] * k[j];
-        kk += k[j] * k[j];
-      }
-      out[i] = qq > 0 && kk > 0 ? dot / Math.sqrt(qq * kk) : 0;
-    });
-    return out;
   }
 
   /** Per keyword ordinal of the attached view, 1 when it is some item's title ({i}) and no item's keyword (titleOnlyKeys). */
@@ -449,4 +420,39 @@ export function titleOnlyKeys(view: KeywordView): Uint8Array {
  */
 export function sharedKeyword(view: KeywordView, titleOnly: Uint8Array, k: number, minCarriers: number): boolean {
   return titleOnly[k] === 0 && view.keywordDf(k) >= minCarriers;
+}
+
+/**
+ * The cosine of each keyword (surface form) with a query text under a relevance source's
+ * embeddings model (the planner's and the oracle's `keywordCosine` rule): the vectors
+ * registered in this thread (relevance.ts DenseVectors), the missing ones fetched in one call.
+ */
+export function keywordCosines(relevance: RelevanceSource, text: string, keywords: readonly string[]): Float64Array {
+  const model = relevance.embeddingsModel ?? null;
+  if (model === null)
+    throw cogrError('INVALID_ARGUMENT', "the planner's keywordCosine rule needs a relevance model with embeddings (none is configured)");
+  const dense = denseVectorsOf(model);
+  if (!dense)
+    throw cogrError(
+      'DATA_MISSING',
+      `the planner's keywordCosine rule needs ${model} vectors: give --embeddings URL of an endpoint serving ${model}`,
+      {
+        embeddings: model,
+      },
+    );
+  const out = new Float64Array(keywords.length);
+  if (keywords.length === 0) return out;
+  const [q, ...ks] = dense.vectorsOf([text, ...keywords]);
+  let qq = 0;
+  for (let j = 0; j < q.length; j++) qq += q[j] * q[j];
+  ks.forEach((k, i) => {
+    let dot = 0;
+    let kk = 0;
+    for (let j = 0; j < k.length; j++) {
+      dot += q[j] * k[j];
+      kk += k[j] * k[j];
+    }
+    out[i] = qq > 0 && kk > 0 ? dot / Math.sqrt(qq * kk) : 0;
+  });
+  return out;
 }

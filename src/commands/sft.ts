@@ -42,9 +42,18 @@ import { judgedQueryIds, trainEvalSplit } from '../splits.ts';
 import { exportQueryVocabulary, exportSftTargets, QUERY_TARGET_KINDS, runSftTargets } from '../evolve/sftData.ts';
 import { openPublishedRun } from '../run/context.ts';
 import { readRunAt } from '../run/state.ts';
-import { dbPath, parseIntFlag, withDatasetOptions, withDbOption, type DatasetFlags } from './options.ts';
+import {
+  dbPath,
+  parseIntFlag,
+  withDatasetOptions,
+  withDbOption,
+  withEmbeddingsOptions,
+  type DatasetFlags,
+  type EmbeddingsFlags,
+} from './options.ts';
+import { registerRunEmbeddings } from '../embeddings/dense.ts';
 
-interface SftFlags extends Omit<DatasetFlags, 'dataset'> {
+interface SftFlags extends Omit<DatasetFlags, 'dataset'>, EmbeddingsFlags {
   dataset?: string;
   seed: string;
   evalFraction: string;
@@ -60,7 +69,7 @@ interface SftFlags extends Omit<DatasetFlags, 'dataset'> {
 }
 
 export function register(program: Command): void {
-  withDbOption(
+  const cmd = withDbOption(
     withDatasetOptions(program.command('sft'), "the run's, when --db holds a co-evolution run: its SFT step is read, not made again")
       .option('--seed <n>', 'split and training seed', String(DEFAULTS.run.seed))
       .option('--eval-fraction <f>', 'share of judged queries held out', String(DEFAULTS.run.evalFraction))
@@ -83,145 +92,148 @@ export function register(program: Command): void {
         '0',
       )
       .option('--commit-index', 'also commit the item index built from the base item keywords as a new item generation'),
-  )
-    .option('--json', 'print a JSON summary')
-    .action(async function (this: Command, flags: SftFlags) {
-      const stored = flags.dataset ? null : await readRunAt(dbPath(flags.db));
-      if (!flags.dataset && !stored)
-        throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${dbPath(flags.db)} holds no co-evolution run)`);
-      if (stored) {
-        const given = ['seed', 'evalFraction', 'epochs', 'm', 'n', 'commitIndex', 'format'].filter(
-          (k) => this.getOptionValueSource(k) === 'cli',
-        );
-        if (given.length > 0)
-          throw cogrError(
-            'INVALID_ARGUMENT',
-            `${given.map((k) => '--' + k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())).join(', ')}: the database holds a run, whose SFT step is read as it was made; name --dataset to make a new one`,
-          );
-        const run = await openPublishedRun(dbPath(flags.db), { logger: stderrLogger });
-        const pseudoQueries = parseIntFlag('--pseudo-queries', flags.pseudoQueries, 0)!;
-        if (pseudoQueries > 0 && !flags.export)
-          throw cogrError('INVALID_ARGUMENT', '--pseudo-queries: only with --export (they are written to its pseudo.jsonl)');
-        const queryTargets = QUERY_TARGET_KINDS.find((k) => k === flags.queryTargets);
-        if (!queryTargets)
-          throw cogrError(
-            'INVALID_ARGUMENT',
-            `--query-targets: on a run, expected ${QUERY_TARGET_KINDS.join(' or ')}, got ${JSON.stringify(flags.queryTargets)} (pooled targets are made with --dataset)`,
-          );
-        const limit = Math.min(run.config.kMax ?? K_MAX, DEFAULTS.llm.maxKeywords);
-        const t = await runSftTargets(run, { pseudoQueries, queryTargets, keywordLimit: limit });
-        let exported: ReturnType<typeof exportSftTargets> | null = null;
-        let vocabulary: Awaited<ReturnType<typeof exportQueryVocabulary>> | null = null;
-        try {
-          if (flags.export) {
-            exported = exportSftTargets(run, t, flags.export, limit);
-            vocabulary = await exportQueryVocabulary(run, flags.export);
-          }
-        } catch (e) {
-          throw outputError(e, (e as { path?: string }).path ?? flags.export!);
-        }
-        const summary = {
-          dataset: run.config.dataset,
-          fromRun: true,
-          itemGeneration: t.itemGeneration,
-          items: t.items.size,
-          queries: t.queries.size,
-          devItems: t.devItems.size,
-          devQueries: t.devQueries.size,
-          keywordLimit: limit,
-          queryTargets: t.queryTargets,
-          exported: exported && flags.export ? { dir: flags.export, ...exported } : null,
-          vocabulary,
-        };
-        process.stdout.write(
-          flags.json
-            ? JSON.stringify(summary) + '\n'
-            : `the run's SFT step (item generation ${t.itemGeneration}): ${t.items.size} judged items and ${t.queries.size} core training queries with their SFT targets, ${t.devQueries.size} dev queries and ${t.devItems.size} dev-only items` +
-                (t.queryTargets.kind === 'oracle'
-                  ? `; query targets: the oracle's keywords for ${t.queryTargets.oracle} judged queries, the planner's for ${t.queryTargets.planner} (no related shared keyword reaches a relevant item)`
-                  : '') +
-                (exported ? `; wrote them to ${flags.export} (dev under ${flags.export}/dev)` : '') +
-                (exported?.pseudo ? `, and ${exported.pseudo} pseudo-queries (item titles) to ${flags.export}/pseudo.jsonl` : '') +
-                (vocabulary
-                  ? `; ${vocabulary.half}'s query vocabulary (${vocabulary.phrases} phrases of item generation ${vocabulary.itemGeneration} that ${vocabulary.minCarriers}+ items carry) to ${flags.export}/vocabulary.json`
-                  : '') +
-                '\n',
-        );
-        return;
-      }
-      if (this.getOptionValueSource('pseudoQueries') === 'cli')
+  ).option('--json', 'print a JSON summary');
+  withEmbeddingsOptions(
+    cmd,
+    "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)",
+  ).action(async function (this: Command, flags: SftFlags) {
+    const stored = flags.dataset ? null : await readRunAt(dbPath(flags.db));
+    if (!flags.dataset && !stored)
+      throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${dbPath(flags.db)} holds no co-evolution run)`);
+    if (stored) {
+      const given = ['seed', 'evalFraction', 'epochs', 'm', 'n', 'commitIndex', 'format'].filter(
+        (k) => this.getOptionValueSource(k) === 'cli',
+      );
+      if (given.length > 0)
         throw cogrError(
           'INVALID_ARGUMENT',
-          '--pseudo-queries: only with --db on a database that holds a co-evolution run (its SFT planner plans them)',
+          `${given.map((k) => '--' + k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())).join(', ')}: the database holds a run, whose SFT step is read as it was made; name --dataset to make a new one`,
         );
-      const seed = parseIntFlag('--seed', flags.seed, 0)!;
-      const epochs = parseIntFlag('--epochs', flags.epochs, 0)!;
-      const M = flags.m === 'auto' ? [...DEFAULTS.sft.itemKeywordsGrid] : parseIntFlag('--m', flags.m, 1)!;
-      const N = parseIntFlag('--n', flags.n, 1)!;
-      if (flags.queryTargets !== 'planner' && flags.queryTargets !== 'pooled')
+      const run = await openPublishedRun(dbPath(flags.db), { logger: stderrLogger });
+      await registerRunEmbeddings(flags, run.config.embeddingsModel, run.corpus, stderrLogger);
+      const pseudoQueries = parseIntFlag('--pseudo-queries', flags.pseudoQueries, 0)!;
+      if (pseudoQueries > 0 && !flags.export)
+        throw cogrError('INVALID_ARGUMENT', '--pseudo-queries: only with --export (they are written to its pseudo.jsonl)');
+      const queryTargets = QUERY_TARGET_KINDS.find((k) => k === flags.queryTargets);
+      if (!queryTargets)
         throw cogrError(
           'INVALID_ARGUMENT',
-          `--query-targets: expected planner or pooled, got ${JSON.stringify(flags.queryTargets)}${flags.queryTargets === 'oracle' ? ' (oracle targets are read from a run: --db)' : ''}`,
+          `--query-targets: on a run, expected ${QUERY_TARGET_KINDS.join(' or ')}, got ${JSON.stringify(flags.queryTargets)} (pooled targets are made with --dataset)`,
         );
-      const evalFraction = Number(flags.evalFraction);
-      if (!(evalFraction > 0 && evalFraction < 1))
-        throw cogrError('INVALID_ARGUMENT', `--eval-fraction: expected a number in (0, 1), got ${JSON.stringify(flags.evalFraction)}`);
-      const { corpus } = await loadDataset(flags.dataset!, { format: parseFormat(flags.format), logger: stderrLogger });
-      const split = trainEvalSplit(judgedQueryIds(corpus), { seed, evalFraction });
-      const train = new Set(split.train);
-      const trainQueries = corpus.queries.filter((q) => train.has(q.id));
-      const r = runSft({ items: corpus.items, trainQueries, relevant: corpus.relevant, M, epochs, seed, logger: stderrLogger });
-      const db = await openDb(dbPath(flags.db), { logger: stderrLogger });
-      let itemGeneration: number | null = null;
+      const limit = Math.min(run.config.kMax ?? K_MAX, DEFAULTS.llm.maxKeywords);
+      const t = await runSftTargets(run, { pseudoQueries, queryTargets, keywordLimit: limit });
+      let exported: ReturnType<typeof exportSftTargets> | null = null;
+      let vocabulary: Awaited<ReturnType<typeof exportQueryVocabulary>> | null = null;
       try {
-        const store = policyStore(db);
-        await savePolicy(store, 0, r.itemPolicy);
-        await savePlanner(store, 0, r.planner, { dataset: flags.dataset!, ...(flags.format ? { format: flags.format } : {}) });
-        if (flags.commitIndex) {
-          const w = new KeywordIndexStore(db).writer('item', { mode: 'replace', base: null });
-          for (const e of itemEntries(corpus.items, r.itemKeywords)) w.set(e.id, e.self, e.keywords);
-          itemGeneration = await w.commit({ source: 'sft-base', dataset: corpus.name, M: r.M });
+        if (flags.export) {
+          exported = exportSftTargets(run, t, flags.export, limit);
+          vocabulary = await exportQueryVocabulary(run, flags.export);
         }
-      } finally {
-        await db.close();
-      }
-      const queryTargets =
-        flags.queryTargets === 'pooled' ? buildQueryTargets(trainQueries, corpus.relevant, r.itemKeywords, N) : r.queryTargets;
-      let exported: ReturnType<typeof exportTrl> | null = null;
-      try {
-        if (flags.export)
-          exported = exportTrl(flags.export, { items: corpus.items, itemKeywords: r.itemKeywords, queries: corpus.queries, queryTargets });
       } catch (e) {
         throw outputError(e, (e as { path?: string }).path ?? flags.export!);
       }
       const summary = {
-        dataset: corpus.name,
-        items: corpus.items.length,
-        trainQueries: split.train.length,
-        evalQueries: split.eval.length,
-        itemKeywords: r.M,
-        itemKeywordsCurve: r.mCurve,
-        itemLoss: r.itemReport.epochLoss,
-        itemTargetCoverage: r.itemReport.coverage,
-        relevance: r.relevanceFit,
-        alpha: r.planner.alpha,
-        queryTargets: queryTargets.size,
-        savedRound: 0,
-        itemGeneration,
+        dataset: run.config.dataset,
+        fromRun: true,
+        itemGeneration: t.itemGeneration,
+        items: t.items.size,
+        queries: t.queries.size,
+        devItems: t.devItems.size,
+        devQueries: t.devQueries.size,
+        keywordLimit: limit,
+        queryTargets: t.queryTargets,
         exported: exported && flags.export ? { dir: flags.export, ...exported } : null,
+        vocabulary,
       };
-      if (flags.json) process.stdout.write(JSON.stringify(summary) + '\n');
-      else {
-        process.stdout.write(
-          `SFT on ${summary.dataset}: ${summary.items} items, ${summary.trainQueries} training queries (${summary.evalQueries} held out)\n` +
-            `relevance model: ${summary.relevance.pairs} (query, item) pairs in ${summary.relevance.rows} rows, ${summary.relevance.iterations} Newton steps; planner α ${summary.alpha}\n` +
-            `item keywords M = ${summary.itemKeywords} (training F1 by M: ${summary.itemKeywordsCurve.map(([m, f]) => `${m}: ${f.toFixed(4)}`).join(', ')})\n` +
-            `item policy: loss ${summary.itemLoss.map((x) => x.toFixed(3)).join(' → ')}, target coverage ${summary.itemTargetCoverage.toFixed(3)}\n` +
-            `saved the item policy and the planner as round 0` +
-            (itemGeneration !== null ? `; committed the base item index as item generation ${itemGeneration}` : '') +
-            (exported ? `; wrote ${exported.item} item and ${exported.query} query examples to ${flags.export}` : '') +
-            '\n',
-        );
+      process.stdout.write(
+        flags.json
+          ? JSON.stringify(summary) + '\n'
+          : `the run's SFT step (item generation ${t.itemGeneration}): ${t.items.size} judged items and ${t.queries.size} core training queries with their SFT targets, ${t.devQueries.size} dev queries and ${t.devItems.size} dev-only items` +
+              (t.queryTargets.kind === 'oracle'
+                ? `; query targets: the oracle's keywords for ${t.queryTargets.oracle} judged queries, the planner's for ${t.queryTargets.planner} (no related shared keyword reaches a relevant item)`
+                : '') +
+              (exported ? `; wrote them to ${flags.export} (dev under ${flags.export}/dev)` : '') +
+              (exported?.pseudo ? `, and ${exported.pseudo} pseudo-queries (item titles) to ${flags.export}/pseudo.jsonl` : '') +
+              (vocabulary
+                ? `; ${vocabulary.half}'s query vocabulary (${vocabulary.phrases} phrases of item generation ${vocabulary.itemGeneration} that ${vocabulary.minCarriers}+ items carry) to ${flags.export}/vocabulary.json`
+                : '') +
+              '\n',
+      );
+      return;
+    }
+    if (this.getOptionValueSource('pseudoQueries') === 'cli')
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        '--pseudo-queries: only with --db on a database that holds a co-evolution run (its SFT planner plans them)',
+      );
+    const seed = parseIntFlag('--seed', flags.seed, 0)!;
+    const epochs = parseIntFlag('--epochs', flags.epochs, 0)!;
+    const M = flags.m === 'auto' ? [...DEFAULTS.sft.itemKeywordsGrid] : parseIntFlag('--m', flags.m, 1)!;
+    const N = parseIntFlag('--n', flags.n, 1)!;
+    if (flags.queryTargets !== 'planner' && flags.queryTargets !== 'pooled')
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        `--query-targets: expected planner or pooled, got ${JSON.stringify(flags.queryTargets)}${flags.queryTargets === 'oracle' ? ' (oracle targets are read from a run: --db)' : ''}`,
+      );
+    const evalFraction = Number(flags.evalFraction);
+    if (!(evalFraction > 0 && evalFraction < 1))
+      throw cogrError('INVALID_ARGUMENT', `--eval-fraction: expected a number in (0, 1), got ${JSON.stringify(flags.evalFraction)}`);
+    const { corpus } = await loadDataset(flags.dataset!, { format: parseFormat(flags.format), logger: stderrLogger });
+    const split = trainEvalSplit(judgedQueryIds(corpus), { seed, evalFraction });
+    const train = new Set(split.train);
+    const trainQueries = corpus.queries.filter((q) => train.has(q.id));
+    const r = runSft({ items: corpus.items, trainQueries, relevant: corpus.relevant, M, epochs, seed, logger: stderrLogger });
+    const db = await openDb(dbPath(flags.db), { logger: stderrLogger });
+    let itemGeneration: number | null = null;
+    try {
+      const store = policyStore(db);
+      await savePolicy(store, 0, r.itemPolicy);
+      await savePlanner(store, 0, r.planner, { dataset: flags.dataset!, ...(flags.format ? { format: flags.format } : {}) });
+      if (flags.commitIndex) {
+        const w = new KeywordIndexStore(db).writer('item', { mode: 'replace', base: null });
+        for (const e of itemEntries(corpus.items, r.itemKeywords)) w.set(e.id, e.self, e.keywords);
+        itemGeneration = await w.commit({ source: 'sft-base', dataset: corpus.name, M: r.M });
       }
-    });
+    } finally {
+      await db.close();
+    }
+    const queryTargets =
+      flags.queryTargets === 'pooled' ? buildQueryTargets(trainQueries, corpus.relevant, r.itemKeywords, N) : r.queryTargets;
+    let exported: ReturnType<typeof exportTrl> | null = null;
+    try {
+      if (flags.export)
+        exported = exportTrl(flags.export, { items: corpus.items, itemKeywords: r.itemKeywords, queries: corpus.queries, queryTargets });
+    } catch (e) {
+      throw outputError(e, (e as { path?: string }).path ?? flags.export!);
+    }
+    const summary = {
+      dataset: corpus.name,
+      items: corpus.items.length,
+      trainQueries: split.train.length,
+      evalQueries: split.eval.length,
+      itemKeywords: r.M,
+      itemKeywordsCurve: r.mCurve,
+      itemLoss: r.itemReport.epochLoss,
+      itemTargetCoverage: r.itemReport.coverage,
+      relevance: r.relevanceFit,
+      alpha: r.planner.alpha,
+      queryTargets: queryTargets.size,
+      savedRound: 0,
+      itemGeneration,
+      exported: exported && flags.export ? { dir: flags.export, ...exported } : null,
+    };
+    if (flags.json) process.stdout.write(JSON.stringify(summary) + '\n');
+    else {
+      process.stdout.write(
+        `SFT on ${summary.dataset}: ${summary.items} items, ${summary.trainQueries} training queries (${summary.evalQueries} held out)\n` +
+          `relevance model: ${summary.relevance.pairs} (query, item) pairs in ${summary.relevance.rows} rows, ${summary.relevance.iterations} Newton steps; planner α ${summary.alpha}\n` +
+          `item keywords M = ${summary.itemKeywords} (training F1 by M: ${summary.itemKeywordsCurve.map(([m, f]) => `${m}: ${f.toFixed(4)}`).join(', ')})\n` +
+          `item policy: loss ${summary.itemLoss.map((x) => x.toFixed(3)).join(' → ')}, target coverage ${summary.itemTargetCoverage.toFixed(3)}\n` +
+          `saved the item policy and the planner as round 0` +
+          (itemGeneration !== null ? `; committed the base item index as item generation ${itemGeneration}` : '') +
+          (exported ? `; wrote ${exported.item} item and ${exported.query} query examples to ${flags.export}` : '') +
+          '\n',
+      );
+    }
+  });
 }

@@ -29,6 +29,7 @@ import { KeywordView } from '../../index/view/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 import type { RelevanceSource } from '../../generators/planner/config.ts';
 import { Relatedness } from '../../generators/planner/related.ts';
+import { keywordCosines } from '../../generators/planner/queryContext.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, rankedMetrics, type RunEntry } from '../metrics.ts';
 
@@ -104,17 +105,30 @@ export function oracleQuery(
  * targets (sftData.ts) and `cogr oracle` use it.
  */
 export function plannableOracle(
-  rule: { minCarriers: number; relatedness: number | null },
+  rule: { minCarriers: number; relatedness: number | null; keywordCosine?: number | null },
   view: KeywordView,
   relevance: RelevanceSource,
   kMax: number,
 ): (text: string, relevant: ReadonlySet<number>) => { keywords: number[]; f1: number } {
   const tau = rule.relatedness;
+  const minCos = rule.keywordCosine ?? null;
   const related = Relatedness.of(relevance, tau);
   return (text, relevant) => {
     const r = related?.forQuery(text);
-    const keep = r && tau !== null ? (k: number) => r(view.surface(k)) >= tau : undefined;
-    return oracleQuery(view, relevant, kMax, rule.minCarriers, keep);
+    const lexical = r && tau !== null ? (k: number) => r(view.surface(k)) >= tau : undefined;
+    if (minCos === null) return oracleQuery(view, relevant, kMax, rule.minCarriers, lexical);
+    // The encoder's rule: the relevant items' keywords that pass the lexical rule, judged in one call.
+    const { fwdOff, fwd } = view.data;
+    const ks = new Set<number>();
+    for (const e of relevant) for (let j = fwdOff[e]; j < fwdOff[e + 1]; j++) if (!lexical || lexical(fwd[j])) ks.add(fwd[j]);
+    const list = [...ks];
+    const cos = keywordCosines(
+      relevance,
+      text,
+      list.map((k) => view.surface(k)),
+    );
+    const close = new Set(list.filter((_, i) => cos[i] >= minCos));
+    return oracleQuery(view, relevant, kMax, rule.minCarriers, (k) => close.has(k));
   };
 }
 
@@ -144,7 +158,7 @@ export function oracleFigures(opts: {
   /** The run's `--min-carriers`: the shared keywords' fewest carriers (also for a run of the open vocabulary). */
   minCarriers: number;
   /** The run's planner rule (run/config.ts plannerVocabulary): the fewest items a planned keyword is carried by (0 under the open vocabulary), its least relatedness to the query. */
-  rule: { minCarriers: number; relatedness: number | null };
+  rule: { minCarriers: number; relatedness: number | null; keywordCosine?: number | null };
 }): OracleFigures {
   const { corpus, queries, sftItemView: view, planner, kMax } = opts;
   const planned = plannableOracle(opts.rule, view, planner.relevance, kMax);

@@ -341,7 +341,7 @@ describe("the query planner's encoder rule (keywordCosine)", () => {
     );
     const planner = new KeywordPlanner(relevance, { minCarriers: 3, relatedness: -1, keywordCosine, labels: false, names: true });
     planner.attachOpposite(view);
-    return planner;
+    return Object.assign(planner, { view });
   }
 
   const texts = ['deafness and hearing loss', 'are dental x-rays safe', 'heart disease and cholesterol', 'autophagy to live longer'];
@@ -369,6 +369,27 @@ describe("the query planner's encoder rule (keywordCosine)", () => {
     expect(asked.length).toBeGreaterThan(0);
     expect(new Set(asked).size).toBe(asked.length);
     for (const text of texts) expect(asked).not.toContain(text);
+  });
+
+  it("bounds the oracle the same way: SFT's oracle targets and cogr oracle keep only keywords at or above the cosine", () => {
+    const { queries } = collection();
+    const gated = gatedSetup(0.5, [], 'topic-vectors-oracle');
+    const view = gated.view;
+    let below = 0;
+    let kept = 0;
+    for (const q of queries) {
+      const rel = new Set(q.rel.map((id) => view.ordinalOf(id)).filter((o) => o >= 0));
+      const qv = vec(q.text);
+      for (const k of plannableOracle({ minCarriers: 3, relatedness: -1 }, view, gated.relevance, 30)(q.text, rel).keywords)
+        if (cos(vec(view.surface(k)), qv) < 0.5) below++;
+      for (const k of plannableOracle({ minCarriers: 3, relatedness: -1, keywordCosine: 0.5 }, view, gated.relevance, 30)(q.text, rel)
+        .keywords) {
+        kept++;
+        expect(cos(vec(view.surface(k)), qv), `${view.surface(k)} for ${q.text}`).toBeGreaterThanOrEqual(0.5);
+      }
+    }
+    expect(below).toBeGreaterThan(0);
+    expect(kept).toBeGreaterThan(0);
   });
 
   it('is DATA_MISSING naming the model when a keyword has no vector and no endpoint is set to ask, and refused without an embeddings model', () => {

@@ -1,8 +1,8 @@
 /**
  * The LLM half on a run fitted with embeddings (its cosines as relevance features and the
- * planner's keyword rule): `cogr rollouts` and `cogr reward-server --half` need `--embeddings`
- * naming the run's model (refused without it, naming the model), and with it the reward
- * server gives the rollouts' completions the rewards the rollouts file holds. The fake
+ * planner's keyword rule): `cogr sft --export`, `cogr rollouts` and `cogr reward-server --half`
+ * need `--embeddings` naming the run's model (refused without it, naming the model), and with
+ * it the reward server gives the rollouts' completions the rewards the rollouts file holds. The fake
  * endpoint answers from this process, so every cogr command is a child process (a planner
  * waits for keyword vectors synchronously, src/embeddings/syncEmbedder.ts).
  */
@@ -68,6 +68,17 @@ const chatml = (msgs: readonly { role: string; content: string }[]) =>
   msgs.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join('') + '<|im_start|>assistant\n';
 
 describe('the LLM half on a run fitted with embeddings', () => {
+  it("sft --export needs --embeddings, and then writes the oracle's targets under the run's keyword rule", async () => {
+    const out = join(dir, 'sft');
+    const without = await run('sft', '--export', out, '--query-targets', 'oracle', '--json');
+    expect(without.status).not.toBe(0);
+    expect(without.stderr).toMatch(/uses fake-embed embeddings: give --embeddings URL/);
+    const r = await run('sft', '--export', out, '--query-targets', 'oracle', '--json', '--embeddings', emb.url);
+    expect(r.status, r.stderr).toBe(0);
+    const lines = readFileSync(join(out, 'query.jsonl'), 'utf8').trim().split('\n');
+    expect(lines.length).toBeGreaterThan(0);
+  }, 300_000);
+
   it('rollouts and the reward server need --embeddings, and then give the same rewards', async () => {
     const out = join(dir, 'r1-query.jsonl');
     const without = await run('rollouts', '--side', 'query', '--round', '1', '--out', out, '--samples', '2', '--limit', '4', '--quiet');
