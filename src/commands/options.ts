@@ -201,6 +201,10 @@ export function parseServerFlags(flags: ServerFlags, maxBody: number) {
 
 export type { EmbeddingsFlags } from '../embeddings/dense.ts';
 
+/** What `--embeddings` is for on a command that loads a stored run's planner (withEmbeddingsOptions' `what`). */
+export const RUN_EMBEDDINGS_HELP =
+  "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)";
+
 /** `--embeddings URL` (an OpenAI-compatible /v1/embeddings API) and its model, deadline and cache. */
 export function withEmbeddingsOptions(cmd: Command, what: string): Command {
   return cmd

@@ -21,7 +21,14 @@ import { plannerVocabulary } from '../run/config.ts';
 import { openRun, runPlanner } from '../run/context.ts';
 import { bestServing, readStoredRun, servedFloor, servedRanking } from '../run/state.ts';
 import { renderTable } from '../table.ts';
-import { parseIntFlag, withDatasetOptions, withEmbeddingsOptions, type DatasetFlags, type EmbeddingsFlags } from './options.ts';
+import {
+  parseIntFlag,
+  withDatasetOptions,
+  RUN_EMBEDDINGS_HELP,
+  withEmbeddingsOptions,
+  type DatasetFlags,
+  type EmbeddingsFlags,
+} from './options.ts';
 import { registerRunEmbeddings } from '../embeddings/dense.ts';
 
 const f4 = (x: number): string => x.toFixed(4);
@@ -38,7 +45,7 @@ export function register(program: Command): void {
       .option('--folds <n>', 'folds of the stored `cogr evolve` run', '5')
       .option('--db <dir>', 'folder of the per-fold run databases (default: $COGR_HOME/evolve/<dataset>/fold-<k>/db)')
       .option('--json', 'print one JSON object on stdout'),
-    "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)",
+    RUN_EMBEDDINGS_HELP,
   ).action(async (flags: DatasetFlags & EmbeddingsFlags & { folds: string; db?: string; json?: boolean }) => {
     const folds = parseIntFlag('--folds', flags.folds, 2)!;
     const identity = datasetIdentity(flags.dataset);

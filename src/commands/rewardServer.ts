@@ -44,6 +44,7 @@ import {
   parseIntFlag,
   parseServerFlags,
   parseSide,
+  RUN_EMBEDDINGS_HELP,
   withEmbeddingsOptions,
   withServerOptions,
   type EmbeddingsFlags,
@@ -210,10 +211,7 @@ export function register(program: Command): void {
     )
     .option('--side <side>', 'side of a bare label without "query:" / "item:" (without a run; a half-round\'s is its side)', 'query')
     .option('--k-max <n>', `keyword budget K_max (without a run; default ${DEFAULTS.kMax}; a run's is its own)`);
-  withEmbeddingsOptions(
-    cmd,
-    "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)",
-  ).action(async function (this: Command, flags: RewardServerFlags) {
+  withEmbeddingsOptions(cmd, RUN_EMBEDDINGS_HELP).action(async function (this: Command, flags: RewardServerFlags) {
     const cli = (k: string) => this.getOptionValueSource(k) === 'cli';
     await runRewardServer(flags, stderrLogger, {
       round: cli('round'),

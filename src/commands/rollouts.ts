@@ -29,6 +29,7 @@ import {
   parseNumberFlag,
   parseSide,
   withDbOption,
+  RUN_EMBEDDINGS_HELP,
   withEmbeddingsOptions,
   withLlmOptions,
   type EmbeddingsFlags,
@@ -69,7 +70,7 @@ export function register(program: Command): void {
         .option('--grouping <mode>', 'GRPO groups: exact (each prompt) or semantic (near-identical prompts pooled; default: the run’s)')
         .option('--grouping-delta <x>', 'semantic grouping: token-F1 threshold δ (default: the run’s, 0.8)'),
     ),
-    "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)",
+    RUN_EMBEDDINGS_HELP,
   )
     .option(
       '--concurrency <n>',
@@ -152,7 +153,7 @@ export function register(program: Command): void {
         "query keywords: the held-out queries matched against this query half-round's (r<round>-query) frozen item index instead of the latest item generation",
       )
       .option('--json', 'print one JSON object on stdout'),
-    "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)",
+    RUN_EMBEDDINGS_HELP,
   ).action(
     async (flags: { side: string; from: string; db?: string; json?: boolean; half?: string; against?: string } & EmbeddingsFlags) => {
       const s = parseSide('--side', flags.side);

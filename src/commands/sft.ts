@@ -47,6 +47,7 @@ import {
   parseIntFlag,
   withDatasetOptions,
   withDbOption,
+  RUN_EMBEDDINGS_HELP,
   withEmbeddingsOptions,
   type DatasetFlags,
   type EmbeddingsFlags,
@@ -93,10 +94,7 @@ export function register(program: Command): void {
       )
       .option('--commit-index', 'also commit the item index built from the base item keywords as a new item generation'),
   ).option('--json', 'print a JSON summary');
-  withEmbeddingsOptions(
-    cmd,
-    "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)",
-  ).action(async function (this: Command, flags: SftFlags) {
+  withEmbeddingsOptions(cmd, RUN_EMBEDDINGS_HELP).action(async function (this: Command, flags: SftFlags) {
     const stored = flags.dataset ? null : await readRunAt(dbPath(flags.db));
     if (!flags.dataset && !stored)
       throw cogrError('INVALID_ARGUMENT', `--dataset: required (the database ${dbPath(flags.db)} holds no co-evolution run)`);
