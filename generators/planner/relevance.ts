@@ -159,6 +159,11 @@ export class DenseVectors {
   private readonly texts = new Map<string, Float32Array>();
   private fetcher: ((texts: readonly string[]) => Float32Array[]) | null = null;
 
+  /** Whether `vectorsOf` can fetch what it lacks (a fetcher is set). */
+  get canFetch(): boolean {
+    return this.fetcher !== null;
+  }
+
   /** How `vectorsOf` gets the texts it has no vector for, synchronously (src/embeddings/syncEmbedder.ts). */
   setFetcher(fetch: (texts: readonly string[]) => Float32Array[]): void {
     this.fetcher = fetch;
@@ -438,7 +443,8 @@ export class RelevanceModel {
   cosines(text: string): Float64Array | null {
     if (this.dense === null) return null;
     const { vectors, matrix, dim } = this.dense;
-    const q = vectors.query(text);
+    // A text not embedded ahead (a generated query's) is fetched when the vectors have an endpoint to ask.
+    const q = vectors.query(text) ?? (vectors.canFetch ? vectors.vectorsOf([text])[0] : undefined);
     if (q === undefined)
       throw cogrError('DATA_MISSING', `no ${vectors.model} embedding for the query text ${JSON.stringify(text.slice(0, 80))}`, {
         embeddings: vectors.model,

@@ -51,10 +51,16 @@ import {
   parseLatestOr,
   parseNumberFlag,
   parseSide,
+  RUN_EMBEDDINGS_HELP,
   withDbOption,
+  withEmbeddingsOptions,
   withLlmOptions,
+  type EmbeddingsFlags,
   type LlmFlags,
 } from './options.ts';
+import { registerRunEmbeddings } from '../embeddings/dense.ts';
+import { denseVectorsOf } from '../../generators/planner/relevance.ts';
+import { readStoredRun } from '../run/state.ts';
 
 const LineSchema = z.object({ id: idSchema, text: z.string(), title: z.string().optional() });
 
@@ -63,7 +69,7 @@ export function readInputs(path: string): GenerateInput[] {
   return readJsonl(path, LineSchema, { uniqueId: (v) => v.id }).map((r) => r.value);
 }
 
-interface GenerateFlags extends LlmFlags {
+interface GenerateFlags extends LlmFlags, EmbeddingsFlags {
   side: string;
   generator: string;
   from: string;
@@ -81,12 +87,29 @@ interface GenerateFlags extends LlmFlags {
   json?: boolean;
 }
 
+/**
+ * A run fitted with embeddings: its vectors from `--embeddings` (refused without it, naming the
+ * model), registered once in this thread; an input's own vector is fetched when it is planned.
+ */
+async function withRunEmbeddings(db: CogrDb, flags: GenerateFlags, corpus: Corpus): Promise<void> {
+  let model: string | null = null;
+  try {
+    model = (await readStoredRun(db)).config.embeddingsModel;
+  } catch (e) {
+    // A planner saved by cogr sft, without a run: no embeddings.
+    if (!isCogrError(e, 'NOT_FOUND')) throw e;
+  }
+  if (model !== null && denseVectorsOf(model) !== undefined) return;
+  await registerRunEmbeddings(flags, model, corpus, stderrLogger, db);
+}
+
 /** The query planner stored in a project database (--policy round), over the run's items, planning against an item generation (--opposite). */
 async function storedPlanner(db: CogrDb, flags: GenerateFlags): Promise<{ planner: KeywordPlanner; corpus: Corpus }> {
   const store = policyStore(db);
   const source = await plannerSource(store);
   if (!source) throw cogrError('NOT_FOUND', `no query planner in ${db.path} (run cogr sft, cogr demo or cogr evolve first)`);
   const { corpus } = await loadRunCorpus(source, stderrLogger);
+  await withRunEmbeddings(db, flags, corpus);
   const planner = await loadPlanner(store, parseLatestOr('--policy', flags.policy ?? 'latest'), corpus.items);
   const items = new KeywordIndexStore(db);
   if ((await items.latest('item')) === null)
@@ -100,7 +123,11 @@ async function storedPlanner(db: CogrDb, flags: GenerateFlags): Promise<{ planne
  * include queries of its dataset: training queries (never dev or held-out ones) with the
  * latest stored planner's plans for them as held out; else none (the prompt file's example).
  */
-async function runExamples(db: CogrDb, inputs: readonly GenerateInput[]): Promise<{ examples: PromptExample[]; ids: string[] } | null> {
+async function runExamples(
+  db: CogrDb,
+  inputs: readonly GenerateInput[],
+  flags: GenerateFlags,
+): Promise<{ examples: PromptExample[]; ids: string[] } | null> {
   const source = await plannerSource(policyStore(db));
   const items = new KeywordIndexStore(db);
   if (!source || (await items.latest('item')) === null) return null;
@@ -115,6 +142,7 @@ async function runExamples(db: CogrDb, inputs: readonly GenerateInput[]): Promis
     if (isCogrError(e, 'NOT_FOUND')) return null;
     throw e;
   }
+  await withRunEmbeddings(db, flags, corpus);
   const planner = await runPlanner(run, 'latest');
   planner.attachOpposite(await run.store.openView('item', 'latest'));
   const examples = await trainingQueryExamples(planner, run.coreQueries, run.config.seed);
@@ -257,7 +285,7 @@ export async function runGenerateSettled(flags: GenerateFlags): Promise<Generate
         }
       }
       if (side === 'query' && db) {
-        const shots = await runExamples(db, inputs);
+        const shots = await runExamples(db, inputs, flags);
         if (shots) {
           llm.setExamples('query', shots.examples);
           stderrLogger.info("prompt examples: the run's training queries with the planner's plans as held out", {
@@ -282,27 +310,30 @@ export async function runGenerateSettled(flags: GenerateFlags): Promise<Generate
 }
 
 export function register(program: Command): void {
-  withLlmOptions(
-    withDbOption(
-      program
-        .command('generate')
-        .requiredOption('--side <side>', 'item or query')
-        .option('--generator <kind>', 'embedded (trainable policy, offline) or openai (any OpenAI-compatible endpoint)', 'embedded')
-        .requiredOption('--from <file.jsonl>', 'input lines {"id", "text", "title"?}')
-        .option('--samples <n>', 'keyword sets per input', '1')
-        .option('--temperature <t>', 'sampling temperature (0 = greedy for embedded)', String(DEFAULTS.decoding.index.temperature))
-        .option('--top-p <p>', `nucleus mass of sampling (default ${DEFAULTS.decoding.index.topP}; 1 = none)`)
-        .option('--seed <n>', 'sampling seed', String(DEFAULTS.run.seed))
-        .option(
-          '--policy <round>',
-          'embedded: the saved item policy or query planner of this round (or "latest") from the project database',
-        )
-        .option('--policy-file <path>', 'embedded, item side: load a policy JSON file')
-        .option(
-          '--opposite <generation>',
-          'embedded: the opposite side index generation (or "latest") from the database: the query generation for the item policy, the item generation the planner plans against (default latest)',
-        ),
+  withEmbeddingsOptions(
+    withLlmOptions(
+      withDbOption(
+        program
+          .command('generate')
+          .requiredOption('--side <side>', 'item or query')
+          .option('--generator <kind>', 'embedded (trainable policy, offline) or openai (any OpenAI-compatible endpoint)', 'embedded')
+          .requiredOption('--from <file.jsonl>', 'input lines {"id", "text", "title"?}')
+          .option('--samples <n>', 'keyword sets per input', '1')
+          .option('--temperature <t>', 'sampling temperature (0 = greedy for embedded)', String(DEFAULTS.decoding.index.temperature))
+          .option('--top-p <p>', `nucleus mass of sampling (default ${DEFAULTS.decoding.index.topP}; 1 = none)`)
+          .option('--seed <n>', 'sampling seed', String(DEFAULTS.run.seed))
+          .option(
+            '--policy <round>',
+            'embedded: the saved item policy or query planner of this round (or "latest") from the project database',
+          )
+          .option('--policy-file <path>', 'embedded, item side: load a policy JSON file')
+          .option(
+            '--opposite <generation>',
+            'embedded: the opposite side index generation (or "latest") from the database: the query generation for the item policy, the item generation the planner plans against (default latest)',
+          ),
+      ),
     ),
+    RUN_EMBEDDINGS_HELP,
   )
     .option(
       '--search-context <n>',

@@ -1,13 +1,14 @@
 /**
  * The LLM half on a run fitted with embeddings (its cosines as relevance features and the
- * planner's keyword rule): `cogr sft --export`, `cogr rollouts` and `cogr reward-server --half`
- * need `--embeddings` naming the run's model (refused without it, naming the model), and with
- * it the reward server gives the rollouts' completions the rewards the rollouts file holds. The fake
+ * planner's keyword rule): `cogr generate`, `cogr sft --export`, `cogr rollouts` and `cogr
+ * reward-server --half` need `--embeddings` naming the run's model (refused without it, naming
+ * the model), and with it the reward server gives the rollouts' completions the rewards the
+ * rollouts file holds. The fake
  * endpoint answers from this process, so every cogr command is a child process (a planner
  * waits for keyword vectors synchronously, src/embeddings/syncEmbedder.ts).
  */
 import { execFile, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -68,6 +69,19 @@ const chatml = (msgs: readonly { role: string; content: string }[]) =>
   msgs.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join('') + '<|im_start|>assistant\n';
 
 describe('the LLM half on a run fitted with embeddings', () => {
+  it("generate plans a new text with the run's planner only with --embeddings, fetching the text's vector", async () => {
+    const from = join(dir, 'inputs.jsonl');
+    writeFileSync(from, '{"id": "new1", "text": "t0w0 t0w1 study results"}\n');
+    const without = await run('generate', '--side', 'query', '--from', from, '--policy', 'latest', '--json');
+    expect(without.status).not.toBe(0);
+    expect(without.stderr).toMatch(/uses fake-embed embeddings: give --embeddings URL/);
+    const r = await run('generate', '--side', 'query', '--from', from, '--policy', 'latest', '--json', '--embeddings', emb.url);
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as Record<string, string[][]>;
+    expect(out.new1).toHaveLength(1);
+    expect(out.new1[0].length).toBeGreaterThan(0);
+  }, 300_000);
+
   it("sft --export needs --embeddings, and then writes the oracle's targets under the run's keyword rule", async () => {
     const out = join(dir, 'sft');
     const without = await run('sft', '--export', out, '--query-targets', 'oracle', '--json');
