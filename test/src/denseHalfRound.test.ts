@@ -7,48 +7,26 @@
  * endpoint answers from this process, so every cogr command is a child process (a planner
  * waits for keyword vectors synchronously, src/embeddings/syncEmbedder.ts).
  */
-import { execFile, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeEmbeddings, type FakeEmbeddings } from '../fixtures/fakeEmbeddings.ts';
-import { startRewardServer } from '../fixtures/rewardServerChild.ts';
+import { chatml, startRewardServer, type RolloutLine } from '../fixtures/rewardServerChild.ts';
+import { runCogr, smallDemo } from '../fixtures/cogrChild.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
 
-const cli = join(import.meta.dirname, '../../bin/cogr.mjs');
 let dir = '';
 let emb: FakeEmbeddings;
 const children: ChildProcess[] = [];
-
-const run = (...args: string[]) =>
-  new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      [cli, ...args],
-      { encoding: 'utf8', env: { ...process.env, COGR_HOME: join(dir, 'home') }, timeout: 300_000, maxBuffer: 1 << 26 },
-      (err, stdout, stderr) => resolve({ status: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+const run = (...args: string[]) => runCogr(join(dir, 'home'), ...args);
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cogr-dense-half-'));
   emb = await startFakeEmbeddings(() => 'fake-embed');
   const dataset = writeSynthDataset(join(dir, 'ds'));
-  const demo = await run(
-    'demo',
-    '--dataset',
-    dataset,
-    '--rounds',
-    '0',
-    '--sft-epochs',
-    '1',
-    '--workers',
-    '1',
-    '--quiet',
-    '--embeddings',
-    emb.url,
-  );
+  const demo = await smallDemo(join(dir, 'home'), dataset, '--embeddings', emb.url);
   expect(demo.status, demo.stderr).toBe(0);
 }, 300_000);
 
@@ -57,16 +35,6 @@ afterAll(async () => {
   await emb?.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-interface Line {
-  entity_id: string;
-  prompt: { role: string; content: string }[];
-  completion: { content: string }[];
-  reward: number;
-}
-
-const chatml = (msgs: readonly { role: string; content: string }[]) =>
-  msgs.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join('') + '<|im_start|>assistant\n';
 
 describe('the LLM half on a run fitted with embeddings', () => {
   it("generate plans a new text with the run's planner only with --embeddings, fetching the text's vector", async () => {
@@ -118,7 +86,7 @@ describe('the LLM half on a run fitted with embeddings', () => {
     const lines = readFileSync(out, 'utf8')
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as Line);
+      .map((l) => JSON.parse(l) as RolloutLine);
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.some((l) => l.reward > 0)).toBe(true);
     const cache = ['--embeddings-cache', join(dir, 'home', 'db')];

@@ -32,7 +32,7 @@ import { silentProgress } from '../../src/progress.ts';
 import { frozenHalfRound, openRun, ownNames, type OpenRun } from '../../src/run/context.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
-import { startRewardServer } from '../fixtures/rewardServerChild.ts';
+import { chatml, startRewardServer, type RolloutLine } from '../fixtures/rewardServerChild.ts';
 
 let dir = '';
 let db: CogrDb;
@@ -80,21 +80,11 @@ afterAll(async () => {
 /** `cogr reward-server --half <name>` on the run's database; its base URL once it listens. */
 const rewardServer = (half: string): Promise<string> => startRewardServer(join(dir, 'db'), ['--half', half], children);
 
-interface Line {
-  entity_id: string;
-  prompt: { role: string; content: string }[];
-  completion: { content: string }[];
-  reward: number;
-}
-
-const chatml = (msgs: readonly { role: string; content: string }[]) =>
-  msgs.map((m) => `<|im_start|>${m.role}\n${m.content}<|im_end|>\n`).join('') + '<|im_start|>assistant\n';
-
 /** The rewards `POST /get_reward` gives the completions, sent as TRL sends them (prompt + completion + end of turn). */
 async function served(
   url: string,
   side: Side,
-  rows: readonly { id: string; prompt: Line['prompt']; completion: string }[],
+  rows: readonly { id: string; prompt: RolloutLine['prompt']; completion: string }[],
 ): Promise<(number | null)[]> {
   const res = await fetch(`${url}/get_reward`, {
     method: 'POST',
@@ -143,7 +133,7 @@ describe('one half-round, one reward (β 2, K_max 5)', () => {
     const lines = readFileSync(out, 'utf8')
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as Line);
+      .map((l) => JSON.parse(l) as RolloutLine);
     const half = await frozenHalfRound(run, 'query', 2);
     const prompt = lines[0].prompt;
     // Completions where the old server's scorer differed: the query's own string and label, more keywords than K_max, prose.
@@ -174,7 +164,7 @@ describe('one half-round, one reward (β 2, K_max 5)', () => {
     const lines = readFileSync(out, 'utf8')
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as Line);
+      .map((l) => JSON.parse(l) as RolloutLine);
     const half = await frozenHalfRound(run, 'item', 1);
     // Each item offered the keywords of the queries that judge it, too many of them, and its own keywords.
     const crafted = corpus.items.slice(0, 24).flatMap((it) => {

@@ -1,4 +1,4 @@
-import { execFile, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +7,7 @@ import { KeywordView } from '../../index/view/view.ts';
 import { auditItems, auditQueries, keywordMatches, poolAudits, relatedLine } from '../../src/drift/keywordAudit.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
 import { startFakeEmbeddings } from '../fixtures/fakeEmbeddings.ts';
+import { runCogr, smallDemo } from '../fixtures/cogrChild.ts';
 
 // A hand-made item index: "heart disease" on 3 items, "statins" on 2, "1752" on 1, "finland" on 1;
 // item d's title "finland trial" is a keyword of its own under the rule (it matches d), not "finland".
@@ -165,31 +166,10 @@ describe('cogr audit', () => {
     const emb = await startFakeEmbeddings(() => 'fake-embed');
     const url = emb.url;
     // Not spawnSync: the endpoint answers from this process.
-    const run = (...args: string[]) =>
-      new Promise<{ status: number; stdout: string; stderr: string }>((resolve) => {
-        execFile(
-          process.execPath,
-          [cli, ...args],
-          { encoding: 'utf8', env: { ...process.env, COGR_HOME: join(dir, 'home-dense') }, timeout: 300_000, maxBuffer: 1 << 26 },
-          (err, stdout, stderr) => resolve({ status: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
-        );
-      });
+    const run = (...args: string[]) => runCogr(join(dir, 'home-dense'), ...args);
     try {
       const dataset = writeSynthDataset(join(dir, 'ds-dense'));
-      const demo = await run(
-        'demo',
-        '--dataset',
-        dataset,
-        '--rounds',
-        '0',
-        '--sft-epochs',
-        '1',
-        '--workers',
-        '1',
-        '--quiet',
-        '--embeddings',
-        url,
-      );
+      const demo = await smallDemo(join(dir, 'home-dense'), dataset, '--embeddings', url);
       expect(demo.status, demo.stderr).toBe(0);
       const queries = join(dir, 'q-dense.jsonl');
       writeFileSync(queries, '{"id": "x1", "text": "t0w0 study results"}\n');
