@@ -8,7 +8,8 @@
  *           The same file imported again with the same options commits nothing (importJsonl).
  *   search  --query <raw> --keywords "<kw1>|<kw2>" [--generation g] [--k 10] [--all] [--json]
  *           or --batch <file.jsonl> [--run-file <path>] [--run-tag t]: every line's probe,
- *           written as a TREC run (src/trec.ts)
+ *           written as a TREC run (src/trec.ts); --rank model|text|mix orders the matched set
+ *           by the stored run's planner (--embeddings on a run fitted with embeddings)
  *   explain --query <raw> --keywords "<kw1>|..." --id <id> [--generation g] [--json]
  *   list    [--json]      diff --from a --to b [--json]      delete --generation g [--force]
  * delete refuses a generation that a step (or import) of the stored run uses, naming it,
@@ -34,7 +35,18 @@ import { idSchema, jsonlRecords } from '../datasets/common.ts';
 import { RANKERS } from '../../generators/planner/rankers.ts';
 import { bestStep, RunState } from '../run/state.ts';
 import { renderTable } from '../table.ts';
-import { dbPath, parseChoice, parseIntFlag, parseLatestOr, parseNumberFlag, parseSide, withDbOption } from './options.ts';
+import {
+  dbPath,
+  parseChoice,
+  parseIntFlag,
+  parseLatestOr,
+  parseNumberFlag,
+  parseSide,
+  RUN_EMBEDDINGS_HELP,
+  withDbOption,
+  withEmbeddingsOptions,
+  type EmbeddingsFlags,
+} from './options.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 
 const batchLineSchema = z.object({
@@ -137,15 +149,19 @@ async function withStore<T>(o: CommonOpts, create: boolean, fn: (store: KeywordI
  * The stored run's served query planner (its best step's, the final refit's when it has
  * one; SFT's when no step is adopted) over its dataset's items (read from the published
  * files), for --rank model|text|mix; imported on use, so the other index commands start as
- * fast as before.
+ * fast as before. A run fitted with embeddings needs --embeddings serving its model (refused
+ * without it, naming the model): the items' and `texts`' vectors are embedded ahead (cached),
+ * another text's is fetched when the planner scores it.
  */
-async function storedPlanner(path: string): Promise<KeywordPlanner> {
-  const [{ readRunAt, bestServing }, { loadRunCorpus }, { loadPlanner }, { publishedPolicyStore }] = await Promise.all([
-    import('../run/state.ts'),
-    import('../run/corpus.ts'),
-    import('../run/policies.ts'),
-    import('../run/published.ts'),
-  ]);
+async function storedPlanner(path: string, flags: EmbeddingsFlags, texts: readonly string[] = []): Promise<KeywordPlanner> {
+  const [{ readRunAt, bestServing }, { loadRunCorpus }, { loadPlanner }, { publishedPolicyStore }, { registerRunEmbeddings }] =
+    await Promise.all([
+      import('../run/state.ts'),
+      import('../run/corpus.ts'),
+      import('../run/policies.ts'),
+      import('../run/published.ts'),
+      import('../embeddings/dense.ts'),
+    ]);
   const run = await readRunAt(path);
   if (!run)
     throw cogrError(
@@ -153,6 +169,13 @@ async function storedPlanner(path: string): Promise<KeywordPlanner> {
       `--rank model|text|mix needs a co-evolution run in ${path} (its planner and dataset); none is stored there`,
     );
   const { corpus } = await loadRunCorpus(run.config, stderrLogger);
+  const extra = texts.filter((t) => t.trim().length > 0).map((text, i) => ({ id: `search-${i}`, text }));
+  await registerRunEmbeddings(
+    flags,
+    run.config.embeddingsModel,
+    { items: corpus.items, queries: [...corpus.queries, ...extra] },
+    stderrLogger,
+  );
   return loadPlanner(publishedPolicyStore(path), bestServing(run.steps)?.plannerRound ?? 0, corpus.items);
 }
 
@@ -205,7 +228,7 @@ export function register(program: Command): void {
       out(o.json ? JSON.stringify({ side, ...res }) : String(res.generation));
     });
 
-  common(index.command('search'))
+  withEmbeddingsOptions(common(index.command('search')), `with --rank model|text|mix on ${RUN_EMBEDDINGS_HELP}`)
     .description('retrieve by the CoGR rule ((S_q ∪ {q}) ∩ (S_i ∪ {i}) ≠ ∅), ranked by BM25')
     .option('--generation <g>', 'generation number or "latest"', 'latest')
     .option('--query <text>', 'the raw query ({q}, one extra keyword)', '')
@@ -233,21 +256,22 @@ export function register(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(
       async (
-        o: CommonOpts & {
-          generation?: string;
-          query?: string;
-          keywords?: string;
-          k: string;
-          all?: boolean;
-          k1?: string;
-          b?: string;
-          rank: string;
-          backfill: string;
-          batch?: string;
-          runFile?: string;
-          runTag: string;
-          json?: boolean;
-        },
+        o: CommonOpts &
+          EmbeddingsFlags & {
+            generation?: string;
+            query?: string;
+            keywords?: string;
+            k: string;
+            all?: boolean;
+            k1?: string;
+            b?: string;
+            rank: string;
+            backfill: string;
+            batch?: string;
+            runFile?: string;
+            runTag: string;
+            json?: boolean;
+          },
       ) => {
         const side = parseSide('--side', o.side);
         const k = parseIntFlag('--k', o.k, 0)!;
@@ -269,11 +293,20 @@ export function register(program: Command): void {
           ]);
           if (ranker !== 'keywords' && side !== 'item')
             throw cogrError('INVALID_ARGUMENT', '--rank model|text|mix ranks items: use it with --side item');
-          const planner = ranker === 'keywords' ? null : await storedPlanner(dbPath(o.db));
+          // The whole file is read (and checked) first: a run fitted with embeddings embeds its texts in one go.
+          const lines = [...jsonlRecords(o.batch, batchLineSchema, { uniqueId: (v) => v.id })].map((r) => r.value);
+          const planner =
+            ranker === 'keywords'
+              ? null
+              : await storedPlanner(
+                  dbPath(o.db),
+                  o,
+                  lines.map((l) => l.query ?? ''),
+                );
           planner?.attachOpposite(view);
           const queries: { queryId: string; hits: { id: string; score: number }[] }[] = [];
           const t0 = Date.now();
-          for (const { value } of jsonlRecords(o.batch, batchLineSchema, { uniqueId: (v) => v.id })) {
+          for (const value of lines) {
             const probe: Probe = { self: value.query ?? '', keywords: value.keywords ?? [] };
             if (!view.hasSearchableTerm(probe)) {
               queries.push({ queryId: value.id, hits: [] });
@@ -308,7 +341,10 @@ export function register(program: Command): void {
           : view.search(probe, { k, all: o.all ?? false, params });
         if (ranker !== 'keywords' && !fallback) {
           if (side !== 'item') throw cogrError('INVALID_ARGUMENT', '--rank model|text|mix ranks items: use it with --side item');
-          const [planner, { servedList }] = await Promise.all([storedPlanner(dbPath(o.db)), import('../../generators/planner/ranking.ts')]);
+          const [planner, { servedList }] = await Promise.all([
+            storedPlanner(dbPath(o.db), o, [o.query ?? '']),
+            import('../../generators/planner/ranking.ts'),
+          ]);
           planner.attachOpposite(view);
           const whole = view.search(probe, { all: true, params });
           const ranked = servedList(whole.items, ranker, planner, { id: 'cli', text: o.query ?? '' }, view, depth);

@@ -50,6 +50,41 @@ describe('the LLM half on a run fitted with embeddings', () => {
     expect(out.new1[0].length).toBeGreaterThan(0);
   }, 300_000);
 
+  it('index search --rank model needs --embeddings, and then ranks the matched set the same one query at a time and in a batch', async () => {
+    const text = 't0w0 t0w1 study results';
+    const from = join(dir, 'probe.jsonl');
+    writeFileSync(from, JSON.stringify({ id: 'p1', text }) + '\n');
+    const gen = await run('generate', '--side', 'query', '--from', from, '--policy', 'latest', '--json', '--embeddings', emb.url);
+    expect(gen.status, gen.stderr).toBe(0);
+    const keywords = (JSON.parse(gen.stdout) as Record<string, string[][]>).p1[0];
+    expect(keywords.length).toBeGreaterThan(0);
+    const probe = ['index', 'search', '--query', text, '--keywords', keywords.join('|'), '--all', '--json'];
+    const plain = await run(...probe);
+    expect(plain.status, plain.stderr).toBe(0);
+    const matched = (JSON.parse(plain.stdout) as { matched: number; items: { id: string }[] }).items.map((x) => x.id);
+    expect(matched.length).toBeGreaterThan(1);
+    const without = await run(...probe, '--rank', 'model');
+    expect(without.status).not.toBe(0);
+    expect(without.stderr).toMatch(/uses fake-embed embeddings: give --embeddings URL/);
+    const one = await run(...probe, '--rank', 'model', '--embeddings', emb.url);
+    expect(one.status, one.stderr).toBe(0);
+    const ranked = (JSON.parse(one.stdout) as { rank: string; items: { id: string }[] }).items.map((x) => x.id);
+    expect([...ranked].sort()).toEqual([...matched].sort());
+    const batch = join(dir, 'batch.jsonl');
+    writeFileSync(batch, JSON.stringify({ id: 'b1', query: text, keywords }) + '\n');
+    const runFile = join(dir, 'batch.run');
+    const b = await run('index', 'search', '--batch', batch, '--run-file', runFile, '--all', '--rank', 'model', '--embeddings', emb.url);
+    expect(b.status, b.stderr).toBe(0);
+    const lines = readFileSync(runFile, 'utf8').trim().split('\n');
+    // TREC order breaks score ties by docid: the same ids, and the same scores, as the one-query search.
+    const scores = new Map((JSON.parse(one.stdout) as { items: { id: string; score: number }[] }).items.map((x) => [x.id, x.score]));
+    expect(lines.map((l) => l.split(' ')[2]).sort()).toEqual([...ranked].sort());
+    for (const l of lines) {
+      const [, , id, , score] = l.split(' ');
+      expect(Number(score)).toBeCloseTo(scores.get(id)!, 4);
+    }
+  }, 300_000);
+
   it("sft --export needs --embeddings, and then writes the oracle's targets under the run's keyword rule", async () => {
     const out = join(dir, 'sft');
     const without = await run('sft', '--export', out, '--query-targets', 'oracle', '--json');
