@@ -21,6 +21,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchModule>> = {
   cut: () => import('./cut.ts'),
   catalog: () => import('./catalog.ts'),
   llm: () => import('./llm.ts'),
+  embeddings: () => import('./embeddings.ts'),
 };
 
 const [name, ...args] = process.argv.slice(2);

