@@ -29,6 +29,7 @@ import {
 import { loadDataset } from '../datasets/index.ts';
 import { readJsonl, idSchema } from '../datasets/common.ts';
 import { EmbeddingsClient, parseEmbeddingsUrl } from '../embeddings/client.ts';
+import { resolveEmbeddingsUrl } from '../embeddings/venv.ts';
 import { registerRunEmbeddings } from '../embeddings/dense.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { readRunAt } from '../run/state.ts';
@@ -232,7 +233,7 @@ export function register(program: Command): void {
     .option('--items <n>', 'item keywords of the first n items (default: all; with --url 300)')
     .option(
       '--embeddings <url>',
-      'an OpenAI-compatible /v1/embeddings base URL: the cosine of each query keyword to its query, and the share at 0.3 or more: all, taken from the query, added, by query length; a run fitted with embeddings (evolve/demo --embeddings) also plans with its vectors, so it must serve the run’s model',
+      'an OpenAI-compatible /v1/embeddings base URL (or auto: the shipped server started for this command): the cosine of each query keyword to its query, and the share at 0.3 or more: all, taken from the query, added, by query length; a run fitted with embeddings (evolve/demo --embeddings) also plans with its vectors, so it must serve the run’s model',
     )
     .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
     .option('--examples <n>', 'queries shown with their keywords', '8')
@@ -243,7 +244,12 @@ export function register(program: Command): void {
       let queries = r.queries;
       let audit = r.audit;
       if (flags.embeddings !== undefined) {
-        queries = await withCosines(queries, parseEmbeddingsUrl('--embeddings', flags.embeddings), flags.embeddingsModel, log);
+        queries = await withCosines(
+          queries,
+          parseEmbeddingsUrl('--embeddings', (await resolveEmbeddingsUrl(flags.embeddings, log))!),
+          flags.embeddingsModel,
+          log,
+        );
         audit = { ...audit, query: auditQueries(queries) };
       }
       const n = parseIntFlag('--examples', flags.examples, 0, 1_000_000) ?? 8;

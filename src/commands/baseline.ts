@@ -13,11 +13,19 @@ import { runBm25Baseline, type Bm25BaselineResult } from '../baseline/bm25.ts';
 import { checkBm25 } from '../baseline/expected.ts';
 import { loadDataset, parseFormat } from '../datasets/index.ts';
 import { renderTable } from '../table.ts';
-import { parseChoice, parseIntFlag, parseNumberFlag, withDatasetOptions, type DatasetFlags, type EmbeddingsFlags } from './options.ts';
+import {
+  EMBEDDINGS_AUTO_HELP,
+  parseChoice,
+  parseIntFlag,
+  parseNumberFlag,
+  withDatasetOptions,
+  type DatasetFlags,
+  type EmbeddingsFlags,
+} from './options.ts';
 import { RM3_DEFAULTS, runRm3Baseline } from '../baseline/rm3.ts';
 import { runModelBaseline } from '../baseline/model.ts';
 import { runDenseBaseline } from '../baseline/dense.ts';
-import { embeddingsFromFlags } from '../embeddings/dense.ts';
+import { embeddingsSetupOf } from '../embeddings/dense.ts';
 import { TEXT_ANALYSES } from '../../index/text/english.ts';
 import { writeRunFile, type RunQuery } from '../trec.ts';
 
@@ -249,7 +257,10 @@ export function register(program: Command): void {
         "dense retrieval: items by the cosine of their embedding with the query's (an OpenAI-compatible /v1/embeddings endpoint, e.g. cogr embeddings serve), cut-off tuned on training folds as BM25's; vectors cached in the project database",
       ),
   )
-    .requiredOption('--embeddings <url>', 'the base URL of the embeddings API, e.g. http://127.0.0.1:8001/v1')
+    .requiredOption(
+      '--embeddings <url>',
+      `the base URL of the embeddings API, e.g. http://127.0.0.1:8001/v1, or auto: ${EMBEDDINGS_AUTO_HELP}`,
+    )
     .option('--model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
     .option(
       '--embeddings-timeout <ms>',
@@ -259,12 +270,15 @@ export function register(program: Command): void {
   const dense = withOutputOptions(withFoldOptions(denseCmd, 'seed of the fold assignment', true), RUN_FILE_HELP, 'cogr-dense');
   dense.action(async (opts: FoldFlags & EmbeddingsFlags & { model?: string; db?: string }) => {
     const { folds, seed, maxCutoff } = parseFolds(opts);
-    const setup = embeddingsFromFlags({
-      embeddings: opts.embeddings,
-      ...(opts.model !== undefined ? { embeddingsModel: opts.model } : {}),
-      ...(opts.embeddingsTimeout !== undefined ? { embeddingsTimeout: opts.embeddingsTimeout } : {}),
-      ...(opts.db !== undefined ? { embeddingsCache: opts.db } : {}),
-    })!;
+    const setup = (await embeddingsSetupOf(
+      {
+        embeddings: opts.embeddings,
+        ...(opts.model !== undefined ? { embeddingsModel: opts.model } : {}),
+        ...(opts.embeddingsTimeout !== undefined ? { embeddingsTimeout: opts.embeddingsTimeout } : {}),
+        ...(opts.db !== undefined ? { embeddingsCache: opts.db } : {}),
+      },
+      stderrLogger,
+    ))!;
     const corpus = await loadCorpus(opts);
     const run: RunQuery[] = [];
     const r = await runDenseBaseline(corpus, setup, { folds, seed, maxCutoff, logger: stderrLogger }, run);

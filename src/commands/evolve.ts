@@ -63,7 +63,7 @@ import {
   withDbOption,
   withEmbeddingsOptions,
 } from './options.ts';
-import { embedCorpus, embeddingsFromFlags, registerCorpusVectors, syncEndpoint } from '../embeddings/dense.ts';
+import { embedCorpus, embeddingsSetupOf, registerCorpusVectors, syncEndpoint } from '../embeddings/dense.ts';
 
 /** The demo's defaults: the paper's settings scaled to finish in well under a minute on 2 cores. */
 export const DEMO_DEFAULTS: RunConfigInput = { ...DEFAULTS.demo };
@@ -117,7 +117,7 @@ async function openRunDb(dbPath: string, fresh: boolean): Promise<CogrDb> {
  * relevance model; the config names the model. Without: the config says none.
  */
 async function withEmbeddings(flags: RunFlags, corpus: Corpus): Promise<Partial<RunConfigInput>> {
-  const setup = embeddingsFromFlags(flags);
+  const setup = await embeddingsSetupOf(flags, stderrLogger);
   if (setup === null) return {};
   const v = await embedCorpus(corpus, setup, stderrLogger);
   registerCorpusVectors(v, syncEndpoint(setup, v.model), stderrLogger);

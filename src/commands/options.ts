@@ -202,6 +202,10 @@ export function parseServerFlags(flags: ServerFlags, maxBody: number) {
 export type { EmbeddingsFlags } from '../embeddings/dense.ts';
 
 /** What `--embeddings` is for on a command that loads a stored run's planner (withEmbeddingsOptions' `what`). */
+/** What `--embeddings auto` does, in the help of every command that takes the flag. */
+export const EMBEDDINGS_AUTO_HELP =
+  'the shipped server (all-MiniLM-L6-v2, the venv cogr embeddings install makes) started for this command on a free loopback port and stopped with it';
+
 export const RUN_EMBEDDINGS_HELP =
   "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)";
 
@@ -210,7 +214,7 @@ export function withEmbeddingsOptions(cmd: Command, what: string): Command {
   return cmd
     .option(
       '--embeddings <url>',
-      `${what}: the base URL of an OpenAI-compatible embeddings API, e.g. http://127.0.0.1:8001/v1 (cogr embeddings serve)`,
+      `${what}: the base URL of an OpenAI-compatible embeddings API, e.g. http://127.0.0.1:8001/v1 (cogr embeddings serve), or auto: ${EMBEDDINGS_AUTO_HELP}`,
     )
     .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
     .option(

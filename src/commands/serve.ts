@@ -48,7 +48,7 @@ import {
 } from './options.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import type { Corpus } from '../../index/core/types.ts';
-import { embedCorpus, embeddingsFromFlags, runEmbeddingsSetup, syncEndpoint } from '../embeddings/dense.ts';
+import { embedCorpus, embeddingsSetupOf, runEmbeddingsSetup, syncEndpoint } from '../embeddings/dense.ts';
 import type { KeywordPoolOptions } from '../server/keywordPool.ts';
 import { checkIndexName, OpenSearchNodes, parseNodeUrls } from '../opensearch/client.ts';
 import { openSearchBackend } from '../opensearch/backend.ts';
@@ -66,7 +66,7 @@ export async function servingDense(
   corpus: Corpus | undefined,
   log: Logger,
 ): Promise<KeywordPoolOptions['dense'] | undefined> {
-  const given = embeddingsFromFlags(flags);
+  const given = await embeddingsSetupOf(flags, log);
   if (runModel === null) {
     if (given !== null)
       log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used', {

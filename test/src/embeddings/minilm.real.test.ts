@@ -147,5 +147,35 @@ describe.skipIf(skip)('the shipped embeddings server with all-MiniLM-L6-v2', () 
     expect(r.perFold).toHaveLength(2);
     // Every query shares almost no words with its item: the ranking comes from the vectors.
     expect(r.ndcg10).toBeGreaterThan(0.7);
-  }, 300_000);
+
+    // --embeddings auto: the shipped server started for the command (its own cache, so every text is
+    // encoded again), the same result, and no server left behind once the command has exited.
+    const child = execFile(
+      process.execPath,
+      [BIN, 'baseline', 'dense', '--dataset', ds, '--embeddings', 'auto', '--folds', '2', '--json'],
+      {
+        env: { ...process.env, COGR_HOME: join(dir, 'auto-home') },
+        timeout: 600_000,
+      },
+    );
+    let autoOut = '';
+    let autoErr = '';
+    child.stdout!.on('data', (d: Buffer) => (autoOut += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (autoErr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code, autoErr).toBe(0);
+    expect(autoErr).toMatch(/--embeddings auto: all-MiniLM-L6-v2 served for this command at http:\/\/127\.0\.0\.1:\d+\/v1/);
+    const a = JSON.parse(autoOut) as typeof r;
+    expect(a.model).toBe('all-MiniLM-L6-v2');
+    expect(a.ndcg10).toBeCloseTo(r.ndcg10, 6);
+    // The server is tied to the command's process: gone within a few seconds of its exit.
+    const left = async () =>
+      (await run('ps', ['-eo', 'args'], { encoding: 'utf8' })).stdout.split('\n').filter((l) => l.includes(`--parent-pid ${child.pid}`));
+    let rest = await left();
+    for (let i = 0; i < 20 && rest.length > 0; i++) {
+      await new Promise((res) => setTimeout(res, 500));
+      rest = await left();
+    }
+    expect(rest).toEqual([]);
+  }, 900_000);
 });
