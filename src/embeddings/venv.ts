@@ -27,7 +27,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { availableParallelism, homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { cogrError } from '../../index/core/errors.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
@@ -276,8 +276,10 @@ let autoServer: Promise<string> | null = null;
  */
 export async function resolveEmbeddingsUrl(raw: string | undefined, log: Logger = silentLogger): Promise<string | undefined> {
   if (raw !== 'auto') return raw;
-  autoServer ??= startEmbeddingsServer({ port: 0, tiedToParent: true }).then((srv) => {
-    log.info(`embeddings: --embeddings auto: ${EMBEDDINGS_MODEL} served for this command at ${srv.url} (numpy backend)`);
+  // The BLAS on up to 4 of the machine's cores: the corpus is encoded before the run's own work starts.
+  const threads = Math.min(4, availableParallelism());
+  autoServer ??= startEmbeddingsServer({ port: 0, threads, tiedToParent: true }).then((srv) => {
+    log.info(`embeddings: --embeddings auto: ${EMBEDDINGS_MODEL} served for this command at ${srv.url} (numpy backend, ${threads} threads)`);
     return srv.url;
   });
   return autoServer;
