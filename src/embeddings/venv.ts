@@ -279,7 +279,9 @@ export async function resolveEmbeddingsUrl(raw: string | undefined, log: Logger 
   // The BLAS on up to 4 of the machine's cores: the corpus is encoded before the run's own work starts.
   const threads = Math.min(4, availableParallelism());
   autoServer ??= startEmbeddingsServer({ port: 0, threads, tiedToParent: true }).then((srv) => {
-    log.info(`embeddings: --embeddings auto: ${EMBEDDINGS_MODEL} served for this command at ${srv.url} (numpy backend, ${threads} threads)`);
+    log.info(
+      `embeddings: --embeddings auto: ${EMBEDDINGS_MODEL} served for this command at ${srv.url} (numpy backend, ${threads} threads)`,
+    );
     return srv.url;
   });
   return autoServer;

@@ -164,7 +164,9 @@ describe.skipIf(skip)('the shipped embeddings server with all-MiniLM-L6-v2', () 
     child.stderr!.on('data', (d: Buffer) => (autoErr += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect(code, autoErr).toBe(0);
-    expect(autoErr).toMatch(/--embeddings auto: all-MiniLM-L6-v2 served for this command at http:\/\/127\.0\.0\.1:\d+\/v1 \(numpy backend, \d+ threads\)/);
+    expect(autoErr).toMatch(
+      /--embeddings auto: all-MiniLM-L6-v2 served for this command at http:\/\/127\.0\.0\.1:\d+\/v1 \(numpy backend, \d+ threads\)/,
+    );
     const a = JSON.parse(autoOut) as typeof r;
     expect(a.model).toBe('all-MiniLM-L6-v2');
     expect(a.ndcg10).toBeCloseTo(r.ndcg10, 6);
