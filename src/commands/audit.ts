@@ -48,6 +48,7 @@ interface AuditFlags {
   url?: string;
   embeddings?: string;
   embeddingsModel?: string;
+  embeddingsCache?: string;
   examples?: string;
   json?: boolean;
 }
@@ -107,6 +108,7 @@ async function withRunVectors(
   const given = {
     ...(flags.embeddings !== undefined ? { embeddings: flags.embeddings } : {}),
     ...(flags.embeddingsModel !== undefined ? { embeddingsModel: flags.embeddingsModel } : {}),
+    ...(flags.embeddingsCache !== undefined ? { embeddingsCache: flags.embeddingsCache } : {}),
   };
   await registerRunEmbeddings(given, runModel, { items: corpus.items, queries: [...queries] }, log);
 }
@@ -236,6 +238,10 @@ export function register(program: Command): void {
       'an OpenAI-compatible /v1/embeddings base URL (or auto: the shipped server started for this command): the cosine of each query keyword to its query, and the share at 0.3 or more: all, taken from the query, added, by query length; a run fitted with embeddings (evolve/demo --embeddings) also plans with its vectors, so it must serve the run’s model',
     )
     .option('--embeddings-model <name>', 'the embeddings model to ask for (default: the first one the endpoint lists)')
+    .option(
+      '--embeddings-cache <dir>',
+      "a run fitted with embeddings: the database caching its items' and queries' vectors (default $COGR_HOME/db; one a running cogr serve holds is skipped, with a warning)",
+    )
     .option('--examples <n>', 'queries shown with their keywords', '8')
     .option('--json', 'print one JSON object')
     .action(async (flags: AuditFlags) => {

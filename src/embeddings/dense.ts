@@ -7,7 +7,7 @@
  * of every item (its title + text, as BM25 indexes it) and of every query text.
  */
 import { openDb, type CogrDb } from '../../index/store/db.ts';
-import { cogrError } from '../../index/core/errors.ts';
+import { cogrError, isCogrError } from '../../index/core/errors.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import type { Corpus, Item } from '../../index/core/types.ts';
 import { cogrHome } from '../home.ts';
@@ -138,11 +138,26 @@ export async function runEmbeddingsSetup(setup: EmbeddingsSetup | null, runModel
   return setup;
 }
 
-async function withCache<T>(path: string | null, fn: (db: CogrDb | null) => Promise<T>, open?: CogrDb): Promise<T> {
+async function withCache<T>(
+  path: string | null,
+  fn: (db: CogrDb | null) => Promise<T>,
+  open?: CogrDb,
+  log: Logger = silentLogger,
+): Promise<T> {
   if (path === null) return fn(null);
   // The cache is a database this process already holds open (a command's run database): use it.
   if (open && resolve(open.path) === resolve(path)) return fn(open);
-  const db = await openDb(path);
+  let db: CogrDb;
+  try {
+    db = await openDb(path);
+  } catch (e) {
+    // Held by another process (a running cogr serve or evolve): the vectors are computed without it.
+    if (!isCogrError(e, 'DB_LOCKED')) throw e;
+    log.warn(
+      `embeddings: the cache ${path} is in use by another process: every vector is asked of the endpoint and none is cached (--embeddings-cache DIR caches them elsewhere)`,
+    );
+    return fn(null);
+  }
   try {
     return await fn(db);
   } finally {
@@ -177,6 +192,7 @@ export async function embedCorpus(
       };
     },
     openDb,
+    log,
   );
 }
 

@@ -66,6 +66,26 @@ afterAll(async () => {
 });
 
 describe('a run with dense relevance features', () => {
+  it('embeds without the cache when another instance holds its database, saying so, and caches nothing there', async () => {
+    const cache = join(tmp.dir, 'cache');
+    const client = () => new EmbeddingsClient({ baseURL: url });
+    const first = await embedCorpus(corpus, { client: client(), cachePath: cache });
+    const holder = await openDb(cache);
+    const warned: string[] = [];
+    const log = { ...silentLogger, warn: (m: string) => void warned.push(m) };
+    const before = served.length;
+    let locked: Awaited<ReturnType<typeof embedCorpus>>;
+    try {
+      locked = await embedCorpus(corpus, { client: client(), cachePath: cache }, log);
+    } finally {
+      await holder.close();
+    }
+    expect(warned.join('\n')).toMatch(/the cache .*cache is in use by another process: every vector is asked of the endpoint/);
+    // Every text asked of the endpoint again, and the same vectors as from the cache.
+    expect(served.length - before).toBe(corpus.items.length + new Set(corpus.queries.map((q) => q.text)).size);
+    for (const [id, v] of first.items) expect(Array.from(locked.items.get(id)!)).toEqual(Array.from(v));
+  });
+
   it('records the embeddings model and fits the dense weights', async () => {
     const db = await openDb(dbPath);
     try {
