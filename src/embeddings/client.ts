@@ -293,7 +293,9 @@ export async function embedTexts(
     if (now - lastLog >= 3000 || done === missing.length) {
       lastLog = now;
       const rate = done / Math.max(0.001, (now - t0) / 1000);
-      log.info(`embeddings: ${done}/${missing.length} ${what} encoded (${rate.toFixed(1)}/s)${sub ? ', cached' : ''}`);
+      const left = missing.length - done;
+      const eta = left === 0 ? '' : `, ETA ${left / rate >= 90 ? `${(left / rate / 60).toFixed(1)} min` : `${Math.ceil(left / rate)} s`}`;
+      log.info(`embeddings: ${done}/${missing.length} ${what} encoded (${rate.toFixed(1)}/s${eta})${sub ? ', cached' : ''}`);
     }
   }
   if (dim === undefined) dim = 0;

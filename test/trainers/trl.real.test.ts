@@ -13,7 +13,9 @@
  * --export`'s vocabulary.json) every keyword of three answers is one of its phrases, forced
  * (the trie) or filtered (the default). round.sh on a tiny MED round (--query-sft own, --query-targets oracle) whose
  * reward server is killed during the GRPO step: the step fails with REWARD_UNAVAILABLE and
- * its reason, a re-run resumes at that stage and ends with the table. No timing is asserted. Without the venv
+ * its reason, a re-run resumes at that stage and ends with the table; and a tiny round with --embeddings auto
+ * (its run fitted with all-MiniLM-L6-v2, the shipped numpy server started by each cogr command) that ends with
+ * the table and leaves no embeddings server behind. No timing is asserted. Without the venv
  * the test FAILS naming what to run; it is skipped only when COGR_SKIP_TRL=1 is set.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -62,6 +64,37 @@ function child(cmd: string, args: string[], onErr?: (all: string) => void, env: 
 /** The venv's python on the trainer script, offline, one torch thread. */
 function trainer(args: string[]): Promise<Done> {
   return child(PY, [SCRIPT, '--threads', '1', ...args]);
+}
+
+/** round.sh as small as a test can run it: two of everything, one step of each stage, on MED; `work` its folder. */
+function tinyRound(work: string): string[] {
+  return [
+    ROUND,
+    '--dataset',
+    'med',
+    '--work',
+    work,
+    '--sft-limit',
+    '2',
+    '--sft-max-epochs',
+    '1',
+    '--query-steps',
+    '1',
+    '--item-steps',
+    '1',
+    '--items',
+    '2',
+    '--queries',
+    '2',
+    '--judged',
+    '2',
+    '--generations',
+    '2',
+    '--gen-tokens',
+    '48',
+    '--threads',
+    '1',
+  ];
 }
 
 /** Three MED queries of round.sh's prompts (the first and the last two: core training and held out) written to `name` in `dir`. */
@@ -396,39 +429,7 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
     'round.sh: a reward server killed mid-GRPO fails the step with the reason; a re-run resumes at that stage and finishes',
     async () => {
       const work = join(dir, 'round');
-      const args = [
-        ROUND,
-        '--dataset',
-        'med',
-        '--work',
-        work,
-        '--sft-limit',
-        '2',
-        '--sft-max-epochs',
-        '1',
-        '--query-steps',
-        '1',
-        '--item-steps',
-        '1',
-        '--items',
-        '2',
-        '--queries',
-        '2',
-        '--judged',
-        '2',
-        '--generations',
-        '2',
-        '--gen-tokens',
-        '48',
-        '--threads',
-        '1',
-        '--pseudo-queries',
-        '3',
-        '--query-sft',
-        'own',
-        '--query-targets',
-        'oracle',
-      ];
+      const args = [...tinyRound(work), '--pseudo-queries', '3', '--query-sft', 'own', '--query-targets', 'oracle'];
       let killed = false;
       const first = await child('bash', args, (err) => {
         // The GRPO step announces itself right before sampling; the reward is asked for after it.
@@ -493,6 +494,32 @@ describe.skipIf(skip)('the TRL trainer against a live cogr reward-server', () =>
       );
       // No reward server is left running.
       expect(existsSync(join(work, 'reward-server.pid'))).toBe(false);
+    },
+    2 * HOUR,
+  );
+
+  it(
+    'round.sh --embeddings auto: a round on a run fitted with all-MiniLM-L6-v2, every cogr command of it given the endpoint, no server left behind',
+    async () => {
+      const work = join(dir, 'round-dense');
+      const r = await child('bash', [...tinyRound(work), '--query-sft', 'own', '--query-targets', 'oracle', '--embeddings', 'auto']);
+      expect(r.code, r.stderr.slice(-3000)).toBe(0);
+      const demo = JSON.parse(readFileSync(join(work, 'demo.json'), 'utf8')) as {
+        config: { embeddingsModel: string; keywordCosine: number };
+      };
+      expect(demo.config.embeddingsModel).toBe('all-MiniLM-L6-v2');
+      expect(demo.config.keywordCosine).toBe(0.3);
+      // demo, sft --export and the imports each started the shipped server for themselves; so did each reward server.
+      expect(r.stderr.match(/--embeddings auto: all-MiniLM-L6-v2 served for this command/g)?.length ?? 0).toBeGreaterThanOrEqual(3);
+      expect(readFileSync(join(work, 'table.md'), 'utf8')).toContain('| LLM after the item half-round |');
+      // Every server started with --parent-pid still has that parent: none outlived its command.
+      await new Promise((res) => setTimeout(res, 3000));
+      const { stdout } = await promisify(execFile)('ps', ['-eo', 'pid,ppid,args'], { encoding: 'utf8' });
+      const orphans = stdout
+        .split('\n')
+        .map((l) => /^\s*(\d+)\s+(\d+)\s+.*server\.py.*--parent-pid (\d+)/.exec(l))
+        .filter((m): m is RegExpExecArray => m !== null && m[2] !== m[3]);
+      expect(orphans.map((m) => m[0])).toEqual([]);
     },
     2 * HOUR,
   );

@@ -7,7 +7,7 @@
 #        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free] [--open-vocabulary]
 #        [--vocabulary-mode fallback|filter|force]
 #        [--queries 0] [--judged 0] [--sft-limit 0] [--pseudo-queries 0] [--query-sft joint|own]
-#        [--query-targets planner|oracle]
+#        [--query-targets planner|oracle] [--embeddings URL|auto]
 #
 # The query side's keywords (eval-sft, grpo-query, query) are kept to the vocabulary: every
 # query keyword scored or imported is a phrase of sft-data/vocabulary.json (the keywords of
@@ -35,6 +35,11 @@
 # keywords of each query's judgements, among those the planner may plan for it; the
 # planner's where none reaches a relevant item). Pseudo-queries keep the planner's. A work
 # folder exported with other targets is refused (its checkpoints learned them).
+# --embeddings URL|auto: the run is fitted with an embeddings model's cosines (its relevance
+# features and the planner's --keyword-cosine rule), and every cogr command of the round that
+# loads its planner (demo, sft --export, reward-server, import-generation) is given the same
+# endpoint; auto: each starts the shipped server for itself (cogr embeddings install first), the
+# vectors cached in the round's database.
 # --base: the model to start from (default the SmolLM2-135M checkpoint setup.sh converts;
 # any causal LM checkpoint folder works, e.g. a bigger one with --device cuda). --threads: torch
 # threads (default $COGR_TRL_THREADS or 1). --demo-flags: extra `cogr demo` run flags (--beta 2).
@@ -66,7 +71,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
-grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=fallback queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1 query_sft=joint query_targets=planner
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=fallback queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1 query_sft=joint query_targets=planner emb=()
 invocation="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -99,6 +104,7 @@ while [[ $# -gt 0 ]]; do
     --query-sft) query_sft="$2"; shift 2 ;;
     --query-targets) query_targets="$2"; shift 2 ;;
     --pseudo-queries) pseudo="$2"; shift 2 ;;
+    --embeddings) emb=(--embeddings "$2"); shift 2 ;;
     *) echo "error[INVALID_ARGUMENT]: round.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -170,7 +176,7 @@ start_server() { # start_server <half-round>: prints the base URL
   stop_server
   local log="$work/reward-server.log"
   rm -f "$log"
-  "${cogr[@]}" reward-server --db "$db" --half "$1" --port 0 >"$log" 2>&1 &
+  "${cogr[@]}" reward-server --db "$db" --half "$1" --port 0 "${emb[@]}" >"$log" 2>&1 &
   echo $! >"$rs_pid_file"
   local url=""
   for _ in $(seq 1 240); do
@@ -185,7 +191,7 @@ start_server() { # start_server <half-round>: prints the base URL
 
 import_gen() { # import_gen <side> <keywords.jsonl> <out.json> [--half name | --against name]
   local side="$1" from="$2" out="$3"; shift 3
-  "${cogr[@]}" import-generation --db "$db" --side "$side" --from "$from" --json "$@" >"$out.partial"
+  "${cogr[@]}" import-generation --db "$db" --side "$side" --from "$from" --json "${emb[@]}" "$@" >"$out.partial"
   mv "$out.partial" "$out"
 }
 
@@ -217,7 +223,7 @@ grpo() { # grpo <name> <half-round> <model> <prompts> <steps> <out> <grammar fla
 
 done_or "$work/demo.json" demo || {
   # shellcheck disable=SC2086 # --demo-flags is a list of flags
-  timed demo "${cogr[@]}" demo --dataset "$dataset" --rounds 0 --refit no $demo_flags --json >"$work/demo.json.partial"
+  timed demo "${cogr[@]}" demo --dataset "$dataset" --rounds 0 --refit no "${emb[@]}" $demo_flags --json >"$work/demo.json.partial"
   mv "$work/demo.json.partial" "$work/demo.json"
 }
 done_or "$work/prompts/split.json" prompts || "${tools[@]}" prompts --db "$db" --out "$work/prompts" --items "$items" --queries "$queries" --judged "$judged"
@@ -230,7 +236,7 @@ if [[ -f "$work/sft-data/done.json" ]]; then
 fi
 done_or "$work/sft-data/done.json" sft-export || {
   rm -rf "$work/sft-data"
-  "${cogr[@]}" sft --db "$db" --export "$work/sft-data" --pseudo-queries "$pseudo" --query-targets "$query_targets" --json >"$work/sft-data.json"
+  "${cogr[@]}" sft --db "$db" --export "$work/sft-data" --pseudo-queries "$pseudo" --query-targets "$query_targets" "${emb[@]}" --json >"$work/sft-data.json"
   mv "$work/sft-data.json" "$work/sft-data/done.json"
 }
 done_or "$work/ckpt-sft/cogr-done.json" sft ||
