@@ -87,7 +87,10 @@ export function register(program: Command): void {
     .option('--backend <name>', BACKEND_HELP, 'numpy')
     .option('--port <n>', `port (0: any free one; default ${D.port})`)
     .option('--host <host>', `loopback address to listen on (default ${D.host})`)
-    .option('--threads <n>', 'CPU threads of the BLAS (numpy) or torch (default 1)')
+    .option(
+      '--threads <n>',
+      'numpy: batches encoded at once, each on one BLAS thread (a request is split among them); sentence-transformers: torch threads (default 1)',
+    )
     .option('--max-inputs <n>', `inputs per request at most; more is a 400 (default ${D.maxInputs})`)
     .option('--max-chars <n>', `characters per input at most; more is a 400 (default ${D.maxChars})`)
     .option('--body-limit <bytes>', `request body at most; more is a 413 (default ${D.bodyLimit})`)

@@ -215,8 +215,9 @@ async function checkedVenv(backend: EmbeddingsBackend, env?: NodeJS.ProcessEnv):
 /** Start the server and wait for it to listen; the URL of its API. */
 export async function startEmbeddingsServer(o: EmbeddingsServerOptions = {}): Promise<RunningEmbeddingsServer> {
   const venv = await checkedVenv(o.backend ?? 'numpy', o.env);
-  // numpy's BLAS reads its thread count when it loads.
-  const threads = String(o.threads ?? 1);
+  // numpy's BLAS reads its thread count when it loads: one per batch, --threads batches at once (server.py);
+  // torch's own threads for sentence-transformers.
+  const threads = (o.backend ?? 'numpy') === 'numpy' ? '1' : String(o.threads ?? 1);
   const child = spawn(venvPython(venv), serverArgs(o), {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...OFFLINE_ENV, OPENBLAS_NUM_THREADS: threads, OMP_NUM_THREADS: threads },
@@ -276,7 +277,7 @@ let autoServer: Promise<string> | null = null;
  */
 export async function resolveEmbeddingsUrl(raw: string | undefined, log: Logger = silentLogger): Promise<string | undefined> {
   if (raw !== 'auto') return raw;
-  // The BLAS on up to 4 of the machine's cores: the corpus is encoded before the run's own work starts.
+  // Up to 4 batches at once on the machine's cores: the corpus is encoded before the run's own work starts.
   const threads = Math.min(4, availableParallelism());
   autoServer ??= startEmbeddingsServer({ port: 0, threads, tiedToParent: true }).then((srv) => {
     log.info(

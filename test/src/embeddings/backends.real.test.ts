@@ -5,7 +5,7 @@
  * npm run test:real installs both) agree coordinate by coordinate within 1e-5, and so do the
  * cosines the keyword audit and the planner's keyword rule read (a keyword against its query),
  * for short keywords, sentences, an empty text and a text longer than the model's 256 tokens
- * (cut by both at the same place). Without either venv the test FAILS naming what to run;
+ * (cut by both at the same place); numpy with 2 threads, so a request is split into batches encoded at once. Without either venv the test FAILS naming what to run;
  * skipped only when COGR_SKIP_REAL_EMBEDDINGS=1.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,9 +38,14 @@ describe.skipIf(skip)('the embeddings backends: numpy against sentence-transform
 
   beforeAll(async () => {
     for (const backend of ['numpy', 'sentence-transformers'] as const) {
-      const srv = await startEmbeddingsServer({ backend, port: 0, startTimeoutMs: 600_000 }).catch((e: Error) => {
-        throw new Error(`${e.message} (run: npx cogr embeddings install${backend === 'numpy' ? '' : ' --backend sentence-transformers'})`);
-      });
+      // numpy on 2 threads: a request split into batches encoded at once (minilm.py's workers).
+      const srv = await startEmbeddingsServer({ backend, port: 0, threads: backend === 'numpy' ? 2 : 1, startTimeoutMs: 600_000 }).catch(
+        (e: Error) => {
+          throw new Error(
+            `${e.message} (run: npx cogr embeddings install${backend === 'numpy' ? '' : ' --backend sentence-transformers'})`,
+          );
+        },
+      );
       servers.push(srv);
       const c = new EmbeddingsClient({ baseURL: srv.url, timeoutMs: 600_000 });
       const vectors = await c.embedBatch(TEXTS);
