@@ -13,6 +13,8 @@ import type { KeywordView } from '../../index/view/view.ts';
 import type { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { servedList, servedSet, type Floor, type RankingMetrics } from '../../generators/planner/ranking.ts';
 import { RANKERS, type Ranker } from '../../generators/planner/rankers.ts';
+import { keywordCosines } from '../../generators/planner/queryContext.ts';
+import { denseVectorsOf } from '../../generators/planner/relevance.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
 import { auditQueries, keywordMatches, type AuditedQuery } from '../drift/keywordAudit.ts';
@@ -72,6 +74,10 @@ export function evaluateQueries(
   let matchedTotal = 0;
   let fallbacks = 0;
   const audited: AuditedQuery[] = [];
+  // With an embeddings model behind the planner (and its vectors registered in this thread), the audit
+  // gives each keyword's cosine to its query, as `cogr audit --embeddings` does.
+  const model = rankWith?.planner.relevance.embeddingsModel ?? null;
+  const cosinesOf = model !== null && denseVectorsOf(model) !== undefined ? rankWith!.planner.relevance : null;
   for (const q of queries) {
     let keywords = keywordsOf(q);
     const own = rankWith?.ownNames?.(q);
@@ -80,7 +86,12 @@ export function evaluateQueries(
       keywords = keywords.filter((k) => !drop.has(normalizeKeyword(k)));
     }
     kwTotal += keywords.length;
-    audited.push({ text: q.text, keywords, matches: keywords.map((k) => keywordMatches(itemView, k)) });
+    audited.push({
+      text: q.text,
+      keywords,
+      matches: keywords.map((k) => keywordMatches(itemView, k)),
+      ...(cosinesOf ? { cosines: Array.from(keywordCosines(cosinesOf, q.text, keywords)) } : {}),
+    });
     const found = itemView.search(own ? { keywords } : { self: q.text, keywords }, { all: true });
     const served = rankWith?.floor ? servedSet(itemView, found.items, rankWith.planner, queryInput(q), rankWith.floor) : null;
     if (served?.fallback) fallbacks++;

@@ -93,6 +93,15 @@ describe('a run with dense relevance features', () => {
       expect(run.config.embeddingsModel).toBe('fake-embed');
       const planner = await loadPlanner(policyStore(db), 0, corpus.items);
       expect((planner.relevance as RelevanceModel).featureNames).toContain('cosNorm');
+      // Each step's keyword audit gives its held-out keywords' cosines to their queries (the endpoint's model),
+      // as cogr audit --embeddings does; the parts add up to the step's keywords.
+      for (const s of run.steps) {
+        const kw = s.metrics.keywords!;
+        expect(kw.related, s.step).toBeDefined();
+        expect(kw.related!.share).toBeGreaterThanOrEqual(0);
+        expect(kw.related!.share).toBeLessThanOrEqual(1);
+        expect(kw.related!.fromQuery!.keywords + kw.related!.added!.keywords).toBe(kw.keywords);
+      }
     } finally {
       await db.close();
     }
