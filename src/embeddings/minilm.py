@@ -17,7 +17,8 @@ What this file does is that forward pass, in float32, from the wheel's model.saf
 GELU is the exact one (x/2 (1 + erf(x / sqrt 2))), with erf from Abramowitz and Stegun 7.1.26
 (absolute error below 1.5e-7). A batch is texts of similar length
 (sorted by token count), so padding costs little; a padded position gets a large negative
-score, so a text's vector does not depend on the batch it is in.
+score, so a text's vector does not depend on the batch it is in (beyond float rounding, about
+1e-7: the sums run in another order).
 
 Needs numpy, tokenizers and safetensors only (src/embeddings/requirements.txt).
 """
@@ -157,7 +158,8 @@ class MiniLM:
     def encode(self, texts: list[str], batch_size: int = 32, workers: int = 1) -> np.ndarray:
         """One unit vector (float32, dimension 384) per text, in the order given; batches on `workers`
         threads at once (numpy lets go of the GIL in its matmuls and array operations; run the BLAS on
-        one thread each: OPENBLAS_NUM_THREADS=1). A text's vector does not depend on the batch it is in."""
+        one thread each: OPENBLAS_NUM_THREADS=1). A text's vector does not depend on the batch it is in,
+        beyond float rounding."""
         ids = [e.ids for e in self.tok.encode_batch(texts)]
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
