@@ -293,10 +293,14 @@ export function register(program: Command): void {
           ]);
           if (ranker !== 'keywords' && side !== 'item')
             throw cogrError('INVALID_ARGUMENT', '--rank model|text|mix ranks items: use it with --side item');
-          // The whole file is read (and checked) first: a run fitted with embeddings embeds its texts in one go.
-          const lines = [...jsonlRecords(o.batch, batchLineSchema, { uniqueId: (v) => v.id })].map((r) => r.value);
+          const records = function* () {
+            for (const r of jsonlRecords(o.batch!, batchLineSchema, { uniqueId: (v) => v.id })) yield r.value;
+          };
+          // With the planner the whole file is read (and checked) first: a run fitted with embeddings embeds its
+          // texts in one go. The keyword bag alone streams it.
+          const lines = ranker === 'keywords' ? null : [...records()];
           const planner =
-            ranker === 'keywords'
+            lines === null
               ? null
               : await storedPlanner(
                   dbPath(o.db),
@@ -306,7 +310,7 @@ export function register(program: Command): void {
           planner?.attachOpposite(view);
           const queries: { queryId: string; hits: { id: string; score: number }[] }[] = [];
           const t0 = Date.now();
-          for (const value of lines) {
+          for (const value of lines ?? records()) {
             const probe: Probe = { self: value.query ?? '', keywords: value.keywords ?? [] };
             if (!view.hasSearchableTerm(probe)) {
               queries.push({ queryId: value.id, hits: [] });
