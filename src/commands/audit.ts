@@ -105,12 +105,7 @@ async function withRunVectors(
 ): Promise<void> {
   if (runModel === null) return;
   if (!corpus) throw cogrError('INVALID_ARGUMENT', "the run's embeddings need the dataset's items (give --dataset)");
-  const given = {
-    ...(flags.embeddings !== undefined ? { embeddings: flags.embeddings } : {}),
-    ...(flags.embeddingsModel !== undefined ? { embeddingsModel: flags.embeddingsModel } : {}),
-    ...(flags.embeddingsCache !== undefined ? { embeddingsCache: flags.embeddingsCache } : {}),
-  };
-  await registerRunEmbeddings(given, runModel, { items: corpus.items, queries: [...queries] }, log);
+  await registerRunEmbeddings(flags, runModel, { items: corpus.items, queries: [...queries] }, log);
 }
 
 /** The audit of a stored run, read from its published files as `cogr serve` reads them. */

@@ -52,6 +52,12 @@ export interface RankWith {
   noRankings?: boolean;
   /** The served set's floor (ranking.ts servedSet); none by default. */
   floor?: Floor;
+  /**
+   * Give each keyword's cosine to its query in the keyword audit, when the planner has an embeddings
+   * model with its vectors registered: only where the audit is kept (a step's held-out figures, an
+   * import's), not in the adoption tests' many evaluations of training queries.
+   */
+  cosines?: boolean;
 }
 
 /**
@@ -76,7 +82,7 @@ export function evaluateQueries(
   const audited: AuditedQuery[] = [];
   // With an embeddings model behind the planner (and its vectors registered in this thread), the audit
   // gives each keyword's cosine to its query, as `cogr audit --embeddings` does.
-  const model = rankWith?.planner.relevance.embeddingsModel ?? null;
+  const model = rankWith?.cosines ? (rankWith.planner.relevance.embeddingsModel ?? null) : null;
   const cosinesOf = model !== null && denseVectorsOf(model) !== undefined ? rankWith!.planner.relevance : null;
   for (const q of queries) {
     let keywords = keywordsOf(q);

@@ -163,7 +163,8 @@ export async function importGeneration(
         `${path}: ${evalQueries.length - heldOutFromFile} held-out queries have no keywords in the file; they are evaluated with their raw text only`,
       );
     // A run fitted with embeddings: the imported keywords' cosines to their queries in the audit, through its planner's relevance model.
-    const audit = run.config.embeddingsModel !== null ? { planner: await runPlanner(run, 'latest'), noRankings: true } : undefined;
+    const audit =
+      run.config.embeddingsModel !== null ? { planner: await runPlanner(run, 'latest'), noRankings: true, cosines: true } : undefined;
     metrics = evaluateQueries(view, evalQueries, fromFile, corpus, run.config.beta, audit).metrics;
   }
   const itemGeneration = frozenItems ? frozenItems.itemView.generation : ((await store.latest('item')) ?? undefined);

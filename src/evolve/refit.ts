@@ -176,6 +176,7 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
       {
         planner,
         floor: alpha === undefined ? ctx.floor : { ...ctx.floor, modelAlpha: alpha },
+        cosines: true,
       },
     ).metrics;
   // What is served, and beside it (with --served-set model|auto) the keyword plans' own held-out figures.

@@ -571,7 +571,11 @@ function evaluate(
 ): { metrics: HeldOutMetrics; dev: DevMetrics | null; trainEval?: QuerySetF } {
   planner.attachOpposite(itemView);
   const kw = plannerKeywords(planner, deriveSeed(ctx.config.seed, step), ctx.config);
-  const metrics = evaluateQueries(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta, { planner, floor: ctx.floor }).metrics;
+  const metrics = evaluateQueries(itemView, ctx.evalQueries, kw, ctx.corpus, ctx.config.beta, {
+    planner,
+    floor: ctx.floor,
+    cosines: true,
+  }).metrics;
   if (ctx.devQueries.length === 0) return { metrics, dev: null };
   const { metrics: d, perQuery } = evaluateQueries(itemView, ctx.devQueries, kw, ctx.corpus, ctx.config.beta, {
     planner,
