@@ -3,7 +3,8 @@
  * serve [--backend numpy] [--port 8001] [--host 127.0.0.1] [--threads 1] [--max-inputs 256]
  * [--max-chars 100000] [--body-limit 4194304]`: the shipped embeddings server
  * (all-MiniLM-L6-v2, src/embeddings/server.py; in numpy by default, src/embeddings/minilm.py)
- * in the venv the install makes for that backend (src/embeddings/venv.ts), answering
+ * in the venv the install makes for that backend (src/embeddings/venv.ts), or `--backend
+ * static`, the built-in token table (src/embeddings/static.ts) served from this process, answering
  * OpenAI's POST /v1/embeddings, GET /v1/models and GET /health on loopback only.
  */
 import type { Command } from 'commander';
@@ -11,6 +12,8 @@ import { DEFAULTS } from '../../index/core/defaults.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import { stderrLogger } from '../../index/core/log.ts';
 import { EMBEDDINGS_BACKENDS, EMBEDDINGS_MODEL, installEmbeddings, startEmbeddingsServer } from '../embeddings/venv.ts';
+import { StaticEncoder } from '../embeddings/static.ts';
+import { createStaticEmbeddingsServer } from '../embeddings/staticServer.ts';
 import { parseChoice, parseIntFlag } from './options.ts';
 
 interface ServeFlags {
@@ -21,6 +24,53 @@ interface ServeFlags {
   maxInputs?: string;
   maxChars?: string;
   bodyLimit?: string;
+  parentPid?: string;
+}
+
+/** What `cogr embeddings serve --backend` takes: the venvs' backends, and the built-in encoder (no venv). */
+const SERVE_BACKENDS = [...EMBEDDINGS_BACKENDS, 'static'] as const;
+
+/**
+ * The built-in encoder served from this process (src/embeddings/staticServer.ts). With
+ * --parent-pid (how `--embeddings static` starts it) it exits once that process is gone.
+ */
+async function serveStatic(flags: ServeFlags, host: string): Promise<void> {
+  const D = DEFAULTS.embeddingsServe;
+  const encoder = StaticEncoder.load();
+  const app = createStaticEmbeddingsServer(encoder, stderrLogger, {
+    maxInputs: parseIntFlag('--max-inputs', flags.maxInputs, 1, 100_000) ?? D.maxInputs,
+    maxChars: parseIntFlag('--max-chars', flags.maxChars, 1, 10_000_000) ?? D.maxChars,
+    bodyLimit: parseIntFlag('--body-limit', flags.bodyLimit, 1024, 1 << 30) ?? D.bodyLimit,
+    requestTimeoutMs: D.requestTimeoutMs,
+  });
+  const port = parseIntFlag('--port', flags.port, 0, 65_535) ?? D.port;
+  const parent = parseIntFlag('--parent-pid', flags.parentPid, 1, 1 << 30);
+  let address: string;
+  try {
+    address = await app.listen({ host, port });
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    throw cogrError('ADDRESS_UNAVAILABLE', `cogr embeddings serve cannot listen on ${host}:${port} (${code ?? (e as Error).message})`, {
+      host,
+      port,
+    });
+  }
+  const url = `${address}/v1`;
+  stderrLogger.info('cogr embeddings serve listening', { url, model: encoder.model, backend: 'static' });
+  process.stdout.write(`listening on ${address}\n${url}\n`);
+  await new Promise<void>((resolve) => {
+    let watch: NodeJS.Timeout | undefined;
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      if (watch) clearInterval(watch);
+      void app.close().then(resolve, resolve);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    // Started for one command: gone with it, even when it was killed (its child then belongs to another parent).
+    if (parent !== undefined) watch = setInterval(() => process.ppid !== parent && stop(), 1000);
+  });
 }
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
@@ -33,7 +83,8 @@ export async function runEmbeddingsServe(flags: ServeFlags): Promise<void> {
       'INVALID_ARGUMENT',
       `--host: the embeddings server listens on loopback only (127.0.0.0/8, ::1, localhost), got ${JSON.stringify(host)}`,
     );
-  const backend = parseChoice('--backend', flags.backend, EMBEDDINGS_BACKENDS);
+  const backend = parseChoice('--backend', flags.backend, SERVE_BACKENDS);
+  if (backend === 'static') return serveStatic(flags, host);
   const srv = await startEmbeddingsServer({
     backend,
     host,
@@ -67,6 +118,7 @@ export function register(program: Command): void {
   const emb = program.command('embeddings');
   const BACKEND_HELP =
     'numpy: the forward pass in numpy (src/embeddings/minilm.py; numpy, tokenizers, about 200 MB) | sentence-transformers: the same model on torch (about 6 GB; the reference numpy is checked against)';
+  const SERVE_HELP = `${BACKEND_HELP} | static: the built-in encoder, ${EMBEDDINGS_MODEL} distilled into a token table shipped with cogr (src/embeddings/static.ts; no venv, no install)`;
   emb
     .command('install')
     .description(
@@ -84,7 +136,7 @@ export function register(program: Command): void {
     .description(
       `serve ${EMBEDDINGS_MODEL} as OpenAI's embeddings API on loopback (POST /v1/embeddings, GET /v1/models, GET /health), offline; prints the API's URL`,
     )
-    .option('--backend <name>', BACKEND_HELP, 'numpy')
+    .option('--backend <name>', SERVE_HELP, 'numpy')
     .option('--port <n>', `port (0: any free one; default ${D.port})`)
     .option('--host <host>', `loopback address to listen on (default ${D.host})`)
     .option(
@@ -94,5 +146,6 @@ export function register(program: Command): void {
     .option('--max-inputs <n>', `inputs per request at most; more is a 400 (default ${D.maxInputs})`)
     .option('--max-chars <n>', `characters per input at most; more is a 400 (default ${D.maxChars})`)
     .option('--body-limit <bytes>', `request body at most; more is a 413 (default ${D.bodyLimit})`)
+    .option('--parent-pid <pid>', 'static: exit when this process is no longer the parent (how --embeddings static starts it)')
     .action(async (flags: ServeFlags) => runEmbeddingsServe(flags));
 }

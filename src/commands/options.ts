@@ -204,7 +204,7 @@ export type { EmbeddingsFlags } from '../embeddings/dense.ts';
 /** What `--embeddings` is for on a command that loads a stored run's planner (withEmbeddingsOptions' `what`). */
 /** What `--embeddings auto` does, in the help of every command that takes the flag. */
 export const EMBEDDINGS_AUTO_HELP =
-  'the shipped server (all-MiniLM-L6-v2, the venv cogr embeddings install makes) started for this command on a free loopback port and stopped with it';
+  'the shipped server (all-MiniLM-L6-v2, the venv cogr embeddings install makes) started for this command on a free loopback port and stopped with it; or static: the built-in encoder (all-MiniLM-L6-v2 distilled into a token table shipped with cogr: no venv, no install) served the same way';
 
 export const RUN_EMBEDDINGS_HELP =
   "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)";

@@ -225,6 +225,24 @@ export async function startEmbeddingsServer(o: EmbeddingsServerOptions = {}): Pr
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...OFFLINE_ENV, OPENBLAS_NUM_THREADS: threads, OMP_NUM_THREADS: threads },
   });
+  return waitForServer(child, o);
+}
+
+/**
+ * The built-in encoder (static.ts) served by a child `cogr embeddings serve --backend static`
+ * (the compiled CLI in dist/) on a free loopback port, tied to this process.
+ */
+export async function startStaticEmbeddingsServer(
+  o: Pick<EmbeddingsServerOptions, 'startTimeoutMs' | 'passStderr'> = {},
+): Promise<RunningEmbeddingsServer> {
+  const cli = join(packageRoot(), 'bin', 'cogr.mjs');
+  const args = [cli, 'embeddings', 'serve', '--backend', 'static', '--port', '0', '--parent-pid', String(process.pid)];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+  return waitForServer(child, { ...o, tiedToParent: true });
+}
+
+/** Wait for a server child to print "listening on http://…" (within the start deadline); it is closed with SIGTERM, then SIGKILL. */
+async function waitForServer(child: ChildProcess, o: EmbeddingsServerOptions): Promise<RunningEmbeddingsServer> {
   let err = '';
   child.stderr!.on('data', (d: Buffer) => {
     err = (err + d.toString('utf8')).slice(-4000);
@@ -272,13 +290,22 @@ export async function startEmbeddingsServer(o: EmbeddingsServerOptions = {}): Pr
 }
 
 let autoServer: Promise<string> | null = null;
+let staticServer: Promise<string> | null = null;
 
 /**
  * `--embeddings auto`: the shipped server (the numpy venv `cogr embeddings install` made)
  * started once for this process on a free loopback port, stopped when the process exits; the
- * URL of its API. Any other value is returned as it is.
+ * URL of its API. `--embeddings static`: the built-in encoder (static.ts, no venv) the same
+ * way. Any other value is returned as it is.
  */
 export async function resolveEmbeddingsUrl(raw: string | undefined, log: Logger = silentLogger): Promise<string | undefined> {
+  if (raw === 'static') {
+    staticServer ??= startStaticEmbeddingsServer().then((srv) => {
+      log.info(`embeddings: --embeddings static: the built-in encoder served for this command at ${srv.url}`);
+      return srv.url;
+    });
+    return staticServer;
+  }
   if (raw !== 'auto') return raw;
   // Up to 4 batches at once on the machine's cores: the corpus is encoded before the run's own work starts.
   const threads = Math.min(4, availableParallelism());
