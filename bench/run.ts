@@ -22,6 +22,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchModule>> = {
   catalog: () => import('./catalog.ts'),
   llm: () => import('./llm.ts'),
   embeddings: () => import('./embeddings.ts'),
+  static: () => import('./static.ts'),
 };
 
 const [name, ...args] = process.argv.slice(2);
