@@ -13,22 +13,15 @@
  * vectors, and each venv's size on disk. --out writes the JSON (bench/results/embeddings.json).
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import { EmbeddingsClient } from '../src/embeddings/client.ts';
 import { embeddingsVenv, startEmbeddingsServer, type EmbeddingsBackend, type RunningEmbeddingsServer } from '../src/embeddings/venv.ts';
 import { renderTable } from '../src/table.ts';
 import { parseBenchArgs } from './args.ts';
-import { meanMs, nfcorpusDocs, round } from './fixtures.ts';
+import { meanMs, nfcorpusDocs, peakRssMb, round } from './fixtures.ts';
 import { writeResultJson } from './writeJson.ts';
 
 const BACKENDS: EmbeddingsBackend[] = ['numpy', 'sentence-transformers'];
-
-function peakRssMb(pid: number | undefined): number | null {
-  if (pid === undefined) return null;
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? round(Number(m[1]) / 1024, 0) : null;
-}
 
 function diskMb(dir: string): number {
   return round(Number(execFileSync('du', ['-sk', dir], { encoding: 'utf8' }).split('\t')[0]) / 1024, 0);

@@ -64,6 +64,13 @@ export function median(xs: readonly number[]): number {
   return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2;
 }
 
+/** Peak resident memory of a process (its VmHWM), in MB; null without a pid. */
+export function peakRssMb(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? round(Number(m[1]) / 1024, 0) : null;
+}
+
 export function round(x: number, digits: number): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;

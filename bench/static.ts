@@ -16,7 +16,6 @@
  *           share MiniLM puts at 0.3 or more (what the keyword audit counts as related)
  * --out writes the JSON (bench/results/static.json).
  */
-import { readFileSync } from 'node:fs';
 import { Bench } from 'tinybench';
 import { createRng } from '../index/core/random.ts';
 import { EmbeddingsClient } from '../src/embeddings/client.ts';
@@ -24,14 +23,8 @@ import { StaticEncoder } from '../src/embeddings/static.ts';
 import { startEmbeddingsServer, startStaticEmbeddingsServer, type RunningEmbeddingsServer } from '../src/embeddings/venv.ts';
 import { renderTable } from '../src/table.ts';
 import { parseBenchArgs } from './args.ts';
-import { meanMs, nfcorpusDocs, nfcorpusRelevant, nfcorpusTitleQueries, round } from './fixtures.ts';
+import { meanMs, nfcorpusDocs, nfcorpusRelevant, nfcorpusTitleQueries, peakRssMb, round } from './fixtures.ts';
 import { writeResultJson } from './writeJson.ts';
-
-function peakRssMb(pid: number | undefined): number | null {
-  if (pid === undefined) return null;
-  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? round(Number(m[1]) / 1024, 0) : null;
-}
 
 const dot = (a: Float32Array, b: Float32Array) => {
   let s = 0;
