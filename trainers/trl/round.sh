@@ -7,7 +7,7 @@
 #        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free] [--open-vocabulary]
 #        [--vocabulary-mode fallback|filter|force]
 #        [--queries 0] [--judged 0] [--sft-limit 0] [--pseudo-queries 0] [--query-sft joint|own]
-#        [--query-targets planner|oracle] [--embeddings URL|auto]
+#        [--query-targets planner|oracle] [--embeddings URL|auto|static]
 #
 # The query side's keywords (eval-sft, grpo-query, query) are kept to the vocabulary: every
 # query keyword scored or imported is a phrase of sft-data/vocabulary.json (the keywords of
@@ -35,11 +35,11 @@
 # keywords of each query's judgements, among those the planner may plan for it; the
 # planner's where none reaches a relevant item). Pseudo-queries keep the planner's. A work
 # folder exported with other targets is refused (its checkpoints learned them).
-# --embeddings URL|auto: the run is fitted with an embeddings model's cosines (its relevance
+# --embeddings URL|auto|static: the run is fitted with an embeddings model's cosines (its relevance
 # features and the planner's --keyword-cosine rule), and every cogr command of the round that
 # loads its planner (demo, sft --export, reward-server, import-generation) is given the same
 # endpoint; auto: each starts the shipped server for itself (cogr embeddings install first), the
-# vectors cached in the round's database.
+# vectors cached in the round's database; static: each starts the built-in encoder (no install).
 # --base: the model to start from (default the SmolLM2-135M checkpoint setup.sh converts;
 # any causal LM checkpoint folder works, e.g. a bigger one with --device cuda). --threads: torch
 # threads (default $COGR_TRL_THREADS or 1). --demo-flags: extra `cogr demo` run flags (--beta 2).
