@@ -7,8 +7,7 @@
  * bounds, and `cogr demo --embeddings static` fits a run with it from a child server that is
  * gone when the command ends.
  */
-import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -112,8 +111,15 @@ describe('the built-in encoder', () => {
     expect(demo.stderr).toMatch(/--embeddings static: the built-in encoder served for this command at http:\/\/127\.0\.0\.1:\d+\/v1/);
     // Stopped at the command's exit (SIGTERM), or within a second of it (it watches its parent): wait up to 30 s.
     const left = () =>
-      execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
-        .split('\n')
+      readdirSync('/proc')
+        .filter((d) => /^\d+$/.test(d))
+        .map((d) => {
+          try {
+            return readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').join(' ');
+          } catch {
+            return ''; // gone meanwhile
+          }
+        })
         .filter((l) => l.includes('--backend static --port 0'));
     for (let i = 0; i < 300 && left().length > 0; i++) await new Promise((r) => setTimeout(r, 100));
     expect(left()).toEqual([]);
