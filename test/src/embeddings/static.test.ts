@@ -110,6 +110,7 @@ describe('the built-in encoder', () => {
     expect(out.config.embeddingsModel).toBe(STATIC_MODEL);
     expect(demo.stderr).toMatch(/--embeddings static: the built-in encoder served for this command at http:\/\/127\.0\.0\.1:\d+\/v1/);
     // Stopped at the command's exit (SIGTERM), or within a second of it (it watches its parent): wait up to 30 s.
+    // Only this demo's server counts (it names the demo as its parent): other cogr commands may run on the machine.
     const left = () =>
       readdirSync('/proc')
         .filter((d) => /^\d+$/.test(d))
@@ -120,7 +121,7 @@ describe('the built-in encoder', () => {
             return ''; // gone meanwhile
           }
         })
-        .filter((l) => l.includes('--backend static --port 0'));
+        .filter((l) => l.includes('--backend static --port 0') && l.includes(`--parent-pid ${demo.pid} `));
     for (let i = 0; i < 300 && left().length > 0; i++) await new Promise((r) => setTimeout(r, 100));
     expect(left()).toEqual([]);
   }, 300_000);
