@@ -51,6 +51,7 @@ import {
   resultsBlock,
   seedsBlock,
   denseBlock,
+  staticBlock,
   resultsDetailBlock,
 } from './docs/results.ts';
 import { readSources, type Sources } from './docs/sources.ts';
@@ -75,6 +76,7 @@ export const BLOCKS: Record<string, BlockMaker> = {
   oracle: (s) => oracleBlock(s),
   seeds: (s) => seedsBlock(s),
   dense: (s) => denseBlock(s),
+  static: (s) => staticBlock(s),
 };
 
 const MARKER = /<!-- docs:([a-z0-9-]+):(start|end) -->/g;

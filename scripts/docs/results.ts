@@ -12,7 +12,16 @@ import { CSS, lineChart } from '../../src/drift/report.ts';
 import { adoptedLabel, bestStep, servedRanking } from '../../src/run/state.ts';
 import type { StepRecord } from '../../src/run/state.ts';
 import { display, f3, f4, header, med, pct, pm, row, Table } from './markdown.ts';
-import { auditCommand, benchCommand, demoCommand, EMBEDDINGS_URL, evolveCommand, exampleCommands, oracleCommand } from './sources.ts';
+import {
+  auditCommand,
+  benchCommand,
+  demoCommand,
+  EMBEDDINGS_URL,
+  evolveCommand,
+  exampleCommands,
+  oracleCommand,
+  staticAuditCommand,
+} from './sources.ts';
 import type { Audit, AuditJson, Bench, EvolveJson, LlmBench, Metrics, OracleJson, Paired, Sources, SplitBaseline } from './sources.ts';
 
 function auditCells(a: z.output<typeof Audit> | null): string[] {
@@ -786,6 +795,52 @@ export function denseBlock(s: Sources): string {
     );
   }
   return out.join('\n');
+}
+
+/** docs/embeddings.md: the stored runs with the built-in encoder (`--embeddings static`), beside the runs without an encoder and with MiniLM, and their served keywords' audits. */
+export function staticBlock(s: Sources): string {
+  if (s.staticRuns.length === 0) return '_No stored run with the built-in encoder in docs/results/static/._';
+  const t = new Table(
+    [
+      'collection',
+      'F1 with it (folds)',
+      'without an encoder',
+      'with MiniLM',
+      'with it − BM25',
+      'query keywords a query: with it / without',
+      'served keywords related (MiniLM ≥ 0.3): with it / without / with MiniLM',
+    ],
+    [2, 3],
+  );
+  const share = (a: { json: AuditJson } | undefined) => (a?.json.query.related ? pct(a.json.query.related.share) : '—');
+  for (const r of s.staticRuns) {
+    const j = r.json;
+    const without = s.runs.find((x) => x.json.dataset === j.dataset);
+    const minilm = s.dense.find((x) => x.json.dataset === j.dataset);
+    const audit = s.staticAudits.find((a) => a.name === r.name);
+    const plain = s.audits.find((a) => a.name === r.name);
+    const dense = s.denseAudits.find((a) => a.name === r.name);
+    const perQuery = (a: { json: AuditJson } | undefined) => (a ? a.json.query.keywordsPerQuery.toFixed(1) : '—');
+    t.add([
+      display(j.dataset),
+      `${f3(j.final?.f1 ?? 0)} (${j.perFold.map((f) => f3(f.final?.f1 ?? 0)).join(' · ')})`,
+      without ? f3(without.json.final?.f1 ?? 0) : '—',
+      minilm ? f3(minilm.json.final?.f1 ?? 0) : '—',
+      j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
+      `${perQuery(audit)} / ${perQuery(plain)}`,
+      `${share(audit)} / ${share(plain)} / ${share(dense)}`,
+    ]);
+  }
+  return tableWithCommands(
+    t,
+    'Held-out F1 of the whole matched set, means over every held-out query of the 5 folds (seed 1, the folds of the runs without an encoder and with MiniLM); − BM25 paired per held-out query, mean ± standard error. The keywords: the served keywords of `cogr demo --dataset <d>` with the built-in encoder, without an encoder and with MiniLM, over every query of the collection, judged by MiniLM (`cogr audit --embeddings`, `cogr embeddings serve` on port 8001). Re-measure:',
+    [
+      ...s.staticRuns.map(
+        (r) => `- ${display(r.json.dataset)}: \`${evolveCommand(r.json, r.file).replace(/<an endpoint serving [^>]*>/, 'static')}\``,
+      ),
+      ...s.staticAudits.map((a) => `- ${display(a.name)}'s keywords: \`${staticAuditCommand(a.name, a.file)}\``),
+    ],
+  );
 }
 
 /** docs/results.md: how far each collection's stored run is from the ceilings the rule allows (`cogr oracle`). */

@@ -361,6 +361,10 @@ export interface Sources {
   denseAudits: { name: string; file: string; json: AuditJson }[];
   /** docs/results/oracle/<dataset>.json. */
   oracle: { name: string; file: string; json: OracleJson }[];
+  /** docs/results/static/<dataset>.json: the stored k-fold runs again with the built-in encoder (`--embeddings static`). */
+  staticRuns: StoredRun[];
+  /** docs/results/static/audit/<dataset>.json: the served keywords of `cogr demo --dataset <d> --embeddings static`, judged by MiniLM. */
+  staticAudits: { name: string; file: string; json: AuditJson }[];
 }
 
 const byOrder = (a: { name: string }, b: { name: string }) => {
@@ -393,6 +397,12 @@ export function auditCommand(dataset: string, file: string, dense = false): stri
   const home = `COGR_HOME=.cogr-${dense ? 'dense-' : ''}${dataset}`;
   const url = EMBEDDINGS_URL;
   return `${home} npx cogr demo --dataset ${dataset}${dense ? ` --embeddings ${url}` : ''} && ${home} npx cogr audit --embeddings ${url} --json --examples 0 > ${file}`;
+}
+
+/** The commands that make docs/results/static/audit/<d>.json: the built-in encoder's run served, its keywords judged by MiniLM on port 8001. */
+export function staticAuditCommand(dataset: string, file: string): string {
+  const home = `COGR_HOME=.cogr-static-${dataset}`;
+  return `${home} npx cogr demo --dataset ${dataset} --embeddings static && (${home} npx cogr serve --port 8105 --embeddings static &) && until curl -sf http://127.0.0.1:8105/health > /dev/null; do sleep 1; done && npx cogr audit --url http://127.0.0.1:8105 --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/examples/<d>-{before,after}.json. */
@@ -462,5 +472,7 @@ export function readSources(root: string): Sources {
   const seeds = storedIn(root, 'seeds', EvolveJsonSchema);
   const dense = storedIn(root, 'dense', EvolveJsonSchema);
   const denseAudits = storedIn(root, 'dense/audit', AuditJsonSchema);
-  return { runs, demo, bench, audits, examples, newItems, llm, oracle, adoptDev, seeds, dense, denseAudits };
+  const staticRuns = storedIn(root, 'static', EvolveJsonSchema);
+  const staticAudits = storedIn(root, 'static/audit', AuditJsonSchema);
+  return { runs, demo, bench, audits, examples, newItems, llm, oracle, adoptDev, seeds, dense, denseAudits, staticRuns, staticAudits };
 }
