@@ -19,7 +19,7 @@ import { embeddingsVenv, startEmbeddingsServer, type EmbeddingsBackend, type Run
 import { renderTable } from '../src/table.ts';
 import { parseBenchArgs } from './args.ts';
 import { meanMs, nfcorpusDocs, peakRssMb, round } from './fixtures.ts';
-import { writeResultJson } from './writeJson.ts';
+import { emitResult, stamped } from './writeJson.ts';
 
 const BACKENDS: EmbeddingsBackend[] = ['numpy', 'sentence-transformers'];
 
@@ -58,7 +58,7 @@ export async function run(args: string[]): Promise<void> {
     );
     await bench.run();
     const ms = (name: string) => round(meanMs(bench, name), 1);
-    const result = {
+    const result = stamped({
       bench: 'embeddings',
       command: `npm run bench -- embeddings --texts ${n} --iterations ${iterations} --threads ${threads}`,
       texts: n,
@@ -73,25 +73,22 @@ export async function run(args: string[]): Promise<void> {
       peak_rss_mb: Object.fromEntries(BACKENDS.map((b) => [b, peakRssMb(servers.get(b)!.child.pid)])),
       venv_mb: Object.fromEntries(BACKENDS.map((b) => [b, diskMb(embeddingsVenv(process.env, b))])),
       max_coordinate_difference: maxDiff,
-      load_average: (await import('node:os')).loadavg().map((l) => round(l, 2)),
-      measured_at: new Date().toISOString(),
-    };
-    if (out !== undefined) await writeResultJson(out, result);
-    if (json) {
-      process.stdout.write(JSON.stringify(result) + '\n');
-      return;
-    }
-    process.stdout.write(
-      renderTable(
-        ['backend', `${n} documents (ms)`, `${n} keywords (ms)`, 'peak RSS (MB)', 'venv (MB)'],
-        BACKENDS.map((b) => [
-          b,
-          String(result.documents_ms[b]),
-          String(result.keywords_ms[b]),
-          String(result.peak_rss_mb[b]),
-          String(result.venv_mb[b]),
-        ]),
-      ) +
+    });
+    await emitResult(
+      result,
+      out,
+      json,
+      () =>
+        renderTable(
+          ['backend', `${n} documents (ms)`, `${n} keywords (ms)`, 'peak RSS (MB)', 'venv (MB)'],
+          BACKENDS.map((b) => [
+            b,
+            String(result.documents_ms[b]),
+            String(result.keywords_ms[b]),
+            String(result.peak_rss_mb[b]),
+            String(result.venv_mb[b]),
+          ]),
+        ) +
         `\nnumpy / sentence-transformers: documents ${result.ratio_numpy_over_sentence_transformers.documents}×, keywords ${result.ratio_numpy_over_sentence_transformers.keywords}×; largest coordinate difference ${maxDiff.toExponential(2)}\n`,
     );
   } finally {

@@ -24,7 +24,7 @@ import { startEmbeddingsServer, startStaticEmbeddingsServer, type RunningEmbeddi
 import { renderTable } from '../src/table.ts';
 import { parseBenchArgs } from './args.ts';
 import { meanMs, nfcorpusDocs, nfcorpusRelevant, nfcorpusTitleQueries, peakRssMb, round } from './fixtures.ts';
-import { writeResultJson } from './writeJson.ts';
+import { emitResult, stamped } from './writeJson.ts';
 
 const dot = (a: Float32Array, b: Float32Array) => {
   let s = 0;
@@ -154,7 +154,7 @@ export async function run(args: string[]): Promise<void> {
     );
     await bench.run();
     const ms = (name: string) => round(meanMs(bench, name), 3);
-    const result = {
+    const result = stamped({
       bench: 'static',
       command: `npm run bench -- static --texts ${n} --queries ${nq} --iterations ${iterations}`,
       texts: n,
@@ -174,33 +174,30 @@ export async function run(args: string[]): Promise<void> {
         pearson_r: round(pearson(cosT, cosS), 3),
         thresholds,
       },
-      load_average: (await import('node:os')).loadavg().map((l) => round(l, 2)),
-      measured_at: new Date().toISOString(),
-    };
-    if (out !== undefined) await writeResultJson(out, result);
-    if (json) {
-      process.stdout.write(JSON.stringify(result) + '\n');
-      return;
-    }
-    process.stdout.write(
-      renderTable(
-        ['encoder', `${n} documents (ms)`, `${n} keywords (ms)`, 'peak RSS (MB)'],
-        [
+    });
+    await emitResult(
+      result,
+      out,
+      json,
+      () =>
+        renderTable(
+          ['encoder', `${n} documents (ms)`, `${n} keywords (ms)`, 'peak RSS (MB)'],
           [
-            'all-MiniLM-L6-v2 (numpy server)',
-            String(result.documents_ms.minilm),
-            String(result.keywords_ms.minilm),
-            String(result.peak_rss_mb.minilm),
+            [
+              'all-MiniLM-L6-v2 (numpy server)',
+              String(result.documents_ms.minilm),
+              String(result.keywords_ms.minilm),
+              String(result.peak_rss_mb.minilm),
+            ],
+            ['static, in this thread', String(result.documents_ms.static), String(result.keywords_ms.static), ''],
+            [
+              'static, its server',
+              String(result.documents_ms.static_server),
+              String(result.keywords_ms.static_server),
+              String(result.peak_rss_mb.static_server),
+            ],
           ],
-          ['static, in this thread', String(result.documents_ms.static), String(result.keywords_ms.static), ''],
-          [
-            'static, its server',
-            String(result.documents_ms.static_server),
-            String(result.keywords_ms.static_server),
-            String(result.peak_rss_mb.static_server),
-          ],
-        ],
-      ) +
+        ) +
         `\nagreement over ${pairs.length} query–phrase pairs: Pearson r ${result.agreement.pearson_r}; ${thresholds
           .map((t) => `static ≥ ${t.static_at_least}: ${t.kept} kept, ${t.minilm_related_among_kept} of them MiniLM ≥ 0.3`)
           .join('; ')}\n`,

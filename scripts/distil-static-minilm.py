@@ -74,13 +74,10 @@ def learn_weights(m, rows: np.ndarray, zipf: np.ndarray, vocab: list[str]):
     ids = fit_ids + dev_ids
     dev_pairs = dev_pairs + len(fit_ids)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    theta = sw.fit(rows, zipf, ids, fit_pairs, fit_target, dev_pairs, dev_target, steps=STEPS, lam=LAMBDA, log=log)
-    student = sw.Student(rows, zipf, ids)
+    theta, student = sw.fit(rows, zipf, ids, fit_pairs, fit_target, dev_pairs, dev_target, steps=STEPS, lam=LAMBDA, log=log)
     report = {"fitted_on": FIT, "checked_on": DEV, "pairs": {"fitted": len(fit_pairs), "checked": len(dev_pairs)}}
     for name, th in (("zipf", np.zeros_like(theta)), ("learned", theta)):
-        s, _ = student.vectors(th)
-        cos = (s[dev_pairs[:, 0]] * s[dev_pairs[:, 1]]).sum(1)
-        report[name] = sw.agreement(cos, dev_target)
+        report[name] = sw.agreement(student.cosines(th, dev_pairs), dev_target)
     # The whole words whose weight moved most (pieces and words of fewer than 4 letters left out).
     words = np.array([i for i, t in enumerate(vocab) if t.isalpha() and len(t) >= 4 and theta[i] != 0])
     order = words[np.argsort(theta[words])]

@@ -100,8 +100,7 @@ class Student:
     def __init__(self, rows: np.ndarray, base: np.ndarray, ids: list[list[int]]):
         self.rows, self.base = rows, base
         lens = np.array([len(x) for x in ids])
-        keep = lens > 0
-        if not keep.all():
+        if not (lens > 0).all():
             raise ValueError("a text without tokens")
         # One entry per distinct (text, token), with its count: a repeated token adds its row again.
         toks, texts, counts = [], [], []
@@ -117,14 +116,23 @@ class Student:
         self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         self.r = rows[self.tok].astype(np.float32)  # entries × dims
 
-    def vectors(self, theta: np.ndarray):
-        w = (self.base[self.tok] * np.exp(theta[self.tok])).astype(np.float32) * self.count
+    def _weights(self, theta: np.ndarray) -> np.ndarray:
+        return (self.base[self.tok] * np.exp(theta[self.tok])).astype(np.float32) * self.count
+
+    def vectors(self, theta: np.ndarray, w: np.ndarray | None = None):
+        w = self._weights(theta) if w is None else w
         u = np.add.reduceat(self.r * w[:, None], self.starts, axis=0)
         norm = np.maximum(np.linalg.norm(u, axis=1), 1e-9)
         return u / norm[:, None], norm
 
+    def cosines(self, theta: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        s, _ = self.vectors(theta)
+        s = s.astype(np.float64)
+        return (s[pairs[:, 0]] * s[pairs[:, 1]]).sum(1)
+
     def loss_grad(self, theta: np.ndarray, pairs: np.ndarray, target: np.ndarray, lam: float):
-        s, norm = self.vectors(theta)
+        w = self._weights(theta)
+        s, norm = self.vectors(theta, w)
         a, b = pairs[:, 0], pairs[:, 1]
         s = s.astype(np.float64)
         cos = (s[a] * s[b]).sum(1)
@@ -135,15 +143,14 @@ class Student:
         np.add.at(g, a, e[:, None] * (s[b] - cos[:, None] * s[a]))
         np.add.at(g, b, e[:, None] * (s[a] - cos[:, None] * s[b]))
         g /= norm[:, None]
-        w = (self.base[self.tok] * np.exp(theta[self.tok])).astype(np.float32) * self.count
         per_occ = np.einsum("ij,ij->i", self.r, g[self.text].astype(np.float32)) * w
         grad = np.bincount(self.tok, weights=per_occ, minlength=len(theta))
         grad += 2 * lam * theta / len(pairs)
-        return loss, grad, cos
+        return loss, grad
 
 
 def fit(rows, base, tok_ids, pairs, target, val_pairs, val_target, steps=400, lr=0.05, lam=0.05, log=print):
-    """Adam on theta; returns theta and the validation curve."""
+    """Adam on theta; returns theta and the student (every text of `tok_ids`); logs the check pairs' loss and r."""
     student = Student(rows, base, tok_ids)
     theta = np.zeros(len(base))
     m = np.zeros_like(theta)
@@ -151,15 +158,16 @@ def fit(rows, base, tok_ids, pairs, target, val_pairs, val_target, steps=400, lr
     b1, b2 = 0.9, 0.999
     t0 = time.time()
     for step in range(1, steps + 1):
-        loss, grad, _ = student.loss_grad(theta, pairs, target, lam)
+        loss, grad = student.loss_grad(theta, pairs, target, lam)
         m = b1 * m + (1 - b1) * grad
         v = b2 * v + (1 - b2) * grad**2
         theta -= lr * (m / (1 - b1**step)) / (np.sqrt(v / (1 - b2**step)) + 1e-8)
         if step % 50 == 0 or step == 1:
-            vl, _, vc = student.loss_grad(theta, val_pairs, val_target, 0.0)
+            vc = student.cosines(theta, val_pairs)
+            vl = float(((vc - val_target) ** 2).mean())
             r = float(np.corrcoef(vc, val_target)[0, 1])
             log(f"static weights: step {step}/{steps}, train loss {loss:.4f}, dev loss {vl:.4f}, dev r {r:.3f} ({step / (time.time() - t0):.1f} steps/s)")
-    return theta
+    return theta, student
 
 
 def agreement(cos_static: np.ndarray, cos_teacher: np.ndarray, cut: float = 0.3) -> dict:

@@ -14,6 +14,7 @@ import { stderrLogger } from '../../index/core/log.ts';
 import { EMBEDDINGS_BACKENDS, EMBEDDINGS_MODEL, installEmbeddings, startEmbeddingsServer } from '../embeddings/venv.ts';
 import { StaticEncoder } from '../embeddings/static.ts';
 import { createStaticEmbeddingsServer } from '../embeddings/staticServer.ts';
+import { listenUntilSignal } from '../server/listen.ts';
 import { parseChoice, parseIntFlag } from './options.ts';
 
 interface ServeFlags {
@@ -44,32 +45,11 @@ async function serveStatic(flags: ServeFlags, host: string): Promise<void> {
     requestTimeoutMs: D.requestTimeoutMs,
   });
   const port = parseIntFlag('--port', flags.port, 0, 65_535) ?? D.port;
-  const parent = parseIntFlag('--parent-pid', flags.parentPid, 1, 1 << 30);
-  let address: string;
-  try {
-    address = await app.listen({ host, port });
-  } catch (e) {
-    const code = (e as { code?: string }).code;
-    throw cogrError('ADDRESS_UNAVAILABLE', `cogr embeddings serve cannot listen on ${host}:${port} (${code ?? (e as Error).message})`, {
-      host,
-      port,
-    });
-  }
-  const url = `${address}/v1`;
-  stderrLogger.info('cogr embeddings serve listening', { url, model: encoder.model, backend: 'static' });
-  process.stdout.write(`listening on ${address}\n${url}\n`);
-  await new Promise<void>((resolve) => {
-    let watch: NodeJS.Timeout | undefined;
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      if (watch) clearInterval(watch);
-      void app.close().then(resolve, resolve);
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-    // Started for one command: gone with it, even when it was killed (its child then belongs to another parent).
-    if (parent !== undefined) watch = setInterval(() => process.ppid !== parent && stop(), 1000);
+  await listenUntilSignal(app, host, port, 'cogr embeddings serve', stderrLogger, undefined, {
+    docs: false,
+    // The line startStaticEmbeddingsServer (venv.ts) waits for, then the API's URL.
+    onListening: (address) => process.stdout.write(`listening on ${address}\n${address}/v1\n`),
+    parentPid: parseIntFlag('--parent-pid', flags.parentPid, 1, 1 << 30),
   });
 }
 

@@ -1,4 +1,8 @@
-/** Running a server from the command line: listen, log the address, close cleanly on SIGINT/SIGTERM. */
+/**
+ * Running a server from the command line: listen, log the address, close cleanly on SIGINT/SIGTERM
+ * (and, with `parentPid`, once that process is no longer this one's parent: a server started for
+ * one command goes with it, even when the command was killed).
+ */
 import type { FastifyInstance } from 'fastify';
 import { cogrError } from '../../index/core/errors.ts';
 import type { Logger } from '../../index/core/log.ts';
@@ -14,7 +18,7 @@ export async function listenUntilSignal(
   what: string,
   log: Logger,
   onClose?: () => void,
-  opts: { docs?: boolean } = {},
+  opts: { docs?: boolean; onListening?: (address: string) => void; parentPid?: number } = {},
 ): Promise<void> {
   if (!isLoopback(host)) log.warn(`${what} listens on ${host}, reachable from other machines; set --token for the protected endpoints`);
   let address: string;
@@ -38,14 +42,22 @@ export async function listenUntilSignal(
     throw e;
   }
   log.info(`${what} listening`, opts.docs === false ? { address } : { address, docs: `${address}/docs` });
+  opts.onListening?.(address);
   await new Promise<void>((resolve) => {
+    let watch: NodeJS.Timeout | undefined;
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
+      if (watch) clearInterval(watch);
       onClose?.();
-      void app.close().then(() => resolve());
+      void app.close().then(
+        () => resolve(),
+        () => resolve(),
+      );
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
+    const parent = opts.parentPid;
+    if (parent !== undefined) watch = setInterval(() => process.ppid !== parent && stop(), 1000);
   });
 }
