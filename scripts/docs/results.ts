@@ -449,10 +449,11 @@ export function auditBlock(s: Sources): string {
       'bare numbers',
       'taken from the query',
       'related to the query (MiniLM cosine ≥ 0.3)',
+      'queries without a keyword: matched by their own text / by nothing',
       'item keywords on one item',
       'median items per item keyword',
     ],
-    [1, 2, 3, 4, 5, 6, 7, 8],
+    [1, 2, 3, 4, 5, 6, 7, 8, 9],
   );
   for (const { name, json: a } of s.audits)
     t.add([
@@ -463,19 +464,26 @@ export function auditBlock(s: Sources): string {
       pct(a.query.shareBareNumbers),
       pct(a.query.shareFromQuery),
       a.query.related ? pct(a.query.related.share) : '—',
+      without(a.query.withoutKeywords),
       pct(a.item.shareOneItem),
       med(a.item.medianItemsPerKeyword),
     ]);
   return [
     tableWithCommands(
       t,
-      'After `cogr demo --dataset <d>`, as `cogr serve` serves it; item keywords over every item. Re-measure (with `npx cogr embeddings serve` on port 8001):',
+      'After `cogr demo --dataset <d>`, as `cogr serve` serves it; item keywords over every item. A query the planner gives no keyword is matched by its own text alone (the rule’s {q}: the query “milk” finds the items that carry `milk`), or, when no item carries its text, by nothing: the run’s floor serves it (`ranking.fallback: "empty_plan"` in the response). Re-measure (with `npx cogr embeddings serve` on port 8001):',
       s.audits.map((a) => `- ${display(a.name)}: \`${auditCommand(a.name, a.file)}\``),
     ),
     relatedApart(s),
   ]
     .filter((x) => x !== '')
     .join('\n\n');
+}
+
+/** A stored audit's queries without a keyword: "82: 33 / 49" (— for audits stored before the count). */
+function without(w: AuditJson['query']['withoutKeywords']): string {
+  if (!w) return '—';
+  return w.ownText !== undefined && w.nothing !== undefined ? `${w.queries}: ${w.ownText} / ${w.nothing}` : String(w.queries);
 }
 
 /** The related share apart: keywords taken from the query against added ones, and by the query's length (audits that hold the parts). */

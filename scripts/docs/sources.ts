@@ -36,6 +36,7 @@ const QueryAudit = z.object({
   medianItemsPerKeyword: Num.nullable(),
   shareBareNumbers: Num,
   shareFromQuery: Num,
+  withoutKeywords: z.object({ queries: Num, ownText: Num.optional(), nothing: Num.optional() }).optional(),
   related: z
     .object({
       share: Num,

@@ -22,6 +22,7 @@ import {
   auditLine,
   auditQueries,
   keywordMatches,
+  ownTextMatches,
   relatedLine,
   type AuditedQuery,
   type KeywordAudit,
@@ -142,7 +143,12 @@ async function auditStored(flags: AuditFlags, log: Logger): Promise<Audited> {
     } catch (e) {
       if (!(e instanceof NoSearchableTerms)) throw e;
     }
-    out.push({ text: q.text, keywords, matches: keywords.map((k) => keywordMatches(snap.item, k)) });
+    out.push({
+      text: q.text,
+      keywords,
+      matches: keywords.map((k) => keywordMatches(snap.item, k)),
+      ownMatches: ownTextMatches(snap.item, q.text),
+    });
   }
   const limit = parseIntFlag('--items', flags.items, 1, 100_000_000);
   const item = auditItems(snap.item, limit);
@@ -176,11 +182,15 @@ async function auditServed(flags: AuditFlags, log: Logger): Promise<Audited> {
   for (const q of queries) {
     const r = (await get(`/v1/search?${new URLSearchParams({ q: q.text.slice(0, 500), k: '1' })}`)) as {
       keywords?: { generated?: string[] };
+      matched?: number;
+      ranking?: { fallback?: string | null };
     } | null;
     const keywords = r?.keywords?.generated ?? [];
     const m: number[] = [];
     for (const k of keywords) m.push(await matches(k));
-    out.push({ text: q.text, keywords, matches: m });
+    // A query given no keyword is matched by its own text alone ({q}), unless the server says that matched nothing (its floor served instead).
+    const ownMatches = r?.ranking?.fallback === 'empty_plan' ? 0 : (r?.matched ?? 0);
+    out.push({ text: q.text, keywords, matches: m, ...(keywords.length === 0 && r !== null ? { ownMatches } : {}) });
     if (out.length % 100 === 0) log.info(`audit: ${out.length} of ${queries.length} queries`);
   }
   const ids = corpus ? corpus.items.map((it) => it.id).slice(0, parseIntFlag('--items', flags.items, 1, 100_000_000) ?? 300) : [];

@@ -11,6 +11,9 @@
  *            the keywords taken from the query and the added ones, and by the query's length
  *            in words (QUERY_LENGTHS): a one-word keyword is seldom near a query that is an
  *            abstract, even when the abstract holds the word.
+ *            Queries left without any keyword apart: how many, and of those how many their own
+ *            text matches as a keyword (the rule's {q}: "milk" matches the items that carry
+ *            `milk`) and how many match no item at all (served by the run's floor, if any).
  *   items:   keywords per item; the share of item keywords that no other item carries; the
  *            median number of items an item keyword matches.
  * "Matches" counts the items the keyword alone retrieves under the CoGR rule: those that
@@ -52,8 +55,20 @@ export interface QueryKeywordAudit {
   shareBareNumbers: number;
   /** Share of query keywords whose every word occurs in the query's text. */
   shareFromQuery: number;
+  /**
+   * The queries given no keyword: how many, and when the items their own text matches are
+   * known, how many it matches some item (`ownText`) and how many nothing (`nothing`).
+   * Audits stored before it lack it.
+   */
+  withoutKeywords?: WithoutKeywords;
   /** With cosines: share at cosine ≥ RELATED_COSINE, the median cosine, and the share by kind of keyword and by length of query (audits stored before them lack the parts). */
   related?: RelatedAudit;
+}
+
+export interface WithoutKeywords {
+  queries: number;
+  ownText?: number;
+  nothing?: number;
 }
 
 export interface ItemKeywordAudit {
@@ -76,6 +91,8 @@ export interface AuditedQuery {
   keywords: readonly string[];
   matches: readonly number[];
   cosines?: readonly number[];
+  /** The items the query's own text matches as a keyword ({q}); given by callers that know it. */
+  ownMatches?: number;
 }
 
 const WORD = /[\p{L}\p{N}]+/gu;
@@ -102,7 +119,15 @@ export function auditQueries(queries: readonly AuditedQuery[]): QueryKeywordAudi
   const added = part();
   const byLength = [...QUERY_LENGTHS, null].map((maxWords) => ({ maxWords, queries: 0, ...part() }));
   let measured = true;
+  let without = 0;
+  let ownText = 0;
+  let ownKnown = true;
   for (const q of queries) {
+    if (q.keywords.length === 0) {
+      without++;
+      if (q.ownMatches === undefined) ownKnown = false;
+      else if (q.ownMatches > 0) ownText++;
+    }
     const textWords = q.text.toLowerCase().match(WORD) ?? [];
     const words = new Set(textWords);
     const length = byLength.find((b) => b.maxWords === null || textWords.length <= b.maxWords)!;
@@ -139,6 +164,7 @@ export function auditQueries(queries: readonly AuditedQuery[]): QueryKeywordAudi
     medianItemsPerKeyword: median(matches),
     shareBareNumbers: share(numbers, keywords),
     shareFromQuery: share(fromQuery, keywords),
+    withoutKeywords: { queries: without, ...(ownKnown ? { ownText, nothing: without - ownText } : {}) },
   };
   if (measured && queries.length > 0)
     out.related = {
@@ -156,6 +182,12 @@ export function auditQueries(queries: readonly AuditedQuery[]): QueryKeywordAudi
 export function keywordMatches(view: KeywordView, keyword: string): number {
   const o = view.ordinalOfKeyword(keyword);
   return o < 0 ? 0 : view.keywordDf(o);
+}
+
+/** The items a query's own text matches as its keyword ({q}: items carrying it, or whose title it is), in a view. */
+export function ownTextMatches(view: KeywordView, text: string): number {
+  const o = view.probeKeywordOrdinals({ self: text, keywords: [] });
+  return o.length === 0 ? 0 : view.keywordDf(o[0]);
 }
 
 /** Every item's keywords of an item view (titles aside; the first `limit` items), against the items each matches. */
@@ -220,6 +252,7 @@ export function poolAudits(audits: readonly (KeywordAudit | null | undefined)[])
       medianItemsPerKeyword: meanOf(q.map((x) => x.medianItemsPerKeyword)),
       shareBareNumbers: qk((x) => x.shareBareNumbers),
       shareFromQuery: qk((x) => x.shareFromQuery),
+      ...poolWithout(q),
       ...(related ? { related } : {}),
     },
     item: {
@@ -228,6 +261,19 @@ export function poolAudits(audits: readonly (KeywordAudit | null | undefined)[])
       keywordsPerItem: wmean(it.map((x) => ({ w: x.items, v: x.keywordsPerItem }))),
       shareOneItem: ik((x) => x.shareOneItem),
       medianItemsPerKeyword: meanOf(it.map((x) => x.medianItemsPerKeyword)),
+    },
+  };
+}
+
+/** The queries without keywords of several audits summed; none when an audit lacks them (stored before them). */
+function poolWithout(q: readonly QueryKeywordAudit[]): Pick<QueryKeywordAudit, 'withoutKeywords'> {
+  if (!q.every((x) => x.withoutKeywords)) return {};
+  const sum = (pick: (w: WithoutKeywords) => number) => q.reduce((a, x) => a + pick(x.withoutKeywords!), 0);
+  const known = q.every((x) => x.withoutKeywords!.ownText !== undefined && x.withoutKeywords!.nothing !== undefined);
+  return {
+    withoutKeywords: {
+      queries: sum((w) => w.queries),
+      ...(known ? { ownText: sum((w) => w.ownText!), nothing: sum((w) => w.nothing!) } : {}),
     },
   };
 }
@@ -267,8 +313,17 @@ export function auditLine(a: KeywordAudit): string {
   return (
     `query keywords ${q.keywordsPerQuery.toFixed(1)} per query, ${pct(q.shareOneItem)} match at most one item, median ${med(q.medianItemsPerKeyword)} items each, ` +
     `${pct(q.shareFromQuery)} taken from the query, ${pct(q.shareBareNumbers)} bare numbers${related}; ` +
+    withoutLine(q.withoutKeywords, q.queries) +
     `item keywords ${i.keywordsPerItem.toFixed(1)} per item, ${pct(i.shareOneItem)} carried by one item, median ${med(i.medianItemsPerKeyword)} items each`
   );
+}
+
+/** The queries without keywords, as auditLine says them ('' for audits stored before them). */
+function withoutLine(w: WithoutKeywords | undefined, queries: number): string {
+  if (!w) return '';
+  const apart =
+    w.ownText !== undefined && w.nothing !== undefined ? ` (${w.ownText} matched by their own text, ${w.nothing} by nothing)` : '';
+  return `${w.queries} of ${queries} queries without a keyword${apart}; `;
 }
 
 /** The names of the query-length groups of an audit, in order: "1–10 words", "11–30 words", "31+ words". */

@@ -17,7 +17,7 @@ import { keywordCosines } from '../../generators/planner/queryContext.ts';
 import { denseVectorsOf } from '../../generators/planner/relevance.ts';
 import { queryInput } from '../../generators/sft.ts';
 import { evaluateRun, type RunEntry } from '../metrics.ts';
-import { auditQueries, keywordMatches, type AuditedQuery } from '../drift/keywordAudit.ts';
+import { auditQueries, keywordMatches, ownTextMatches, type AuditedQuery } from '../drift/keywordAudit.ts';
 import type { RunConfig } from '../run/config.ts';
 import type { HeldOutMetrics } from '../run/state.ts';
 
@@ -96,6 +96,8 @@ export function evaluateQueries(
       text: q.text,
       keywords,
       matches: keywords.map((k) => keywordMatches(itemView, k)),
+      // Matched by its own text ({q}) unless its own names stand in for it.
+      ownMatches: own ? 0 : ownTextMatches(itemView, q.text),
       ...(cosinesOf ? { cosines: Array.from(keywordCosines(cosinesOf, q.text, keywords)) } : {}),
     });
     const found = itemView.search(own ? { keywords } : { self: q.text, keywords }, { all: true });

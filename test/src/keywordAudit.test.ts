@@ -4,7 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KeywordView } from '../../index/view/view.ts';
-import { auditItems, auditQueries, keywordMatches, poolAudits, relatedLine } from '../../src/drift/keywordAudit.ts';
+import {
+  auditItems,
+  auditLine,
+  auditQueries,
+  keywordMatches,
+  ownTextMatches,
+  poolAudits,
+  relatedLine,
+} from '../../src/drift/keywordAudit.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
 import { startFakeEmbeddings } from '../fixtures/fakeEmbeddings.ts';
 import { runCogr, smallDemo } from '../fixtures/cogrChild.ts';
@@ -47,6 +55,7 @@ describe('the keyword audit', () => {
       medianItemsPerKeyword: 1, // 0 1 1 2 3
       shareBareNumbers: 1 / 5,
       shareFromQuery: 3 / 5, // heart disease, statins, finland
+      withoutKeywords: { queries: 1 }, // "empty"; what its own text matches was not given
       related: {
         share: 3 / 5,
         medianCosine: 0.6,
@@ -62,6 +71,41 @@ describe('the keyword audit', () => {
     });
     // without cosines there is no relatedness
     expect(auditQueries([{ text: 'x', keywords: ['x'], matches: [2] }]).related).toBeUndefined();
+  });
+
+  it('counts the queries given no keyword apart: those their own text matches ({q}, a title too) and those it matches nothing', () => {
+    expect(ownTextMatches(view, 'Heart disease')).toBe(3);
+    expect(ownTextMatches(view, 'finland trial')).toBe(1); // item d's title
+    expect(ownTextMatches(view, 'deafness')).toBe(0);
+    const texts = ['Heart disease', 'finland trial', 'deafness', 'statins and 1752'];
+    const q = auditQueries(
+      texts.map((text, i) =>
+        i < 3
+          ? { text, keywords: [], matches: [], ownMatches: ownTextMatches(view, text) }
+          : { text, keywords: ['statins'], matches: [2], ownMatches: ownTextMatches(view, text) },
+      ),
+    );
+    expect(q.withoutKeywords).toEqual({ queries: 3, ownText: 2, nothing: 1 });
+    expect(q.keywordsPerQuery).toBe(1 / 4);
+    expect(auditLine({ query: q, item: auditItems(view) })).toContain(
+      '3 of 4 queries without a keyword (2 matched by their own text, 1 by nothing); ',
+    );
+    // pooled by sums; a fold without the counts (stored before them) leaves them out
+    const other = auditQueries([{ text: 'deafness', keywords: [], matches: [], ownMatches: 0 }]);
+    const item = auditItems(view);
+    expect(
+      poolAudits([
+        { query: q, item },
+        { query: other, item },
+      ])!.query.withoutKeywords,
+    ).toEqual({ queries: 4, ownText: 2, nothing: 2 });
+    const { withoutKeywords: _w, ...old } = other;
+    expect(
+      poolAudits([
+        { query: q, item },
+        { query: old, item },
+      ])!.query.withoutKeywords,
+    ).toBeUndefined();
   });
 
   it('gives the item side by hand: per item, carried by one item, median items per distinct keyword', () => {
@@ -160,6 +204,10 @@ describe('cogr audit', () => {
     expect(out.query.shareBareNumbers).toBe(0);
     expect(out.item.shareOneItem).toBe(0);
     expect(out.item.items).toBeGreaterThan(0);
+    // every query without a keyword is counted once, by its own text's match or by none
+    const w = (out.query as { withoutKeywords?: { queries: number; ownText?: number; nothing?: number } }).withoutKeywords!;
+    expect(w.queries).toBe(out.examples.filter((e) => e.keywords.length === 0).length);
+    expect(w.ownText! + w.nothing!).toBe(w.queries);
   }, 300_000);
 
   it('audits a run fitted with embeddings with their vectors from --embeddings, and refuses it without, naming the model', async () => {
