@@ -52,6 +52,7 @@ import {
   seedsBlock,
   denseBlock,
   staticBlock,
+  judgeBlock,
   resultsDetailBlock,
 } from './docs/results.ts';
 import { readSources, type Sources } from './docs/sources.ts';
@@ -77,6 +78,7 @@ export const BLOCKS: Record<string, BlockMaker> = {
   seeds: (s) => seedsBlock(s),
   dense: (s) => denseBlock(s),
   static: (s) => staticBlock(s),
+  judge: (s) => judgeBlock(s),
 };
 
 const MARKER = /<!-- docs:([a-z0-9-]+):(start|end) -->/g;

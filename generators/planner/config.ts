@@ -86,6 +86,13 @@ export interface PlannerConfig {
    * such rule (planners saved before it, runs without embeddings).
    */
   keywordCosine: number | null;
+  /**
+   * The embeddings model whose vectors `keywordCosine` reads (registered in this thread, as
+   * the relevance model's are); null: the relevance model's own (planners saved before this
+   * field). A run whose encoder is a judge only (`--embeddings-features no`) names it here
+   * while its relevance model has none.
+   */
+  keywordModel: string | null;
   /** A query over the keyword limits starts its keywords with its label (its highest-idf words), which items can adopt (planners saved before the shared vocabulary); off: no label. */
   labels: boolean;
   /** A query whose text holds an item's title (2+ words) starts its keywords with that title, so a query naming an item finds it (the shared vocabulary; off for planners saved before it). */
@@ -110,6 +117,7 @@ export const DEFAULT_PLANNER: PlannerConfig = (({ topItems, lambda, epsilon, grp
   minCarriers: 0,
   relatedness: null,
   keywordCosine: null,
+  keywordModel: null,
   labels: true,
   names: false,
 }))(DEFAULTS.planner);

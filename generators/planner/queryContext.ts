@@ -278,6 +278,7 @@ export class PlannerContexts {
         this.relevance,
         text,
         list.map((k) => view.surface(k)),
+        this.config.keywordModel,
       );
       list = list.filter((_, i) => cos[i] >= minCos);
     }
@@ -423,12 +424,18 @@ export function sharedKeyword(view: KeywordView, titleOnly: Uint8Array, k: numbe
 }
 
 /**
- * The cosine of each keyword (surface form) with a query text under a relevance source's
- * embeddings model (the planner's and the oracle's `keywordCosine` rule): the vectors
- * registered in this thread (relevance.ts DenseVectors), the missing ones fetched in one call.
+ * The cosine of each keyword (surface form) with a query text under an embeddings model (the
+ * planner's and the oracle's `keywordCosine` rule): `model`, or the relevance source's own
+ * when null; the vectors registered in this thread (relevance.ts DenseVectors), the missing
+ * ones fetched in one call.
  */
-export function keywordCosines(relevance: RelevanceSource, text: string, keywords: readonly string[]): Float64Array {
-  const model = relevance.embeddingsModel ?? null;
+export function keywordCosines(
+  relevance: RelevanceSource,
+  text: string,
+  keywords: readonly string[],
+  model: string | null = null,
+): Float64Array {
+  model ??= relevance.embeddingsModel ?? null;
   if (model === null)
     throw cogrError('INVALID_ARGUMENT', "the planner's keywordCosine rule needs a relevance model with embeddings (none is configured)");
   const dense = denseVectorsOf(model);

@@ -21,6 +21,7 @@ import {
   exampleCommands,
   oracleCommand,
   staticAuditCommand,
+  judgeAuditCommand,
 } from './sources.ts';
 import type { Audit, AuditJson, Bench, EvolveJson, LlmBench, Metrics, OracleJson, Paired, Sources, SplitBaseline } from './sources.ts';
 
@@ -847,6 +848,54 @@ export function staticBlock(s: Sources): string {
         (r) => `- ${display(r.json.dataset)}: \`${evolveCommand(r.json, r.file).replace(/<an endpoint serving [^>]*>/, 'static')}\``,
       ),
       ...s.staticAudits.map((a) => `- ${display(a.name)}'s keywords: \`${staticAuditCommand(a.name, a.file)}\``),
+    ],
+  );
+}
+
+/** A signed percentage with one decimal: +19.4 %, −0.3 %. */
+const signedPct = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(1)} %`;
+
+/** docs/embeddings.md: the stored runs with MiniLM judging the planned keywords only (`--embeddings-features no`), beside the runs without an encoder and with MiniLM's features, and their served keywords' audits. */
+export function judgeBlock(s: Sources): string {
+  if (s.judgeRuns.length === 0) return '_No stored run with the encoder as a judge only in docs/results/judge/._';
+  const t = new Table(
+    [
+      'collection',
+      'F1, judge only (folds)',
+      'without an encoder',
+      'MiniLM features and judge',
+      'judge only − BM25',
+      'nDCG@10 − BM25 + RM3',
+      "rounds' share (final / refit from SFT)",
+      'served keywords related (MiniLM ≥ 0.3): judge only / without',
+    ],
+    [2, 3, 4],
+  );
+  const share = (a: { json: AuditJson } | undefined) => (a?.json.query.related ? pct(a.json.query.related.share) : '—');
+  for (const r of s.judgeRuns) {
+    const j = r.json;
+    const without = s.runs.find((x) => x.json.dataset === j.dataset);
+    const minilm = s.dense.find((x) => x.json.dataset === j.dataset);
+    const refit = j.final?.refit_from_sft?.f1;
+    t.add([
+      display(j.dataset),
+      `${f3(j.final?.f1 ?? 0)} (${j.perFold.map((f) => f3(f.final?.f1 ?? 0)).join(' · ')})`,
+      without ? f3(without.json.final?.f1 ?? 0) : '—',
+      minilm ? f3(minilm.json.final?.f1 ?? 0) : '—',
+      j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
+      j.final_vs_rm3 ? pm(j.final_vs_rm3.ndcg10) : '—',
+      refit ? signedPct((100 * (j.final?.f1 ?? 0)) / refit - 100) : '—',
+      `${share(s.judgeAudits.find((a) => a.name === r.name))} / ${share(s.audits.find((a) => a.name === r.name))}`,
+    ]);
+  }
+  return tableWithCommands(
+    t,
+    'Held-out figures, means over every held-out query of the 5 folds (seed 1, the folds of the other runs); differences paired per held-out query, mean ± standard error. The keywords: the served keywords of `cogr demo --dataset <d>` with MiniLM as a judge only and without an encoder, over every query of the collection, judged by MiniLM (`cogr audit --embeddings`). Re-measure (with `npx cogr embeddings serve` on port 8001):',
+    [
+      ...s.judgeRuns.map(
+        (r) => `- ${display(r.json.dataset)}: \`${evolveCommand(r.json, r.file).replace(/<an endpoint serving [^>]*>/, EMBEDDINGS_URL)}\``,
+      ),
+      ...s.judgeAudits.map((a) => `- ${display(a.name)}'s keywords: \`${judgeAuditCommand(a.name, a.file)}\``),
     ],
   );
 }

@@ -366,6 +366,10 @@ export interface Sources {
   staticRuns: StoredRun[];
   /** docs/results/static/audit/<dataset>.json: the served keywords of `cogr demo --dataset <d> --embeddings static`, judged by MiniLM. */
   staticAudits: { name: string; file: string; json: AuditJson }[];
+  /** docs/results/judge/<dataset>.json: the stored k-fold runs again with MiniLM judging the keywords only (`--embeddings-features no`). */
+  judgeRuns: StoredRun[];
+  /** docs/results/judge/audit/<dataset>.json: the served keywords of those runs' demos, judged by MiniLM. */
+  judgeAudits: { name: string; file: string; json: AuditJson }[];
 }
 
 const byOrder = (a: { name: string }, b: { name: string }) => {
@@ -398,6 +402,12 @@ export function auditCommand(dataset: string, file: string, dense = false): stri
   const home = `COGR_HOME=.cogr-${dense ? 'dense-' : ''}${dataset}`;
   const url = EMBEDDINGS_URL;
   return `${home} npx cogr demo --dataset ${dataset}${dense ? ` --embeddings ${url}` : ''} && ${home} npx cogr audit --embeddings ${url} --json --examples 0 > ${file}`;
+}
+
+/** The commands that make docs/results/judge/audit/<d>.json: the demo with MiniLM judging the keywords only, its served keywords judged by MiniLM (port 8001). */
+export function judgeAuditCommand(dataset: string, file: string): string {
+  const home = `COGR_HOME=.cogr-judge-${dataset}`;
+  return `${home} npx cogr demo --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --embeddings-features no && ${home} npx cogr audit --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/static/audit/<d>.json: the built-in encoder's run served, its keywords judged by MiniLM on port 8001. */
@@ -475,5 +485,24 @@ export function readSources(root: string): Sources {
   const denseAudits = storedIn(root, 'dense/audit', AuditJsonSchema);
   const staticRuns = storedIn(root, 'static', EvolveJsonSchema);
   const staticAudits = storedIn(root, 'static/audit', AuditJsonSchema);
-  return { runs, demo, bench, audits, examples, newItems, llm, oracle, adoptDev, seeds, dense, denseAudits, staticRuns, staticAudits };
+  const judgeRuns = storedIn(root, 'judge', EvolveJsonSchema);
+  const judgeAudits = storedIn(root, 'judge/audit', AuditJsonSchema);
+  return {
+    runs,
+    demo,
+    bench,
+    audits,
+    examples,
+    newItems,
+    llm,
+    oracle,
+    adoptDev,
+    seeds,
+    dense,
+    denseAudits,
+    staticRuns,
+    staticAudits,
+    judgeRuns,
+    judgeAudits,
+  };
 }

@@ -116,13 +116,20 @@ async function openRunDb(dbPath: string, fresh: boolean): Promise<CogrDb> {
  * With `--embeddings`: every item's and query's vector (cached), registered for the
  * relevance model; the config names the model. Without: the config says none.
  */
-async function withEmbeddings(flags: RunFlags, corpus: Corpus): Promise<Partial<RunConfigInput>> {
+async function withEmbeddings(flags: RunFlags, corpus: Corpus, features: boolean): Promise<Partial<RunConfigInput>> {
   const setup = await embeddingsSetupOf(flags, stderrLogger);
-  if (setup === null) return {};
-  const v = await embedCorpus(corpus, setup, stderrLogger);
+  if (setup === null) {
+    if (!features)
+      throw cogrError('INVALID_ARGUMENT', '--embeddings-features no: the encoder it makes a judge only is given by --embeddings URL');
+    return {};
+  }
+  // A judge only (--embeddings-features no): the query texts now, the keywords as the planner judges them; no item.
+  const v = await embedCorpus(features ? corpus : { items: [], queries: corpus.queries }, setup, stderrLogger);
   registerCorpusVectors(v, syncEndpoint(setup, v.model), stderrLogger);
   stderrLogger.info(
-    `embeddings: ${v.items.size} items and ${v.queries.size} query texts under ${v.model} (dimension ${v.dim}) as relevance features`,
+    features
+      ? `embeddings: ${v.items.size} items and ${v.queries.size} query texts under ${v.model} (dimension ${v.dim}) as relevance features`
+      : `embeddings: ${v.queries.size} query texts under ${v.model} (dimension ${v.dim}); the encoder judges the planned keywords only (--embeddings-features no)`,
   );
   return { embeddingsModel: v.model };
 }
@@ -607,7 +614,7 @@ export function register(program: Command): void {
     // Everything is checked before the database is opened, created or cleared.
     const { corpus } = await loadRunCorpus(config0, stderrLogger);
     computeSplit(corpus, config0);
-    const config = parseRunConfig({ ...config0, ...(await withEmbeddings(flags, corpus)) });
+    const config = parseRunConfig({ ...config0, ...(await withEmbeddings(flags, corpus, config0.embeddingsFeatures)) });
     const t0 = Date.now();
     const reportPath = join(dirname(dbPath), 'demo-report.html');
     const db = await openRunDb(dbPath, flags.fresh ?? false);
@@ -692,7 +699,7 @@ export function register(program: Command): void {
     const which = only === undefined ? Array.from({ length: folds }, (_, k) => k) : [only];
     // Everything is checked before any database is opened, created or cleared.
     const { corpus } = await loadRunCorpus(base, stderrLogger);
-    const dense = await withEmbeddings(flags, corpus);
+    const dense = await withEmbeddings(flags, corpus, base.embeddingsFeatures);
     const configs = which.map((k) => parseRunConfig({ ...base, ...dense, fold: k }));
     for (const c of configs) computeSplit(corpus, c);
     // --new-items: the run sees the collection without them (the folds are still the whole collection's).

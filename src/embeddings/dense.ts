@@ -184,9 +184,11 @@ export async function embedCorpus(
           'EMBEDDINGS_FORMAT',
           `embeddings endpoint ${setup.client.baseURL}: items have dimension ${items.dim}, queries ${queries.dim}`,
         );
+      // No items (an encoder that only judges keywords): the model and dimension are the queries'.
+      const from = items.vectors.length > 0 ? items : queries;
       return {
-        model: items.model,
-        dim: items.dim,
+        model: from.model,
+        dim: from.dim,
         items: new Map(corpus.items.map((it, i) => [it.id, items.vectors[i]])),
         queries: new Map(qTexts.map((t, i) => [t, queries.vectors[i]])),
       };

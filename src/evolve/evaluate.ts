@@ -82,7 +82,7 @@ export function evaluateQueries(
   const audited: AuditedQuery[] = [];
   // With an embeddings model behind the planner (and its vectors registered in this thread), the audit
   // gives each keyword's cosine to its query, as `cogr audit --embeddings` does.
-  const model = rankWith?.cosines ? (rankWith.planner.relevance.embeddingsModel ?? null) : null;
+  const model = rankWith?.cosines ? (rankWith.planner.config.keywordModel ?? rankWith.planner.relevance.embeddingsModel ?? null) : null;
   const cosinesOf = model !== null && denseVectorsOf(model) !== undefined ? rankWith!.planner.relevance : null;
   for (const q of queries) {
     let keywords = keywordsOf(q);
@@ -98,7 +98,7 @@ export function evaluateQueries(
       matches: keywords.map((k) => keywordMatches(itemView, k)),
       // Matched by its own text ({q}) unless its own names stand in for it.
       ownMatches: own ? 0 : ownTextMatches(itemView, q.text),
-      ...(cosinesOf ? { cosines: Array.from(keywordCosines(cosinesOf, q.text, keywords)) } : {}),
+      ...(cosinesOf ? { cosines: Array.from(keywordCosines(cosinesOf, q.text, keywords, model)) } : {}),
     });
     const found = itemView.search(own ? { keywords } : { self: q.text, keywords }, { all: true });
     const served = rankWith?.floor ? servedSet(itemView, found.items, rankWith.planner, queryInput(q), rankWith.floor) : null;

@@ -105,7 +105,7 @@ export function oracleQuery(
  * targets (sftData.ts) and `cogr oracle` use it.
  */
 export function plannableOracle(
-  rule: { minCarriers: number; relatedness: number | null; keywordCosine?: number | null },
+  rule: { minCarriers: number; relatedness: number | null; keywordCosine?: number | null; keywordModel?: string | null },
   view: KeywordView,
   relevance: RelevanceSource,
   kMax: number,
@@ -126,6 +126,7 @@ export function plannableOracle(
       relevance,
       text,
       list.map((k) => view.surface(k)),
+      rule.keywordModel ?? null,
     );
     const close = new Set(list.filter((_, i) => cos[i] >= minCos));
     return oracleQuery(view, relevant, kMax, rule.minCarriers, (k) => close.has(k));
@@ -158,7 +159,7 @@ export function oracleFigures(opts: {
   /** The run's `--min-carriers`: the shared keywords' fewest carriers (also for a run of the open vocabulary). */
   minCarriers: number;
   /** The run's planner rule (run/config.ts plannerVocabulary): the fewest items a planned keyword is carried by (0 under the open vocabulary), its least relatedness to the query. */
-  rule: { minCarriers: number; relatedness: number | null; keywordCosine?: number | null };
+  rule: { minCarriers: number; relatedness: number | null; keywordCosine?: number | null; keywordModel?: string | null };
 }): OracleFigures {
   const { corpus, queries, sftItemView: view, planner, kMax } = opts;
   const planned = plannableOracle(opts.rule, view, planner.relevance, kMax);

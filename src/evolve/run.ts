@@ -706,7 +706,7 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
       queryTf: config.relevanceQueryTf,
       rm3: config.relevanceRm3,
       textAnalysis: config.relevanceAnalysis,
-      embeddings: config.embeddingsModel,
+      embeddings: config.embeddingsFeatures ? config.embeddingsModel : null,
     },
     planner: {
       topItems: config.plannerTopItems,

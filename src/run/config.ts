@@ -303,6 +303,17 @@ export const RUN_OPTIONS = {
    */
   embeddingsModel: opt(z.string().min(1).nullable().default(null), true),
   /**
+   * With `embeddingsModel`: whether its query–item cosines are relevance features
+   * (DENSE_FEATURES; every item is embedded) or the encoder only judges the planned keywords
+   * (`keywordCosine`; only query and keyword texts are embedded). Runs stored before it had
+   * the features.
+   */
+  embeddingsFeatures: opt(z.boolean().default(true), true, {
+    flag: '--embeddings-features <yes|no>',
+    help: 'with --embeddings: no makes the encoder a judge of the planned keywords only (--keyword-cosine), never a relevance feature, so no item is embedded (default yes)',
+    kind: 'yesno',
+  }),
+  /**
    * What the query side offers items in item half-rounds: 'labels' (each judging or
    * high-ranking training query's own name: its string, or its label when the string
    * is over the keyword limits) or 'keywords' (every keyword of those queries).
@@ -443,6 +454,7 @@ export function plannerVocabulary(
   minCarriers: number;
   relatedness: number | null;
   keywordCosine: number | null;
+  keywordModel: string | null;
   labels: boolean;
   names: boolean;
 } {
@@ -452,10 +464,11 @@ export function plannerVocabulary(
         minCarriers: config.minCarriers,
         relatedness: config.relatedness,
         keywordCosine: (config.embeddingsModel ?? null) !== null && cos > -1 ? cos : null,
+        keywordModel: (config.embeddingsModel ?? null) !== null && cos > -1 ? config.embeddingsModel! : null,
         labels: false,
         names: true,
       }
-    : { minCarriers: 0, relatedness: null, keywordCosine: null, labels: true, names: false };
+    : { minCarriers: 0, relatedness: null, keywordCosine: null, keywordModel: null, labels: true, names: false };
 }
 
 /**

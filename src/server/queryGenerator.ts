@@ -62,7 +62,9 @@ export function rebuildQueryGenerator(
   planner.attachOpposite(itemView);
   // Build the lazily made structures (text index, per-view maps) now, at load, not in the first request.
   // With dense features the warm-up text needs a vector: a zero one (cosine 0 with every item).
-  const denseModel = planner.relevance instanceof RelevanceModel ? planner.relevance.embeddingsModel : null;
+  // (A run whose encoder only judges the keywords has its vectors under the planner's keywordModel.)
+  const denseModel =
+    planner.config.keywordModel ?? (planner.relevance instanceof RelevanceModel ? planner.relevance.embeddingsModel : null);
   const dv = denseModel !== null ? denseVectorsOf(denseModel) : undefined;
   if (dv && dv.query('warm up') === undefined) dv.addQuery('warm up', new Float32Array(dv.dim));
   planner.plan({ id: '\u0000warm-up', text: 'warm up' });
