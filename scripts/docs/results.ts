@@ -832,7 +832,7 @@ export function staticBlock(s: Sources): string {
     const perQuery = (a: { json: AuditJson } | undefined) => (a ? a.json.query.keywordsPerQuery.toFixed(1) : '—');
     t.add([
       display(j.dataset),
-      `${f3(j.final?.f1 ?? 0)} (${j.perFold.map((f) => f3(f.final?.f1 ?? 0)).join(' · ')})`,
+      withFolds(j),
       without ? f3(without.json.final?.f1 ?? 0) : '—',
       minilm ? f3(minilm.json.final?.f1 ?? 0) : '—',
       j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
@@ -851,6 +851,9 @@ export function staticBlock(s: Sources): string {
     ],
   );
 }
+
+/** A stored run's final F1 with its folds' beneath it on one line: "0.563 (0.490 · 0.688 · …)". */
+const withFolds = (j: EvolveJson) => `${f3(j.final?.f1 ?? 0)} (${j.perFold.map((f) => f3(f.final?.f1 ?? 0)).join(' · ')})`;
 
 /** A signed percentage with one decimal: +19.4 %, −0.3 %. */
 const signedPct = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(1)} %`;
@@ -879,7 +882,7 @@ export function judgeBlock(s: Sources): string {
     const refit = j.final?.refit_from_sft?.f1;
     t.add([
       display(j.dataset),
-      `${f3(j.final?.f1 ?? 0)} (${j.perFold.map((f) => f3(f.final?.f1 ?? 0)).join(' · ')})`,
+      withFolds(j),
       without ? f3(without.json.final?.f1 ?? 0) : '—',
       minilm ? f3(minilm.json.final?.f1 ?? 0) : '—',
       j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',

@@ -459,12 +459,14 @@ export function plannerVocabulary(
   names: boolean;
 } {
   const cos = config.keywordCosine ?? -1;
+  // The encoder's rule: the run's model judges the planned keywords, unless there is none or the rule is off.
+  const judge = (config.embeddingsModel ?? null) !== null && cos > -1 ? config.embeddingsModel! : null;
   return config.vocabulary === 'shared'
     ? {
         minCarriers: config.minCarriers,
         relatedness: config.relatedness,
-        keywordCosine: (config.embeddingsModel ?? null) !== null && cos > -1 ? cos : null,
-        keywordModel: (config.embeddingsModel ?? null) !== null && cos > -1 ? config.embeddingsModel! : null,
+        keywordCosine: judge !== null ? cos : null,
+        keywordModel: judge,
         labels: false,
         names: true,
       }
