@@ -11,7 +11,8 @@
  * all) are counted the same way; src/drift/keywordAudit.ts says what each figure is. With
  * --embeddings (an OpenAI-compatible /v1/embeddings endpoint, e.g. `cogr embeddings serve`'s
  * all-MiniLM-L6-v2), the cosine of each query keyword to its query text too; a stored run fitted
- * with embeddings plans with the items' and queries' vectors from that endpoint (withRunVectors).
+ * with embeddings plans with the queries' vectors (and the items', when they are its relevance
+ * features) from that endpoint (withRunVectors).
  */
 import type { Command } from 'commander';
 import { cogrError } from '../../index/core/errors.ts';
@@ -31,7 +32,7 @@ import { loadDataset } from '../datasets/index.ts';
 import { readJsonl, idSchema } from '../datasets/common.ts';
 import { EmbeddingsClient, parseEmbeddingsUrl } from '../embeddings/client.ts';
 import { resolveEmbeddingsUrl } from '../embeddings/venv.ts';
-import { registerRunEmbeddings } from '../embeddings/dense.ts';
+import { registerRunEmbeddings, type RunEncoder } from '../embeddings/dense.ts';
 import { loadRunCorpus } from '../run/corpus.ts';
 import { readRunAt } from '../run/state.ts';
 import { loadQueryGenerator, rebuildQueryGenerator } from '../server/queryGenerator.ts';
@@ -93,20 +94,20 @@ async function withCosines(queries: AuditedQuery[], url: string, model: string |
 
 /**
  * A run fitted with an embeddings model's cosines (`--embeddings` on evolve or demo) plans with
- * them: the items' and the audited queries' vectors, from --embeddings (the endpoint the cosines
- * to the query come from too, which must serve the run's model), registered for its relevance
- * model as `cogr serve --embeddings` does.
+ * them: the audited queries' vectors and, when they are relevance features, the items', from
+ * --embeddings (the endpoint the cosines to the query come from too, which must serve the run's
+ * model), registered for its relevance model as `cogr serve --embeddings` does.
  */
 async function withRunVectors(
   flags: AuditFlags,
-  runModel: string | null,
+  encoder: RunEncoder | null,
   corpus: Corpus | null,
   queries: readonly Query[],
   log: Logger,
 ): Promise<void> {
-  if (runModel === null) return;
+  if ((encoder?.embeddingsModel ?? null) === null) return;
   if (!corpus) throw cogrError('INVALID_ARGUMENT', "the run's embeddings need the dataset's items (give --dataset)");
-  await registerRunEmbeddings(flags, runModel, { items: corpus.items, queries: [...queries] }, log);
+  await registerRunEmbeddings(flags, encoder, { items: corpus.items, queries: [...queries] }, log);
 }
 
 /** The audit of a stored run, read from its published files as `cogr serve` reads them. */
@@ -119,7 +120,7 @@ async function auditStored(flags: AuditFlags, log: Logger): Promise<Audited> {
       ? (await loadRunCorpus(run.config, log)).corpus
       : null;
   const queries = await auditQueriesOf(flags, corpus);
-  await withRunVectors(flags, run?.config.embeddingsModel ?? null, corpus, queries, log);
+  await withRunVectors(flags, run?.config ?? null, corpus, queries, log);
   const loader = storeSnapshotLoader({
     dbPath: path,
     round: (flags.round ?? 'best') === 'best' ? 'best' : parseLatestOr('--round', flags.round),

@@ -58,7 +58,7 @@ import {
   type EmbeddingsFlags,
   type LlmFlags,
 } from './options.ts';
-import { registerRunEmbeddings } from '../embeddings/dense.ts';
+import { registerRunEmbeddings, type RunEncoder } from '../embeddings/dense.ts';
 import { denseVectorsOf } from '../../generators/planner/relevance.ts';
 import { readStoredRun } from '../run/state.ts';
 
@@ -92,15 +92,16 @@ interface GenerateFlags extends LlmFlags, EmbeddingsFlags {
  * model), registered once in this thread; an input's own vector is fetched when it is planned.
  */
 async function withRunEmbeddings(db: CogrDb, flags: GenerateFlags, corpus: Corpus): Promise<void> {
-  let model: string | null = null;
+  let encoder: RunEncoder | null = null;
   try {
-    model = (await readStoredRun(db)).config.embeddingsModel;
+    encoder = (await readStoredRun(db)).config;
   } catch (e) {
     // A planner saved by cogr sft, without a run: no embeddings.
     if (!isCogrError(e, 'NOT_FOUND')) throw e;
   }
+  const model = encoder?.embeddingsModel ?? null;
   if (model !== null && denseVectorsOf(model) !== undefined) return;
-  await registerRunEmbeddings(flags, model, corpus, stderrLogger, db);
+  await registerRunEmbeddings(flags, encoder, corpus, stderrLogger, db);
 }
 
 /** The query planner stored in a project database (--policy round), over the run's items, planning against an item generation (--opposite). */

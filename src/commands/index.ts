@@ -170,12 +170,7 @@ async function storedPlanner(path: string, flags: EmbeddingsFlags, texts: readon
     );
   const { corpus } = await loadRunCorpus(run.config, stderrLogger);
   const extra = texts.filter((t) => t.trim().length > 0).map((text, i) => ({ id: `search-${i}`, text }));
-  await registerRunEmbeddings(
-    flags,
-    run.config.embeddingsModel,
-    { items: corpus.items, queries: [...corpus.queries, ...extra] },
-    stderrLogger,
-  );
+  await registerRunEmbeddings(flags, run.config, { items: corpus.items, queries: [...corpus.queries, ...extra] }, stderrLogger);
   return loadPlanner(publishedPolicyStore(path), bestServing(run.steps)?.plannerRound ?? 0, corpus.items);
 }
 

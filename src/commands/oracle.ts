@@ -67,7 +67,7 @@ export function register(program: Command): void {
           );
         const loaded = (await loadRunCorpus(stored.config, stderrLogger)).corpus;
         // Every fold's run is the same run's: its vectors once, in this thread.
-        if (k === 0) await registerRunEmbeddings(flags, stored.config.embeddingsModel, loaded, stderrLogger, db);
+        if (k === 0) await registerRunEmbeddings(flags, stored.config, loaded, stderrLogger, db);
         const run = await openRun(db, loaded, stored);
         const { corpus, evalQueries: queries } = run;
         const sftView = await run.store.openView('item', sft.itemGeneration);

@@ -91,7 +91,7 @@ export async function runRewardServer(flags: RewardServerFlags, log: Logger = st
   const loaded = (flags.dataset ? await loadDataset(flags.dataset, { logger: log }) : await loadRunCorpus(run!.config, log)).corpus;
   // Rewards from other judgements than the run's would be served without a word.
   if (run && !flags.dataset) checkPublishedRunData(server.dbPath, run, loaded);
-  await registerRunEmbeddings(flags, run && !flags.dataset ? run.config.embeddingsModel : null, loaded, log);
+  await registerRunEmbeddings(flags, run && !flags.dataset ? run.config : null, loaded, log);
   let corpus = loaded;
   const withheld = new Map<string, 'dev' | 'held-out'>();
   if (run && !(flags.includeHeldOut && flags.includeDev)) {
@@ -147,7 +147,7 @@ async function serveHalfRound(
       `${ignored.map((k) => `--${k === 'kMax' ? 'k-max' : k}`).join(', ')}: a run's rewards are its half-round's (--half ${name}: its frozen generations, the run's K_max ${stored.config.kMax} and β ${stored.config.beta}); these flags are for a database without a run`,
     );
   const run = await openPublishedRun(server.dbPath, { logger: log });
-  await registerRunEmbeddings(flags, run.config.embeddingsModel, run.corpus, log);
+  await registerRunEmbeddings(flags, run.config, run.corpus, log);
   const half = await frozenHalfRound(run, side, round);
   const include = [...(flags.includeDev ? run.devQueries : []), ...(flags.includeHeldOut ? run.evalQueries : [])];
   let scorer = half.scorer;

@@ -93,7 +93,7 @@ export function register(program: Command): void {
       try {
         const run = await readStoredRun(db);
         const { corpus } = await loadRunCorpus(run.config, stderrLogger);
-        await registerRunEmbeddings(flags, run.config.embeddingsModel, corpus, stderrLogger, db);
+        await registerRunEmbeddings(flags, run.config, corpus, stderrLogger, db);
         const generator = llm
           ? new OpenAIGenerator(
               { ...llm, ...(concurrency !== undefined ? { concurrency } : {}) },
@@ -161,7 +161,7 @@ export function register(program: Command): void {
       try {
         const run = await readStoredRun(db);
         const { corpus } = await loadRunCorpus(run.config, stderrLogger);
-        await registerRunEmbeddings(flags, run.config.embeddingsModel, corpus, stderrLogger, db);
+        await registerRunEmbeddings(flags, run.config, corpus, stderrLogger, db);
         const rec = await importGeneration(db, corpus, s, flags.from, stderrLogger, {
           ...(flags.half !== undefined ? { half: flags.half } : {}),
           ...(flags.against !== undefined ? { against: flags.against } : {}),

@@ -48,7 +48,7 @@ import {
 } from './options.ts';
 import { cogrError } from '../../index/core/errors.ts';
 import type { Corpus } from '../../index/core/types.ts';
-import { embedCorpus, embeddingsSetupOf, runEmbeddingsSetup, syncEndpoint } from '../embeddings/dense.ts';
+import { embedCorpus, embeddingsSetupOf, encodedItems, runEmbeddingsSetup, syncEndpoint, type RunEncoder } from '../embeddings/dense.ts';
 import type { KeywordPoolOptions } from '../server/keywordPool.ts';
 import { checkIndexName, OpenSearchNodes, parseNodeUrls } from '../opensearch/client.ts';
 import { openSearchBackend } from '../opensearch/backend.ts';
@@ -56,18 +56,20 @@ import { ITEM_GENERATORS } from '../catalog/itemKeywords.ts';
 import { CatalogThread } from '../server/catalogThread.ts';
 
 /**
- * With `--embeddings`: the items' vectors (cached) for the keyword workers and a query
- * embedder (the same endpoint; the last 10,000 query texts kept in memory). A run fitted
- * with embeddings needs them, and from the same model.
+ * With `--embeddings`: the items' vectors (cached) for the keyword workers, when they are the
+ * run's relevance features (none for a judge only), and a query embedder (the same endpoint;
+ * the last 10,000 query texts kept in memory). A run fitted with embeddings needs them, and
+ * from the same model.
  */
 export async function servingDense(
   flags: EmbeddingsFlags,
-  runModel: string | null,
+  encoder: RunEncoder | null,
   corpus: Corpus | undefined,
   log: Logger,
 ): Promise<KeywordPoolOptions['dense'] | undefined> {
   const given = await embeddingsSetupOf(flags, log);
-  if (runModel === null) {
+  const runModel = encoder?.embeddingsModel ?? null;
+  if (encoder === null || runModel === null) {
     if (given !== null)
       log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used', {
         model: await given.client.modelName(),
@@ -76,27 +78,30 @@ export async function servingDense(
   }
   const setup = await runEmbeddingsSetup(given, runModel);
   const model = runModel;
-  if (!corpus)
+  if (!corpus && encoder.embeddingsFeatures)
     throw cogrError('INVALID_ARGUMENT', "--embeddings needs the dataset's items (serve the stored run's dataset or give --dataset)");
-  const v = await embedCorpus({ items: corpus.items, queries: [] }, setup, log);
-  const ids = corpus.items.map((it) => it.id);
-  const data = new Float32Array(ids.length * v.dim);
-  ids.forEach((id, i) => data.set(v.items.get(id)!, i * v.dim));
+  const v = await embedCorpus({ items: encodedItems(encoder, corpus?.items ?? []), queries: [] }, setup, log);
+  // A judge only embeds no item: the dimension (which the workers hold every vector to) from one vector of the model's name.
+  const dim = v.dim > 0 ? v.dim : (await setup.client.embedBatch([runModel]))[0].length;
+  const ids = [...v.items.keys()];
+  const data = new Float32Array(ids.length * dim);
+  ids.forEach((id, i) => data.set(v.items.get(id)!, i * dim));
   const memo = new Map<string, Float32Array>();
   const embed = async (text: string): Promise<Float32Array> => {
     const hit = memo.get(text);
     if (hit) return hit;
-    const [vec] = await setup.client.embedBatch([text], v.dim);
+    const [vec] = await setup.client.embedBatch([text], dim);
     if (memo.size >= 10_000) memo.delete(memo.keys().next().value as string);
     memo.set(text, vec);
     return vec;
   };
-  log.info('dense relevance features: query vectors from the embeddings endpoint', {
-    model,
-    endpoint: setup.client.baseURL,
-    items: ids.length,
-  });
-  return { vectors: { model, dim: v.dim, ids, data, endpoint: syncEndpoint(setup, model) }, embed };
+  log.info(
+    encoder.embeddingsFeatures
+      ? 'dense relevance features: query vectors from the embeddings endpoint'
+      : "the encoder judges the planned keywords only: query and keyword vectors from the embeddings endpoint, no item's",
+    { model, endpoint: setup.client.baseURL, items: ids.length },
+  );
+  return { vectors: { model, dim, ids, data, endpoint: syncEndpoint(setup, model) }, embed };
 }
 
 interface ServeFlags extends ServerFlags, LlmFlags, EmbeddingsFlags {
@@ -157,7 +162,7 @@ export async function runServe(flags: ServeFlags, log: Logger = stderrLogger): P
       : undefined;
   // The run's generations with another dataset's titles and planner texts would be served without a word.
   if (run && corpus) checkPublishedRunData(server.dbPath, run, corpus);
-  const dense = await servingDense(flags, run?.config.embeddingsModel ?? null, corpus, log);
+  const dense = await servingDense(flags, run?.config ?? null, corpus, log);
   let keywordPool: KeywordWorkerPool | null = null;
   const pool = () =>
     (keywordPool ??= new KeywordWorkerPool({

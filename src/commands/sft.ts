@@ -108,7 +108,7 @@ export function register(program: Command): void {
           `${given.map((k) => '--' + k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase())).join(', ')}: the database holds a run, whose SFT step is read as it was made; name --dataset to make a new one`,
         );
       const run = await openPublishedRun(dbPath(flags.db), { logger: stderrLogger });
-      await registerRunEmbeddings(flags, run.config.embeddingsModel, run.corpus, stderrLogger);
+      await registerRunEmbeddings(flags, run.config, run.corpus, stderrLogger);
       const pseudoQueries = parseIntFlag('--pseudo-queries', flags.pseudoQueries, 0)!;
       if (pseudoQueries > 0 && !flags.export)
         throw cogrError('INVALID_ARGUMENT', '--pseudo-queries: only with --export (they are written to its pseudo.jsonl)');

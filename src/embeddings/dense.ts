@@ -16,6 +16,7 @@ import { EmbeddingsClient, embeddingsTimeoutFromEnv, embedTexts, normalized, par
 import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { SyncEmbedder, type SyncEmbedderOptions } from './syncEmbedder.ts';
 import { resolveEmbeddingsUrl } from './venv.ts';
+import type { RunConfig } from '../run/config.ts';
 
 export function denseItemText(item: Pick<Item, 'title' | 'text'>): string {
   if (item.title === '' || item.text.startsWith(item.title)) return item.text;
@@ -241,27 +242,40 @@ export function registerCorpusVectors(
 }
 
 /**
+ * What a stored run asks of an encoder: its model (null: none), and whether the query–item
+ * cosines are relevance features (every item embedded) or the encoder only judges the planned
+ * keywords (`--embeddings-features no`: query and keyword texts only, no item).
+ */
+export type RunEncoder = Pick<RunConfig, 'embeddingsModel' | 'embeddingsFeatures'>;
+
+/** The items a run's encoder needs vectors of: all of them with features, none for a judge only. */
+export function encodedItems<T>(encoder: RunEncoder, items: readonly T[]): T[] {
+  return encoder.embeddingsFeatures ? [...items] : [];
+}
+
+/**
  * For a command that loads a stored run's planner (audit, rollouts, import-generation,
- * reward-server): when the run was fitted with embeddings, its items' and queries' vectors
- * from `--embeddings` (refused without it, or from an endpoint serving another model, naming
- * the model), registered with that endpoint asked for the keywords' (runEmbeddingsSetup,
- * registerCorpusVectors). `openDb`: the database the command holds open, used as the cache
- * when it is the cache's. A run without embeddings: nothing, and a warning when --embeddings
- * was given.
+ * reward-server): when the run was fitted with embeddings, the queries' vectors (and the
+ * items', when they are relevance features) from `--embeddings` (refused without it, or from
+ * an endpoint serving another model, naming the model), registered with that endpoint asked
+ * for the keywords' (runEmbeddingsSetup, registerCorpusVectors). `openDb`: the database the
+ * command holds open, used as the cache when it is the cache's. A run without embeddings:
+ * nothing, and a warning when --embeddings was given.
  */
 export async function registerRunEmbeddings(
   flags: EmbeddingsFlags,
-  runModel: string | null,
+  encoder: RunEncoder | null,
   corpus: Pick<Corpus, 'items' | 'queries'>,
   log: Logger,
   openDb?: CogrDb,
 ): Promise<void> {
   const given = await embeddingsSetupOf(flags, log);
-  if (runModel === null) {
+  const runModel = encoder?.embeddingsModel ?? null;
+  if (encoder === null || runModel === null) {
     if (given !== null) log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used');
     return;
   }
   const setup = await runEmbeddingsSetup(given, runModel);
-  const v = await embedCorpus(corpus, setup, log, [], openDb);
+  const v = await embedCorpus({ items: encodedItems(encoder, corpus.items), queries: corpus.queries }, setup, log, [], openDb);
   registerCorpusVectors(v, syncEndpoint(setup, runModel), log);
 }

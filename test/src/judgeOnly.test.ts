@@ -65,6 +65,9 @@ describe('the encoder as a judge only (--embeddings-features no)', () => {
       };
       const judged = await cosines(home);
       expect(judged.length).toBeGreaterThan(0);
+      // a command loading the run (audit) embedded no item either
+      const afterAudit = new Set(seen);
+      for (const it of corpus.items) expect(afterAudit.has(denseItemText(it)), it.id).toBe(false);
       for (const c of judged) expect(c).toBeGreaterThanOrEqual(0.6 - 1e-6);
       const open = join(dir, 'home-open');
       const demo2 = await smallDemo(open, dataset, ...rule, '--keyword-cosine', '-1');

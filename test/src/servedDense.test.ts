@@ -14,7 +14,7 @@ import { KeywordIndexStore } from '../../index/store/store.ts';
 import { DenseVectors, RelevanceModel, denseVectorsOf, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { servedList, servedSet } from '../../generators/planner/ranking.ts';
 import { EmbeddingsClient } from '../../src/embeddings/client.ts';
-import { embedCorpus } from '../../src/embeddings/dense.ts';
+import { denseItemText, embedCorpus } from '../../src/embeddings/dense.ts';
 import { runCoevolution } from '../../src/evolve/run.ts';
 import { loadPlanner, policyStore } from '../../src/run/policies.ts';
 import { readStoredRun } from '../../src/run/state.ts';
@@ -30,6 +30,7 @@ import { tempDir } from './_serverFixture.ts';
 import { hashedVector, startFakeEmbeddings, type FakeEmbeddings } from '../fixtures/fakeEmbeddings.ts';
 
 const corpus = synthCorpus();
+const FEATURES = { embeddingsModel: 'fake-embed', embeddingsFeatures: true };
 let served: string[] = [];
 let modelName = 'fake-embed';
 let emb: FakeEmbeddings;
@@ -108,7 +109,7 @@ describe('a run with dense relevance features', () => {
   });
 
   it('is served with the query vector from the same endpoint, in the evaluation order', async () => {
-    const dense = await servingDense({ embeddings: url, embeddingsCache: join(tmp.dir, 'cache') }, 'fake-embed', corpus, silentLogger);
+    const dense = await servingDense({ embeddings: url, embeddingsCache: join(tmp.dir, 'cache') }, FEATURES, corpus, silentLogger);
     expect(dense).toBeDefined();
     const pool = new KeywordWorkerPool({ size: 1, dense: dense! });
     closers.push(() => pool.close());
@@ -155,13 +156,32 @@ describe('a run with dense relevance features', () => {
     }
   }, 120_000);
 
+  it("for a run whose encoder only judges keywords, embeds no item's text and needs no items", async () => {
+    const judge = { embeddingsModel: 'fake-embed', embeddingsFeatures: false };
+    served = [];
+    const dense = await servingDense({ embeddings: url, embeddingsCache: join(tmp.dir, 'cache-judge') }, judge, corpus, silentLogger);
+    const dim = hashedVector('x').length;
+    expect(dense!.vectors).toMatchObject({ model: 'fake-embed', ids: [], dim });
+    expect(dense!.vectors.data.length).toBe(0);
+    const itemTexts = new Set(corpus.items.map(denseItemText));
+    expect(served.filter((t) => itemTexts.has(t))).toEqual([]);
+    // a query's vector still comes from the endpoint
+    expect(Array.from(await dense!.embed('a new query'))).toEqual(Array.from(Float32Array.from(hashedVector('a new query'))));
+    expect(served).toContain('a new query');
+    expect(served.filter((t) => itemTexts.has(t))).toEqual([]);
+    const noCorpus = await servingDense({ embeddings: url, embeddingsCache: join(tmp.dir, 'cache-judge') }, judge, undefined, silentLogger);
+    expect(noCorpus!.vectors.ids).toEqual([]);
+    const refused = await servingDense({ embeddings: url }, FEATURES, undefined, silentLogger).catch((e: unknown) => e);
+    expect((refused as Error).message).toMatch(/--embeddings needs the dataset's items/);
+  });
+
   it('without --embeddings, or with an endpoint serving another model, serve is refused naming the model', async () => {
-    const none = await servingDense({}, 'fake-embed', corpus, silentLogger).catch((e: unknown) => e);
+    const none = await servingDense({}, FEATURES, corpus, silentLogger).catch((e: unknown) => e);
     expect(isCogrError(none, 'INVALID_ARGUMENT')).toBe(true);
     expect((none as Error).message).toMatch(/uses fake-embed embeddings: give --embeddings URL/);
     modelName = 'another-model';
     try {
-      const other = await servingDense({ embeddings: url }, 'fake-embed', corpus, silentLogger).catch((e: unknown) => e);
+      const other = await servingDense({ embeddings: url }, FEATURES, corpus, silentLogger).catch((e: unknown) => e);
       expect((other as Error).message).toMatch(/serves another-model, the stored run was fitted with fake-embed/);
     } finally {
       modelName = 'fake-embed';
