@@ -53,6 +53,7 @@ import {
   denseBlock,
   staticBlock,
   judgeBlock,
+  cutBlock,
   resultsDetailBlock,
 } from './docs/results.ts';
 import { readSources, type Sources } from './docs/sources.ts';
@@ -79,6 +80,7 @@ export const BLOCKS: Record<string, BlockMaker> = {
   dense: (s) => denseBlock(s),
   static: (s) => staticBlock(s),
   judge: (s) => judgeBlock(s),
+  cut: (s) => cutBlock(s),
 };
 
 const MARKER = /<!-- docs:([a-z0-9-]+):(start|end) -->/g;

@@ -72,12 +72,16 @@ export function rankMatched(
  * depth (`backfill`: absent or 0 for none). `modelAlpha`: the run's set guard chose the
  * relevance model's own sets (src/run/records.ts RefitStats.served) — every query is served
  * its expected-F1 cut by p at this α instead of its matched set (absent: the matched set).
+ * `cut` (`--served-set cut`): every matched set is cut where its own expected F1 peaks — its
+ * items by p, the best prefix by the planner's objective at the planner's α (matchedCut) —
+ * so only items the keywords matched are served, the fewer the likelier.
  */
 export interface Floor {
   floor: number;
   fallback: number;
   backfill?: number;
   modelAlpha?: number;
+  cut?: boolean;
 }
 export const NO_FLOOR: Floor = { floor: 0, fallback: 0 };
 
@@ -90,11 +94,14 @@ export const NO_FLOOR: Floor = { floor: 0, fallback: 0 };
  */
 export function servedSet(
   view: KeywordView,
-  matched: readonly ScoredEntity[],
+  keywordMatches: readonly ScoredEntity[],
   planner: KeywordPlanner | null,
   input: GenerateInput,
   f: Floor,
 ): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
+  let matched = keywordMatches;
+  if (f.cut && f.modelAlpha === undefined && planner !== null && matched.length > 1 && planner.textScores(input).some((s) => s > 0))
+    matched = matchedCut(matched, planner.probabilities(input), planner.alpha);
   const k = matched.length === 0 ? f.fallback : f.floor;
   if ((f.modelAlpha === undefined && k <= 0) || planner === null || !planner.textScores(input).some((s) => s > 0))
     return { items: [...matched], fallback: null, added: 0 };
@@ -104,6 +111,31 @@ export function servedSet(
     .filter((e) => !seen.has(e))
     .map((e) => ({ id: view.id(e), ordinal: e, score: 0 }));
   return { items: [...matched, ...extra], fallback: matched.length === 0 && extra.length > 0 ? 'empty_plan' : null, added: extra.length };
+}
+
+/**
+ * A matched set cut where its expected F1 peaks: its items by p (ties by ordinal), the prefix
+ * k* = argmax_k 2·Σ_{i ≤ k} p_(i) / (k + α·E) with E = Σ p over every item (the planner's
+ * objective G over prefixes of the matched set instead of unions of postings), kept in their
+ * matched order. Every kept item is one the keywords matched.
+ */
+export function matchedCut(matched: readonly ScoredEntity[], p: Float64Array, alpha: number): ScoredEntity[] {
+  let E = 0;
+  for (let i = 0; i < p.length; i++) E += p[i];
+  const byP = [...matched].sort((a, b) => p[b.ordinal] - p[a.ordinal] || a.ordinal - b.ordinal);
+  let S = 0;
+  let best = 1;
+  let bestG = -1;
+  for (let k = 1; k <= byP.length; k++) {
+    S += p[byP[k - 1].ordinal];
+    const g = (2 * S) / (k + alpha * E);
+    if (g > bestG + 1e-15) {
+      bestG = g;
+      best = k;
+    }
+  }
+  const keep = new Set(byP.slice(0, best).map((x) => x.ordinal));
+  return matched.filter((x) => keep.has(x.ordinal));
 }
 
 /**

@@ -82,6 +82,12 @@ export const DEFAULTS = deepFreeze({
      * every training query cross-fitted, they beat the keyword plans by one standard error).
      */
     servedSet: 'keywords' as 'keywords' | 'model' | 'auto',
+    /**
+     * Whether every matched set is cut where its own expected F1 peaks (ranking.ts
+     * matchedCut): 'no', 'yes', or 'auto' (when, over the core training queries planned as
+     * held out at SFT, the cut sets beat the whole ones by the adoption test).
+     */
+    cut: 'auto' as 'no' | 'yes' | 'auto',
     /** The served set's floor: fallback (top c by p when nothing matches), auto (and top m by p added to every set), none; c and m chosen on training queries. */
     floor: 'fallback' as 'fallback' | 'auto' | 'none',
     /** The floors m tried (0 = none) and the largest fallback c. */

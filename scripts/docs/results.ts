@@ -89,7 +89,7 @@ export function resultsBlock(s: Sources): string {
   lines.push('');
   lines.push(
     `Means over every held-out query of the ${s.runs.map((r) => r.json.folds).join(' / ')} folds (seed ${s.runs.map((r) => String(r.json.config.seed)).join(' / ')}), ` +
-      'each fold beneath; F1 of the whole matched set. cogr − X: paired per held-out query, mean ± standard error. ' +
+      'each fold beneath; F1 of the served set (the whole matched set, or cut where its expected F1 peaks in the folds whose training queries chose the cut, `--cut auto`: 2 of CISI’s 5). cogr − X: paired per held-out query, mean ± standard error. ' +
       'BM25 and BM25 + RM3 use Lucene’s English analysis with cut-offs tuned on each fold’s training queries. ' +
       'Query keywords: the result’s keyword audit (src/drift/keywordAudit.ts). Re-measure with:',
   );
@@ -900,6 +900,47 @@ export function judgeBlock(s: Sources): string {
       ),
       ...s.judgeAudits.map((a) => `- ${display(a.name)}'s keywords: \`${judgeAuditCommand(a.name, a.file)}\``),
     ],
+  );
+}
+
+/** docs/method.md: the stored runs with every matched set cut where its expected F1 peaks (`--served-set cut`), beside the whole matched sets of the stored runs. */
+export function cutBlock(s: Sources): string {
+  if (s.cutRuns.length === 0) return '_No stored run with the matched sets cut in docs/results/cut/._';
+  const t = new Table(
+    [
+      'collection',
+      'F1, cut (folds)',
+      'whole matched sets (folds)',
+      'cut − BM25',
+      'whole − BM25',
+      'nDCG@10 − BM25 + RM3: cut / whole',
+      "rounds' share: cut / whole",
+      'items served a query: cut / whole',
+    ],
+    [1, 2],
+  );
+  const rounds = (j: EvolveJson) => {
+    const refit = j.final?.refit_from_sft?.f1;
+    return refit ? signedPct((100 * (j.final?.f1 ?? 0)) / refit - 100) : '—';
+  };
+  for (const r of s.cutRuns) {
+    const j = r.json;
+    const w = s.runs.find((x) => x.json.dataset === j.dataset)?.json;
+    t.add([
+      display(j.dataset),
+      withFolds(j),
+      w ? withFolds(w) : '—',
+      j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
+      w?.final_vs_bm25 ? pm(w.final_vs_bm25.f1) : '—',
+      `${j.final_vs_rm3 ? pm(j.final_vs_rm3.ndcg10) : '—'} / ${w?.final_vs_rm3 ? pm(w.final_vs_rm3.ndcg10) : '—'}`,
+      `${rounds(j)} / ${w ? rounds(w) : '—'}`,
+      `${(j.final?.meanMatched ?? 0).toFixed(1)} / ${w ? (w.final?.meanMatched ?? 0).toFixed(1) : '—'}`,
+    ]);
+  }
+  return tableWithCommands(
+    t,
+    'Held-out figures, means over every held-out query of the 5 folds (seed 1, the folds of the stored runs); differences paired per held-out query, mean ± standard error. Re-measure:',
+    s.cutRuns.map((r) => `- ${display(r.json.dataset)}: \`${evolveCommand(r.json, r.file)}\``),
   );
 }
 

@@ -370,6 +370,8 @@ export interface Sources {
   judgeRuns: StoredRun[];
   /** docs/results/judge/audit/<dataset>.json: the served keywords of those runs' demos, judged by MiniLM. */
   judgeAudits: { name: string; file: string; json: AuditJson }[];
+  /** docs/results/cut/<dataset>.json: the stored k-fold runs again with every matched set cut where its expected F1 peaks (`--served-set cut`). */
+  cutRuns: StoredRun[];
 }
 
 const byOrder = (a: { name: string }, b: { name: string }) => {
@@ -397,23 +399,23 @@ function storedIn<S extends z.ZodType>(root: string, sub: string, schema: S): { 
 /** The shipped embeddings server's URL in the printed commands (`npx cogr embeddings serve` on port 8001). */
 export const EMBEDDINGS_URL = 'http://127.0.0.1:8001/v1';
 
-/** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`). */
+/** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`); the dense runs' demos were made before the cut (`--cut no`). */
 export function auditCommand(dataset: string, file: string, dense = false): string {
   const home = `COGR_HOME=.cogr-${dense ? 'dense-' : ''}${dataset}`;
   const url = EMBEDDINGS_URL;
-  return `${home} npx cogr demo --dataset ${dataset}${dense ? ` --embeddings ${url}` : ''} && ${home} npx cogr audit --embeddings ${url} --json --examples 0 > ${file}`;
+  return `${home} npx cogr demo --dataset ${dataset}${dense ? ` --cut no --embeddings ${url}` : ''} && ${home} npx cogr audit --embeddings ${url} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/judge/audit/<d>.json: the demo with MiniLM judging the keywords only, its served keywords judged by MiniLM (port 8001). */
 export function judgeAuditCommand(dataset: string, file: string): string {
   const home = `COGR_HOME=.cogr-judge-${dataset}`;
-  return `${home} npx cogr demo --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --embeddings-features no && ${home} npx cogr audit --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
+  return `${home} npx cogr demo --dataset ${dataset} --cut no --embeddings ${EMBEDDINGS_URL} --embeddings-features no && ${home} npx cogr audit --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/static/audit/<d>.json: the built-in encoder's run served, its keywords judged by MiniLM on port 8001. */
 export function staticAuditCommand(dataset: string, file: string): string {
   const home = `COGR_HOME=.cogr-static-${dataset}`;
-  return `${home} npx cogr demo --dataset ${dataset} --embeddings static && (${home} npx cogr serve --port 8105 --embeddings static &) && until curl -sf http://127.0.0.1:8105/health > /dev/null; do sleep 1; done && npx cogr audit --url http://127.0.0.1:8105 --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
+  return `${home} npx cogr demo --dataset ${dataset} --cut no --embeddings static && (${home} npx cogr serve --port 8105 --embeddings static &) && until curl -sf http://127.0.0.1:8105/health > /dev/null; do sleep 1; done && npx cogr audit --url http://127.0.0.1:8105 --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/examples/<d>-{before,after}.json. */
@@ -422,7 +424,7 @@ export function exampleCommands(dataset: string): { before: string; after: strin
   const audit = (f: string) =>
     `npx cogr audit --queries ${q} --embeddings ${EMBEDDINGS_URL} --json > docs/results/examples/${dataset}-${f}.json`;
   return {
-    before: `COGR_HOME=.cogr-open-${dataset} npx cogr demo --dataset ${dataset} --vocabulary open --item-query-side labels --served-set auto && COGR_HOME=.cogr-open-${dataset} ${audit('before')}`,
+    before: `COGR_HOME=.cogr-open-${dataset} npx cogr demo --dataset ${dataset} --vocabulary open --item-query-side labels --served-set auto --cut no && COGR_HOME=.cogr-open-${dataset} ${audit('before')}`,
     after: `COGR_HOME=.cogr-${dataset} npx cogr demo --dataset ${dataset} && COGR_HOME=.cogr-${dataset} ${audit('after')}`,
   };
 }
@@ -487,6 +489,7 @@ export function readSources(root: string): Sources {
   const staticAudits = storedIn(root, 'static/audit', AuditJsonSchema);
   const judgeRuns = storedIn(root, 'judge', EvolveJsonSchema);
   const judgeAudits = storedIn(root, 'judge/audit', AuditJsonSchema);
+  const cutRuns = storedIn(root, 'cut', EvolveJsonSchema);
   return {
     runs,
     demo,
@@ -504,5 +507,6 @@ export function readSources(root: string): Sources {
     staticAudits,
     judgeRuns,
     judgeAudits,
+    cutRuns,
   };
 }

@@ -280,6 +280,8 @@ export function adoptionSummary(steps: readonly StepRecord[]): string | null {
 export function servedSetSummary(steps: readonly StepRecord[]): string | null {
   const served = steps.find((s) => s.phase === 'refit')?.refit?.served;
   if (!served) return null;
+  if (served.set === 'cut')
+    return `the matched sets are served cut where their expected F1 peaks (--served-set cut); uncut, the held-out F1 would be ${served.keywords.f1.toFixed(4)}`;
   const g = served.guard;
   if (!g) return served.set === 'model' ? `the relevance model's own sets are served (--served-set model, α ${served.alpha})` : null;
   const figures = `${gainPm(g)} F1 over the keyword plans on ${g.queries} training queries, cross-fitted`;

@@ -12,6 +12,7 @@ import { KeywordPlanner } from '../../generators/planner/planner.ts';
 import { RelevanceModel } from '../../generators/planner/relevance.ts';
 import { ALPHA_GRID, setF1 } from '../../generators/planner/training.ts';
 import { expectedF1Cut, sortByP } from '../../generators/planner/expectedCut.ts';
+import type { Floor } from '../../generators/planner/ranking.ts';
 import { queryInput, tuningQueries } from '../../generators/sft.ts';
 import { queryOffers, runPlanner } from '../run/context.ts';
 import { loadPolicy, savePlanner } from '../run/policies.ts';
@@ -166,7 +167,7 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
   // The set guard's choice (`--served-set`): the relevance model's expected-F1 sets at this α instead of the keyword plans.
   let modelAlpha: number | undefined;
   let guard: NonNullable<RefitStats['served']>['guard'];
-  const heldOutAs = (planner: KeywordPlanner, itemView: KeywordView, alpha: number | undefined) =>
+  const heldOutAs = (planner: KeywordPlanner, itemView: KeywordView, alpha: number | undefined, floor: Floor = ctx.floor) =>
     evaluateQueries(
       itemView,
       ctx.evalQueries,
@@ -175,7 +176,7 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
       ctx.config.beta,
       {
         planner,
-        floor: alpha === undefined ? ctx.floor : { ...ctx.floor, modelAlpha: alpha },
+        floor: alpha === undefined ? floor : { ...floor, modelAlpha: alpha },
         cosines: true,
       },
     ).metrics;
@@ -185,7 +186,9 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
   const heldOut = (planner: KeywordPlanner, itemView: KeywordView, served = true) => {
     // The keyword plans' figures: what is served without the model's sets, and kept beside them for the step's record.
     const kw = modelAlpha === undefined || served ? heldOutAs(planner, itemView, undefined) : null;
-    if (served && ctx.config.servedSet !== 'keywords') keywordMetrics = kw;
+    // --served-set cut: beside the cut sets, the keyword plans' whole matched sets.
+    if (served && ctx.floor.cut) keywordMetrics = heldOutAs(planner, itemView, undefined, { ...ctx.floor, cut: false });
+    else if (served && ctx.config.servedSet !== 'keywords') keywordMetrics = kw;
     return modelAlpha === undefined ? kw! : heldOutAs(planner, itemView, modelAlpha);
   };
   // The record's `served` field (none with --served-set keywords).
@@ -194,7 +197,7 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
       ? {}
       : {
           served: {
-            set: modelAlpha === undefined ? 'keywords' : 'model',
+            set: modelAlpha !== undefined ? 'model' : ctx.floor.cut ? 'cut' : 'keywords',
             ...(modelAlpha === undefined ? {} : { alpha: modelAlpha }),
             ...(guard ? { guard } : {}),
             keywords: { f1: keywordMetrics.f1, precision: keywordMetrics.precision, recall: keywordMetrics.recall },
@@ -207,7 +210,7 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
       planner: await runPlanner(ctx, generatorRound(done, 'query')),
       view: await ctx.store.openView('item', base.itemGeneration),
     });
-  if (ctx.config.servedSet !== 'keywords') {
+  if (ctx.config.servedSet === 'model' || ctx.config.servedSet === 'auto') {
     ctx.logger.debug('phase refit: set guard');
     ctx.logger.info(`set guard: ${training.length} training queries, ${ALPHA_FOLDS} inner folds`);
     const { planner: chosen, view } = await loadChosen();

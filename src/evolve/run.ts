@@ -636,25 +636,10 @@ function trainingAsHeldOut(
  */
 function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, planned: ReadonlyMap<string, string[]>): SetFloor {
   const backfill = ctx.config.backfill > 0 ? { backfill: ctx.config.backfill } : {};
-  if (ctx.config.floor === 'none' || ctx.coreQueries.length === 0) return { floor: 0, fallback: 0, ...backfill };
+  if (ctx.coreQueries.length === 0) return { floor: 0, fallback: 0, ...backfill, ...(ctx.config.cut === 'yes' ? { cut: true } : {}) };
   planner.attachOpposite(itemView);
-  const maxC = Math.min(DEFAULTS.run.fallbackMaxCutoff, itemView.size);
-  const curves = ctx.coreQueries.map((q) => {
-    const top = topByP(planner.probabilities(queryInput(q)), maxC).map((e) => itemView.id(e));
-    return setF1Curve(top, ctx.coreRelevant.get(q.id) ?? new Set(), maxC, ctx.config.beta);
-  });
-  const { cutoff: fallback, f1: fallbackF1 } = tuneCutoff(curves, maxC);
-  // 'fallback' tries no floor; 'auto' the grid.
-  const grid = ctx.config.floor === 'auto' ? DEFAULTS.run.floorGrid : [0];
-  const tried = grid.map((m) => ({
-    m,
-    ...trainingAsHeldOut(ctx, planner, itemView, { floor: { floor: m, fallback }, keywordsOf: (q) => planned.get(q.id)! }),
-  }));
-  let best = tried[0];
-  for (const x of tried) if (x.metrics.f1 > best.metrics.f1 + 1e-12) best = x;
-  // As a half-round's adoption: a floor is kept only when its paired gain over none is ≥ 0 and ≥ z standard errors.
-  const none = tried.find((x) => x.m === 0) ?? tried[0];
-  const asDev = (x: (typeof tried)[number]): DevMetrics => ({
+  const heldOutWith = (floor: Floor) => trainingAsHeldOut(ctx, planner, itemView, { floor, keywordsOf: (q) => planned.get(q.id)! });
+  const asDev = (x: ReturnType<typeof heldOutWith>): DevMetrics => ({
     queries: x.metrics.queries,
     f1: x.metrics.f1,
     precision: x.metrics.precision,
@@ -663,8 +648,47 @@ function chooseFloor(ctx: Ctx, planner: KeywordPlanner, itemView: KeywordView, p
     meanKeywords: x.metrics.meanKeywords,
     perQuery: x.perQuery,
   });
+  let fallback = 0;
+  let fallbackF1 = 0;
+  if (ctx.config.floor !== 'none') {
+    const maxC = Math.min(DEFAULTS.run.fallbackMaxCutoff, itemView.size);
+    const curves = ctx.coreQueries.map((q) => {
+      const top = topByP(planner.probabilities(queryInput(q)), maxC).map((e) => itemView.id(e));
+      return setF1Curve(top, ctx.coreRelevant.get(q.id) ?? new Set(), maxC, ctx.config.beta);
+    });
+    ({ cutoff: fallback, f1: fallbackF1 } = tuneCutoff(curves, maxC));
+  }
+  // --cut: every step's matched sets cut where their expected F1 peaks (ranking.ts matchedCut);
+  // 'auto' cuts when the cut sets beat the whole ones by the adoption test (a tie keeps them whole).
+  let cut = ctx.config.cut === 'yes';
+  let cutTest: SetFloor['cutTest'];
+  if (ctx.config.cut === 'auto') {
+    const whole = heldOutWith({ floor: 0, fallback });
+    const cutSets = heldOutWith({ floor: 0, fallback, cut: true });
+    const t = adoptionTest(asDev(cutSets), asDev(whole), ctx.config.adoptZ);
+    cut = t.adopted && t.gain > 1e-12;
+    cutTest = {
+      gain: t.gain,
+      se: t.se,
+      queries: whole.perQuery.length,
+      z: ctx.config.adoptZ,
+      f1: { whole: whole.metrics.f1, cut: cutSets.metrics.f1 },
+    };
+    ctx.logger.info(
+      `cut: the matched sets cut where their expected F1 peaks ${t.gain >= 0 ? '+' : ''}${t.gain.toFixed(4)} ± ${t.se.toFixed(4)} F1 over the whole sets on ${whole.perQuery.length} core training queries planned as held out: ${cut ? 'cut' : 'kept whole'}`,
+    );
+  }
+  const cutFields = { ...(cut ? { cut: true } : {}), ...(cutTest ? { cutTest } : {}) };
+  if (ctx.config.floor === 'none') return { floor: 0, fallback: 0, ...backfill, ...cutFields };
+  // 'fallback' tries no floor; 'auto' the grid.
+  const grid = ctx.config.floor === 'auto' ? DEFAULTS.run.floorGrid : [0];
+  const tried = grid.map((m) => ({ m, ...heldOutWith({ floor: m, fallback, ...(cut ? { cut: true } : {}) }) }));
+  let best = tried[0];
+  for (const x of tried) if (x.metrics.f1 > best.metrics.f1 + 1e-12) best = x;
+  // As a half-round's adoption: a floor is kept only when its paired gain over none is ≥ 0 and ≥ z standard errors.
+  const none = tried.find((x) => x.m === 0) ?? tried[0];
   const floor = ctx.config.floor === 'auto' && best.m > 0 && adoptionTest(asDev(best), asDev(none), ctx.config.adoptZ).adopted ? best.m : 0;
-  return { floor, fallback, ...backfill, trainF1: { floors: tried.map((x) => [x.m, x.metrics.f1]), fallback: fallbackF1 } };
+  return { floor, fallback, ...backfill, ...cutFields, trainF1: { floors: tried.map((x) => [x.m, x.metrics.f1]), fallback: fallbackF1 } };
 }
 
 /**
@@ -735,7 +759,7 @@ async function sftStep(ctx: Ctx): Promise<Omit<StepRecord, 'finishedAt' | 'adopt
   const planned = new Map(queryEntries.map((e) => [e.id, e.keywords]));
   ctx.logger.debug('phase sft: floor choice');
   const floor = chooseFloor(ctx, sft.planner, itemView, planned);
-  ctx.floor = { floor: floor.floor, fallback: floor.fallback, backfill: floor.backfill ?? 0 };
+  ctx.floor = { floor: floor.floor, fallback: floor.fallback, backfill: floor.backfill ?? 0, ...(floor.cut ? { cut: true } : {}) };
   ctx.logger.debug('phase sft: dev + held-out evaluation');
   const { metrics, dev, trainEval } = evaluate(ctx, sft.planner, itemView, 'sft');
   ctx.logger.debug('phase sft: ranker choice');

@@ -239,6 +239,19 @@ export const RUN_OPTIONS = {
     kind: 'string',
   }),
   /**
+   * Whether every step's matched sets (SFT, the rounds, the refit) are cut where their own
+   * expected F1 peaks (generators/planner/ranking.ts matchedCut: only matched items, the
+   * likeliest by p, at the planner's α): 'no', 'yes', or 'auto' — decided once at SFT, cut
+   * when over the core training queries planned as held out the cut sets beat the whole
+   * ones by the adoption test (gain ≥ 0 and ≥ --adopt-z standard errors; records.ts
+   * SetFloor.cut). Runs written before this field were 'no'.
+   */
+  cut: opt(z.enum(['no', 'yes', 'auto']).default(r.cut), true, {
+    flag: '--cut <no|yes|auto>',
+    help: `cut every matched set where its own expected F1 peaks (the likeliest matched items by p): no | yes | auto (when, over the training queries planned as held out, the cut sets beat the whole ones by the adoption test) (default ${r.cut})`,
+    kind: 'string',
+  }),
+  /**
    * The served set's floor (run/state.ts SetFloor): 'fallback' — a query whose keywords
    * match nothing gets the top c items by p(item | query) instead of an empty list, c
    * chosen at SFT on the core training queries planned as held out; 'auto' — also every
@@ -412,6 +425,7 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
   refitZ: 1,
   refitAlpha: 'tune',
   servedSet: 'keywords',
+  cut: 'no',
   floor: 'none',
   backfill: 0,
   relevanceQueryTf: false,

@@ -72,6 +72,10 @@ export interface SetFloor {
   backfill?: number;
   /** Mean F1 of the training queries' served sets for each floor tried, and of the top-c sets at the chosen c. */
   trainF1?: { floors: [number, number][]; fallback: number };
+  /** `--cut yes`, or `auto` when its test passed: every matched set is cut where its expected F1 peaks (ranking.ts matchedCut); absent: not cut. */
+  cut?: boolean;
+  /** `--cut auto`: the cut sets against the whole ones over the core training queries planned as held out (paired F1, the adoption test at z). */
+  cutTest?: { gain: number; se: number; queries: number; z: number; f1: { whole: number; cut: number } };
 }
 
 /** Per-query F of a query set, in a fixed order (the core training queries scored as held out). */
@@ -213,7 +217,7 @@ export interface RefitStats {
    * `keywords` is the held-out figure of the keyword plans it did not serve (or served).
    */
   served?: {
-    set: 'keywords' | 'model';
+    set: 'keywords' | 'model' | 'cut';
     alpha?: number;
     guard?: { gain: number; se: number; queries: number; z: number };
     keywords: { f1: number; precision: number; recall: number };

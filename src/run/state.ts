@@ -327,7 +327,7 @@ export function bestServing(
  */
 export function servedFloor(steps: readonly StepRecord[], step: StepRecord | null = bestStep(steps)): Floor {
   const f = steps.find((s) => s.phase === 'sft')?.floor;
-  const floor: Floor = f ? { floor: f.floor, fallback: f.fallback, backfill: f.backfill ?? 0 } : NO_FLOOR;
+  const floor: Floor = f ? { floor: f.floor, fallback: f.fallback, backfill: f.backfill ?? 0, ...(f.cut ? { cut: true } : {}) } : NO_FLOOR;
   const served = step?.phase === 'refit' ? step.refit?.served : undefined;
   return served?.set === 'model' && served.alpha !== undefined ? { ...floor, modelAlpha: served.alpha } : floor;
 }

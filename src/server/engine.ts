@@ -225,10 +225,11 @@ export class ServedRanking {
       ...(r.floor.backfill ? { backfill: r.floor.backfill } : {}),
       fallback,
       ...(r.floor.modelAlpha !== undefined && reason === null ? { modelAlpha: r.floor.modelAlpha } : {}),
+      ...(r.floor.cut && r.floor.modelAlpha === undefined && reason === null ? { cut: true } : {}),
       ...(reason ? { reason } : {}),
     });
     const src = snap.keywordSource;
-    if (r.ranker === 'keywords' && r.floor.floor === 0 && r.floor.fallback === 0 && r.floor.modelAlpha === undefined)
+    if (r.ranker === 'keywords' && r.floor.floor === 0 && r.floor.fallback === 0 && r.floor.modelAlpha === undefined && !r.floor.cut)
       return { set: null, info: info('keywords', null, null) };
     if (!src?.rank)
       return {
@@ -327,13 +328,19 @@ export function backendEngine(backend: SearchBackend, live: LiveSnapshot, rankin
       let info: RankingInfo = { ranker: 'keywords', chosen: backend.name, floor: 0, fallback: null };
       // Keywords that match nothing: the run's empty-plan floor (the top c items by p, in the
       // run's ranker order), computed here from the same generation, as cogr serve serves it.
-      // A run whose set guard chose the relevance model's own sets serves them the same way.
-      const modelSets = snap.ranking.floor.modelAlpha !== undefined;
+      // A run whose set guard chose the relevance model's own sets serves them the same way, and
+      // so does a run that cuts its matched sets (--served-set cut).
+      const modelSets = snap.ranking.floor.modelAlpha !== undefined || snap.ranking.floor.cut === true;
       if ((res.matched === 0 || modelSets) && !q.noTerms && local && (snap.ranking.floor.fallback > 0 || modelSets)) {
         const floor = await ranking.rank(snap, q.version, q.text, q.keywords, q.k);
-        if (floor.set && (floor.info.fallback === 'empty_plan' || floor.info.modelAlpha !== undefined)) {
+        if (floor.set && (floor.info.fallback === 'empty_plan' || floor.info.modelAlpha !== undefined || floor.info.cut)) {
           res = floor.set;
-          const what = floor.info.modelAlpha !== undefined ? "the relevance model's own sets" : 'empty-plan floor';
+          const what =
+            floor.info.modelAlpha !== undefined
+              ? "the relevance model's own sets"
+              : floor.info.fallback === 'empty_plan'
+                ? 'empty-plan floor'
+                : 'matched sets cut by p';
           info = { ...floor.info, chosen: `${backend.name} (${what}: ${floor.info.chosen})` };
         }
       }

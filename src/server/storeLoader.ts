@@ -207,7 +207,14 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
       const asked = opts.rank ?? 'auto';
       const runRanking = {
         ranker: asked === 'auto' ? (sft?.rank?.served ?? 'keywords') : asked,
-        floor: sft?.floor ? { floor: sft.floor.floor, fallback: sft.floor.fallback, backfill: sft.floor.backfill ?? 0 } : NO_FLOOR,
+        floor: sft?.floor
+          ? {
+              floor: sft.floor.floor,
+              fallback: sft.floor.fallback,
+              backfill: sft.floor.backfill ?? 0,
+              ...(sft.floor.cut ? { cut: true } : {}),
+            }
+          : NO_FLOOR,
         source: asked === 'auto' ? (sft?.rank ? 'run' : 'default') : 'flag',
       };
       for (;;) {

@@ -35,6 +35,9 @@ function copyRoot(name: string): string {
   return root;
 }
 
+/** The flag a stored run's command carries for its cut: none for the default (auto); runs stored before the option had none (--cut no). */
+const cutFlag = (config: Record<string, unknown>) => ((config.cut ?? 'no') === 'auto' ? '' : ` --cut ${String(config.cut ?? 'no')}`);
+
 describe('the committed documentation', () => {
   it('is what npm run docs makes from the stored data', () => {
     const stale = staleFiles(ROOT, generated).map((f) => {
@@ -140,7 +143,9 @@ describe('the generator', () => {
     for (const r of s.seeds) {
       const seed = Number(r.json.config.seed);
       expect(seed).not.toBe(1);
-      expect(block).toContain(`\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds} --seed ${seed} --json > ${r.file}\``);
+      expect(block).toContain(
+        `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds} --seed ${seed}${cutFlag(r.json.config)} --json > ${r.file}\``,
+      );
       const run = s.runs.find((x) => x.json.dataset === r.json.dataset)!;
       expect(block).toContain(`${run.file}\``);
       // the row carries this run's own result and paired gain
@@ -159,7 +164,7 @@ describe('the generator', () => {
     for (const r of s.dense) {
       expect(r.json.config.embeddingsModel).toBeTruthy();
       expect(block).toContain(
-        `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds} --embeddings http://127.0.0.1:8001/v1 --json > ${r.file}\``,
+        `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds}${cutFlag(r.json.config)} --embeddings http://127.0.0.1:8001/v1 --json > ${r.file}\``,
       );
       // the row carries this run's own result, the stored run's beside it, and its own paired gain over BM25
       const run = s.runs.find((x) => x.json.dataset === r.json.dataset)!;
@@ -172,7 +177,7 @@ describe('the generator', () => {
     expect(s.denseAudits.length).toBeGreaterThan(0);
     for (const a of s.denseAudits) {
       expect(block).toContain(
-        `\`COGR_HOME=.cogr-dense-${a.name} npx cogr demo --dataset ${a.name} --embeddings http://127.0.0.1:8001/v1 && COGR_HOME=.cogr-dense-${a.name} npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${a.file}\``,
+        `\`COGR_HOME=.cogr-dense-${a.name} npx cogr demo --dataset ${a.name} --cut no --embeddings http://127.0.0.1:8001/v1 && COGR_HOME=.cogr-dense-${a.name} npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${a.file}\``,
       );
       const b = s.audits.find((x) => x.name === a.name)!.json.query.related!.share;
       expect(block).toContain(`| ${Math.round(100 * a.json.query.related!.share)} % / ${Math.round(100 * b)} % |`);
