@@ -254,7 +254,7 @@ export function demoBlock(s: Sources): string {
   const best = bestStep(steps);
   const lines = [
     `\`${demoCommand(j, file)}\` on ${display(j.dataset)}: ${j.split.train} training / ${j.split.eval} held-out queries, ` +
-      `${String(j.config.rounds)} rounds, seed ${String(j.config.seed)}. Held-out P / R / F1 of the whole matched set after each step, ` +
+      `${String(j.config.rounds)} rounds, seed ${String(j.config.seed)}. Held-out P / R / F1 of the served set (${steps.find((x) => x.phase === 'sft')?.floor?.cut ? 'the matched set cut where its expected F1 peaks: the demo’s cut test chose the cut' : 'the whole matched set: the demo’s cut test kept it whole'}) after each step, ` +
       'nDCG@10 of the served ranking:',
     '',
     header(

@@ -281,13 +281,21 @@ export function servedSetSummary(steps: readonly StepRecord[]): string | null {
   const served = steps.find((s) => s.phase === 'refit')?.refit?.served;
   if (!served) return null;
   if (served.set === 'cut')
-    return `the matched sets are served cut where their expected F1 peaks (--served-set cut); uncut, the held-out F1 would be ${served.keywords.f1.toFixed(4)}`;
+    return `the matched sets are served cut where their expected F1 peaks (--cut); uncut, the held-out F1 would be ${served.keywords.f1.toFixed(4)}`;
   const g = served.guard;
   if (!g) return served.set === 'model' ? `the relevance model's own sets are served (--served-set model, α ${served.alpha})` : null;
   const figures = `${gainPm(g)} F1 over the keyword plans on ${g.queries} training queries, cross-fitted`;
   return served.set === 'model'
     ? `set guard: the relevance model's own sets are served (α ${served.alpha}): ${figures}`
     : `set guard: the keyword plans are served; the model's own sets would give ${figures} (they must beat them by ${g.z} standard error${g.z === 1 ? '' : 's'})`;
+}
+
+/** One line on `--cut auto`'s test at SFT (the cut sets against the whole ones on the training queries); null without it. */
+export function cutSummary(steps: readonly StepRecord[]): string | null {
+  const t = steps.find((s) => s.phase === 'sft')?.floor?.cutTest;
+  if (!t) return null;
+  const cut = steps.find((s) => s.phase === 'sft')?.floor?.cut === true;
+  return `cut test (--cut auto): the matched sets cut where their expected F1 peaks ${gainPm(t)} F1 over the whole sets on ${t.queries} core training queries planned as held out: ${cut ? 'cut' : 'kept whole'}`;
 }
 
 /** The keyword audit lines of a run: at SFT and at the result (none for steps stored before audits). */
@@ -656,12 +664,12 @@ export function register(program: Command): void {
     process.stdout.write(
       `\nCoGR demo on ${corpus.name}: ${corpus.items.length} items, ${res.split.train.length} training / ${res.split.eval.length} held-out queries, ` +
         `${config.rounds} rounds (G=${config.groupSize}, K_max=${config.kMax}, ${config.queryEpochs} query / ${config.itemEpochs} item epochs), seed ${config.seed}\n` +
-        `held-out P / R / F1 of the whole matched set after each half-round; database ${dbPath}\n\n`,
+        `held-out P / R / F1 of the served set (the matched set, cut where the run cuts: --cut) after each half-round; database ${dbPath}\n\n`,
     );
     process.stdout.write(renderSteps(res.steps, baselines));
     const why = adoptionSummary(res.steps);
     if (why) process.stdout.write(`\n${why}\n`);
-    const guard = servedSetSummary(res.steps);
+    const guard = [servedSetSummary(res.steps), cutSummary(res.steps)].filter((x) => x !== null).join('\n');
     if (guard) process.stdout.write(`${why ? '' : '\n'}${guard}\n`);
     const lines = [
       ...(paired ? pairedLines(paired) : []),

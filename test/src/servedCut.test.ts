@@ -17,7 +17,7 @@ import { coreIds, servedFloor } from '../../src/run/state.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import { scrambledHeldOut } from '../fixtures/synthCorpus.ts';
 
-import { servedSetSummary } from '../../src/commands/evolve.ts';
+import { cutSummary, servedSetSummary } from '../../src/commands/evolve.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
 import { buildSearchServer } from '../../src/server/app.ts';
 import { KeywordWorkerPool } from '../../src/server/keywordPool.ts';
@@ -146,6 +146,9 @@ describe('--cut', () => {
     expect(t.z).toBe(parseRunConfig(CONFIG).adoptZ);
     expect(t.gain).toBeCloseTo(t.f1.cut - t.f1.whole, 12);
     expect(floor.cut === true).toBe(t.gain > 1e-12 && t.gain >= t.z * t.se);
+    expect(cutSummary(a.steps)).toMatch(
+      new RegExp(`on ${t.queries} core training queries planned as held out: ${floor.cut ? 'cut' : 'kept whole'}$`),
+    );
     // One relevant item a query: the cut sets do better on the training queries; at z = 0 that is enough to cut.
     expect(t.gain).toBeGreaterThan(0);
     const z0 = await once(corpus(), 0);
