@@ -564,6 +564,7 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
     ...pairedJson(paired),
     perFold: folds.map((f) => {
       const b = bestOf(f);
+      const sftFloor = f.steps.find((s) => s.phase === 'sft')?.floor;
       return {
         fold: f.fold,
         evalQueries: f.evalQueries,
@@ -589,6 +590,9 @@ export function summarizeFolds(dataset: string, config: RunConfig, folds: FoldOu
           dev_f1: chosenOf(f).dev?.f1 ?? null,
         },
         aboveBaseline: b.metrics.f1 > f.baselines.bm25.f1,
+        // --cut: whether this fold's sets are cut, and auto's test at SFT (absent for --cut yes|no).
+        cut: sftFloor?.cut === true,
+        ...(sftFloor?.cutTest ? { cut_test: sftFloor.cutTest } : {}),
         steps: f.steps.map((s) => ({
           step: s.step,
           round: s.round,
