@@ -38,7 +38,7 @@ import type { Corpus, Item, Side } from '../../index/core/types.ts';
 import { KeywordView } from '../../index/view/view.ts';
 import type { KeywordGenerator, KeyValueStore } from '../../generators/types.ts';
 import { publishedPolicyStore } from '../run/published.ts';
-import { coreIds, readRunAt, type StoredRun } from '../run/state.ts';
+import { coreIds, readRunAt, servedFloor, type StoredRun } from '../run/state.ts';
 import type { ServedJudgements } from '../catalog/preview.ts';
 import { resolveSelector, selectGenerations, servedHead, type RoundSelector } from '../catalog/served.ts';
 import { catalogItems, OverlayMap, PublishedCatalog, type CatalogState } from '../catalog/state.ts';
@@ -207,14 +207,8 @@ export function storeSnapshotLoader(opts: StoreLoaderOptions): SnapshotLoader {
       const asked = opts.rank ?? 'auto';
       const runRanking = {
         ranker: asked === 'auto' ? (sft?.rank?.served ?? 'keywords') : asked,
-        floor: sft?.floor
-          ? {
-              floor: sft.floor.floor,
-              fallback: sft.floor.fallback,
-              backfill: sft.floor.backfill ?? 0,
-              ...(sft.floor.cut ? { cut: true } : {}),
-            }
-          : NO_FLOOR,
+        // The SFT step's floor, depth and cut; the set guard's α is added below, per item generation.
+        floor: run ? servedFloor(run.steps, null) : NO_FLOOR,
         source: asked === 'auto' ? (sft?.rank ? 'run' : 'default') : 'flag',
       };
       for (;;) {
