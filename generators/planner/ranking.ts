@@ -99,15 +99,17 @@ export function servedSet(
   input: GenerateInput,
   f: Floor,
 ): { items: ScoredEntity[]; fallback: 'empty_plan' | null; added: number } {
-  let matched = keywordMatches;
-  if (f.cut && f.modelAlpha === undefined && planner !== null && matched.length > 1 && planner.textScores(input).some((s) => s > 0))
-    matched = matchedCut(matched, planner.probabilities(input), planner.alpha);
-  const k = matched.length === 0 ? f.fallback : f.floor;
-  if ((f.modelAlpha === undefined && k <= 0) || planner === null || !planner.textScores(input).some((s) => s > 0))
-    return { items: [...matched], fallback: null, added: 0 };
-  if (f.modelAlpha !== undefined) return modelSet(view, matched, planner, input, f.modelAlpha);
+  const cut = f.cut === true && f.modelAlpha === undefined && keywordMatches.length > 1;
+  // A cut keeps at least one item, so the floor's k is the matched set's either way.
+  const k = keywordMatches.length === 0 ? f.fallback : f.floor;
+  if ((!cut && f.modelAlpha === undefined && k <= 0) || planner === null || !planner.textScores(input).some((s) => s > 0))
+    return { items: [...keywordMatches], fallback: null, added: 0 };
+  if (f.modelAlpha !== undefined) return modelSet(view, keywordMatches, planner, input, f.modelAlpha);
+  const p = planner.probabilities(input);
+  const matched = cut ? matchedCut(keywordMatches, p, planner.alpha) : keywordMatches;
+  if (k <= 0) return { items: [...matched], fallback: null, added: 0 };
   const seen = new Set(matched.map((x) => x.ordinal));
-  const extra = topByP(planner.probabilities(input), k)
+  const extra = topByP(p, k)
     .filter((e) => !seen.has(e))
     .map((e) => ({ id: view.id(e), ordinal: e, score: 0 }));
   return { items: [...matched, ...extra], fallback: matched.length === 0 && extra.length > 0 ? 'empty_plan' : null, added: extra.length };

@@ -855,9 +855,6 @@ export function staticBlock(s: Sources): string {
 /** A stored run's final F1 with its folds' beneath it on one line: "0.563 (0.490 · 0.688 · …)". */
 const withFolds = (j: EvolveJson) => `${f3(j.final?.f1 ?? 0)} (${j.perFold.map((f) => f3(f.final?.f1 ?? 0)).join(' · ')})`;
 
-/** A signed percentage with one decimal: +19.4 %, −0.3 %. */
-const signedPct = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(1)} %`;
-
 /** docs/embeddings.md: the stored runs with MiniLM judging the planned keywords only (`--embeddings-features no`), beside the runs without an encoder and with MiniLM's features, and their served keywords' audits. */
 export function judgeBlock(s: Sources): string {
   if (s.judgeRuns.length === 0) return '_No stored run with the encoder as a judge only in docs/results/judge/._';
@@ -879,7 +876,6 @@ export function judgeBlock(s: Sources): string {
     const j = r.json;
     const without = s.runs.find((x) => x.json.dataset === j.dataset);
     const minilm = s.dense.find((x) => x.json.dataset === j.dataset);
-    const refit = j.final?.refit_from_sft?.f1;
     t.add([
       display(j.dataset),
       withFolds(j),
@@ -887,7 +883,7 @@ export function judgeBlock(s: Sources): string {
       minilm ? f3(minilm.json.final?.f1 ?? 0) : '—',
       j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
       j.final_vs_rm3 ? pm(j.final_vs_rm3.ndcg10) : '—',
-      refit ? signedPct((100 * (j.final?.f1 ?? 0)) / refit - 100) : '—',
+      roundsShare(j),
       `${share(s.judgeAudits.find((a) => a.name === r.name))} / ${share(s.audits.find((a) => a.name === r.name))}`,
     ]);
   }
@@ -903,7 +899,7 @@ export function judgeBlock(s: Sources): string {
   );
 }
 
-/** docs/method.md: the stored runs with every matched set cut where its expected F1 peaks (`--served-set cut`), beside the whole matched sets of the stored runs. */
+/** docs/method.md: the stored runs with every matched set cut where its expected F1 peaks (`--cut yes`), beside the stored runs of the default (`--cut auto`). */
 export function cutBlock(s: Sources): string {
   if (s.cutRuns.length === 0) return '_No stored run with the matched sets cut in docs/results/cut/._';
   const t = new Table(
@@ -920,10 +916,6 @@ export function cutBlock(s: Sources): string {
     ],
     [1, 2],
   );
-  const rounds = (j: EvolveJson) => {
-    const refit = j.final?.refit_from_sft?.f1;
-    return refit ? signedPct((100 * (j.final?.f1 ?? 0)) / refit - 100) : '—';
-  };
   for (const r of s.cutRuns) {
     const j = r.json;
     const w = s.runs.find((x) => x.json.dataset === j.dataset)?.json;
@@ -935,7 +927,7 @@ export function cutBlock(s: Sources): string {
       j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
       w?.final_vs_bm25 ? pm(w.final_vs_bm25.f1) : '—',
       `${j.final_vs_rm3 ? pm(j.final_vs_rm3.ndcg10) : '—'} / ${w?.final_vs_rm3 ? pm(w.final_vs_rm3.ndcg10) : '—'}`,
-      `${rounds(j)} / ${w ? rounds(w) : '—'}`,
+      `${roundsShare(j)} / ${w ? roundsShare(w) : '—'}`,
       `${(j.final?.meanMatched ?? 0).toFixed(1)} / ${w ? (w.final?.meanMatched ?? 0).toFixed(1) : '—'}`,
     ]);
   }

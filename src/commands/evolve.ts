@@ -292,10 +292,10 @@ export function servedSetSummary(steps: readonly StepRecord[]): string | null {
 
 /** One line on `--cut auto`'s test at SFT (the cut sets against the whole ones on the training queries); null without it. */
 export function cutSummary(steps: readonly StepRecord[]): string | null {
-  const t = steps.find((s) => s.phase === 'sft')?.floor?.cutTest;
+  const floor = steps.find((s) => s.phase === 'sft')?.floor;
+  const t = floor?.cutTest;
   if (!t) return null;
-  const cut = steps.find((s) => s.phase === 'sft')?.floor?.cut === true;
-  return `cut test (--cut auto): the matched sets cut where their expected F1 peaks ${gainPm(t)} F1 over the whole sets on ${t.queries} core training queries planned as held out: ${cut ? 'cut' : 'kept whole'}`;
+  return `cut test (--cut auto): the matched sets cut where their expected F1 peaks ${gainPm(t)} F1 over the whole sets on ${t.queries} core training queries planned as held out: ${floor?.cut ? 'cut' : 'kept whole'}`;
 }
 
 /** The keyword audit lines of a run: at SFT and at the result (none for steps stored before audits). */

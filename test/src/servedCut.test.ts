@@ -18,13 +18,8 @@ import type { Corpus } from '../../index/core/types.ts';
 import { scrambledHeldOut } from '../fixtures/synthCorpus.ts';
 
 import { cutSummary, servedSetSummary } from '../../src/commands/evolve.ts';
-import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
-import { buildSearchServer } from '../../src/server/app.ts';
-import { KeywordWorkerPool } from '../../src/server/keywordPool.ts';
-import { keywordSourceFactory } from '../../src/server/keywordSources.ts';
-import { LiveSnapshot } from '../../src/server/state.ts';
-import { silentLogger } from '../../index/core/log.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { embeddedSearchServer } from '../fixtures/embeddedServer.ts';
 import { tempDbs } from '../fixtures/tempDb.ts';
 import { oneRelevantCorpus } from '../../bench/oneRelevantCorpus.ts';
 
@@ -75,18 +70,8 @@ describe('--cut', () => {
 
     const data = corpus();
     let served0: { id: string; generated: string[]; set: string[] }[] = [];
-    const pool = new KeywordWorkerPool({ size: 1 });
-    const keywordSource = keywordSourceFactory(
-      'embedded',
-      () => ({}) as never,
-      silentLogger,
-      () => pool,
-    );
-    const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: path, round: 'best', corpus: data, keywordSource, rank: 'keywords' }));
-    await live.reload();
-    const app = buildSearchServer({ live, limits: { keywordBudgetMs: 60_000 } });
+    const { base, close } = await embeddedSearchServer(path, data, { rank: 'keywords' });
     try {
-      const base = await app.listen({ host: '127.0.0.1', port: 0 });
       const byId = new Map(data.queries.map((q) => [q.id, q]));
       const f1: number[] = [];
       const answers: { id: string; generated: string[]; set: string[] }[] = [];
@@ -109,8 +94,7 @@ describe('--cut', () => {
       expect(f1.reduce((a, b) => a + b, 0) / f1.length).toBeCloseTo(refit.metrics.f1, 12);
       served0 = answers;
     } finally {
-      await app.close();
-      await pool.close();
+      await close();
     }
     // Every served item is one the query's keywords (or its own text) match in the served generation, and some sets were cut.
     expect(served0.length).toBeGreaterThan(0);

@@ -20,12 +20,8 @@ import { configDifferences, parseRunConfig, parseStoredConfig, type RunConfigInp
 import { loadPlanner, policyStore } from '../../src/run/policies.ts';
 import type { StepRecord } from '../../src/run/state.ts';
 import { storeSnapshotLoader } from '../../src/server/storeLoader.ts';
-import { buildSearchServer } from '../../src/server/app.ts';
-import { KeywordWorkerPool } from '../../src/server/keywordPool.ts';
-import { keywordSourceFactory } from '../../src/server/keywordSources.ts';
-import { LiveSnapshot } from '../../src/server/state.ts';
-import { silentLogger } from '../../index/core/log.ts';
 import { LOOP_TEST_CONFIG } from '../fixtures/loopConfig.ts';
+import { embeddedSearchServer } from '../fixtures/embeddedServer.ts';
 import { tempDbs } from '../fixtures/tempDb.ts';
 import { scrambledHeldOut } from '../fixtures/synthCorpus.ts';
 import { oneRelevantCorpus } from '../../bench/oneRelevantCorpus.ts';
@@ -155,18 +151,8 @@ describe('the set guard (--served-set)', () => {
   it("cogr serve over HTTP answers every held-out query with the model's set: their F1 is the run's final F1", async () => {
     const model = await run({ ...CONFIG, servedSet: 'model' });
     const data = corpus();
-    const pool = new KeywordWorkerPool({ size: 1 });
-    const keywordSource = keywordSourceFactory(
-      'embedded',
-      () => ({}) as never,
-      silentLogger,
-      () => pool,
-    );
-    const live = new LiveSnapshot(storeSnapshotLoader({ dbPath: model.path, round: 'best', corpus: data, keywordSource }));
-    await live.reload();
-    const app = buildSearchServer({ live, limits: { keywordBudgetMs: 60_000 } });
+    const { base, close } = await embeddedSearchServer(model.path, data);
     try {
-      const base = await app.listen({ host: '127.0.0.1', port: 0 });
       const byId = new Map(data.queries.map((q) => [q.id, q]));
       const f1 = [];
       for (const id of model.res.split.eval) {
@@ -185,8 +171,7 @@ describe('the set guard (--served-set)', () => {
       // The keyword plans' figures differ, so this could not pass with their sets.
       expect(model.refit.refit!.served!.keywords.f1).not.toBeCloseTo(model.refit.metrics.f1, 6);
     } finally {
-      await app.close();
-      await pool.close();
+      await close();
     }
   });
 
