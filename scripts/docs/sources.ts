@@ -370,7 +370,7 @@ export interface Sources {
   judgeRuns: StoredRun[];
   /** docs/results/judge/audit/<dataset>.json: the served keywords of those runs' demos, judged by MiniLM. */
   judgeAudits: { name: string; file: string; json: AuditJson }[];
-  /** docs/results/cut/<dataset>.json: the stored k-fold runs again with every matched set cut where its expected F1 peaks (`--served-set cut`). */
+  /** docs/results/cut/<dataset>.json: the stored k-fold runs again with every matched set cut where its expected F1 peaks (`--cut yes`). */
   cutRuns: StoredRun[];
 }
 

@@ -186,7 +186,7 @@ export async function refitStep(ctx: Ctx, round: number, done: StepRecord[]): Pr
   const heldOut = (planner: KeywordPlanner, itemView: KeywordView, served = true) => {
     // The keyword plans' figures: what is served without the model's sets, and kept beside them for the step's record.
     const kw = modelAlpha === undefined || served ? heldOutAs(planner, itemView, undefined) : null;
-    // --served-set cut: beside the cut sets, the keyword plans' whole matched sets.
+    // --cut: beside the cut sets, the keyword plans' whole matched sets.
     if (served && ctx.floor.cut) keywordMetrics = heldOutAs(planner, itemView, undefined, { ...ctx.floor, cut: false });
     else if (served && ctx.config.servedSet !== 'keywords') keywordMetrics = kw;
     return modelAlpha === undefined ? kw! : heldOutAs(planner, itemView, modelAlpha);

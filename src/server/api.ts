@@ -147,7 +147,7 @@ const RankingInfoSchema = z.object({
   fallback: z.string().nullable(),
   /** The run's set guard chose the relevance model's own sets: every query is served its expected-F1 cut by p at this α, not its keyword matches. */
   modelAlpha: z.number().optional(),
-  /** The run serves its matched sets cut where their expected F1 peaks (`--served-set cut`): `matched` counts the items kept. */
+  /** The run serves its matched sets cut where their expected F1 peaks (`--cut`): `matched` counts the items kept. */
   cut: z.boolean().optional(),
   reason: z.string().optional(),
 });

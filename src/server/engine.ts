@@ -329,7 +329,7 @@ export function backendEngine(backend: SearchBackend, live: LiveSnapshot, rankin
       // Keywords that match nothing: the run's empty-plan floor (the top c items by p, in the
       // run's ranker order), computed here from the same generation, as cogr serve serves it.
       // A run whose set guard chose the relevance model's own sets serves them the same way, and
-      // so does a run that cuts its matched sets (--served-set cut).
+      // so does a run that cuts its matched sets (--cut).
       const modelSets = snap.ranking.floor.modelAlpha !== undefined || snap.ranking.floor.cut === true;
       if ((res.matched === 0 || modelSets) && !q.noTerms && local && (snap.ranking.floor.fallback > 0 || modelSets)) {
         const floor = await ranking.rank(snap, q.version, q.text, q.keywords, q.k);
