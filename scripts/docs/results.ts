@@ -22,6 +22,7 @@ import {
   oracleCommand,
   staticAuditCommand,
   judgeAuditCommand,
+  staticJudgeAuditCommand,
 } from './sources.ts';
 import type { Audit, AuditJson, Bench, EvolveJson, LlmBench, Metrics, OracleJson, Paired, Sources, SplitBaseline } from './sources.ts';
 
@@ -855,46 +856,60 @@ export function staticBlock(s: Sources): string {
 /** A stored run's final F1 with its folds' beneath it on one line: "0.563 (0.490 · 0.688 · …)". */
 const withFolds = (j: EvolveJson) => `${f3(j.final?.f1 ?? 0)} (${j.perFold.map((f) => f3(f.final?.f1 ?? 0)).join(' · ')})`;
 
-/** docs/embeddings.md: the stored runs with MiniLM judging the planned keywords only (`--embeddings-features no`), beside the runs without an encoder and with MiniLM's features, and their served keywords' audits. */
+/**
+ * docs/embeddings.md: the stored runs with an encoder judging the planned keywords only
+ * (`--embeddings-features no`): MiniLM, and the built-in encoder (no Python), beside the runs
+ * without an encoder and with MiniLM's features, and their served keywords' audits.
+ */
 export function judgeBlock(s: Sources): string {
   if (s.judgeRuns.length === 0) return '_No stored run with the encoder as a judge only in docs/results/judge/._';
   const t = new Table(
     [
       'collection',
-      'F1, judge only (folds)',
+      'F1, MiniLM judge only (folds)',
+      'F1, built-in judge only (folds)',
       'without an encoder',
       'MiniLM features and judge',
-      'judge only − BM25',
-      'nDCG@10 − BM25 + RM3',
-      "rounds' share (final / refit from SFT)",
-      'served keywords related (MiniLM ≥ 0.3): judge only / without',
+      'judge only − BM25: MiniLM / built-in',
+      'nDCG@10 − BM25 + RM3: MiniLM / built-in',
+      "rounds' share (final / refit from SFT): MiniLM / built-in / without",
+      'served keywords related (MiniLM ≥ 0.3): MiniLM judge / built-in judge / without',
     ],
-    [2, 3, 4],
+    [3, 4],
   );
   const share = (a: { json: AuditJson } | undefined) => (a?.json.query.related ? pct(a.json.query.related.share) : '—');
   for (const r of s.judgeRuns) {
     const j = r.json;
     const without = s.runs.find((x) => x.json.dataset === j.dataset);
     const minilm = s.dense.find((x) => x.json.dataset === j.dataset);
+    const builtIn = s.staticJudgeRuns.find((x) => x.json.dataset === j.dataset)?.json;
+    const both = <T>(f: (x: EvolveJson) => T | undefined, show: (v: T) => string) =>
+      [j, builtIn].map((x) => (x && f(x) !== undefined ? show(f(x)!) : '—')).join(' / ');
     t.add([
       display(j.dataset),
       withFolds(j),
+      builtIn ? withFolds(builtIn) : '—',
       without ? f3(without.json.final?.f1 ?? 0) : '—',
       minilm ? f3(minilm.json.final?.f1 ?? 0) : '—',
-      j.final_vs_bm25 ? pm(j.final_vs_bm25.f1) : '—',
-      j.final_vs_rm3 ? pm(j.final_vs_rm3.ndcg10) : '—',
-      roundsShare(j),
-      `${share(s.judgeAudits.find((a) => a.name === r.name))} / ${share(s.audits.find((a) => a.name === r.name))}`,
+      both((x) => x.final_vs_bm25?.f1, pm),
+      both((x) => x.final_vs_rm3?.ndcg10, pm),
+      `${both((x) => x, roundsShare)} / ${without ? roundsShare(without.json) : '—'}`,
+      [s.judgeAudits, s.staticJudgeAudits, s.audits].map((as) => share(as.find((a) => a.name === r.name))).join(' / '),
     ]);
   }
   return tableWithCommands(
     t,
-    'Held-out figures, means over every held-out query of the 5 folds (seed 1, the folds of the other runs); differences paired per held-out query, mean ± standard error. The keywords: the served keywords of `cogr demo --dataset <d>` with MiniLM as a judge only and without an encoder, over every query of the collection, judged by MiniLM (`cogr audit --embeddings`). Re-measure (with `npx cogr embeddings serve` on port 8001):',
+    'Held-out figures, means over every held-out query of the 5 folds (seed 1, the folds of the other runs); differences paired per held-out query, mean ± standard error. The keywords: the served keywords of `cogr demo --dataset <d>` with MiniLM or the built-in encoder as a judge only, and without an encoder, over every query of the collection, judged by MiniLM (`cogr audit --embeddings`). Re-measure (with `npx cogr embeddings serve` on port 8001):',
     [
       ...s.judgeRuns.map(
         (r) => `- ${display(r.json.dataset)}: \`${evolveCommand(r.json, r.file).replace(/<an endpoint serving [^>]*>/, EMBEDDINGS_URL)}\``,
       ),
+      ...s.staticJudgeRuns.map(
+        (r) =>
+          `- ${display(r.json.dataset)}, built-in: \`${evolveCommand(r.json, r.file).replace(/<an endpoint serving [^>]*>/, 'static')}\``,
+      ),
       ...s.judgeAudits.map((a) => `- ${display(a.name)}'s keywords: \`${judgeAuditCommand(a.name, a.file)}\``),
+      ...s.staticJudgeAudits.map((a) => `- ${display(a.name)}'s keywords, built-in: \`${staticJudgeAuditCommand(a.name, a.file)}\``),
     ],
   );
 }

@@ -368,6 +368,9 @@ export interface Sources {
   staticAudits: { name: string; file: string; json: AuditJson }[];
   /** docs/results/judge/<dataset>.json: the stored k-fold runs again with MiniLM judging the keywords only (`--embeddings-features no`). */
   judgeRuns: StoredRun[];
+  /** docs/results/static-judge/: the built-in encoder as a judge only (`--embeddings static --embeddings-features no`). */
+  staticJudgeRuns: StoredRun[];
+  staticJudgeAudits: { name: string; file: string; json: AuditJson }[];
   /** docs/results/judge/audit/<dataset>.json: the served keywords of those runs' demos, judged by MiniLM. */
   judgeAudits: { name: string; file: string; json: AuditJson }[];
   /** docs/results/cut/<dataset>.json: the stored k-fold runs again with every matched set cut where its expected F1 peaks (`--cut yes`). */
@@ -409,7 +412,13 @@ export function auditCommand(dataset: string, file: string, dense = false): stri
 /** The commands that make docs/results/judge/audit/<d>.json: the demo with MiniLM judging the keywords only, its served keywords judged by MiniLM (port 8001). */
 export function judgeAuditCommand(dataset: string, file: string): string {
   const home = `COGR_HOME=.cogr-judge-${dataset}`;
-  return `${home} npx cogr demo --dataset ${dataset} --cut no --embeddings ${EMBEDDINGS_URL} --embeddings-features no && ${home} npx cogr audit --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
+  return `${home} npx cogr demo --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --embeddings-features no && ${home} npx cogr audit --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
+}
+
+/** The commands that make docs/results/static-judge/audit/<d>.json: the demo with the built-in encoder judging the keywords only, served, its keywords judged by MiniLM (port 8001). */
+export function staticJudgeAuditCommand(dataset: string, file: string): string {
+  const home = `COGR_HOME=.cogr-static-judge-${dataset}`;
+  return `${home} npx cogr demo --dataset ${dataset} --embeddings static --embeddings-features no && (${home} npx cogr serve --port 8106 --embeddings static &) && until curl -sf http://127.0.0.1:8106/health > /dev/null; do sleep 1; done && npx cogr audit --url http://127.0.0.1:8106 --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/static/audit/<d>.json: the built-in encoder's run served, its keywords judged by MiniLM on port 8001. */
@@ -490,6 +499,8 @@ export function readSources(root: string): Sources {
   const judgeRuns = storedIn(root, 'judge', EvolveJsonSchema);
   const judgeAudits = storedIn(root, 'judge/audit', AuditJsonSchema);
   const cutRuns = storedIn(root, 'cut', EvolveJsonSchema);
+  const staticJudgeRuns = storedIn(root, 'static-judge', EvolveJsonSchema);
+  const staticJudgeAudits = storedIn(root, 'static-judge/audit', AuditJsonSchema);
   return {
     runs,
     demo,
@@ -507,6 +518,8 @@ export function readSources(root: string): Sources {
     staticAudits,
     judgeRuns,
     judgeAudits,
+    staticJudgeRuns,
+    staticJudgeAudits,
     cutRuns,
   };
 }

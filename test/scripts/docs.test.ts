@@ -185,6 +185,36 @@ describe('the generator', () => {
     expect(BLOCKS.dense({ ...s, dense: [] }, ROOT)).toContain('No stored run with embeddings');
   });
 
+  it("sets each collection's runs with an encoder as a judge only, MiniLM's and the built-in one's, beside the run without, each with its command", () => {
+    const s = readSources(ROOT);
+    expect(s.judgeRuns.length).toBeGreaterThan(0);
+    expect(s.staticJudgeRuns.length).toBeGreaterThan(0);
+    const block = BLOCKS.judge(s, ROOT);
+    const f3 = (x: number) => x.toFixed(3);
+    const pm = (g: { gain: number; se: number }) => `${g.gain >= 0 ? '+' : '−'}${f3(Math.abs(g.gain))} ± ${f3(g.se)}`;
+    for (const [runs, url] of [
+      [s.judgeRuns, 'http://127.0.0.1:8001/v1'],
+      [s.staticJudgeRuns, 'static'],
+    ] as const) {
+      for (const r of runs) {
+        expect(r.json.config.embeddingsFeatures).toBe(false);
+        expect(block).toContain(
+          `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds}${cutFlag(r.json.config)} --embeddings ${url} --embeddings-features no --json > ${r.file}\``,
+        );
+        // the row carries this run's F1 with its folds, and its paired gain over BM25
+        expect(block).toContain(`${f3(r.json.final!.f1)} (${r.json.perFold.map((f) => f3(f.final!.f1)).join(' · ')})`);
+        expect(block).toContain(pm(r.json.final_vs_bm25!.f1));
+      }
+    }
+    // the served keywords' relatedness: MiniLM judge / built-in judge / without, per collection
+    for (const a of s.judgeAudits) {
+      const share = (as: typeof s.audits) => `${Math.round(100 * as.find((x) => x.name === a.name)!.json.query.related!.share)} %`;
+      expect(block).toContain(`| ${share(s.judgeAudits)} / ${share(s.staticJudgeAudits)} / ${share(s.audits)} |`);
+      expect(block).toContain(`npx cogr audit --url http://127.0.0.1:8106 --dataset ${a.name} --embeddings http://127.0.0.1:8001/v1`);
+    }
+    expect(BLOCKS.judge({ ...s, judgeRuns: [] }, ROOT)).toContain('No stored run with the encoder as a judge only');
+  });
+
   it('writes a JSON schema as a compact type', () => {
     const s = {
       type: 'object',
