@@ -402,11 +402,11 @@ function storedIn<S extends z.ZodType>(root: string, sub: string, schema: S): { 
 /** The shipped embeddings server's URL in the printed commands (`npx cogr embeddings serve` on port 8001). */
 export const EMBEDDINGS_URL = 'http://127.0.0.1:8001/v1';
 
-/** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`); the dense runs' demos were made before the cut (`--cut no`). */
+/** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`), or with `dense` docs/results/dense/audit/<d>.json. */
 export function auditCommand(dataset: string, file: string, dense = false): string {
   const home = `COGR_HOME=.cogr-${dense ? 'dense-' : ''}${dataset}`;
   const url = EMBEDDINGS_URL;
-  return `${home} npx cogr demo --dataset ${dataset}${dense ? ` --cut no --embeddings ${url}` : ''} && ${home} npx cogr audit --embeddings ${url} --json --examples 0 > ${file}`;
+  return `${home} npx cogr demo --dataset ${dataset}${dense ? ` --embeddings ${url}` : ''} && ${home} npx cogr audit --embeddings ${url} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/judge/audit/<d>.json: the demo with MiniLM judging the keywords only, its served keywords judged by MiniLM (port 8001). */

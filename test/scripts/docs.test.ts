@@ -177,7 +177,7 @@ describe('the generator', () => {
     expect(s.denseAudits.length).toBeGreaterThan(0);
     for (const a of s.denseAudits) {
       expect(block).toContain(
-        `\`COGR_HOME=.cogr-dense-${a.name} npx cogr demo --dataset ${a.name} --cut no --embeddings http://127.0.0.1:8001/v1 && COGR_HOME=.cogr-dense-${a.name} npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${a.file}\``,
+        `\`COGR_HOME=.cogr-dense-${a.name} npx cogr demo --dataset ${a.name} --embeddings http://127.0.0.1:8001/v1 && COGR_HOME=.cogr-dense-${a.name} npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${a.file}\``,
       );
       const b = s.audits.find((x) => x.name === a.name)!.json.query.related!.share;
       expect(block).toContain(`| ${Math.round(100 * a.json.query.related!.share)} % / ${Math.round(100 * b)} % |`);
