@@ -9,7 +9,9 @@ import { defineConfig } from 'vitest/config';
  * on one by accident, the caches those parts are found in point under a device file, where
  * nothing exists and nothing can be created (not even by root), and pip and the Hugging
  * Face libraries are kept off the network: a fast test that reached for a real part would
- * fail at once on every machine, not only on a fresh one, and never download it.
+ * fail at once on every machine, not only on a fresh one, and never download it. For the
+ * same reason the runs the tests make have no encoder unless a test gives one
+ * (COGR_EMBEDDINGS=none: `cogr evolve` and `cogr demo` would otherwise install MiniLM).
  */
 const ABSENT = '/dev/null/cogr-fast-tier';
 
@@ -31,6 +33,7 @@ export default defineConfig({
       COGR_TRL_BASE: `${ABSENT}/checkpoints/SmolLM2-135M-Instruct`,
       COGR_OPENSEARCH_CACHE: `${ABSENT}/opensearch`,
       COGR_VENV_ROOT: `${ABSENT}/venvs`,
+      COGR_EMBEDDINGS: 'none',
       PIP_NO_INDEX: '1',
       HF_HUB_OFFLINE: '1',
       TRANSFORMERS_OFFLINE: '1',

@@ -15,5 +15,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default'],
+    // The runs the tests make have no encoder unless a test gives one (or, for the default, unsets this).
+    env: { COGR_EMBEDDINGS: 'none' },
   },
 });

@@ -96,10 +96,14 @@ export async function run(args: string[]): Promise<void> {
   if (given) cpSync(given, db, { recursive: true });
   else {
     process.stderr.write('making a served NFCorpus run: cogr demo --dataset nfcorpus (about 90 s)\n');
-    const r = spawnSync(process.execPath, [join(packageRoot(), 'bin/cogr.mjs'), 'demo', '--dataset', 'nfcorpus', '--db', db, '--quiet'], {
-      stdio: ['ignore', 'ignore', 'inherit'],
-      env: { ...process.env, COGR_HOME: join(work, 'home') },
-    });
+    const r = spawnSync(
+      process.execPath,
+      [join(packageRoot(), 'bin/cogr.mjs'), 'demo', '--dataset', 'nfcorpus', '--embeddings', 'none', '--db', db, '--quiet'],
+      {
+        stdio: ['ignore', 'ignore', 'inherit'],
+        env: { ...process.env, COGR_HOME: join(work, 'home') },
+      },
+    );
     if (r.status !== 0) throw new Error('cogr demo failed');
   }
   const stored = await readRunAt(db);

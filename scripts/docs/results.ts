@@ -21,7 +21,6 @@ import {
   exampleCommands,
   oracleCommand,
   staticAuditCommand,
-  judgeAuditCommand,
   staticJudgeAuditCommand,
 } from './sources.ts';
 import type { Audit, AuditJson, Bench, EvolveJson, LlmBench, Metrics, OracleJson, Paired, Sources, SplitBaseline } from './sources.ts';
@@ -90,13 +89,22 @@ export function resultsBlock(s: Sources): string {
   lines.push('');
   lines.push(
     `Means over every held-out query of the ${s.runs.map((r) => r.json.folds).join(' / ')} folds (seed ${s.runs.map((r) => String(r.json.config.seed)).join(' / ')}), ` +
-      'each fold beneath; F1 of the served set (the whole matched set, or cut where its expected F1 peaks in the folds whose training queries chose the cut, `--cut auto`: 2 of CISI’s 5). cogr − X: paired per held-out query, mean ± standard error. ' +
+      `each fold beneath; F1 of the served set (the whole matched set, or cut where its expected F1 peaks in the folds whose training queries chose the cut, \`--cut auto\`: ${cutFolds(s.runs)}). The planned keywords are judged by all-MiniLM-L6-v2 (the default encoder, \`--embeddings auto\`; [without one](docs/embeddings.md#an-encoder-as-the-judge-of-the-keywords)). cogr − X: paired per held-out query, mean ± standard error. ` +
       'BM25 and BM25 + RM3 use Lucene’s English analysis with cut-offs tuned on each fold’s training queries. ' +
       'Query keywords: the result’s keyword audit (src/drift/keywordAudit.ts). Re-measure with:',
   );
   lines.push('');
   for (const r of s.runs) lines.push(`- ${display(r.name)}: \`${evolveCommand(r.json, r.file)}\``);
   return lines.join('\n');
+}
+
+/** Which folds of the runs cut their matched sets: "3 of CISI’s 5" for each run that cut any, joined; "none" when none did. */
+function cutFolds(runs: Sources['runs']): string {
+  const cut = runs
+    .map((r) => ({ name: r.name, n: r.json.perFold.length, k: r.json.perFold.filter((f) => f.final?.served_set?.set === 'cut').length }))
+    .filter((x) => x.k > 0)
+    .map((x) => `${x.k} of ${display(x.name)}’s ${x.n}`);
+  return cut.length > 0 ? cut.join(', ') : 'none';
 }
 
 /** docs/results.md: per stored run, its steps, folds, paired comparisons and keyword audits. */
@@ -542,8 +550,8 @@ function roundsShare(j: EvolveJson): string {
 /** docs/method.md: the stored k-fold runs beside the same runs with the dev adoption test (docs/results/adopt-dev/), what the rounds add to the same refit made from SFT. */
 export function adoptionBlock(s: Sources): string {
   const pairs = s.adoptDev
-    .map((d) => ({ dev: d, run: s.runs.find((r) => r.name === d.name) }))
-    .filter((p): p is { dev: (typeof s.adoptDev)[number]; run: (typeof s.runs)[number] } => p.run !== undefined);
+    .map((d) => ({ dev: d, run: s.noEncoderRuns.find((r) => r.name === d.name) }))
+    .filter((p): p is { dev: (typeof s.adoptDev)[number]; run: (typeof s.noEncoderRuns)[number] } => p.run !== undefined);
   if (pairs.length === 0) return '_No stored run with the dev adoption test in docs/results/adopt-dev/._';
   const t = new Table(
     ['collection', 'adoption test', 'F1 (folds)', 'result − SFT', 'rounds’ share', 'item half-rounds adopted', 'query half-rounds adopted'],
@@ -570,7 +578,7 @@ export function adoptionBlock(s: Sources): string {
   }
   return tableWithCommands(
     t,
-    'Held-out F1 of the result (the final refit), means over every held-out query of the folds; result − SFT: paired per held-out query against the SFT step as served, mean ± standard error (the README’s cogr − SFT); rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1; adopted: half-rounds adopted, summed over rounds and folds (on a tie: no scored query’s F1 changed). Re-measure:',
+    'Runs without an encoder (`--embeddings none`). Held-out F1 of the result (the final refit), means over every held-out query of the folds; result − SFT: paired per held-out query against the SFT step as served, mean ± standard error (as the README’s cogr − SFT); rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1; adopted: half-rounds adopted, summed over rounds and folds (on a tie: no scored query’s F1 changed). Re-measure:',
     pairs.flatMap(({ dev, run }) => [
       `- ${display(run.name)}: \`${evolveCommand(run.json, run.file)}\``,
       `- ${display(dev.name)}, dev test: \`${evolveCommand(dev.json, dev.file)}\``,
@@ -686,7 +694,7 @@ export function llmBlock(s: Sources): string {
 
 /** docs/results.md: the stored k-fold runs beside the same runs with other seeds (other folds, other sampling). */
 export function seedsBlock(s: Sources): string {
-  const groups = s.runs
+  const groups = s.noEncoderRuns
     .map((run) => ({ run, others: s.seeds.filter((r) => r.json.dataset === run.json.dataset) }))
     .filter((g) => g.others.length > 0);
   if (groups.length === 0) return '_No stored run with another seed in docs/results/seeds/._';
@@ -721,7 +729,7 @@ export function seedsBlock(s: Sources): string {
   }
   return tableWithCommands(
     t,
-    'Held-out F1 of the result and of BM25 (its cut-off tuned on each fold’s training queries), means over every held-out query of the folds; differences paired per held-out query, mean ± standard error; rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1. The seed draws the folds, the dev split and every sampling. Re-measure:',
+    'Runs without an encoder (`--embeddings none`; seed 1: docs/results/no-encoder/). Held-out F1 of the result and of BM25 (its cut-off tuned on each fold’s training queries), means over every held-out query of the folds; differences paired per held-out query, mean ± standard error; rounds’ share: the result’s F1 over that of the same refit made from SFT, − 1. The seed draws the folds, the dev split and every sampling. Re-measure:',
     groups.flatMap(({ run, others }) =>
       [run, ...others].map((r) => `- ${display(r.json.dataset)}, seed ${Number(r.json.config.seed)}: \`${evolveCommand(r.json, r.file)}\``),
     ),
@@ -730,14 +738,14 @@ export function seedsBlock(s: Sources): string {
 
 /** docs/results.md: the k-fold runs with a dense encoder's cosines in the relevance model (`--embeddings`), and the served keywords of such a demo, beside the stored runs without. */
 export function denseBlock(s: Sources): string {
-  const groups = s.dense.map((d) => ({ d, run: s.runs.find((r) => r.json.dataset === d.json.dataset) }));
+  const groups = s.dense.map((d) => ({ d, run: s.noEncoderRuns.find((r) => r.json.dataset === d.json.dataset) }));
   if (groups.length === 0) return '_No stored run with embeddings in docs/results/dense/._';
   const t = new Table(
     [
       'collection',
       'encoder',
       'F1: with the encoder (folds)',
-      'F1: without (the README’s run)',
+      'F1: without an encoder',
       'F1: BM25',
       'with − BM25',
       'with − BM25 + RM3',
@@ -783,7 +791,7 @@ export function denseBlock(s: Sources): string {
     );
     for (const x of s.denseAudits) {
       const q = x.json.query;
-      const b = s.audits.find((y) => y.name === x.name)?.json.query;
+      const b = s.noEncoderAudits.find((y) => y.name === x.name)?.json.query;
       const pair = (v: number | undefined, w: number | undefined, f: (n: number) => string) =>
         `${v === undefined ? '—' : f(v)} / ${w === undefined ? '—' : f(w)}`;
       const k = (n: number) => n.toFixed(1);
@@ -799,8 +807,8 @@ export function denseBlock(s: Sources): string {
       '',
       tableWithCommands(
         a,
-        'The served keywords of `cogr demo --dataset <d> --embeddings` over every query of the collection, audited as in the README, beside the run without. With the encoder the planner plans only keywords at cosine ≥ 0.3 to the query under it (`--keyword-cosine`), which is the audit’s own test of relatedness: that column says the rule holds where the audit reads the query as the planner did (the audit reads a query’s first 500 characters, the planner all of it), not that an independent judge agrees; the share taken from the query’s own words is a test the rule does not use. Re-measure:',
-        s.denseAudits.map((x) => `- ${display(x.name)}: \`${auditCommand(x.name, x.file, true)}\``),
+        'The served keywords of `cogr demo --dataset <d> --embeddings-features yes` over every query of the collection, audited as in the README, beside the run without. With the encoder the planner plans only keywords at cosine ≥ 0.3 to the query under it (`--keyword-cosine`), which is the audit’s own test of relatedness: that column says the rule holds where the audit reads the query as the planner did (the audit reads a query’s first 500 characters, the planner all of it), not that an independent judge agrees; the share taken from the query’s own words is a test the rule does not use. Re-measure:',
+        s.denseAudits.map((x) => `- ${display(x.name)}: \`${auditCommand(x.name, x.file, 'dense')}\``),
       ),
     );
   }
@@ -825,10 +833,10 @@ export function staticBlock(s: Sources): string {
   const share = (a: { json: AuditJson } | undefined) => (a?.json.query.related ? pct(a.json.query.related.share) : '—');
   for (const r of s.staticRuns) {
     const j = r.json;
-    const without = s.runs.find((x) => x.json.dataset === j.dataset);
+    const without = s.noEncoderRuns.find((x) => x.json.dataset === j.dataset);
     const minilm = s.dense.find((x) => x.json.dataset === j.dataset);
     const audit = s.staticAudits.find((a) => a.name === r.name);
-    const plain = s.audits.find((a) => a.name === r.name);
+    const plain = s.noEncoderAudits.find((a) => a.name === r.name);
     const dense = s.denseAudits.find((a) => a.name === r.name);
     const perQuery = (a: { json: AuditJson } | undefined) => (a ? a.json.query.keywordsPerQuery.toFixed(1) : '—');
     t.add([
@@ -857,20 +865,20 @@ export function staticBlock(s: Sources): string {
 const withFolds = (j: EvolveJson) => `${f3(j.final?.f1 ?? 0)} (${j.perFold.map((f) => f3(f.final?.f1 ?? 0)).join(' · ')})`;
 
 /**
- * docs/embeddings.md: the stored runs with an encoder judging the planned keywords only
- * (`--embeddings-features no`): MiniLM, and the built-in encoder (no Python), beside the runs
- * without an encoder and with MiniLM's features, and their served keywords' audits.
+ * docs/embeddings.md: the stored runs with an encoder judging the planned keywords only: MiniLM
+ * (the default, the README's runs) and the built-in encoder (no Python), beside the runs
+ * without an encoder and with MiniLM's features too, and their served keywords' audits.
  */
 export function judgeBlock(s: Sources): string {
-  if (s.judgeRuns.length === 0) return '_No stored run with the encoder as a judge only in docs/results/judge/._';
+  if (s.runs.length === 0) return '_No stored run in docs/results/._';
   const t = new Table(
     [
       'collection',
-      'F1, MiniLM judge only (folds)',
-      'F1, built-in judge only (folds)',
+      'F1, MiniLM judge: the default (folds)',
+      'F1, built-in judge (folds)',
       'without an encoder',
       'MiniLM features and judge',
-      'judge only − BM25: MiniLM / built-in',
+      'judge − BM25: MiniLM / built-in',
       'nDCG@10 − BM25 + RM3: MiniLM / built-in',
       "rounds' share (final / refit from SFT): MiniLM / built-in / without",
       'served keywords related (MiniLM ≥ 0.3): MiniLM judge / built-in judge / without',
@@ -878,9 +886,9 @@ export function judgeBlock(s: Sources): string {
     [3, 4],
   );
   const share = (a: { json: AuditJson } | undefined) => (a?.json.query.related ? pct(a.json.query.related.share) : '—');
-  for (const r of s.judgeRuns) {
+  for (const r of s.runs) {
     const j = r.json;
-    const without = s.runs.find((x) => x.json.dataset === j.dataset);
+    const without = s.noEncoderRuns.find((x) => x.json.dataset === j.dataset);
     const minilm = s.dense.find((x) => x.json.dataset === j.dataset);
     const builtIn = s.staticJudgeRuns.find((x) => x.json.dataset === j.dataset)?.json;
     const both = <T>(f: (x: EvolveJson) => T | undefined, show: (v: T) => string) =>
@@ -894,22 +902,17 @@ export function judgeBlock(s: Sources): string {
       both((x) => x.final_vs_bm25?.f1, pm),
       both((x) => x.final_vs_rm3?.ndcg10, pm),
       `${both((x) => x, roundsShare)} / ${without ? roundsShare(without.json) : '—'}`,
-      [s.judgeAudits, s.staticJudgeAudits, s.audits].map((as) => share(as.find((a) => a.name === r.name))).join(' / '),
+      [s.audits, s.staticJudgeAudits, s.noEncoderAudits].map((as) => share(as.find((a) => a.name === r.name))).join(' / '),
     ]);
   }
   return tableWithCommands(
     t,
-    'Held-out figures, means over every held-out query of the 5 folds (seed 1, the folds of the other runs); differences paired per held-out query, mean ± standard error. The keywords: the served keywords of `cogr demo --dataset <d>` with MiniLM or the built-in encoder as a judge only, and without an encoder, over every query of the collection, judged by MiniLM (`cogr audit --embeddings`). Re-measure (with `npx cogr embeddings serve` on port 8001):',
+    'Held-out figures, means over every held-out query of the 5 folds (seed 1, the same folds for every run); differences paired per held-out query, mean ± standard error. The keywords: the served keywords of `cogr demo --dataset <d>` with MiniLM (the default) or the built-in encoder as the judge, and without an encoder, over every query of the collection, judged by MiniLM (`cogr audit --embeddings`). Re-measure (MiniLM as the judge: the README’s commands; the audits with `npx cogr embeddings serve` on port 8001):',
     [
-      ...s.judgeRuns.map(
-        (r) => `- ${display(r.json.dataset)}: \`${evolveCommand(r.json, r.file).replace(/<an endpoint serving [^>]*>/, EMBEDDINGS_URL)}\``,
-      ),
-      ...s.staticJudgeRuns.map(
-        (r) =>
-          `- ${display(r.json.dataset)}, built-in: \`${evolveCommand(r.json, r.file).replace(/<an endpoint serving [^>]*>/, 'static')}\``,
-      ),
-      ...s.judgeAudits.map((a) => `- ${display(a.name)}'s keywords: \`${judgeAuditCommand(a.name, a.file)}\``),
+      ...s.staticJudgeRuns.map((r) => `- ${display(r.json.dataset)}, built-in: \`${evolveCommand(r.json, r.file)}\``),
+      ...s.noEncoderRuns.map((r) => `- ${display(r.json.dataset)}, without an encoder: \`${evolveCommand(r.json, r.file)}\``),
       ...s.staticJudgeAudits.map((a) => `- ${display(a.name)}'s keywords, built-in: \`${staticJudgeAuditCommand(a.name, a.file)}\``),
+      ...s.noEncoderAudits.map((a) => `- ${display(a.name)}'s keywords, without an encoder: \`${auditCommand(a.name, a.file, 'none')}\``),
     ],
   );
 }
@@ -921,7 +924,7 @@ export function cutBlock(s: Sources): string {
     [
       'collection',
       'F1, `--cut yes` (folds)',
-      'F1, `--cut auto`: the README’s (folds)',
+      'F1, `--cut auto` (folds)',
       'folds auto cut',
       'yes − BM25',
       'auto − BM25',
@@ -933,7 +936,7 @@ export function cutBlock(s: Sources): string {
   );
   for (const r of s.cutRuns) {
     const j = r.json;
-    const w = s.runs.find((x) => x.json.dataset === j.dataset)?.json;
+    const w = s.noEncoderRuns.find((x) => x.json.dataset === j.dataset)?.json;
     t.add([
       display(j.dataset),
       withFolds(j),
@@ -948,8 +951,14 @@ export function cutBlock(s: Sources): string {
   }
   return tableWithCommands(
     t,
-    'Held-out figures, means over every held-out query of the 5 folds (seed 1, the folds of the stored runs); differences paired per held-out query, mean ± standard error. `auto` cuts a fold’s sets when its core training queries, planned as held out at SFT, gain from the cut by the adoption test; the other folds serve the whole matched sets. Re-measure (the `auto` runs: the README’s commands):',
-    s.cutRuns.map((r) => `- ${display(r.json.dataset)}: \`${evolveCommand(r.json, r.file)}\``),
+    'Runs without an encoder (`--embeddings none`). Held-out figures, means over every held-out query of the 5 folds (seed 1, the folds of the stored runs); differences paired per held-out query, mean ± standard error. `auto` cuts a fold’s sets when its core training queries, planned as held out at SFT, gain from the cut by the adoption test; the other folds serve the whole matched sets. Re-measure:',
+    s.cutRuns.flatMap((r) => {
+      const w = s.noEncoderRuns.find((x) => x.json.dataset === r.json.dataset);
+      return [
+        `- ${display(r.json.dataset)}, yes: \`${evolveCommand(r.json, r.file)}\``,
+        ...(w ? [`- ${display(r.json.dataset)}, auto: \`${evolveCommand(w.json, w.file)}\``] : []),
+      ];
+    }),
   );
 }
 

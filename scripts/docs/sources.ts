@@ -12,6 +12,8 @@ import type { RunConfigInput } from '../../src/run/config.ts';
 import type { summarizeFolds } from '../../src/commands/evolve.ts';
 import type { EvolveBenchResult } from '../../bench/evolveChart.ts';
 import { ORDER } from './markdown.ts';
+import { STATIC_MODEL } from '../../src/embeddings/static.ts';
+import { EMBEDDINGS_MODEL } from '../../src/embeddings/venv.ts';
 
 // ---------------------------------------------------------------------------
 // The stored shapes (the fields this script reads).
@@ -185,7 +187,8 @@ function readJson<S extends z.ZodType>(path: string, schema: S, root: string): z
  * command would re-measure it.
  */
 export function runFlags(stored: Record<string, unknown>, base: RunConfigInput, skip: readonly string[] = []): string[] {
-  const defaults = parseRunConfig(base) as Record<string, unknown>;
+  // The commands' own default encoder (cogr evolve and demo: --embeddings auto, all-MiniLM-L6-v2).
+  const defaults: Record<string, unknown> = { ...(parseRunConfig(base) as Record<string, unknown>), embeddingsModel: EMBEDDINGS_MODEL };
   // A field the run predates reads as the run read it (run/config.ts parseStoredConfig).
   const parsed = parseStoredConfig(stored);
   const config = parsed.success ? (parsed.data as Record<string, unknown>) : stored;
@@ -196,8 +199,11 @@ export function runFlags(stored: Record<string, unknown>, base: RunConfigInput, 
     const b = JSON.stringify(defaults[key] ?? null);
     if (a === b) continue;
     const v = config[key];
+    // Without an encoder its features flag does nothing.
+    if (key === 'embeddingsFeatures' && (config.embeddingsModel ?? null) === null) continue;
     if (key === 'embeddingsModel') {
-      out.push(`--embeddings <an endpoint serving ${String(v)}>`);
+      const flag = embeddingsFlag(v as string | null);
+      if (flag !== null) out.push(flag);
       continue;
     }
     const cli = 'cli' in row ? row.cli : undefined;
@@ -206,6 +212,14 @@ export function runFlags(stored: Record<string, unknown>, base: RunConfigInput, 
     out.push(`${flag} ${cli.kind === 'yesno' ? (v ? 'yes' : 'no') : String(v)}`);
   }
   return out;
+}
+
+/** The `--embeddings` a stored run's model needs where it is not the default's (null: none needed). */
+function embeddingsFlag(model: string | null): string | null {
+  if (model === EMBEDDINGS_MODEL) return null;
+  if (model === null) return '--embeddings none';
+  if (model === STATIC_MODEL) return '--embeddings static';
+  return `--embeddings <an endpoint serving ${model}>`;
 }
 
 export function evolveCommand(j: Pick<EvolveJson, 'dataset' | 'folds' | 'config'>, file: string): string {
@@ -366,13 +380,13 @@ export interface Sources {
   staticRuns: StoredRun[];
   /** docs/results/static/audit/<dataset>.json: the served keywords of `cogr demo --dataset <d> --embeddings static`, judged by MiniLM. */
   staticAudits: { name: string; file: string; json: AuditJson }[];
-  /** docs/results/judge/<dataset>.json: the stored k-fold runs again with MiniLM judging the keywords only (`--embeddings-features no`). */
-  judgeRuns: StoredRun[];
+  /** docs/results/no-encoder/<dataset>.json: the stored k-fold runs again without an encoder (`--embeddings none`). */
+  noEncoderRuns: StoredRun[];
   /** docs/results/static-judge/: the built-in encoder as a judge only (`--embeddings static --embeddings-features no`). */
   staticJudgeRuns: StoredRun[];
   staticJudgeAudits: { name: string; file: string; json: AuditJson }[];
-  /** docs/results/judge/audit/<dataset>.json: the served keywords of those runs' demos, judged by MiniLM. */
-  judgeAudits: { name: string; file: string; json: AuditJson }[];
+  /** docs/results/no-encoder/audit/<dataset>.json: the served keywords of `cogr demo --dataset <d> --embeddings none`, judged by MiniLM. */
+  noEncoderAudits: { name: string; file: string; json: AuditJson }[];
   /** docs/results/cut/<dataset>.json: the stored k-fold runs again with every matched set cut where its expected F1 peaks (`--cut yes`). */
   cutRuns: StoredRun[];
 }
@@ -402,29 +416,29 @@ function storedIn<S extends z.ZodType>(root: string, sub: string, schema: S): { 
 /** The shipped embeddings server's URL in the printed commands (`npx cogr embeddings serve` on port 8001). */
 export const EMBEDDINGS_URL = 'http://127.0.0.1:8001/v1';
 
-/** The command that makes docs/results/audit/<d>.json (an embeddings server on port 8001: `npx cogr embeddings serve`), or with `dense` docs/results/dense/audit/<d>.json. */
-export function auditCommand(dataset: string, file: string, dense = false): string {
-  const home = `COGR_HOME=.cogr-${dense ? 'dense-' : ''}${dataset}`;
-  const url = EMBEDDINGS_URL;
-  return `${home} npx cogr demo --dataset ${dataset}${dense ? ` --embeddings ${url}` : ''} && ${home} npx cogr audit --embeddings ${url} --json --examples 0 > ${file}`;
-}
-
-/** The commands that make docs/results/judge/audit/<d>.json: the demo with MiniLM judging the keywords only, its served keywords judged by MiniLM (port 8001). */
-export function judgeAuditCommand(dataset: string, file: string): string {
-  const home = `COGR_HOME=.cogr-judge-${dataset}`;
-  return `${home} npx cogr demo --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --embeddings-features no && ${home} npx cogr audit --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
+/**
+ * The commands that make an audit of a demo's served keywords, judged by MiniLM (an
+ * embeddings server on port 8001: `npx cogr embeddings serve`): docs/results/audit/<d>.json
+ * (the default demo, MiniLM judging its keywords), with `variant` 'dense'
+ * docs/results/dense/audit/<d>.json (MiniLM's cosines features too) or 'none'
+ * docs/results/no-encoder/audit/<d>.json (no encoder).
+ */
+export function auditCommand(dataset: string, file: string, variant: 'default' | 'dense' | 'none' = 'default'): string {
+  const home = `COGR_HOME=.cogr-${variant === 'default' ? '' : `${variant}-`}${dataset}`;
+  const flags = { default: '', dense: ' --embeddings-features yes', none: ' --embeddings none' }[variant];
+  return `${home} npx cogr demo --dataset ${dataset}${flags} && ${home} npx cogr audit --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/static-judge/audit/<d>.json: the demo with the built-in encoder judging the keywords only, served, its keywords judged by MiniLM (port 8001). */
 export function staticJudgeAuditCommand(dataset: string, file: string): string {
   const home = `COGR_HOME=.cogr-static-judge-${dataset}`;
-  return `${home} npx cogr demo --dataset ${dataset} --embeddings static --embeddings-features no && (${home} npx cogr serve --port 8106 --embeddings static &) && until curl -sf http://127.0.0.1:8106/health > /dev/null; do sleep 1; done && npx cogr audit --url http://127.0.0.1:8106 --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
+  return `${home} npx cogr demo --dataset ${dataset} --embeddings static && (${home} npx cogr serve --port 8106 --embeddings static &) && until curl -sf http://127.0.0.1:8106/health > /dev/null; do sleep 1; done && npx cogr audit --url http://127.0.0.1:8106 --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/static/audit/<d>.json: the built-in encoder's run served, its keywords judged by MiniLM on port 8001. */
 export function staticAuditCommand(dataset: string, file: string): string {
   const home = `COGR_HOME=.cogr-static-${dataset}`;
-  return `${home} npx cogr demo --dataset ${dataset} --cut no --embeddings static && (${home} npx cogr serve --port 8105 --embeddings static &) && until curl -sf http://127.0.0.1:8105/health > /dev/null; do sleep 1; done && npx cogr audit --url http://127.0.0.1:8105 --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
+  return `${home} npx cogr demo --dataset ${dataset} --cut no --embeddings static --embeddings-features yes && (${home} npx cogr serve --port 8105 --embeddings static &) && until curl -sf http://127.0.0.1:8105/health > /dev/null; do sleep 1; done && npx cogr audit --url http://127.0.0.1:8105 --dataset ${dataset} --embeddings ${EMBEDDINGS_URL} --json --examples 0 > ${file}`;
 }
 
 /** The commands that make docs/results/examples/<d>-{before,after}.json. */
@@ -433,7 +447,7 @@ export function exampleCommands(dataset: string): { before: string; after: strin
   const audit = (f: string) =>
     `npx cogr audit --queries ${q} --embeddings ${EMBEDDINGS_URL} --json > docs/results/examples/${dataset}-${f}.json`;
   return {
-    before: `COGR_HOME=.cogr-open-${dataset} npx cogr demo --dataset ${dataset} --vocabulary open --item-query-side labels --served-set auto --cut no && COGR_HOME=.cogr-open-${dataset} ${audit('before')}`,
+    before: `COGR_HOME=.cogr-open-${dataset} npx cogr demo --dataset ${dataset} --vocabulary open --item-query-side labels --served-set auto --cut no --embeddings none && COGR_HOME=.cogr-open-${dataset} ${audit('before')}`,
     after: `COGR_HOME=.cogr-${dataset} npx cogr demo --dataset ${dataset} && COGR_HOME=.cogr-${dataset} ${audit('after')}`,
   };
 }
@@ -496,8 +510,8 @@ export function readSources(root: string): Sources {
   const denseAudits = storedIn(root, 'dense/audit', AuditJsonSchema);
   const staticRuns = storedIn(root, 'static', EvolveJsonSchema);
   const staticAudits = storedIn(root, 'static/audit', AuditJsonSchema);
-  const judgeRuns = storedIn(root, 'judge', EvolveJsonSchema);
-  const judgeAudits = storedIn(root, 'judge/audit', AuditJsonSchema);
+  const noEncoderRuns = storedIn(root, 'no-encoder', EvolveJsonSchema);
+  const noEncoderAudits = storedIn(root, 'no-encoder/audit', AuditJsonSchema);
   const cutRuns = storedIn(root, 'cut', EvolveJsonSchema);
   const staticJudgeRuns = storedIn(root, 'static-judge', EvolveJsonSchema);
   const staticJudgeAudits = storedIn(root, 'static-judge/audit', AuditJsonSchema);
@@ -516,8 +530,8 @@ export function readSources(root: string): Sources {
     denseAudits,
     staticRuns,
     staticAudits,
-    judgeRuns,
-    judgeAudits,
+    noEncoderRuns,
+    noEncoderAudits,
     staticJudgeRuns,
     staticJudgeAudits,
     cutRuns,

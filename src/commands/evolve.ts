@@ -63,7 +63,8 @@ import {
   withDbOption,
   withEmbeddingsOptions,
 } from './options.ts';
-import { embedCorpus, embeddingsSetupOf, registerCorpusVectors, syncEndpoint } from '../embeddings/dense.ts';
+import { embedCorpus, embeddingsSetupOf, registerCorpusVectors, syncEndpoint, type EmbeddingsSetup } from '../embeddings/dense.ts';
+import { defaultEmbeddings } from '../embeddings/venv.ts';
 
 /** The demo's defaults: the paper's settings scaled to finish in well under a minute on 2 cores. */
 export const DEMO_DEFAULTS: RunConfigInput = { ...DEFAULTS.demo };
@@ -90,7 +91,7 @@ function num(flag: string, v: string | undefined, integer: boolean): number | un
 function addRunOptions(cmd: Command, dbHelp: string, command: 'demo' | 'evolve'): Command {
   return withEmbeddingsOptions(
     addRunFlags(withDbOption(cmd, dbHelp), command),
-    "query–item cosines of an embeddings model as relevance features (planning and the served ranking); the run records the model's name",
+    "the run's encoder, which judges the planned keywords (at cosine ≥ --keyword-cosine to the query) and with --embeddings-features yes gives relevance features; the run records the model's name. Default $COGR_EMBEDDINGS, else auto (installed on first use); none: no encoder",
   )
     .option('--json', 'print one JSON object on stdout')
     .option('--quiet', 'no progress display');
@@ -113,16 +114,36 @@ async function openRunDb(dbPath: string, fresh: boolean): Promise<CogrDb> {
 }
 
 /**
- * With `--embeddings`: every item's and query's vector (cached), registered for the
- * relevance model; the config names the model. Without: the config says none.
+ * The run's encoder: `--embeddings`, else $COGR_EMBEDDINGS, else `auto` (all-MiniLM-L6-v2,
+ * installed on first use: venv.ts defaultEmbeddings). Its query vectors (and with
+ * `--embeddings-features yes` every item's) are cached and registered for the planner; the
+ * config names the model. `none`: no encoder, and the config says none. When the encoder
+ * was not asked for by name (the default) and cannot be installed or started, the run goes
+ * on without one and says so: the config records what ran.
  */
 async function withEmbeddings(flags: RunFlags, corpus: Corpus, features: boolean): Promise<Partial<RunConfigInput>> {
-  const setup = await embeddingsSetupOf(flags, stderrLogger);
-  if (setup === null) {
-    if (!features)
-      throw cogrError('INVALID_ARGUMENT', '--embeddings-features no: the encoder it makes a judge only is given by --embeddings URL');
-    return {};
+  const asked = flags.embeddings ?? defaultEmbeddings();
+  const none = (): Partial<RunConfigInput> => {
+    if (features)
+      throw cogrError(
+        'INVALID_ARGUMENT',
+        '--embeddings-features yes: the encoder whose cosines it makes features is given by --embeddings',
+      );
+    return { embeddingsModel: null };
+  };
+  if (asked === 'none') return none();
+  let setup: EmbeddingsSetup | null;
+  try {
+    setup = await embeddingsSetupOf({ ...flags, embeddings: asked }, stderrLogger);
+  } catch (e) {
+    // Only the default falls back: an encoder asked for by name (flag or $COGR_EMBEDDINGS) stops the run.
+    if (flags.embeddings !== undefined || process.env.COGR_EMBEDDINGS || features) throw e;
+    stderrLogger.warn(
+      `embeddings: no encoder for this run (${e instanceof Error ? e.message : String(e)}); the planned keywords are held to their query by the items' words alone. Install it and run again with --fresh for MiniLM's judge`,
+    );
+    return { embeddingsModel: null };
   }
+  if (setup === null) return none();
   // A judge only (--embeddings-features no): the query texts now, the keywords as the planner judges them; no item.
   const v = await embedCorpus(features ? corpus : { items: [], queries: corpus.queries }, setup, stderrLogger);
   registerCorpusVectors(v, syncEndpoint(setup, v.model), stderrLogger);

@@ -204,10 +204,10 @@ export type { EmbeddingsFlags } from '../embeddings/dense.ts';
 /** What `--embeddings` is for on a command that loads a stored run's planner (withEmbeddingsOptions' `what`). */
 /** What `--embeddings auto` does, in the help of every command that takes the flag. */
 export const EMBEDDINGS_AUTO_HELP =
-  'the shipped server (all-MiniLM-L6-v2, the venv cogr embeddings install makes) started for this command on a free loopback port and stopped with it; or static: the built-in encoder (all-MiniLM-L6-v2 distilled into a token table shipped with cogr: no venv, no install) served the same way';
+  'the shipped server (all-MiniLM-L6-v2 in the venv cogr embeddings install makes, installed on first use) started for this command on a free loopback port and stopped with it; or static: the built-in encoder (all-MiniLM-L6-v2 distilled into a token table shipped with cogr: no venv, no install) served the same way';
 
 export const RUN_EMBEDDINGS_HELP =
-  "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule)";
+  "a run fitted with embeddings: the endpoint serving its model (the planner's relevance features and keyword rule); default, for a run of all-MiniLM-L6-v2 or of the built-in encoder: auto or static";
 
 /** `--embeddings URL` (an OpenAI-compatible /v1/embeddings API) and its model, deadline and cache. */
 export function withEmbeddingsOptions(cmd: Command, what: string): Command {

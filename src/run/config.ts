@@ -309,21 +309,22 @@ export const RUN_OPTIONS = {
     kind: 'string',
   }),
   /**
-   * The embeddings model whose query–item cosines are relevance features (relevance.ts
-   * DENSE_FEATURES; vectors from `--embeddings URL`, whose flags are the embeddings options
-   * of commands/options.ts), or null for none. Runs written before this field had none; a
-   * resume with another model is refused naming both.
+   * The run's encoder (vectors from `--embeddings`, whose flags are the embeddings options of
+   * commands/options.ts; `cogr evolve` and `cogr demo` default to all-MiniLM-L6-v2): it judges
+   * the planned keywords (`keywordCosine`) and, with `embeddingsFeatures`, its query–item
+   * cosines are relevance features (relevance.ts DENSE_FEATURES); null for none. Runs written
+   * before this field had none; a resume with another model is refused naming both.
    */
   embeddingsModel: opt(z.string().min(1).nullable().default(null), true),
   /**
    * With `embeddingsModel`: whether its query–item cosines are relevance features
    * (DENSE_FEATURES; every item is embedded) or the encoder only judges the planned keywords
-   * (`keywordCosine`; only query and keyword texts are embedded). Runs stored before it had
-   * the features.
+   * (`keywordCosine`; only query and keyword texts are embedded), the default. Runs stored
+   * before it had the features (STORED_BEFORE); without a model it does nothing.
    */
-  embeddingsFeatures: opt(z.boolean().default(true), true, {
+  embeddingsFeatures: opt(z.boolean().default(false), true, {
     flag: '--embeddings-features <yes|no>',
-    help: 'with --embeddings: no makes the encoder a judge of the planned keywords only (--keyword-cosine), never a relevance feature, so no item is embedded (default yes)',
+    help: 'with an encoder: yes makes its query–item cosines relevance features too (every item is embedded); no keeps it a judge of the planned keywords only (--keyword-cosine), so no item is embedded (default no)',
     kind: 'yesno',
   }),
   /**
@@ -433,6 +434,7 @@ const STORED_BEFORE: Partial<RunConfigInput> = {
   relevanceAnalysis: 'wink',
   vocabulary: 'open',
   itemQuerySide: 'labels',
+  embeddingsFeatures: true,
   // Not an identity field: a resume adds the refit as asked; a stored config without it was made without one.
   refit: false,
 };
@@ -500,6 +502,8 @@ const INERT_UNLESS: Partial<Record<keyof RunConfig, (c: RunConfig) => boolean>> 
   refitZ: (c) => c.refitTest,
   // The set guard is made at the final refit; a run without one never served anything else.
   servedSet: (c) => c.refit,
+  // Without an encoder there are no cosines to make features of.
+  embeddingsFeatures: (c) => c.embeddingsModel !== null,
 };
 
 export function configDifferences(stored: RunConfig, wanted: RunConfig): string[] {

@@ -116,11 +116,12 @@ describe('the generator', () => {
 
   it('prints the command that re-creates a stored run config: its flags where it differs from the defaults', () => {
     const base = { dataset: 'cisi', folds: 5 };
-    const config = parseRunConfig(base) as unknown as Record<string, unknown>;
+    // The commands' default encoder is all-MiniLM-L6-v2 as the keywords' judge (--embeddings auto).
+    const config = parseRunConfig({ ...base, embeddingsModel: 'all-MiniLM-L6-v2' }) as unknown as Record<string, unknown>;
     expect(evolveCommand({ ...base, config }, 'docs/results/cisi.json')).toBe(
       'npx cogr evolve --dataset cisi --folds 5 --json > docs/results/cisi.json',
     );
-    const other = parseRunConfig({ ...base, rounds: 3, refit: false, servedSet: 'auto', relatedness: 0.5 }) as unknown as Record<
+    const other = parseRunConfig({ ...config, rounds: 3, refit: false, servedSet: 'auto', relatedness: 0.5 }) as unknown as Record<
       string,
       unknown
     >;
@@ -128,12 +129,18 @@ describe('the generator', () => {
       'npx cogr evolve --dataset cisi --folds 5 --rounds 3 --refit no --served-set auto --relatedness 0.5 --json > f.json',
     );
     expect(runFlags({ ...config, embeddingsModel: 'm' }, base)).toEqual(['--embeddings <an endpoint serving m>']);
+    expect(runFlags({ ...config, embeddingsModel: 'all-MiniLM-L6-v2-static' }, base)).toEqual(['--embeddings static']);
+    expect(runFlags({ ...config, embeddingsFeatures: true }, base)).toEqual(['--embeddings-features yes']);
+    // without an encoder: none, and its features flag (which would do nothing) is left out
+    expect(runFlags({ ...config, embeddingsModel: null, embeddingsFeatures: true }, base)).toEqual(['--embeddings none']);
     // A field no flag sets cannot be re-measured by any command.
     expect(() => runFlags({ ...config, itemRankDepth: 7 }, base)).toThrow('config.itemRankDepth is 7');
-    const demo = parseRunConfig({ ...DEFAULTS.demo }) as unknown as Record<string, unknown>;
+    const demo = parseRunConfig({ ...DEFAULTS.demo, embeddingsModel: 'all-MiniLM-L6-v2' }) as unknown as Record<string, unknown>;
     expect(demoCommand({ dataset: DEFAULTS.demo.dataset, config: demo }, 'd.json')).toBe('npx cogr demo --json > d.json');
     const med = parseRunConfig({ ...DEFAULTS.demo, dataset: 'med', rounds: 1 }) as unknown as Record<string, unknown>;
-    expect(demoCommand({ dataset: 'med', config: med }, 'd.json')).toBe('npx cogr demo --dataset med --rounds 1 --json > d.json');
+    expect(demoCommand({ dataset: 'med', config: med }, 'd.json')).toBe(
+      'npx cogr demo --dataset med --rounds 1 --embeddings none --json > d.json',
+    );
   });
 
   it("sets each collection's runs with other seeds beside its stored run, seed by seed, with the command of each", () => {
@@ -144,9 +151,9 @@ describe('the generator', () => {
       const seed = Number(r.json.config.seed);
       expect(seed).not.toBe(1);
       expect(block).toContain(
-        `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds} --seed ${seed}${cutFlag(r.json.config)} --json > ${r.file}\``,
+        `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds} --seed ${seed}${cutFlag(r.json.config)} --embeddings none --json > ${r.file}\``,
       );
-      const run = s.runs.find((x) => x.json.dataset === r.json.dataset)!;
+      const run = s.noEncoderRuns.find((x) => x.json.dataset === r.json.dataset)!;
       expect(block).toContain(`${run.file}\``);
       // the row carries this run's own result and paired gain
       const f3 = (x: number) => x.toFixed(3);
@@ -156,7 +163,7 @@ describe('the generator', () => {
     expect(BLOCKS.seeds({ ...s, seeds: [] }, ROOT)).toContain('No stored run with another seed');
   });
 
-  it("sets each collection's run with an embeddings model beside its stored run, with a command that names the shipped server's URL", () => {
+  it("sets each collection's run with an encoder's features beside the run without an encoder, each with its command", () => {
     const s = readSources(ROOT);
     expect(s.dense.length).toBeGreaterThan(0);
     const block = BLOCKS.dense(s, ROOT);
@@ -164,10 +171,10 @@ describe('the generator', () => {
     for (const r of s.dense) {
       expect(r.json.config.embeddingsModel).toBeTruthy();
       expect(block).toContain(
-        `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds}${cutFlag(r.json.config)} --embeddings http://127.0.0.1:8001/v1 --json > ${r.file}\``,
+        `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds}${cutFlag(r.json.config)} --embeddings-features yes --json > ${r.file}\``,
       );
-      // the row carries this run's own result, the stored run's beside it, and its own paired gain over BM25
-      const run = s.runs.find((x) => x.json.dataset === r.json.dataset)!;
+      // the row carries this run's own result, the run without an encoder beside it, and its own paired gain over BM25
+      const run = s.noEncoderRuns.find((x) => x.json.dataset === r.json.dataset)!;
       expect(block).toContain(`${f3(r.json.final!.f1)}<br>`);
       expect(block).toContain(`| ${f3(run.json.final!.f1)} |`);
       const g = r.json.final_vs_bm25!.f1;
@@ -177,42 +184,47 @@ describe('the generator', () => {
     expect(s.denseAudits.length).toBeGreaterThan(0);
     for (const a of s.denseAudits) {
       expect(block).toContain(
-        `\`COGR_HOME=.cogr-dense-${a.name} npx cogr demo --dataset ${a.name} --embeddings http://127.0.0.1:8001/v1 && COGR_HOME=.cogr-dense-${a.name} npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${a.file}\``,
+        `\`COGR_HOME=.cogr-dense-${a.name} npx cogr demo --dataset ${a.name} --embeddings-features yes && COGR_HOME=.cogr-dense-${a.name} npx cogr audit --embeddings http://127.0.0.1:8001/v1 --json --examples 0 > ${a.file}\``,
       );
-      const b = s.audits.find((x) => x.name === a.name)!.json.query.related!.share;
+      const b = s.noEncoderAudits.find((x) => x.name === a.name)!.json.query.related!.share;
       expect(block).toContain(`| ${Math.round(100 * a.json.query.related!.share)} % / ${Math.round(100 * b)} % |`);
     }
     expect(BLOCKS.dense({ ...s, dense: [] }, ROOT)).toContain('No stored run with embeddings');
   });
 
-  it("sets each collection's runs with an encoder as a judge only, MiniLM's and the built-in one's, beside the run without, each with its command", () => {
+  it("sets each collection's run with MiniLM as the judge (the default) beside the built-in judge and no encoder, each with its command", () => {
     const s = readSources(ROOT);
-    expect(s.judgeRuns.length).toBeGreaterThan(0);
+    expect(s.runs.length).toBeGreaterThan(0);
     expect(s.staticJudgeRuns.length).toBeGreaterThan(0);
+    expect(s.noEncoderRuns.length).toBeGreaterThan(0);
     const block = BLOCKS.judge(s, ROOT);
     const f3 = (x: number) => x.toFixed(3);
     const pm = (g: { gain: number; se: number }) => `${g.gain >= 0 ? '+' : '−'}${f3(Math.abs(g.gain))} ± ${f3(g.se)}`;
-    for (const [runs, url] of [
-      [s.judgeRuns, 'http://127.0.0.1:8001/v1'],
-      [s.staticJudgeRuns, 'static'],
+    for (const r of s.runs) {
+      expect(r.json.config).toMatchObject({ embeddingsModel: 'all-MiniLM-L6-v2', embeddingsFeatures: false });
+      expect(block).toContain(`${f3(r.json.final!.f1)} (${r.json.perFold.map((f) => f3(f.final!.f1)).join(' · ')})`);
+      expect(block).toContain(pm(r.json.final_vs_bm25!.f1));
+    }
+    for (const [runs, flag] of [
+      [s.staticJudgeRuns, '--embeddings static'],
+      [s.noEncoderRuns, '--embeddings none'],
     ] as const) {
       for (const r of runs) {
-        expect(r.json.config.embeddingsFeatures).toBe(false);
         expect(block).toContain(
-          `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds}${cutFlag(r.json.config)} --embeddings ${url} --embeddings-features no --json > ${r.file}\``,
+          `\`npx cogr evolve --dataset ${r.json.dataset} --folds ${r.json.folds}${cutFlag(r.json.config)} ${flag} --json > ${r.file}\``,
         );
-        // the row carries this run's F1 with its folds, and its paired gain over BM25
-        expect(block).toContain(`${f3(r.json.final!.f1)} (${r.json.perFold.map((f) => f3(f.final!.f1)).join(' · ')})`);
-        expect(block).toContain(pm(r.json.final_vs_bm25!.f1));
+        expect(block).toContain(f3(r.json.final!.f1));
       }
     }
+    for (const r of s.staticJudgeRuns) expect(block).toContain(pm(r.json.final_vs_bm25!.f1));
     // the served keywords' relatedness: MiniLM judge / built-in judge / without, per collection
-    for (const a of s.judgeAudits) {
+    for (const a of s.audits) {
       const share = (as: typeof s.audits) => `${Math.round(100 * as.find((x) => x.name === a.name)!.json.query.related!.share)} %`;
-      expect(block).toContain(`| ${share(s.judgeAudits)} / ${share(s.staticJudgeAudits)} / ${share(s.audits)} |`);
+      expect(block).toContain(`| ${share(s.audits)} / ${share(s.staticJudgeAudits)} / ${share(s.noEncoderAudits)} |`);
       expect(block).toContain(`npx cogr audit --url http://127.0.0.1:8106 --dataset ${a.name} --embeddings http://127.0.0.1:8001/v1`);
+      expect(block).toContain(`npx cogr demo --dataset ${a.name} --embeddings none && COGR_HOME=.cogr-none-${a.name} npx cogr audit`);
     }
-    expect(BLOCKS.judge({ ...s, judgeRuns: [] }, ROOT)).toContain('No stored run with the encoder as a judge only');
+    expect(BLOCKS.judge({ ...s, runs: [] }, ROOT)).toContain('No stored run in docs/results/');
   });
 
   it('writes a JSON schema as a compact type', () => {

@@ -50,13 +50,15 @@ describe('the LLM half on a run fitted with embeddings', () => {
     expect(out.new1[0].length).toBeGreaterThan(0);
   }, 300_000);
 
-  it('--embeddings auto without the shipped venv stops naming the command that installs it', async () => {
+  it('--embeddings auto without the shipped venv, which cannot be installed here, stops naming the command that installs it', async () => {
     const from = join(dir, 'auto.jsonl');
     writeFileSync(from, '{"id": "a1", "text": "t0w0 study"}\n');
     // The fast tier points COGR_EMBEDDINGS_VENV where nothing is (vitest.config.ts).
     const r = await run('generate', '--side', 'query', '--from', from, '--policy', 'latest', '--json', '--embeddings', 'auto');
     expect(r.status).not.toBe(0);
-    expect(r.stderr).toMatch(/error\[DATA_MISSING\]: no embeddings venv at .*: run npx cogr embeddings install/);
+    expect(r.stderr).toMatch(
+      /error\[DATA_MISSING\]: no embeddings venv at .*, and installing it failed .*: run npx cogr embeddings install/,
+    );
   }, 300_000);
 
   it('index search --rank model needs --embeddings, and then ranks the matched set the same one query at a time and in a batch', async () => {

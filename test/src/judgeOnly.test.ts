@@ -6,6 +6,7 @@
  * option maps onto the planner's rule (plannerVocabulary: the judge's model named apart
  * from the relevance model's).
  */
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,9 +22,9 @@ describe('the encoder as a judge only (--embeddings-features no)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'cogr-judge-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("names the judge's model for the planner, and a stored run without the field had the features", () => {
+  it("names the judge's model for the planner, a judge only by default, and a stored run without the field had the features", () => {
     const base = parseRunConfig({ dataset: 'med', embeddingsModel: 'm' });
-    expect(base.embeddingsFeatures).toBe(true);
+    expect(base.embeddingsFeatures).toBe(false);
     expect(plannerVocabulary(base)).toMatchObject({ keywordCosine: 0.3, keywordModel: 'm' });
     expect(plannerVocabulary({ ...base, keywordCosine: -1 })).toMatchObject({ keywordCosine: null, keywordModel: null });
     expect(plannerVocabulary({ ...base, embeddingsModel: null })).toMatchObject({ keywordCosine: null, keywordModel: null });
@@ -78,9 +79,43 @@ describe('the encoder as a judge only (--embeddings-features no)', () => {
     }
   }, 300_000);
 
-  it('is refused without --embeddings, naming the flag', async () => {
-    const r = await smallDemo(join(dir, 'home-none'), writeSynthDataset(join(dir, 'ds-none')), '--embeddings-features', 'no');
-    expect(r.status).not.toBe(0);
-    expect(r.stderr).toMatch(/--embeddings-features no: .*--embeddings URL/);
+  it('features without an encoder (--embeddings none, as the fast tier sets $COGR_EMBEDDINGS) are refused, naming the flags', async () => {
+    const ds = writeSynthDataset(join(dir, 'ds-none'));
+    for (const extra of [[], ['--embeddings', 'none']]) {
+      const r = await smallDemo(join(dir, 'home-none'), ds, ...extra, '--embeddings-features', 'yes');
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toMatch(/--embeddings-features yes: .*--embeddings/);
+    }
+  }, 300_000);
+
+  it('the default encoder that cannot be installed: the run goes on without one, says why, and records none', async () => {
+    // $COGR_EMBEDDINGS unset: the default, auto; the fast tier's venv path is where nothing can be made (vitest.config.ts).
+    const { COGR_EMBEDDINGS: _, ...env } = process.env;
+    const home = join(dir, 'home-default');
+    const r = await new Promise<{ status: number; stdout: string; stderr: string }>((done) => {
+      execFile(
+        process.execPath,
+        [
+          join(import.meta.dirname, '../../bin/cogr.mjs'),
+          'demo',
+          '--dataset',
+          writeSynthDataset(join(dir, 'ds-default')),
+          '--rounds',
+          '0',
+          '--sft-epochs',
+          '1',
+          '--workers',
+          '1',
+          '--quiet',
+          '--json',
+        ],
+        { encoding: 'utf8', env: { ...env, COGR_HOME: home }, timeout: 300_000, maxBuffer: 1 << 26 },
+        (err, stdout, stderr) => done({ status: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/all-MiniLM-L6-v2 is not installed: installing it once/);
+    expect(r.stderr).toMatch(/no encoder for this run \(.*no embeddings venv at .*installing it failed.*\)/);
+    expect((JSON.parse(r.stdout) as { config: { embeddingsModel: string | null } }).config.embeddingsModel).toBeNull();
   }, 300_000);
 });

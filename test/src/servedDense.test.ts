@@ -55,7 +55,7 @@ beforeAll(async () => {
   registerDenseVectors(vectors);
   const db = await openDb(dbPath);
   try {
-    await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0, embeddingsModel: v.model });
+    await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0, embeddingsModel: v.model, embeddingsFeatures: true });
   } finally {
     await db.close();
   }
@@ -191,9 +191,12 @@ describe('a run with dense relevance features', () => {
   it('a resume with another embeddings model is refused naming both', async () => {
     const db = await openDb(dbPath);
     try {
-      const e = await runCoevolution(db, corpus, { ...LOOP_TEST_CONFIG, rounds: 0, embeddingsModel: 'another-model' }).catch(
-        (x: unknown) => x,
-      );
+      const e = await runCoevolution(db, corpus, {
+        ...LOOP_TEST_CONFIG,
+        rounds: 0,
+        embeddingsModel: 'another-model',
+        embeddingsFeatures: true,
+      }).catch((x: unknown) => x);
       expect(isCogrError(e, 'INVALID_ARGUMENT')).toBe(true);
       expect((e as Error).message).toMatch(/embeddingsModel: stored "fake-embed", asked "another-model"/);
     } finally {

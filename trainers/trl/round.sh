@@ -7,7 +7,7 @@
 #        [--gen-tokens 64] [--gen-batch 16] [--threads 1] [--demo-flags "..."] [--free] [--open-vocabulary]
 #        [--vocabulary-mode fallback|filter|force]
 #        [--queries 0] [--judged 0] [--sft-limit 0] [--pseudo-queries 0] [--query-sft joint|own]
-#        [--query-targets planner|oracle] [--embeddings URL|auto|static]
+#        [--query-targets planner|oracle] [--embeddings URL|auto|static|none]
 #
 # The query side's keywords (eval-sft, grpo-query, query) are kept to the vocabulary: every
 # query keyword scored or imported is a phrase of sft-data/vocabulary.json (the keywords of
@@ -35,11 +35,12 @@
 # keywords of each query's judgements, among those the planner may plan for it; the
 # planner's where none reaches a relevant item). Pseudo-queries keep the planner's. A work
 # folder exported with other targets is refused (its checkpoints learned them).
-# --embeddings URL|auto|static: the run is fitted with an embeddings model's cosines (its relevance
-# features and the planner's --keyword-cosine rule), and every cogr command of the round that
-# loads its planner (demo, sft --export, reward-server, import-generation) is given the same
-# endpoint; auto: each starts the shipped server for itself (cogr embeddings install first), the
+# --embeddings URL|auto|static|none: the run's encoder (the planner's --keyword-cosine rule, and
+# with --demo-flags "--embeddings-features yes" relevance features), and every cogr command of the
+# round that loads its planner (demo, sft --export, reward-server, import-generation) is given the
+# same endpoint; auto: each starts the shipped server for itself (installed on first use), the
 # vectors cached in the round's database; static: each starts the built-in encoder (no install).
+# Default none (unlike cogr demo's auto): the run without an encoder, as the stored LLM results.
 # --base: the model to start from (default the SmolLM2-135M checkpoint setup.sh converts;
 # any causal LM checkpoint folder works, e.g. a bigger one with --device cuda). --threads: torch
 # threads (default $COGR_TRL_THREADS or 1). --demo-flags: extra `cogr demo` run flags (--beta 2).
@@ -71,7 +72,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dataset="" work="" device="${COGR_TRL_DEVICE:-cpu}" base="" sft_epochs=2 sft_eval=20 sft_lr=3e-4 query_steps=40 item_steps=20
-grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=fallback queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1 query_sft=joint query_targets=planner emb=()
+grpo_lr=5e-5 generations=8 per_step=1 items=32 lora_r=16 gen_tokens=64 gen_batch=16 threads="${COGR_TRL_THREADS:-1}" demo_flags="" free=() open_vocab=0 vocab_mode=fallback queries=0 judged=0 sft_limit=0 sft_steps=0 pseudo=0 sft_patience=1 query_sft=joint query_targets=planner emb=(--embeddings none)
 invocation="$*"
 while [[ $# -gt 0 ]]; do
   case "$1" in

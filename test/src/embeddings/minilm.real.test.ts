@@ -20,6 +20,7 @@ import { openDb } from '../../../index/store/db.ts';
 import { isCogrError } from '../../../index/core/errors.ts';
 import { EmbeddingsClient, embedTexts } from '../../../src/embeddings/client.ts';
 import { cosine } from '../_oracles.ts';
+import { writeSynthDataset } from '../../fixtures/synthDataset.ts';
 
 const BIN = fileURLToPath(new URL('../../../bin/cogr.mjs', import.meta.url));
 const run = promisify(execFile);
@@ -179,5 +180,29 @@ describe.skipIf(skip)('the shipped embeddings server with all-MiniLM-L6-v2', () 
       rest = await left();
     }
     expect(rest).toEqual([]);
+  }, 900_000);
+
+  it('cogr demo without --embeddings has MiniLM judge the keywords, and a command reading the run starts it itself', async () => {
+    // The real tier sets $COGR_EMBEDDINGS=none for the runs its tests make (vitest.real.config.ts): unset here, the default.
+    const { COGR_EMBEDDINGS: _, ...env } = process.env;
+    const home = join(dir, 'default-home');
+    const ds = writeSynthDataset(join(dir, 'default-ds'));
+    const opts = { env: { ...env, COGR_HOME: home }, timeout: 600_000, maxBuffer: 1 << 26 };
+    const demo = await run(
+      process.execPath,
+      [BIN, 'demo', '--dataset', ds, '--rounds', '0', '--sft-epochs', '1', '--workers', '1', '--quiet', '--json'],
+      opts,
+    );
+    expect((JSON.parse(demo.stdout) as { config: object }).config).toMatchObject({
+      embeddingsModel: 'all-MiniLM-L6-v2',
+      embeddingsFeatures: false,
+      keywordCosine: 0.3,
+    });
+    expect(demo.stderr).toMatch(/--embeddings auto: all-MiniLM-L6-v2 served for this command/);
+    const queries = join(dir, 'default-q.jsonl');
+    writeFileSync(queries, '{"id": "x1", "text": "t0w0 study"}\n');
+    const audit = await run(process.execPath, [BIN, 'audit', '--queries', queries, '--json'], opts);
+    expect(audit.stderr).toMatch(/--embeddings auto: all-MiniLM-L6-v2 served for this command/);
+    expect(JSON.parse(audit.stdout)).toHaveProperty('query');
   }, 900_000);
 });

@@ -15,7 +15,8 @@ import { silentLogger } from '../../../index/core/log.ts';
 import { isCogrError } from '../../../index/core/errors.ts';
 import { bertWords, STATIC_MODEL, StaticEncoder, staticModelDir } from '../../../src/embeddings/static.ts';
 import { createStaticEmbeddingsServer } from '../../../src/embeddings/staticServer.ts';
-import { smallDemo } from '../../fixtures/cogrChild.ts';
+import { defaultEmbeddings, storedRunEmbeddings } from '../../../src/embeddings/venv.ts';
+import { runCogr, smallDemo } from '../../fixtures/cogrChild.ts';
 import { writeSynthDataset } from '../../fixtures/synthDataset.ts';
 
 const fixture = JSON.parse(readFileSync(join(import.meta.dirname, '../../fixtures/static-tokenizer.json'), 'utf8')) as {
@@ -124,5 +125,22 @@ describe('the built-in encoder', () => {
         .filter((l) => l.includes('--backend static --port 0') && l.includes(`--parent-pid ${demo.pid} `));
     for (let i = 0; i < 300 && left().length > 0; i++) await new Promise((r) => setTimeout(r, 100));
     expect(left()).toEqual([]);
+    // A command that reads the stored run starts the run's own encoder without being told (here audit).
+    const queries = join(dir, 'q.jsonl');
+    writeFileSync(queries, '{"id": "x1", "text": "t0w0 study"}\n');
+    const audit = await runCogr(home, 'audit', '--queries', queries, '--json');
+    expect(audit.status, audit.stderr).toBe(0);
+    expect(audit.stderr).toMatch(/--embeddings static: the built-in encoder served for this command/);
   }, 300_000);
+
+  it('which encoder a command uses when --embeddings is not given', () => {
+    expect(defaultEmbeddings({})).toBe('auto');
+    expect(defaultEmbeddings({ COGR_EMBEDDINGS: ' none ' })).toBe('none');
+    expect(defaultEmbeddings({ COGR_EMBEDDINGS: '' })).toBe('auto');
+    expect(storedRunEmbeddings(undefined, 'all-MiniLM-L6-v2')).toBe('auto');
+    expect(storedRunEmbeddings(undefined, STATIC_MODEL)).toBe('static');
+    expect(storedRunEmbeddings(undefined, 'another-model')).toBeUndefined();
+    expect(storedRunEmbeddings(undefined, null)).toBeUndefined();
+    expect(storedRunEmbeddings('http://127.0.0.1:1/v1', 'all-MiniLM-L6-v2')).toBe('http://127.0.0.1:1/v1');
+  });
 });
