@@ -124,6 +124,11 @@ export class KeywordPlanner implements KeywordGenerator {
     return { itemIds: order.map((o) => view.id(o)), keywords: this.plan(input).keywords };
   }
 
+  /** Before planning these queries one by one: their candidates' encoder vectors in one call (queryContext.ts prefetchKeywordVectors; nothing without the encoder's rule). */
+  prefetch(inputs: readonly GenerateInput[]): void {
+    this.contexts.prefetchKeywordVectors(inputs);
+  }
+
   /** Plan one query (greedy unless a temperature and rng are given). */
   plan(input: GenerateInput, opts: PlanOptions = {}): PlanResult {
     return runPlan(this.parts, input, opts);
@@ -204,6 +209,7 @@ export class KeywordPlanner implements KeywordGenerator {
   // ---------- KeywordGenerator ----------
   async generate(side: Side, inputs: readonly GenerateInput[], opts: GenerateOptions): Promise<KeywordSample[][]> {
     if (side !== 'query') throw cogrError('INVALID_ARGUMENT', `the query planner generates query keywords, not ${side}`);
+    this.prefetch(inputs);
     return drawSamples(inputs, opts, (input, rng) => {
       const r = runPlan(this.parts, input, { temperature: opts.temperature, rng, asHeldOut: this.leaveOneOut });
       return { keywords: r.keywords, logProb: Number.isNaN(r.logProb) ? null : r.logProb };

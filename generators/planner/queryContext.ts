@@ -32,6 +32,8 @@ export interface QueryContext {
   E: number;
   /** Candidate keyword ordinals (sorted) for this p and view; own keys excluded. */
   cands: Int32Array | null;
+  /** The candidates before the encoder's rule (`keywordCosine`), built ahead by `prefetchKeywordVectors` for `cands`. */
+  lexical: number[] | null;
   selfO: number;
   labelO: number;
   label: string | null;
@@ -109,6 +111,7 @@ export class PlannerContexts {
       c.p = null;
       c.textScores = null;
       c.cands = null;
+      c.lexical = null;
       c.start = [null, null];
     }
     if (!view) return;
@@ -134,8 +137,37 @@ export class PlannerContexts {
   /** Per-query features, probabilities (over view ordinals) and candidates, cached. */
   get(q: { id: string; text: string }): QueryContext {
     const c = this.scored(q);
-    if (!c.cands) c.cands = this.candidates(q.text, c.p!, [c.selfO, c.labelO, ...c.namesO]);
+    if (!c.cands) {
+      const lexical = c.lexical ?? this.lexicalCandidates(q.text, c.p!, [c.selfO, c.labelO, ...c.namesO]);
+      c.lexical = null;
+      c.cands = this.judgedCandidates(q.text, c.p!, lexical);
+    }
     return c;
+  }
+
+  /**
+   * Under the encoder's keyword rule (`keywordCosine`, its vectors fetched from an endpoint
+   * as they are first needed): the vectors every one of these queries' candidates lacks,
+   * fetched in one call before the queries are planned one by one. Planned alone, each query
+   * asks for the few its candidates lack, and a pass over many queries waits on one round
+   * trip per query. The candidates are the ones \`get\` then judges; nothing else changes.
+   */
+  prefetchKeywordVectors(queries: readonly { id: string; text: string }[]): void {
+    if (this.config.keywordCosine === null || queries.length < 2) return;
+    const model = this.config.keywordModel ?? this.relevance.embeddingsModel ?? null;
+    const dense = model !== null ? denseVectorsOf(model) : undefined;
+    if (!dense?.canFetch) return;
+    const view = this.requireView();
+    const texts = new Set<string>();
+    for (const q of queries) {
+      const c = this.scored(q);
+      if (c.cands) continue;
+      c.lexical ??= this.lexicalCandidates(q.text, c.p!, [c.selfO, c.labelO, ...c.namesO]);
+      if (c.lexical.length === 0) continue;
+      texts.add(q.text);
+      for (const k of c.lexical) texts.add(view.surface(k));
+    }
+    if (texts.size > 0) dense.vectorsOf([...texts]);
   }
 
   /** p over the view's ordinals. */
@@ -164,6 +196,7 @@ export class PlannerContexts {
         pVersion: -1,
         E: 0,
         cands: null,
+        lexical: null,
         selfO: NONE,
         labelO: NONE,
         label,
@@ -192,6 +225,7 @@ export class PlannerContexts {
       c.E = E;
       c.pVersion = version;
       c.cands = null;
+      c.lexical = null;
       c.start = [null, null];
       c.selfO = this.selfOrdinal(q.text);
       c.labelO = c.label ? this.ordinalOf(c.label) : NONE;
@@ -238,10 +272,10 @@ export class PlannerContexts {
    * Candidate keyword ordinals: keywords and titles of the top-T items by p, and the query's
    * own 1–3-grams; its own {q}, label and names excluded. Under the shared vocabulary's rules
    * (config `minCarriers`, `relatedness`): only keywords at least that many items carry, no
-   * item's title, and only keywords related to the query (related.ts); with `keywordCosine`,
-   * only those the relevance model's encoder puts at least that close to the query.
+   * item's title, and only keywords related to the query (related.ts). The encoder's rule
+   * (`keywordCosine`) is judgedCandidates'.
    */
-  private candidates(text: string, p: Float64Array, own: readonly number[]): Int32Array {
+  private lexicalCandidates(text: string, p: Float64Array, own: readonly number[]): number[] {
     const view = this.requireView();
     const d = view.data;
     const n = view.size;
@@ -272,6 +306,14 @@ export class PlannerContexts {
       const rel = this.related.forQuery(text);
       list = list.filter((k) => rel(view.surface(k)) >= tau);
     }
+    return list;
+  }
+
+  /** The lexical candidates the encoder's rule keeps (`keywordCosine`), at most `maxCandidates` of them (the likeliest items' first), sorted. */
+  private judgedCandidates(text: string, p: Float64Array, lexical: readonly number[]): Int32Array {
+    const view = this.requireView();
+    const d = view.data;
+    let list = [...lexical];
     const minCos = this.config.keywordCosine;
     if (minCos !== null && list.length > 0) {
       const cos = keywordCosines(

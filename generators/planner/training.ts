@@ -64,6 +64,7 @@ export function alphaCurves(
 ): Float64Array[] {
   const { params } = planner;
   const before = params.alpha;
+  planner.contexts.prefetchKeywordVectors(queries);
   const rows = queries.map((q) => {
     const rel = relevantOf(q.id);
     const row = new Float64Array(grid.length);

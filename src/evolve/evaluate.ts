@@ -84,6 +84,7 @@ export function evaluateQueries(
   // gives each keyword's cosine to its query, as `cogr audit --embeddings` does.
   const model = rankWith?.cosines ? (rankWith.planner.config.keywordModel ?? rankWith.planner.relevance.embeddingsModel ?? null) : null;
   const cosinesOf = model !== null && denseVectorsOf(model) !== undefined ? rankWith!.planner.relevance : null;
+  rankWith?.planner.prefetch(queries.map(queryInput));
   for (const q of queries) {
     let keywords = keywordsOf(q);
     const own = rankWith?.ownNames?.(q);

@@ -371,6 +371,28 @@ describe("the query planner's encoder rule (keywordCosine)", () => {
     for (const text of texts) expect(asked).not.toContain(text);
   });
 
+  it('fetches the vectors a pass over many queries needs in one call, ahead, and plans them as one by one', () => {
+    const inputs = texts.map((text) => ({ id: `h-${text}`, text }));
+    const oneByOne: string[][] = [];
+    const alone = gatedSetup(0.5, oneByOne, 'topic-vectors-alone');
+    const plansAlone = inputs.map((q) => alone.plan(q).keywords);
+    const ahead: string[][] = [];
+    const batched = gatedSetup(0.5, ahead, 'topic-vectors-ahead');
+    batched.prefetch(inputs);
+    expect(ahead.length).toBe(1);
+    const plans = inputs.map((q) => batched.plan(q).keywords);
+    // one call for the whole pass (the plans asked for nothing more), the texts the plans one by one asked for, the same plans
+    expect(ahead.length).toBe(1);
+    expect(oneByOne.length).toBeGreaterThan(0);
+    expect(new Set(ahead[0])).toEqual(new Set(oneByOne.flat()));
+    expect(plans).toEqual(plansAlone);
+    // nothing to fetch without the rule
+    const none: string[][] = [];
+    const open = gatedSetup(null, none, 'topic-vectors-open-ahead');
+    open.prefetch(inputs);
+    expect(none).toEqual([]);
+  });
+
   it("bounds the oracle the same way: SFT's oracle targets and cogr oracle keep only keywords at or above the cosine", () => {
     const { queries } = collection();
     const gated = gatedSetup(0.5, [], 'topic-vectors-oracle');
