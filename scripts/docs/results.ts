@@ -592,6 +592,7 @@ export function newItemsBlock(s: Sources): string {
   const t = new Table(
     [
       'collection',
+      'encoder',
       'new items',
       'relevant new / other',
       'recall of new items: cogr / BM25',
@@ -599,12 +600,13 @@ export function newItemsBlock(s: Sources): string {
       'ratio new / other: cogr',
       'F1 over every item: cogr / BM25',
     ],
-    [1, 5],
+    [2, 6],
   );
-  for (const { name, json: j } of s.newItems) {
+  for (const { json: j } of s.newItems) {
     const n = j.new_items;
     t.add([
-      display(name),
+      display(j.dataset),
+      j.config.embeddingsModel === null || j.config.embeddingsModel === undefined ? 'none' : String(j.config.embeddingsModel),
       `${n.items} (${pct(n.fraction)})`,
       `${n.relevant_new} / ${n.relevant_old}`,
       `${f3(n.recall_new)} / ${f3(n.bm25.recall_new)}`,
@@ -616,7 +618,10 @@ export function newItemsBlock(s: Sources): string {
   return tableWithCommands(
     t,
     'Over the held-out queries of every fold, pooled (recall: relevant items in the served sets over relevant items). Re-measure:',
-    s.newItems.map((r) => `- ${display(r.name)}: \`${evolveCommand(r.json, r.file)}\``),
+    s.newItems.map(
+      (r) =>
+        `- ${display(r.json.dataset)}, encoder ${String(r.json.config.embeddingsModel ?? 'none')}: \`${evolveCommand(r.json, r.file)}\``,
+    ),
   );
 }
 
