@@ -248,7 +248,22 @@ export function resultsDetailBlock(s: Sources): string {
 
 /** The run options a stored config names, in words (the ones the results depend on most). */
 function configLine(c: Record<string, unknown>): string {
-  const keys = ['seed', 'rounds', 'groupSize', 'kMax', 'vocabulary', 'minCarriers', 'relatedness', 'servedSet', 'refit', 'rank'];
+  const keys = [
+    'seed',
+    'rounds',
+    'groupSize',
+    'kMax',
+    'vocabulary',
+    'minCarriers',
+    'relatedness',
+    'embeddingsModel',
+    'embeddingsFeatures',
+    'keywordCosine',
+    'servedSet',
+    'cut',
+    'refit',
+    'rank',
+  ];
   return keys
     .filter((k) => c[k] !== undefined)
     .map((k) => `${k} ${JSON.stringify(c[k])}`)
