@@ -6,14 +6,13 @@
  * option maps onto the planner's rule (plannerVocabulary: the judge's model named apart
  * from the relevance model's).
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseRunConfig, parseStoredConfig, plannerVocabulary } from '../../src/run/config.ts';
 import { denseItemText } from '../../src/embeddings/dense.ts';
-import { runCogr, smallDemo } from '../fixtures/cogrChild.ts';
+import { runCogr, smallDemo, smallDemoIn } from '../fixtures/cogrChild.ts';
 import { startFakeEmbeddings } from '../fixtures/fakeEmbeddings.ts';
 import { synthCorpus } from '../fixtures/synthCorpus.ts';
 import { writeSynthDataset } from '../fixtures/synthDataset.ts';
@@ -92,27 +91,7 @@ describe('the encoder as a judge only (--embeddings-features no)', () => {
     // $COGR_EMBEDDINGS unset: the default, auto; the fast tier's venv path is where nothing can be made (vitest.config.ts).
     const { COGR_EMBEDDINGS: _, ...env } = process.env;
     const home = join(dir, 'home-default');
-    const r = await new Promise<{ status: number; stdout: string; stderr: string }>((done) => {
-      execFile(
-        process.execPath,
-        [
-          join(import.meta.dirname, '../../bin/cogr.mjs'),
-          'demo',
-          '--dataset',
-          writeSynthDataset(join(dir, 'ds-default')),
-          '--rounds',
-          '0',
-          '--sft-epochs',
-          '1',
-          '--workers',
-          '1',
-          '--quiet',
-          '--json',
-        ],
-        { encoding: 'utf8', env: { ...env, COGR_HOME: home }, timeout: 300_000, maxBuffer: 1 << 26 },
-        (err, stdout, stderr) => done({ status: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+    const r = await smallDemoIn(env, home, writeSynthDataset(join(dir, 'ds-default')), '--json');
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/all-MiniLM-L6-v2 is not installed: installing it once/);
     expect(r.stderr).toMatch(/no encoder for this run \(.*no embeddings venv at .*installing it failed.*\)/);
