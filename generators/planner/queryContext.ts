@@ -153,7 +153,8 @@ export class PlannerContexts {
    * trip per query. The candidates are the ones \`get\` then judges; nothing else changes.
    */
   prefetchKeywordVectors(queries: readonly { id: string; text: string }[]): void {
-    if (this.config.keywordCosine === null || queries.length < 2) return;
+    // Nothing to judge against without an attached view (a planner loaded but not yet attached).
+    if (this.config.keywordCosine === null || queries.length < 2 || !this.view) return;
     const model = this.config.keywordModel ?? this.relevance.embeddingsModel ?? null;
     const dense = model !== null ? denseVectorsOf(model) : undefined;
     if (!dense?.canFetch) return;

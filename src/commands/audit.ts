@@ -255,7 +255,7 @@ export function register(program: Command): void {
       const r = flags.url !== undefined ? await auditServed(flags, log) : await auditStored(flags, log);
       let queries = r.queries;
       let audit = r.audit;
-      if (flags.embeddings !== undefined) {
+      if (flags.embeddings !== undefined && flags.embeddings !== 'none') {
         queries = await withCosines(
           queries,
           parseEmbeddingsUrl('--embeddings', (await resolveEmbeddingsUrl(flags.embeddings, log))!),

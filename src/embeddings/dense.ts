@@ -91,7 +91,8 @@ export interface EmbeddingsFlags {
 
 /** The client and cache from `--embeddings*` flags; null without `--embeddings`. */
 export function embeddingsFromFlags(flags: EmbeddingsFlags, env: NodeJS.ProcessEnv = process.env): EmbeddingsSetup | null {
-  if (flags.embeddings === undefined) {
+  // `none`: no encoder, said outright (round.sh passes it to every command of a round).
+  if (flags.embeddings === undefined || flags.embeddings === 'none') {
     if (flags.embeddingsModel !== undefined) throw cogrError('INVALID_ARGUMENT', '--embeddings-model needs --embeddings URL');
     return null;
   }

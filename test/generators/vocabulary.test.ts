@@ -386,11 +386,14 @@ describe("the query planner's encoder rule (keywordCosine)", () => {
     expect(oneByOne.length).toBeGreaterThan(0);
     expect(new Set(ahead[0])).toEqual(new Set(oneByOne.flat()));
     expect(plans).toEqual(plansAlone);
-    // nothing to fetch without the rule
+    // nothing to fetch without the rule, nor for a planner not attached to an item index (one loaded for its relevance model only)
     const none: string[][] = [];
     const open = gatedSetup(null, none, 'topic-vectors-open-ahead');
     open.prefetch(inputs);
     expect(none).toEqual([]);
+    const unattached = new KeywordPlanner(batched.relevance, { minCarriers: 3, relatedness: -1, keywordCosine: 0.5, labels: false });
+    expect(() => unattached.prefetch(inputs)).not.toThrow();
+    expect(ahead.length).toBe(1);
   });
 
   it("bounds the oracle the same way: SFT's oracle targets and cogr oracle keep only keywords at or above the cosine", () => {

@@ -16,6 +16,7 @@ import { isCogrError } from '../../../index/core/errors.ts';
 import { bertWords, STATIC_MODEL, StaticEncoder, staticModelDir } from '../../../src/embeddings/static.ts';
 import { createStaticEmbeddingsServer } from '../../../src/embeddings/staticServer.ts';
 import { defaultEmbeddings, storedRunEmbeddings } from '../../../src/embeddings/venv.ts';
+import { embeddingsFromFlags } from '../../../src/embeddings/dense.ts';
 import { runCogr, smallDemo } from '../../fixtures/cogrChild.ts';
 import { writeSynthDataset } from '../../fixtures/synthDataset.ts';
 
@@ -142,5 +143,7 @@ describe('the built-in encoder', () => {
     expect(storedRunEmbeddings(undefined, 'another-model')).toBeUndefined();
     expect(storedRunEmbeddings(undefined, null)).toBeUndefined();
     expect(storedRunEmbeddings('http://127.0.0.1:1/v1', 'all-MiniLM-L6-v2')).toBe('http://127.0.0.1:1/v1');
+    // none, said outright, is no endpoint on every command (round.sh passes it to each)
+    expect(embeddingsFromFlags({ embeddings: 'none' })).toBeNull();
   });
 });
